@@ -1,0 +1,527 @@
+"""Lockdep's semantics over a stream of events.
+
+The steps carry the kernel's names (kernel/locking/lockdep.c) so a kernel
+engineer finds them where expected: `lock_acquire` -> `validate_chain` ->
+`check_deadlock` / `check_prevs_add` -> `check_prev_add` ->
+`check_noncircular`; `lock_release` with `find_held_lock` and
+`reacquire_held_locks`.  Irq-state bookkeeping and usage-bit validation
+live in `lockcheck.irq`, which this module calls at the points where
+lockdep calls `mark_usage` / `mark_held_locks` / `check_irq_usage`.
+
+Differences from the kernel, on purpose:
+
+- lockdep turns itself off after the first report; we go on (the event
+  still takes effect: an acquisition that raised a finding is still held,
+  but adds no dependencies), reporting each distinct problem once;
+- a lock whose acquisition raised a finding is still pushed (the kernel
+  returns before pushing, but it is also off by then);
+- chain keys are Python hashes of (previous key, class, read) instead of
+  jhash; like the kernel's 64-bit key, a collision would only skip a check.
+
+The checker never prints: `feed()` returns the new findings of one event.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Optional
+
+from lockcheck import events as E
+from lockcheck import findings as F
+from lockcheck.events import Event, class_name
+from lockcheck.findings import ChainLink, Evidence, Finding, LockSnapshot
+from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, calc_dep
+from lockcheck.irq import IrqValidator, hardirqs_off
+from lockcheck.usage import usage_chars
+
+#: lockdep's MAX_LOCK_DEPTH: the 48th simultaneously held entry is reported
+MAX_LOCK_DEPTH = 48
+INITIAL_CHAIN_KEY = -1
+
+
+class HeldLock:
+    """One entry of a task's held-lock stack (lockdep's `struct held_lock`)."""
+
+    __slots__ = (
+        "cls", "lock", "instance", "subclass", "read", "trylock", "check", "nest",
+        "irq_context", "hardirqs_off", "references", "prev_chain_key", "event",
+    )
+
+    def __init__(self, cls: str, lock: str, instance: Optional[str], subclass: int, read: int,
+                 trylock: bool, check: bool, nest: Optional[tuple], irq_context: int,
+                 hardirqs_off: bool, references: int, event: Event) -> None:
+        self.cls = cls
+        self.lock = lock
+        self.instance = instance
+        self.subclass = subclass
+        self.read = read
+        self.trylock = trylock
+        self.check = check
+        self.nest = nest
+        self.irq_context = irq_context
+        self.hardirqs_off = hardirqs_off
+        self.references = references
+        self.prev_chain_key = INITIAL_CHAIN_KEY
+        self.event = event
+
+    def matches(self, lock: str, instance: Optional[str]) -> bool:
+        """lockdep's `match_held_lock`: the same lock object, or any lock of a merged entry's class."""
+        if self.lock == lock and self.instance == instance:
+            return True
+        # a nest_lock-merged entry stands for every instance of its (subclass 0) class
+        return bool(self.references) and self.subclass == 0 and self.lock == lock
+
+
+class TaskState:
+    """Per-task lockdep state: held stack, chain key, irq state."""
+
+    __slots__ = (
+        "key", "name", "held", "chain_key", "hardirq_depth", "softirq_depth",
+        "hardirqs_enabled", "softirqs_enabled", "cpu", "acquired_ever", "irq_events",
+    )
+
+    def __init__(self, key: str, name: str) -> None:
+        self.key = key
+        self.name = name
+        self.held: list[HeldLock] = []
+        self.chain_key = INITIAL_CHAIN_KEY
+        self.hardirq_depth = 0
+        self.softirq_depth = 0
+        self.hardirqs_enabled = True
+        self.softirqs_enabled = True
+        self.cpu: Optional[int] = None
+        self.acquired_ever: Optional[set] = None
+        self.irq_events: dict[str, Evidence] = {}
+
+    @property
+    def irq_context(self) -> int:
+        """lockdep's `irq_context`: bit 1 hardirq, bit 0 softirq."""
+        return (2 if self.hardirq_depth else 0) | (1 if self.softirq_depth else 0)
+
+
+@dataclass
+class CheckerOptions:
+    """Behaviour switches; the defaults are the kernel's behaviour on a full trace."""
+
+    #: releases of locks never seen acquired by that task are counted, not reported
+    #: (a capture that starts mid-flight); `.lt` traces are complete, so off by default
+    lenient_start: bool = False
+    #: stop checking after the first finding, as the kernel does
+    first: bool = False
+
+
+@dataclass
+class CheckerStats:
+    events: int = 0
+    unknown_releases: int = 0
+    chain_hits: int = 0
+    chains: int = 0
+    lost_resets: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class Checker:
+    """Feed events in trace order; collect findings and the dependency graph.
+
+    >>> from lockcheck.events import Event
+    >>> c = Checker()
+    >>> trace = [("T1", "A"), ("T1", "B"), ("T2", "B"), ("T2", "A")]
+    >>> for task, lock in [("T1", "A"), ("T1", "B")]:
+    ...     _ = c.feed(Event(task, "acquire", lock))
+    >>> _ = c.feed(Event("T1", "release", "B")); _ = c.feed(Event("T1", "release", "A"))
+    >>> _ = c.feed(Event("T2", "acquire", "B"))
+    >>> [f.kind for f in c.feed(Event("T2", "acquire", "A"))]
+    ['circular-dependency']
+    """
+
+    def __init__(self, graph: Optional[DepGraph] = None, options: Optional[CheckerOptions] = None) -> None:
+        self.graph = graph if graph is not None else DepGraph()
+        self.options = options or CheckerOptions()
+        self.tasks: dict[str, TaskState] = {}
+        self.chain_cache: set[int] = set()
+        self.reported: set[tuple] = set()
+        self.findings: list[Finding] = []
+        self.stats = CheckerStats()
+        self.irq = IrqValidator(self)
+        self.stopped = False
+        self._pending: list[Finding] = []
+        self._dispatch = {
+            E.ACQUIRE: self._op_acquire,
+            E.RELEASE: self._op_release,
+            E.CONTENDED: _ignore,
+            E.ACQUIRED: _ignore,
+            E.FREE: self._op_free,
+            E.EXIT: self._op_exit,
+        }
+        for op in E.IRQ_OPS:
+            self._dispatch[op] = self.irq.on_event
+
+    # -- public ----------------------------------------------------------
+    def feed(self, ev: Event) -> list[Finding]:
+        """Apply one event; return the new (not yet reported) findings it raised."""
+        self.stats.events += 1
+        if self.stopped:
+            return []
+        task = self.tasks.get(ev.task)
+        if task is None:
+            task = self.tasks[ev.task] = TaskState(ev.task, ev.comm or ev.task)
+            if self.options.lenient_start:
+                task.acquired_ever = set()
+        elif ev.comm is not None:
+            task.name = ev.comm
+        if ev.cpu is not None:
+            task.cpu = ev.cpu
+        handler = self._dispatch.get(ev.op)
+        if handler is None:
+            handler = self._special(ev.op)
+        handler(task, ev)
+        if not self._pending:
+            return []
+        new, self._pending = self._pending, []
+        if self.options.first and new:
+            self.stopped = True
+            new = new[:1]
+        self.findings.extend(new)
+        return new
+
+    def run(self, events: Iterable[Event]) -> Iterator[Finding]:
+        """Feed every event, yielding findings as they are found (streaming)."""
+        feed = self.feed
+        for ev in events:
+            found = feed(ev)
+            if found:
+                yield from found
+            if self.stopped:
+                return
+
+    def report(self, finding: Finding) -> None:
+        """Queue a finding unless the same problem was reported before."""
+        key = finding.key()
+        if key in self.reported:
+            return
+        self.reported.add(key)
+        self._pending.append(finding)
+
+    # -- ops -------------------------------------------------------------
+    def _op_acquire(self, task: TaskState, ev: Event) -> None:
+        if task.acquired_ever is not None:
+            task.acquired_ever.add((ev.lock, ev.instance))
+        self.lock_acquire(task, ev, ev.lock, ev.instance, ev.subclass, ev.mode, ev.trylock, ev.check,
+                          ev.nest, hardirqs_off(task), 0)
+
+    def _op_release(self, task: TaskState, ev: Event) -> None:
+        self.lock_release(task, ev)
+
+    def _op_free(self, task: TaskState, ev: Event) -> None:
+        """debug_check_no_locks_freed: freeing (or re-initialising) a lock this task holds."""
+        for hlock in task.held:
+            if hlock.lock == ev.lock and hlock.instance == ev.instance:
+                self.report(self._finding(F.HELD_FREED, task, ev, lock=hlock.cls, held=hlock.cls,
+                                          next=self.snapshot(hlock)))
+                return
+
+    def _op_exit(self, task: TaskState, ev: Event) -> None:
+        """lockdep_sys_exit: returning to user space with locks held."""
+        if task.held:
+            top = task.held[-1]
+            self.report(self._finding(F.HELD_AT_EXIT, task, ev, lock=top.cls))
+
+    def _special(self, op: str):
+        if op == "lost-events":
+            return self._op_lost_events
+        raise ValueError(f"unknown op {op!r}")
+
+    def _op_lost_events(self, task: TaskState, ev: Event) -> None:
+        """Events were lost on a CPU: what its tasks hold is unknown, so start them afresh."""
+        for other in self.tasks.values():
+            if other.cpu == ev.cpu and (other.held or other.irq_context):
+                other.held.clear()
+                other.chain_key = INITIAL_CHAIN_KEY
+                other.hardirq_depth = other.softirq_depth = 0
+                other.hardirqs_enabled = other.softirqs_enabled = True
+                if self.options.lenient_start:
+                    other.acquired_ever = set()
+                self.stats.lost_resets += 1
+
+    # -- acquire (lockdep's __lock_acquire) -------------------------------
+    def lock_acquire(self, task: TaskState, ev: Event, lock: str, instance: Optional[str], subclass: int,
+                     read: int, trylock: bool, check: bool, nest: Optional[tuple], hardirqs_off: bool,
+                     references: int, hold_event: Optional[Event] = None) -> bool:
+        """Push a lock on the task's stack, validating it; False when nothing was pushed (merged).
+
+        `ev` is the event being processed (where findings are located);
+        `hold_event` is where this hold began when it differs (a lock
+        re-acquired after an out-of-order release keeps its original site).
+        """
+        cls = class_name(lock, subclass)
+        if cls not in self.graph.nx._succ:
+            self.graph.add_class(cls)
+        held = task.held
+        depth = len(held)
+        # nest_lock merge: the top entry is the same class and we rely on the nest lock
+        if depth and nest is not None:
+            top = held[-1]
+            if top.cls == cls:
+                top.references = (top.references or 1) + (references or 1)
+                return False
+        irq_context = task.irq_context
+        hlock = HeldLock(cls, lock, instance, subclass, read, trylock, check, nest, irq_context,
+                         hardirqs_off, references, hold_event or ev)
+        ok = self.irq.mark_usage(task, hlock, ev)
+        chain_key = task.chain_key
+        chain_head = not depth
+        hlock.prev_chain_key = chain_key
+        if depth and held[-1].irq_context != irq_context:
+            chain_key = INITIAL_CHAIN_KEY
+            chain_head = True
+        chain_key = hash((chain_key, cls, read))
+        if nest is not None and not self.lock_is_held(task, nest[0], nest[1]):
+            self.print_lock_nested_lock_not_held(task, hlock, ev)
+        elif ok:
+            self.validate_chain(task, hlock, chain_head, chain_key, ev)
+        held.append(hlock)
+        task.chain_key = chain_key
+        if len(held) >= MAX_LOCK_DEPTH:
+            self.report(self._finding(F.MAX_DEPTH, task, ev, lock=cls, next=self.snapshot(hlock),
+                                      details={"depth": len(held), "max": MAX_LOCK_DEPTH}))
+        return True
+
+    def lock_is_held(self, task: TaskState, lock: str, instance: Optional[str]) -> bool:
+        return any(h.matches(lock, instance) for h in task.held)
+
+    def validate_chain(self, task: TaskState, hlock: HeldLock, chain_head: bool, chain_key: int,
+                       ev: Event) -> None:
+        """Validate a held-lock chain not seen before; a cached chain costs one set lookup."""
+        if hlock.trylock or not hlock.check:
+            return
+        if chain_key in self.chain_cache:
+            self.stats.chain_hits += 1
+            return
+        self.chain_cache.add(chain_key)
+        self.stats.chains += 1
+        ret = self.check_deadlock(task, hlock, ev)
+        if ret == 0:
+            return
+        if not chain_head and ret != 2:
+            self.check_prevs_add(task, hlock, ev)
+
+    def check_deadlock(self, task: TaskState, nxt: HeldLock, ev: Event) -> int:
+        """Same class already held: 0 reported, 1 fine, 2 allowed by a held nest lock (no new deps)."""
+        nest = None
+        nest_key = nxt.nest
+        for prev in task.held:
+            if nest_key is not None and prev.lock == nest_key[0] and prev.instance == nest_key[1]:
+                nest = prev
+            if prev.cls != nxt.cls:
+                continue
+            # read-after-read recursion of the same class is allowed
+            if nxt.read == 2 and prev.read:
+                continue
+            if nest is not None:
+                return 2
+            self.print_deadlock_bug(task, prev, nxt, ev)
+            return 0
+        return 1
+
+    def check_prevs_add(self, task: TaskState, nxt: HeldLock, ev: Event) -> None:
+        """Add `prev -> next` for the nearest held lock and the trylocks above it, in this irq context."""
+        held = task.held
+        depth = len(held)
+        i = depth - 1
+        while True:
+            prev = held[i]
+            if prev.check:
+                if not self.check_prev_add(task, prev, nxt, depth - i, ev):
+                    return
+                if not prev.trylock:
+                    break
+            i -= 1
+            if i < 0 or held[i + 1].irq_context != held[i].irq_context:
+                break
+
+    def check_prev_add(self, task: TaskState, prev: HeldLock, nxt: HeldLock, distance: int,
+                       ev: Event) -> bool:
+        """Validate and record one dependency; False when it was reported instead."""
+        dep = calc_dep(prev.read, nxt.read)
+        attrs = self.graph.nx._succ[prev.cls].get(nxt.cls)
+        if attrs is not None and attrs["dep"] & dep == dep:
+            # already present with this type: the search below ran when it was added
+            # and found nothing, and the graph has not gained a strong cycle since
+            if distance == 1:
+                attrs["distance"] = 1
+            return True
+        target = self.check_noncircular(nxt, prev)
+        if target is not None:
+            if target.cls == nxt.cls:
+                self.print_deadlock_bug(task, prev, nxt, ev)
+            else:
+                self.print_circular_bug(task, target, nxt, prev, ev)
+            return False
+        if not self.irq.check_irq_usage(task, prev, nxt, ev):
+            return False
+        pev = prev.event
+        self.graph.add_dependency(
+            prev.cls, nxt.cls, dep, Evidence(ev.file, ev.line, task.name, ev.at, ev.ts), distance,
+            held=Evidence(pev.file, pev.line, task.name, pev.at, pev.ts),
+        )
+        return True
+
+    def check_noncircular(self, src: HeldLock, target: HeldLock) -> Optional["BfsEntry"]:
+        """Forward BFS from `src` for a strong path back to `target`'s class (lockdep's __bfs).
+
+        As in the kernel, a class is marked visited before the strength
+        test, and a path ending in a recursive-read edge only matches when
+        the target is held exclusively (`hlock_conflict`).
+        """
+        root = BfsEntry(src.cls, None, src.read == 2, 0, None)
+        tcls = target.cls
+        exclusive_target = target.read == 0
+        if root.cls == tcls and (exclusive_target or not root.only_xr):
+            return root
+        succ = self.graph.nx._succ
+        accessed = {root.cls}
+        queue: deque = deque()
+        for ncls, attrs in succ[root.cls].items():
+            queue.append((ncls, attrs, root))
+        popleft = queue.popleft
+        push = queue.append
+        while queue:
+            cls, attrs, parent = popleft()
+            if cls in accessed:
+                continue
+            accessed.add(cls)
+            dep = attrs["dep"]
+            if parent.only_xr:
+                dep &= DEP_E_MASK  # -(*R)-> -(S*)-> is not a strong path
+                if not dep:
+                    continue
+            entry = BfsEntry(cls, parent, not (dep & DEP_N_MASK), dep, attrs)
+            if cls == tcls and (exclusive_target or not entry.only_xr):
+                return entry
+            for ncls, nattrs in succ[cls].items():
+                push((ncls, nattrs, entry))
+        return None
+
+    # -- release (lockdep's __lock_release) -------------------------------
+    def lock_release(self, task: TaskState, ev: Event) -> None:
+        held = task.held
+        index = self.find_held_lock(task, ev.lock, ev.instance)
+        if index is None:
+            if (self.options.lenient_start and task.acquired_ever is not None
+                    and (ev.lock, ev.instance) not in task.acquired_ever):
+                self.stats.unknown_releases += 1
+                return
+            self.print_unlock_imbalance_bug(task, ev)
+            return
+        hlock = held[index]
+        if hlock.references:
+            hlock.references -= 1
+            if hlock.references:
+                return
+        above = held[index + 1:]
+        del held[index:]
+        task.chain_key = hlock.prev_chain_key
+        # lockdep's reacquire_held_locks: the locks above are taken again, and re-validated
+        for again in above:
+            self.lock_acquire(task, ev, again.lock, again.instance, again.subclass, again.read,
+                              again.trylock, again.check, again.nest, again.hardirqs_off, again.references,
+                              hold_event=again.event)
+
+    def find_held_lock(self, task: TaskState, lock: str, instance: Optional[str]) -> Optional[int]:
+        """Top-down search of the held stack, not crossing into another irq context."""
+        held = task.held
+        i = len(held) - 1
+        if i < 0:
+            return None
+        if held[i].matches(lock, instance):
+            return i
+        while i > 0:
+            if held[i].irq_context != held[i - 1].irq_context:
+                return None
+            i -= 1
+            if held[i].matches(lock, instance):
+                return i
+        return None
+
+    # -- reports ---------------------------------------------------------
+    def usage_of(self, cls: str) -> str:
+        return usage_chars(self.graph.usage(cls))
+
+    def snapshot(self, hlock: HeldLock) -> LockSnapshot:
+        ev = hlock.event
+        return LockSnapshot(
+            name=hlock.cls, instance=hlock.instance, usage=self.usage_of(hlock.cls), at=ev.at,
+            mode=hlock.read, acquired=Evidence(ev.file, ev.line, ev.comm or ev.task, ev.at, ev.ts),
+            references=hlock.references,
+        )
+
+    def held_snapshot(self, task: TaskState) -> list[LockSnapshot]:
+        return [self.snapshot(h) for h in task.held]
+
+    def _finding(self, kind: str, task: TaskState, ev: Event, lock: str, held: Optional[str] = None,
+                 **fields) -> Finding:
+        fields.setdefault("held_locks", self.held_snapshot(task))
+        return Finding(kind=kind, task=task.name, lock=lock, held=held, location=ev.location,
+                       site=ev.at, **fields)
+
+    def print_deadlock_bug(self, task: TaskState, prev: HeldLock, nxt: HeldLock, ev: Event) -> None:
+        self.report(self._finding(F.RECURSIVE, task, ev, lock=nxt.cls, held=prev.cls,
+                                  next=self.snapshot(nxt), prev=self.snapshot(prev)))
+
+    def print_circular_bug(self, task: TaskState, target: "BfsEntry", nxt: HeldLock, prev: HeldLock,
+                           ev: Event) -> None:
+        path = []
+        entry: Optional[BfsEntry] = target
+        while entry is not None:
+            path.append(entry)
+            entry = entry.parent
+        # path: target (prev's class) ... root (next's class); printed in that order
+        depth = len(path) - 1
+        chain = []
+        for i, entry in enumerate(path):
+            if entry.attrs is not None:
+                evidence = entry.attrs["evidence"]
+            else:
+                evidence = Evidence(ev.file, ev.line, task.name, ev.at, ev.ts)
+            chain.append(ChainLink(depth - i, entry.cls, self.usage_of(entry.cls), evidence, entry.dep))
+        cycle = [e.cls for e in reversed(path)]
+        self.report(self._finding(F.CIRCULAR, task, ev, lock=nxt.cls, held=prev.cls, cycle=cycle,
+                                  next=self.snapshot(nxt), prev=self.snapshot(prev), chain=chain))
+
+    def print_unlock_imbalance_bug(self, task: TaskState, ev: Event) -> None:
+        cls = class_name(ev.lock, 0)
+        self.report(self._finding(F.UNLOCK_IMBALANCE, task, ev, lock=cls,
+                                  details={"instance": ev.instance}))
+
+    def print_lock_nested_lock_not_held(self, task: TaskState, hlock: HeldLock, ev: Event) -> None:
+        nest_lock, nest_instance = hlock.nest
+        self.report(self._finding(F.NEST_NOT_HELD, task, ev, lock=hlock.cls, held=nest_lock,
+                                  next=self.snapshot(hlock),
+                                  details={"nest_instance": nest_instance}))
+
+
+class BfsEntry:
+    """A visited dependency in a graph search (lockdep's `struct lock_list` with its parent link)."""
+
+    __slots__ = ("cls", "parent", "only_xr", "dep", "attrs")
+
+    def __init__(self, cls: str, parent: Optional["BfsEntry"], only_xr: bool, dep: int,
+                 attrs: Optional[dict]) -> None:
+        self.cls = cls
+        self.parent = parent
+        self.only_xr = only_xr
+        self.dep = dep
+        self.attrs = attrs
+
+
+def _ignore(task: TaskState, ev: Event) -> None:
+    """contended/acquired events feed statistics, not validation."""
+
+
+def check_events(events: Iterable[Event], graph: Optional[DepGraph] = None,
+                 options: Optional[CheckerOptions] = None) -> tuple[list[Finding], Checker]:
+    """Run a whole trace; the findings in report order and the checker (graph, stats)."""
+    checker = Checker(graph, options)
+    found = list(checker.run(events))
+    return found, checker

@@ -1,0 +1,123 @@
+"""Command line: argument parsing, and wiring readers -> checker -> renderers.
+
+Exit status (../shared/spec/cli.md): 0 nothing found, 1 findings,
+2 usage error or unreadable/malformed input (one `FILE:LINE:COL: message`
+line per problem on stderr, never a traceback).  Findings made before a
+malformed line are still printed: they happened.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Optional, Sequence, TextIO
+
+from lockcheck import __version__
+from lockcheck.errors import LockcheckError, UsageError
+from lockcheck.session import CheckSession, SessionOptions
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that raises instead of exiting, so usage errors follow the exit-2 contract."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="lockcheck", description="Lockdep for lock traces: finds deadlocks that have not happened yet.")
+    parser.add_argument("--version", action="version", version=f"lockcheck {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+
+    check = sub.add_parser("check", help="check traces and report problems in lockdep's format")
+    _add_input_args(check)
+    check.add_argument("--format", default="text", help="text (default), json, sarif or github")
+    check.add_argument("--first", action="store_true", help="stop after the first finding, like the kernel")
+    check.add_argument("--quiet", "-q", action="store_true", help="no summary or notes, findings only")
+    check.add_argument("--save-graph", metavar="GRAPH", help="write the dependency graph (.json, .graphml, .dot)")
+    check.add_argument("--baseline", metavar="GRAPH", action="append", default=[],
+                       help="merge a saved graph in before checking (repeatable)")
+    check.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
+    check.add_argument("--order", metavar="FILE", help="declared lock order to seed and enforce")
+    check.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+
+    convert = sub.add_parser("convert", help="write any supported trace as .lt")
+    _add_input_args(convert)
+    convert.add_argument("--output", "-o", metavar="OUT", default="-", help="output .lt file (default stdout)")
+    return parser
+
+
+def _add_input_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace file, directory, or - for stdin")
+    parser.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf or jsonl")
+    parser.add_argument("--strict-start", action="store_true",
+                        help="report releases of locks never seen acquired even in captures (ftrace, perf)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
+
+
+def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
+         stderr: Optional[TextIO] = None) -> int:
+    """Run the command line; return the exit status (the console script exits with it)."""
+    stdout = stdout or sys.stdout
+    stderr = stderr or sys.stderr
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            raise UsageError("lockcheck: a command is required (check, convert); see lockcheck --help")
+        return COMMANDS[args.command](args, stdout, stderr)
+    except LockcheckError as err:
+        print(err.format(), file=stderr)
+        return EXIT_ERROR
+    except KeyboardInterrupt:
+        print("lockcheck: interrupted", file=stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_ERROR
+
+
+def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    options = SessionOptions(
+        input_format=args.input_format,
+        output_format=args.format,
+        first=args.first,
+        quiet=args.quiet,
+        strict_start=args.strict_start,
+        baselines=list(args.baseline),
+        save_graph=args.save_graph,
+        suppress=args.suppress,
+        order=args.order,
+        progress=not args.no_progress,
+    )
+    session = CheckSession(options, stderr=stderr)
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as out:
+                return session.run(args.traces, out)
+        except OSError as err:
+            raise UsageError(f"{args.output}: {err.strerror}") from None
+    return session.run(args.traces, stdout)
+
+
+def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from lockcheck.readers import read_all
+    from lockcheck.readers.lt import format_event
+
+    out = stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
+    try:
+        out.write("#lockcheck-trace v1\n")
+        for ev in read_all(args.traces, args.input_format):
+            out.write(format_event(ev))
+            out.write("\n")
+    finally:
+        if out is not stdout:
+            out.close()
+    return EXIT_CLEAN
+
+
+COMMANDS = {"check": cmd_check, "convert": cmd_convert}
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

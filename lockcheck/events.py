@@ -1,0 +1,159 @@
+"""Typed trace events: the vocabulary every reader produces and the checker consumes.
+
+One `Event` mirrors one call of the kernel's lockdep hooks
+(`lock_acquire(lock, subclass, trylock, read, check, nest_lock, ip)`,
+`lock_release(lock, ip)`, the irq-state hooks, `debug_check_no_locks_freed`,
+`lockdep_sys_exit`).  Readers of every input format (`.lt`, ftrace, perf,
+JSON Lines, the pytest plugin's recorder) yield these and nothing else, so
+the checker never knows where a trace came from.
+
+Ops are plain interned strings equal to the `.lt` op names: comparing
+`event.op is ACQUIRE` is the cheapest test Python has, and the hot path
+runs it millions of times.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+# -- ops (the `.lt` spelling) -------------------------------------------------
+ACQUIRE = "acquire"
+RELEASE = "release"
+CONTENDED = "contended"
+ACQUIRED = "acquired"
+HARDIRQ_ENTER = "hardirq-enter"
+HARDIRQ_EXIT = "hardirq-exit"
+SOFTIRQ_ENTER = "softirq-enter"
+SOFTIRQ_EXIT = "softirq-exit"
+IRQS_ON = "irqs-on"
+IRQS_OFF = "irqs-off"
+SOFTIRQS_ON = "softirqs-on"
+SOFTIRQS_OFF = "softirqs-off"
+FREE = "free"
+EXIT = "exit"
+
+#: ops that name a lock
+LOCK_OPS = frozenset({ACQUIRE, RELEASE, CONTENDED, ACQUIRED, FREE})
+#: ops that change the irq state of a task
+IRQ_OPS = frozenset(
+    {HARDIRQ_ENTER, HARDIRQ_EXIT, SOFTIRQ_ENTER, SOFTIRQ_EXIT, IRQS_ON, IRQS_OFF, SOFTIRQS_ON, SOFTIRQS_OFF}
+)
+ALL_OPS = LOCK_OPS | IRQ_OPS | {EXIT}
+
+# -- modes: lockdep's `read` argument -------------------------------------------
+WRITE = 0  #: exclusive
+READ = 1  #: non-recursive reader (down_read on an rwsem)
+RREAD = 2  #: recursive reader (read_lock on an rwlock_t, rcu_read_lock)
+MODE_NAMES = {WRITE: "write", READ: "read", RREAD: "rread"}
+MODES_BY_NAME = {name: mode for mode, name in MODE_NAMES.items()}
+
+#: lockdep's MAX_LOCKDEP_SUBCLASSES
+MAX_SUBCLASS = 7
+
+
+class Event:
+    """One lock operation of one task, with where it was read from.
+
+    `lock` is the class name as written in the trace (without `/N`: the
+    subclass is its own field, as in `lock_acquire`), `instance` the lock
+    object within that class (None: the class's single instance).
+    `nest` is the nest_lock as a `(class, instance)` pair.  `comm` is an
+    optional display name for the task when the key is not readable (ftrace
+    keys stacks by pid and prints the last comm seen).
+    """
+
+    __slots__ = (
+        "task", "op", "lock", "instance", "mode", "trylock", "subclass", "nest",
+        "check", "at", "ts", "cpu", "file", "line", "comm",
+    )
+
+    def __init__(
+        self,
+        task: str,
+        op: str,
+        lock: Optional[str] = None,
+        instance: Optional[str] = None,
+        mode: int = WRITE,
+        trylock: bool = False,
+        subclass: int = 0,
+        nest: Optional[tuple[str, Optional[str]]] = None,
+        check: bool = True,
+        at: Optional[str] = None,
+        ts: Optional[float] = None,
+        cpu: Optional[int] = None,
+        file: str = "<trace>",
+        line: int = 0,
+        comm: Optional[str] = None,
+    ) -> None:
+        self.task = task
+        self.op = op
+        self.lock = lock
+        self.instance = instance
+        self.mode = mode
+        self.trylock = trylock
+        self.subclass = subclass
+        self.nest = nest
+        self.check = check
+        self.at = at
+        self.ts = ts
+        self.cpu = cpu
+        self.file = file
+        self.line = line
+        self.comm = comm
+
+    def _key(self) -> tuple:
+        return tuple(getattr(self, name) for name in self.__slots__)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        return self._key() == other._key()
+
+    def __hash__(self) -> int:
+        return hash(self._key())
+
+    def __repr__(self) -> str:
+        fields = ", ".join(
+            f"{name}={getattr(self, name)!r}"
+            for name in self.__slots__
+            if getattr(self, name) not in (None, False) or name in ("task", "op")
+        )
+        return f"Event({fields})"
+
+    @property
+    def location(self) -> str:
+        """`FILE:LINE`, the form every report and the JSON contract use."""
+        return f"{self.file}:{self.line}"
+
+    @property
+    def class_name(self) -> Optional[str]:
+        """The validation class as reports print it: `NAME` or `NAME/N`."""
+        if self.lock is None:
+            return None
+        return class_name(self.lock, self.subclass)
+
+
+def class_name(lock: str, subclass: int = 0) -> str:
+    """Lockdep prints a subclass as a `/N` suffix of the class name (`__print_lock_name`).
+
+    >>> class_name("&rq->lock", 1)
+    '&rq->lock/1'
+    """
+    return f"{lock}/{subclass}" if subclass else lock
+
+
+def lock_text(lock: str, instance: Optional[str]) -> str:
+    """A lock as the `.lt` format writes it (quoting names that need it)."""
+    text = quote_token(lock)
+    return f"{text}@{instance}" if instance is not None else text
+
+
+_NEEDS_QUOTES = frozenset(' \t"@\\')
+
+
+def quote_token(text: str) -> str:
+    """Quote a class name or site the way the `.lt` grammar reads it back."""
+    if text and not any(ch in _NEEDS_QUOTES for ch in text) and not text.startswith("#") and "=" not in text:
+        return text
+    escaped = text.replace("\\", "\\\\").replace('"', '\\"')
+    return f'"{escaped}"'

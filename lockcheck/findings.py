@@ -1,0 +1,193 @@
+"""Findings: what the checker concludes, with everything a renderer needs.
+
+The checker never prints (see pyflakes' messages.py for the model): it
+returns `Finding` objects carrying snapshots of the locks involved, taken at
+the moment of the report, and the renderers in `lockcheck.report` lay them
+out as the kernel would.  A new kind of problem is a new `KIND_*` constant
+and the checker line that raises it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+# -- kinds (the JSON `kind` values of ../shared/spec/cli.md) -------------------
+RECURSIVE = "recursive-locking"
+CIRCULAR = "circular-dependency"
+UNLOCK_IMBALANCE = "unlock-imbalance"
+NEST_NOT_HELD = "nest-lock-not-held"
+HELD_AT_EXIT = "held-at-exit"
+HELD_FREED = "held-lock-freed"
+INCONSISTENT = "inconsistent-lock-state"
+IRQ_INVERSION = "irq-lock-inversion"
+MAX_DEPTH = "lock-depth-exceeded"  # not in the contract's table: lockdep's "BUG: MAX_LOCK_DEPTH too low!"
+ORDER_VIOLATION = "order-violation"  # a dependency against a declared lock order (lockcheck.order)
+
+#: the kernel's title for each kind (the message of the JSON contract)
+MESSAGES = {
+    RECURSIVE: "possible recursive locking detected",
+    CIRCULAR: "possible circular locking dependency detected",
+    UNLOCK_IMBALANCE: "bad unlock balance detected!",
+    NEST_NOT_HELD: "Nested lock was not taken",
+    HELD_AT_EXIT: "lock held when returning to user space!",
+    HELD_FREED: "held lock freed!",
+    INCONSISTENT: "inconsistent lock state",
+    IRQ_INVERSION: "possible irq lock inversion dependency detected",
+    MAX_DEPTH: "MAX_LOCK_DEPTH too low!",
+    ORDER_VIOLATION: "lock order violates the declared order",
+}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where something was first observed: a trace line, its task and call site.
+
+    Every dependency in the graph keeps one of these, so each link of a
+    reported chain can say why it exists ("-> #1 (B): first seen at
+    trace.lt:12 by T1, f.c:11").
+    """
+
+    file: str
+    line: int
+    task: str
+    at: Optional[str] = None
+    ts: Optional[float] = None
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"file": self.file, "line": self.line, "task": self.task}
+        if self.at is not None:
+            doc["at"] = self.at
+        if self.ts is not None:
+            doc["ts"] = self.ts
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "Evidence":
+        return cls(doc["file"], int(doc["line"]), doc["task"], doc.get("at"), doc.get("ts"))
+
+
+@dataclass(frozen=True)
+class LockSnapshot:
+    """A lock as lockdep's `print_lock` shows it, frozen at report time.
+
+    `name` includes `/N` for a subclass; `usage` is the `get_usage_chars`
+    string (`+.+.`) of the class when the report was made; `acquired` is
+    where in the trace this hold began (None for a lock being acquired).
+    """
+
+    name: str
+    instance: Optional[str]
+    usage: str
+    at: Optional[str]
+    mode: int = 0
+    acquired: Optional[Evidence] = None
+    references: int = 0
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    """One `-> #N (CLASS){usage}:` entry of a circular report.
+
+    `evidence` is where `cls` was first taken while the previous class of
+    the chain was held (the kernel prints that stack); for `-> #0`, the
+    class being acquired now, it is the current event.  `dep` is the
+    dependency's read/write type mask (see `lockcheck.graph`).
+    """
+
+    depth: int
+    cls: str
+    usage: str
+    evidence: Evidence
+    dep: int = 0
+
+
+@dataclass
+class Finding:
+    """One distinct problem, as reported.
+
+    Fields follow the JSON contract (`kind`, `task`, `lock`, `held`,
+    `cycle`, `location`, `message`); the rest is what the text renderer
+    needs to draw the kernel's layout.  `details` carries kind-specific
+    extras (irq state, usage bits and traces) documented where they are set.
+    """
+
+    kind: str
+    task: str
+    lock: str
+    location: str
+    held: Optional[str] = None
+    cycle: Optional[list[str]] = None
+    next: Optional[LockSnapshot] = None
+    prev: Optional[LockSnapshot] = None
+    held_locks: list[LockSnapshot] = field(default_factory=list)
+    chain: list[ChainLink] = field(default_factory=list)
+    site: Optional[str] = None
+    uncertain: Optional[str] = None
+    details: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def message(self) -> str:
+        return MESSAGES[self.kind]
+
+    def key(self) -> tuple:
+        """Identity for de-duplication: kind, lock and held classes; cycles up to rotation."""
+        if self.cycle:
+            pivot = min(range(len(self.cycle)), key=lambda i: self.cycle[i])
+            rotated = tuple(self.cycle[pivot:] + self.cycle[:pivot])
+            return (self.kind, rotated)
+        extra = self.details.get("dedup")
+        return (self.kind, self.lock, self.held, extra)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "kind": self.kind,
+            "task": self.task,
+            "lock": self.lock,
+            "held": self.held,
+            "location": self.location,
+            "message": self.message,
+        }
+        if self.cycle is not None:
+            doc["cycle"] = list(self.cycle)
+        if self.chain:
+            doc["chain"] = [
+                {"class": link.cls, "depth": link.depth, "evidence": link.evidence.to_json()} for link in self.chain
+            ]
+        if self.site is not None:
+            doc["at"] = self.site
+        if self.uncertain is not None:
+            doc["uncertain"] = self.uncertain
+        details = {key: value for key, value in self.details.items() if key != "dedup"}
+        if details:
+            doc["details"] = to_plain(details)
+        return doc
+
+
+def to_plain(value: Any) -> Any:
+    """Plain JSON data for a value that may hold Evidence, ChainLink or LockSnapshot objects."""
+    if isinstance(value, dict):
+        return {str(key): to_plain(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [to_plain(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(to_plain(item) for item in value)
+    if isinstance(value, Evidence):
+        return value.to_json()
+    if isinstance(value, ChainLink):
+        return {"class": value.cls, "depth": value.depth, "usage": value.usage,
+                "evidence": value.evidence.to_json()}
+    if isinstance(value, LockSnapshot):
+        doc: dict[str, Any] = {"class": value.name, "instance": value.instance, "usage": value.usage}
+        if value.at is not None:
+            doc["at"] = value.at
+        if value.acquired is not None:
+            doc["acquired"] = value.acquired.to_json()
+        return doc
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)

@@ -1,0 +1,48 @@
+"""Renderers: findings -> output.  The only place lockcheck writes a report.
+
+Every renderer module exposes::
+
+    render(findings: list[Finding], summary: Summary, out: TextIO) -> None
+
+and writes nothing but `out`.  `RENDERERS` maps the `--format` name of
+../shared/spec/cli.md to the module; the CLI fills a `Summary` with the
+run's counts and picks the module by name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import ModuleType
+
+from lockcheck import __version__
+
+
+@dataclass
+class Summary:
+    """What the run looked at, for the summary line and the JSON `stats`.
+
+    `files` are the trace files read, `notes` free-form remarks printed
+    after the summary (e.g. "3 releases of locks never seen acquired"),
+    `suppressed` the number of findings dropped by `--suppress`.
+    """
+
+    events: int = 0
+    tasks: int = 0
+    classes: int = 0
+    dependencies: int = 0
+    files: list[str] = field(default_factory=list)
+    version: str = __version__
+    notes: list[str] = field(default_factory=list)
+    suppressed: int = 0
+
+
+# Imported after `Summary` so the renderers may import it from here.
+from lockcheck.report import json, text  # noqa: E402
+
+#: `--format` name -> renderer module (sarif and github join later)
+RENDERERS: dict[str, ModuleType] = {
+    "text": text,
+    "json": json,
+}
+
+__all__ = ["RENDERERS", "Summary"]

@@ -1,0 +1,46 @@
+"""`--format json`: the JSON document of ../shared/spec/cli.md.
+
+    {"version": 1, "findings": [...], "stats": {"events", "tasks", "classes", "dependencies"}}
+
+plus `"notes"` and `"suppressed"` when the run has any.  Each finding is
+`Finding.to_json()`, which turns kind-specific `details` into plain data.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any, TextIO
+
+from lockcheck.findings import Finding
+
+if TYPE_CHECKING:
+    from lockcheck.report import Summary
+
+#: the `version` of the document's layout (not lockcheck's version)
+FORMAT_VERSION = 1
+
+
+def render(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
+    """Write the whole document, indented by 2, with a trailing newline."""
+    json.dump(document(findings, summary), out, indent=2)
+    out.write("\n")
+
+
+def document(findings: list[Finding], summary: "Summary") -> dict[str, Any]:
+    """The document as Python objects (what `render` dumps)."""
+    doc: dict[str, Any] = {
+        "version": FORMAT_VERSION,
+        "findings": [finding.to_json() for finding in findings],
+        "stats": {
+            "events": summary.events,
+            "tasks": summary.tasks,
+            "classes": summary.classes,
+            "dependencies": summary.dependencies,
+        },
+    }
+    if summary.notes:
+        doc["notes"] = list(summary.notes)
+    if summary.suppressed:
+        doc["suppressed"] = summary.suppressed
+    return doc
+
