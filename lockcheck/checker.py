@@ -32,7 +32,7 @@ from lockcheck import findings as F
 from lockcheck.events import Event, class_name
 from lockcheck.findings import ChainLink, Evidence, Finding, LockSnapshot
 from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, calc_dep
-from lockcheck.irq import IrqValidator, hardirqs_off
+from lockcheck.irq import IrqValidator
 from lockcheck.usage import usage_chars
 
 #: lockdep's MAX_LOCK_DEPTH: the 48th simultaneously held entry is reported
@@ -144,11 +144,10 @@ class Checker:
         self.findings: list[Finding] = []
         self.stats = CheckerStats()
         self.irq = IrqValidator(self)
+        self._classes = self.graph.nx._succ
         self.stopped = False
         self._pending: list[Finding] = []
         self._dispatch = {
-            E.ACQUIRE: self._op_acquire,
-            E.RELEASE: self._op_release,
             E.CONTENDED: _ignore,
             E.ACQUIRED: _ignore,
             E.FREE: self._op_free,
@@ -172,10 +171,27 @@ class Checker:
             task.name = ev.comm
         if ev.cpu is not None:
             task.cpu = ev.cpu
-        handler = self._dispatch.get(ev.op)
-        if handler is None:
-            handler = self._special(ev.op)
-        handler(task, ev)
+        op = ev.op
+        if op == E.ACQUIRE:
+            if task.acquired_ever is not None:
+                task.acquired_ever.add((ev.lock, ev.instance))
+            self.lock_acquire(task, ev, ev.lock, ev.instance, ev.subclass, ev.mode, ev.trylock, ev.check,
+                              ev.nest, not task.hardirqs_enabled or task.hardirq_depth > 0, 0)
+        elif op == E.RELEASE:
+            held = task.held
+            if held:
+                # the common case, releasing the innermost lock, without the search
+                top = held[-1]
+                if top.instance == ev.instance and top.lock == ev.lock and not top.references:
+                    held.pop()
+                    task.chain_key = top.prev_chain_key
+                    return []
+            self.lock_release(task, ev)
+        else:
+            handler = self._dispatch.get(op)
+            if handler is None:
+                handler = self._special(op)
+            handler(task, ev)
         if not self._pending:
             return []
         new, self._pending = self._pending, []
@@ -204,15 +220,6 @@ class Checker:
         self._pending.append(finding)
 
     # -- ops -------------------------------------------------------------
-    def _op_acquire(self, task: TaskState, ev: Event) -> None:
-        if task.acquired_ever is not None:
-            task.acquired_ever.add((ev.lock, ev.instance))
-        self.lock_acquire(task, ev, ev.lock, ev.instance, ev.subclass, ev.mode, ev.trylock, ev.check,
-                          ev.nest, hardirqs_off(task), 0)
-
-    def _op_release(self, task: TaskState, ev: Event) -> None:
-        self.lock_release(task, ev)
-
     def _op_free(self, task: TaskState, ev: Event) -> None:
         """debug_check_no_locks_freed: freeing (or re-initialising) a lock this task holds."""
         for hlock in task.held:
@@ -254,8 +261,8 @@ class Checker:
         `hold_event` is where this hold began when it differs (a lock
         re-acquired after an out-of-order release keeps its original site).
         """
-        cls = class_name(lock, subclass)
-        if cls not in self.graph.nx._succ:
+        cls = f"{lock}/{subclass}" if subclass else lock  # events.class_name, inlined: hot path
+        if cls not in self._classes:
             self.graph.add_class(cls)
         held = task.held
         depth = len(held)
@@ -265,7 +272,7 @@ class Checker:
             if top.cls == cls:
                 top.references = (top.references or 1) + (references or 1)
                 return False
-        irq_context = task.irq_context
+        irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
         hlock = HeldLock(cls, lock, instance, subclass, read, trylock, check, nest, irq_context,
                          hardirqs_off, references, hold_event or ev)
         ok = self.irq.mark_usage(task, hlock, ev)
@@ -373,19 +380,34 @@ class Checker:
         As in the kernel, a class is marked visited before the strength
         test, and a path ending in a recursive-read edge only matches when
         the target is held exclusively (`hlock_conflict`).
+
+        With a topological order of the graph at hand, classes ordered after
+        the target cannot lead to it and are never queued: the search visits
+        the same classes that matter in the same order, so it finds the same
+        path, only sooner (and none at all when the source is after the target).
         """
         root = BfsEntry(src.cls, None, src.read == 2, 0, None)
         tcls = target.cls
         exclusive_target = target.read == 0
         if root.cls == tcls and (exclusive_target or not root.only_xr):
             return root
+        order = self.graph.topological_order()
+        if order is not None:
+            limit = order[tcls]
+            if order[root.cls] > limit:
+                return None
         succ = self.graph.nx._succ
         accessed = {root.cls}
         queue: deque = deque()
-        for ncls, attrs in succ[root.cls].items():
-            queue.append((ncls, attrs, root))
         popleft = queue.popleft
         push = queue.append
+        if order is None:
+            for ncls, attrs in succ[root.cls].items():
+                push((ncls, attrs, root))
+        else:
+            for ncls, attrs in succ[root.cls].items():
+                if order[ncls] <= limit:
+                    push((ncls, attrs, root))
         while queue:
             cls, attrs, parent = popleft()
             if cls in accessed:
@@ -399,8 +421,13 @@ class Checker:
             entry = BfsEntry(cls, parent, not (dep & DEP_N_MASK), dep, attrs)
             if cls == tcls and (exclusive_target or not entry.only_xr):
                 return entry
-            for ncls, nattrs in succ[cls].items():
-                push((ncls, nattrs, entry))
+            if order is None:
+                for ncls, nattrs in succ[cls].items():
+                    push((ncls, nattrs, entry))
+            else:
+                for ncls, nattrs in succ[cls].items():
+                    if order[ncls] <= limit:
+                        push((ncls, nattrs, entry))
         return None
 
     # -- release (lockdep's __lock_release) -------------------------------

@@ -42,6 +42,8 @@ DEP_E_MASK = DEP_ER | DEP_EN
 #: dependencies whose next lock is not a recursive reader
 DEP_N_MASK = DEP_SN | DEP_EN
 DEP_NAMES = {DEP_SR: "SR", DEP_ER: "ER", DEP_SN: "SN", DEP_EN: "EN"}
+#: usage bits USED_IN_{HARD,SOFT}IRQ{,_READ} (lockcheck.usage): the "irq-safe" bits
+_USED_IN_MASK = 0b00110011
 
 
 def calc_dep(prev_read: int, next_read: int) -> int:
@@ -77,11 +79,23 @@ class DepGraph:
 
     def __init__(self, graph: Optional[nx.DiGraph] = None) -> None:
         self.nx: nx.DiGraph = graph if graph is not None else nx.DiGraph()
+        # A topological order of the classes, kept up to date as edges are added
+        # (Pearce-Kelly), so a search for a path that cannot exist is skipped.
+        # None: unknown (recomputed on demand); False: the graph has a cycle
+        # (only weak cycles through recursive readers are ever stored).
+        self._ord: Optional[dict] = None
+        self._cyclic = False
+        #: classes with any irq-safe (USED_IN) usage bit: none means no irq check can fail
+        self.irq_safe_classes = 0
+        if graph is not None:
+            self.invalidate_order()
 
     # -- classes ---------------------------------------------------------
     def add_class(self, name: str) -> None:
         if name not in self.nx._succ:
             self.nx.add_node(name, usage=0, usage_traces={})
+            if self._ord is not None:
+                self._ord[name] = len(self._ord)
 
     def usage(self, name: str) -> int:
         node = self.nx._node.get(name)
@@ -94,6 +108,8 @@ class DepGraph:
         mask = 1 << bit
         if node["usage"] & mask:
             return False
+        if not node["usage"] & _USED_IN_MASK and mask & _USED_IN_MASK:
+            self.irq_safe_classes += 1
         node["usage"] |= mask
         node["usage_traces"][bit] = evidence
         return True
@@ -117,7 +133,73 @@ class DepGraph:
         if origin is not None:
             data["origin"] = origin
         self.nx.add_edge(prev, next, **data)
+        self._order_edge(prev, next)
         return True
+
+    # -- reachability pruning -------------------------------------------
+    def topological_order(self) -> Optional[dict]:
+        """Class -> position in a topological order, or None when the graph has a cycle.
+
+        No path leads from a class to one placed before it, so a search for
+        such a path can be skipped, and a search for a path to `dst` need
+        never look past `dst`'s position: that is what keeps a clean,
+        ordered trace cheap.  The dict is live; do not modify it.
+        """
+        if self._cyclic:
+            return None
+        if self._ord is None:
+            try:
+                # self-loops (a recursive read under a read of its own class) do not
+                # affect which other classes are reachable, so they are left out
+                loops = list(nx.selfloop_edges(self.nx))
+                view = nx.restricted_view(self.nx, [], loops) if loops else self.nx
+                self._ord = {name: i for i, name in enumerate(nx.topological_sort(view))}
+            except nx.NetworkXUnfeasible:
+                self._cyclic = True
+                return None
+        return self._ord
+
+    def _order_edge(self, u: str, v: str) -> None:
+        """Pearce-Kelly: restore the topological order after adding `u -> v`."""
+        order = self._ord
+        if order is None or self._cyclic:
+            return
+        order.setdefault(u, len(order))
+        order.setdefault(v, len(order))
+        if u == v:
+            return
+        lower, upper = order[v], order[u]
+        if lower > upper:
+            return
+        succ, pred = self.nx._succ, self.nx._pred
+        forward = self._region(v, succ, lambda n: order[n] <= upper)
+        if u in forward:
+            self._cyclic = True
+            self._ord = None
+            return
+        backward = self._region(u, pred, lambda n: order[n] >= lower)
+        moved = sorted(backward, key=order.__getitem__) + sorted(forward, key=order.__getitem__)
+        slots = sorted(order[n] for n in moved)
+        for name, slot in zip(moved, slots):
+            order[name] = slot
+
+    @staticmethod
+    def _region(start: str, adjacency: dict, inside) -> set:
+        seen = {start}
+        stack = [start]
+        while stack:
+            node = stack.pop()
+            for other in adjacency[node]:
+                if other not in seen and other != node and inside(other):
+                    seen.add(other)
+                    stack.append(other)
+        return seen
+
+    def invalidate_order(self) -> None:
+        """Call after changing `self.nx` directly (merging, loading)."""
+        self._ord = None
+        self._cyclic = False
+        self.irq_safe_classes = sum(1 for _, usage in self.nx.nodes(data="usage") if (usage or 0) & _USED_IN_MASK)
 
     def successors(self, name: str) -> dict:
         """`{next: attrs}` in first-seen order (the hot path reads this dict directly)."""
@@ -168,6 +250,7 @@ class DepGraph:
                         attrs[key] = data[key]
                     else:
                         attrs.pop(key, None)
+        self.invalidate_order()
 
 
 def _order(evidence: Evidence) -> tuple:

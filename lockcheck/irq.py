@@ -26,7 +26,7 @@ from lockcheck import events as E
 from lockcheck import findings as F
 from lockcheck.events import Event
 from lockcheck.findings import ChainLink, Evidence, LockSnapshot
-from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, reverse_dep
+from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, calc_dep, reverse_dep
 from lockcheck.usage import (
     DIR_MASK, ENABLED_HARDIRQ, ENABLED_SOFTIRQ, LOCKF_ENABLED_IRQ_ALL, LOCKF_IRQ, LOCKF_USED_IN_IRQ_ALL,
     READ_MASK, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ, USED_READ, USAGE_STATES, exclusive_bit,
@@ -54,12 +54,28 @@ def softirqs_enabled(task: "TaskState") -> bool:
 
 
 def irq_state_text(task: "TaskState") -> str:
-    """The `[HC0[0]:SC0[0]:HE1:SE1]` part of the kernel's usage reports."""
-    hc = 1 if task.hardirq_depth else 0
-    sc = 1 if task.softirq_depth else 0
+    """The `[HC0[0]:SC0[0]:HE1:SE1]` part of the kernel's usage reports.
+
+    HC and SC are `lockdep_hardirq_context()` / `curr->softirq_context`,
+    nesting counts (HC2 in a nested handler), as are the bracketed
+    preempt-count fields; the kernel's `softirq_count()` also counts
+    `local_bh_disable()` sections (2 each), which a trace does not number,
+    so `[n]` is the handler nesting only.
+    """
+    hc, sc = task.hardirq_depth, task.softirq_depth
     he = 0 if hardirqs_off(task) else 1
     se = 1 if softirqs_enabled(task) else 0
-    return f"[HC{hc}[{task.hardirq_depth}]:SC{sc}[{task.softirq_depth}]:HE{he}:SE{se}]"
+    return f"[HC{hc}[{hc}]:SC{sc}[{sc}]:HE{he}:SE{se}]"
+
+
+def calc_depb(prev_read: int, next_read: int) -> int:
+    """lockdep's `calc_depb()`: the type of `prev -> next` as stored in next's `locks_before`.
+
+    `__calc_dep_bit(next, prev)`: E/S says whether *next* is exclusive, N/R
+    whether *prev* is a non-recursive lock.  Not derivable from the forward
+    type when a non-recursive reader (`read`, mode 1) is involved.
+    """
+    return calc_dep(next_read, prev_read)
 
 
 class _Entry:
@@ -80,53 +96,71 @@ class IrqValidator:
     def __init__(self, checker: "Checker") -> None:
         self.checker = checker
         self.graph = checker.graph
+        #: (prev, next) -> calc_depb() of the acquisitions that added or widened the
+        #: edge, for graphs whose edges carry no "depb" attribute (see `_backward_dep`)
+        self.depb: dict[tuple[str, str], int] = {}
 
     # -- context events --------------------------------------------------
     def on_event(self, task: "TaskState", ev: Event) -> None:
         op = ev.op
-        evidence = Evidence(ev.file, ev.line, task.name, ev.at, ev.ts)
-        task.irq_events[op] = evidence
-        if op is E.HARDIRQ_ENTER or op == E.HARDIRQ_ENTER:
+        if op == E.HARDIRQ_ENTER:
             task.hardirq_depth += 1
         elif op == E.HARDIRQ_EXIT:
             if task.hardirq_depth:
                 task.hardirq_depth -= 1
             else:
-                self._unmatched(ev)
+                self._note(ev, f"{ev.op} without a matching enter (ignored)")
         elif op == E.SOFTIRQ_ENTER:
             task.softirq_depth += 1
         elif op == E.SOFTIRQ_EXIT:
             if task.softirq_depth:
                 task.softirq_depth -= 1
             else:
-                self._unmatched(ev)
+                self._note(ev, f"{ev.op} without a matching enter (ignored)")
         elif op == E.IRQS_OFF:
-            task.hardirqs_enabled = False
+            if task.hardirqs_enabled:  # lockdep_hardirqs_off: an ON -> OFF transition
+                task.hardirqs_enabled = False
+                self._irq_event(task, E.IRQS_OFF, ev)
         elif op == E.SOFTIRQS_OFF:
-            task.softirqs_enabled = False
+            if task.softirqs_enabled:  # lockdep_softirqs_off
+                task.softirqs_enabled = False
+                self._irq_event(task, E.SOFTIRQS_OFF, ev)
         elif op == E.IRQS_ON:
             self.lockdep_hardirqs_on(task, ev)
         elif op == E.SOFTIRQS_ON:
             self.lockdep_softirqs_on(task, ev)
 
-    def _unmatched(self, ev: Event) -> None:
+    def _note(self, ev: Event, text: str) -> None:
         notes = self.checker.stats.notes
         if len(notes) < 20:
-            notes.append(f"{ev.location}: {ev.op} without a matching enter (ignored)")
+            notes.append(f"{ev.location}: {text}")
+
+    @staticmethod
+    def _irq_event(task: "TaskState", op: str, ev: Event) -> None:
+        """Record an irq-state transition as `curr->irqtrace` does (`++trace->irq_events`)."""
+        stamp = task.irq_events.get("stamp", 0) + 1
+        task.irq_events["stamp"] = stamp
+        task.irq_events[op] = (stamp, Evidence(ev.file, ev.line, task.name, ev.at, ev.ts))
 
     def lockdep_hardirqs_on(self, task: "TaskState", ev: Event) -> None:
         """Enabling hardirqs makes every held lock hardirq-unsafe (and softirq-unsafe if BHs are on)."""
-        was_off = hardirqs_off(task)
+        if task.hardirqs_enabled:
+            return  # redundant_hardirqs_on
         task.hardirqs_enabled = True
-        if not was_off or task.hardirq_depth:
+        self._irq_event(task, E.IRQS_ON, ev)
+        if task.hardirq_depth:
+            # lockdep_hardirqs_on_prepare: DEBUG_LOCKS_WARN_ON(lockdep_hardirq_context())
+            self._note(ev, "irqs-on inside a hardirq handler (the kernel warns and turns lockdep off)")
             return
         if self.mark_held_locks(task, ENABLED_HARDIRQ, ev) and softirqs_enabled(task):
             self.mark_held_locks(task, ENABLED_SOFTIRQ, ev)
 
     def lockdep_softirqs_on(self, task: "TaskState", ev: Event) -> None:
-        was_on = softirqs_enabled(task)
+        if task.softirqs_enabled:
+            return  # redundant_softirqs_on
         task.softirqs_enabled = True
-        if was_on or task.softirq_depth:
+        self._irq_event(task, E.SOFTIRQS_ON, ev)
+        if task.softirq_depth:
             return
         if not hardirqs_off(task):
             self.mark_held_locks(task, ENABLED_SOFTIRQ, ev)
@@ -142,21 +176,31 @@ class IrqValidator:
 
     # -- usage marking on acquire ------------------------------------------
     def mark_usage(self, task: "TaskState", hlock: "HeldLock", ev: Event) -> bool:
-        """lockdep's mark_usage: the usage bits one acquisition implies; False after a report."""
-        mark = self.mark_lock
+        """lockdep's mark_usage: the usage bits one acquisition implies; False after a report.
+
+        Most acquisitions add no new bit, so the bits are gathered as one
+        mask and tested at once; only a new bit takes the ordered slow path.
+        """
+        read = 1 if hlock.read else 0
+        needed = 1 << (USED + read)
         if hlock.check:
-            read = READ_MASK if hlock.read else 0
             if not hlock.trylock:
-                if task.hardirq_depth and not mark(task, hlock, USED_IN_HARDIRQ + read, ev):
-                    return False
-                if task.softirq_depth and not mark(task, hlock, USED_IN_SOFTIRQ + read, ev):
-                    return False
+                if task.hardirq_depth:
+                    needed |= 1 << (USED_IN_HARDIRQ + read)
+                if task.softirq_depth:
+                    needed |= 1 << (USED_IN_SOFTIRQ + read)
             if not hlock.hardirqs_off:
-                if not mark(task, hlock, ENABLED_HARDIRQ + read, ev):
-                    return False
-                if softirqs_enabled(task) and not mark(task, hlock, ENABLED_SOFTIRQ + read, ev):
-                    return False
-        return mark(task, hlock, USED_READ if hlock.read else USED, ev)
+                needed |= 1 << (ENABLED_HARDIRQ + read)
+                if task.softirqs_enabled and not task.softirq_depth:
+                    needed |= 1 << (ENABLED_SOFTIRQ + read)
+        missing = needed & ~self.graph.nx._node[hlock.cls]["usage"]
+        if not missing:
+            return True
+        for bit in (USED_IN_HARDIRQ, USED_IN_SOFTIRQ, ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED):
+            bit += read
+            if missing & (1 << bit) and not self.mark_lock(task, hlock, bit, ev):
+                return False
+        return True
 
     def mark_lock(self, task: "TaskState", hlock: "HeldLock", bit: int, ev: Event) -> bool:
         """Set a usage bit (first trace kept); a new irq bit is validated (mark_lock_irq)."""
@@ -199,6 +243,8 @@ class IrqValidator:
 
     def check_usage_backwards(self, task: "TaskState", hlock: "HeldLock", bit: int, ev: Event) -> bool:
         """A class just became irq-unsafe: no class leading to it may be irq-safe."""
+        if not self.graph.irq_safe_classes:
+            return True  # looking for an irq-safe class, and there is none
         mask = (1 << bit) | (1 << (bit + READ_MASK))
         root = _Entry(hlock.cls, None, hlock.read != 0, None)
         found = self.find_usage(root, mask, forwards=False)
@@ -212,6 +258,8 @@ class IrqValidator:
     # -- the new-dependency check (check_irq_usage) ------------------------
     def check_irq_usage(self, task: "TaskState", prev: "HeldLock", nxt: "HeldLock", ev: Event) -> bool:
         """Would `prev -> next` connect an irq-safe class (before prev) to an irq-unsafe one (after next)?"""
+        if not self.graph.irq_safe_classes:
+            return True  # nothing is irq-safe yet: no dependency can be irq-unsafe
         usage = self.graph.nx._node
         accumulated = 0
 
@@ -267,7 +315,7 @@ class IrqValidator:
             if cls in accessed:
                 continue
             accessed.add(cls)
-            dep = attrs["dep"] if forwards else reverse_dep(attrs["dep"])
+            dep = attrs["dep"] if forwards else self._backward_dep(cls, parent.cls, attrs)
             if parent.only_xr:
                 dep &= DEP_E_MASK
                 if not dep:
@@ -278,12 +326,30 @@ class IrqValidator:
             queue.extend((ncls, nattrs, entry) for ncls, nattrs in adjacency[cls].items())
         return None
 
+    def _backward_dep(self, prev: str, nxt: str, attrs: dict) -> int:
+        """The `locks_before` type of `prev -> next` (lockdep's `calc_depb`, stored apart from `dep`).
+
+        An edge attribute "depb" wins; then what `check_irq_usage` saw; the
+        forward type reversed is exact only when no non-recursive reader
+        (mode `read`) took part (edges loaded from a saved graph).
+        """
+        depb = attrs.get("depb")
+        if depb is None:
+            depb = self.depb.get((prev, nxt))
+        if depb is None:
+            depb = reverse_dep(attrs["dep"])
+        return depb
+
     # -- reports -----------------------------------------------------------
     def _usage_trace(self, cls: str, bit: int) -> Optional[Evidence]:
         return self.graph.nx._node[cls]["usage_traces"].get(bit)
 
-    def _path(self, leaf: _Entry) -> list[ChainLink]:
-        """The dependencies from the search root to `leaf`, leaf first (as the kernel prints them)."""
+    def _path(self, leaf: _Entry, here: Evidence) -> list[ChainLink]:
+        """The dependencies from the search root to `leaf`, leaf first (as the kernel prints them).
+
+        The root's trace is the current one (`root->trace = save_trace()`
+        before the kernel prints the path): `here`.
+        """
         entries = []
         entry: Optional[_Entry] = leaf
         while entry is not None:
@@ -292,24 +358,29 @@ class IrqValidator:
         links = []
         depth = len(entries) - 1
         for i, entry in enumerate(entries):
-            evidence = entry.attrs["evidence"] if entry.attrs is not None else None
+            evidence = entry.attrs["evidence"] if entry.attrs is not None else here
             links.append(ChainLink(depth - i, entry.cls, usage_chars(self.graph.usage(entry.cls)),
-                                   evidence or Evidence("", 0, ""), entry.attrs["dep"] if entry.attrs else 0))
+                                   evidence, entry.attrs["dep"] if entry.attrs else 0))
         return links
 
     def _class_snapshot(self, cls: str) -> LockSnapshot:
         return LockSnapshot(name=cls, instance=None, usage=usage_chars(self.graph.usage(cls)), at=None)
 
     def _usage_bits(self, cls: str) -> dict[str, Evidence]:
+        """Every usage bit with its trace, INITIAL USE included (`LOCK_TRACE_STATES == LOCK_USAGE_STATES`)."""
         node = self.graph.nx._node[cls]
-        return {usage_str(bit): ev for bit, ev in sorted(node["usage_traces"].items()) if bit < USAGE_STATES}
+        return {usage_str(bit): ev for bit, ev in sorted(node["usage_traces"].items())}
+
+    def _class_usage_traces(self, *paths: list[ChainLink]) -> dict[str, dict[str, Evidence]]:
+        """`print_lock_class_header` prints the usage of every class on the printed paths."""
+        return {link.cls: self._usage_bits(link.cls) for path in paths for link in path}
 
     def print_usage_bug(self, task: "TaskState", hlock: "HeldLock", prev_bit: int, new_bit: int, ev: Event) -> None:
         checker = self.checker
-        events = {"stamp": checker.stats.events}
+        events: dict = {"stamp": task.irq_events.get("stamp", 0)}
         for op, key in _IRQ_EVENT_KEYS.items():
             seen = task.irq_events.get(op)
-            events[key] = [seen.line, seen] if seen is not None else None
+            events[key] = list(seen) if seen is not None else None
         details = {
             "prev_bit": usage_str(prev_bit),
             "new_bit": usage_str(new_bit),
@@ -324,13 +395,15 @@ class IrqValidator:
                                 forwards: bool, irqclass: str, ev: Event) -> None:
         """lockdep's print_irq_inversion_bug: a usage change made an existing dependency bad."""
         checker = self.checker
-        path = self._path(other)  # other ... root
+        here = Evidence(ev.file, ev.line, task.name, ev.at, ev.ts)
+        path = self._path(other, here)  # other ... root
         if forwards:  # root became safe and leads to unsafe `other`
             safe, unsafe = root.cls, other.cls
         else:  # root became unsafe and `other` (safe) leads to it
             safe, unsafe = other.cls, root.cls
-        # print_irq_lock_scenario's middle: the class next to root on the path, if not `other`
-        middle_cls = path[-2].cls if len(path) > 2 else None
+        # print_irq_inversion_bug's middle: the entry next to root on the path (`other`
+        # itself when adjacent; root when root is `other`)
+        middle_cls = path[-2].cls if len(path) >= 2 else root.cls
         details = {
             "irq_report": "inversion",
             "forwards": forwards,
@@ -340,7 +413,7 @@ class IrqValidator:
             "unsafe": unsafe,
             "middle": middle_cls,
             "path": path,
-            "class_usage_traces": {cls: self._usage_bits(cls) for cls in (root.cls, other.cls)},
+            "class_usage_traces": self._class_usage_traces(path),
             "irq_state": irq_state_text(task),
             "dedup": "inversion",
         }
@@ -352,6 +425,8 @@ class IrqValidator:
                                  forward_bit: int, ev: Event) -> None:
         """lockdep's print_bad_irq_dependency: a new dependency links irq-safe to irq-unsafe."""
         checker = self.checker
+        here = Evidence(ev.file, ev.line, task.name, ev.at, ev.ts)
+        safe_path, unsafe_path = self._path(backward, here), self._path(forward, here)
         irqclass = state_name(backward_bit)
         safe_bit, unsafe_bit = usage_str(backward_bit), usage_str(forward_bit)
         details = {
@@ -365,9 +440,9 @@ class IrqValidator:
             "usage_traces": {safe_bit: self._usage_trace(backward.cls, backward_bit),
                              unsafe_bit: self._usage_trace(forward.cls, forward_bit)},
             "middle": _scenario_middle(backward.cls, forward.cls, prev.cls, nxt.cls),
-            "safe_path": self._path(backward),  # safe ... prev
-            "unsafe_path": self._path(forward),  # unsafe ... next
-            "class_usage_traces": {cls: self._usage_bits(cls) for cls in (backward.cls, forward.cls)},
+            "safe_path": safe_path,  # safe ... prev
+            "unsafe_path": unsafe_path,  # unsafe ... next
+            "class_usage_traces": self._class_usage_traces(safe_path, unsafe_path),
             "dedup": "bad-dependency",
         }
         checker.report(checker._finding(F.IRQ_INVERSION, task, ev, lock=nxt.cls, held=prev.cls,
