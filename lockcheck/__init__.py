@@ -6,3 +6,16 @@ The pipeline, one module per step: `readers` (trace text -> `events.Event`),
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(attr: str):
+    """Lazy exports: `lockcheck.name`, `lockcheck.nested` (annotations), `lockcheck.instrument`."""
+    if attr in ("name", "nested"):
+        from lockcheck import annotate
+
+        return getattr(annotate, attr)
+    if attr == "instrument":
+        from lockcheck.pylocks import instrument
+
+        return instrument
+    raise AttributeError(f"module 'lockcheck' has no attribute {attr!r}")

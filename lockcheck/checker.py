@@ -162,13 +162,16 @@ class Checker:
         self.stats.events += 1
         if self.stopped:
             return []
+        if ev.op == E.LOST_EVENTS:
+            self._op_lost_events(ev)
+            return []
         task = self.tasks.get(ev.task)
         if task is None:
             task = self.tasks[ev.task] = TaskState(ev.task, ev.comm or ev.task)
-            if self.options.lenient_start:
-                task.acquired_ever = set()
         elif ev.comm is not None:
             task.name = ev.comm
+        if task.acquired_ever is None and self.options.lenient_start:
+            task.acquired_ever = set()
         if ev.cpu is not None:
             task.cpu = ev.cpu
         op = ev.op
@@ -235,11 +238,9 @@ class Checker:
             self.report(self._finding(F.HELD_AT_EXIT, task, ev, lock=top.cls))
 
     def _special(self, op: str):
-        if op == "lost-events":
-            return self._op_lost_events
         raise ValueError(f"unknown op {op!r}")
 
-    def _op_lost_events(self, task: TaskState, ev: Event) -> None:
+    def _op_lost_events(self, ev: Event) -> None:
         """Events were lost on a CPU: what its tasks hold is unknown, so start them afresh."""
         for other in self.tasks.values():
             if other.cpu == ev.cpu and (other.held or other.irq_context):
@@ -289,7 +290,7 @@ class Checker:
             self.validate_chain(task, hlock, chain_head, chain_key, ev)
         held.append(hlock)
         task.chain_key = chain_key
-        if len(held) >= MAX_LOCK_DEPTH:
+        if len(held) == MAX_LOCK_DEPTH:
             self.report(self._finding(F.MAX_DEPTH, task, ev, lock=cls, next=self.snapshot(hlock),
                                       details={"depth": len(held), "max": MAX_LOCK_DEPTH}))
         return True

@@ -43,6 +43,31 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--order", metavar="FILE", help="declared lock order to seed and enforce")
     check.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
 
+    check.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
+
+    graph = sub.add_parser("graph", help="write the dependency graph of traces (.json, .graphml, .dot)")
+    _add_input_args(graph)
+    graph.add_argument("--output", "-o", metavar="OUT", required=True,
+                       help="graph file: .json (lockcheck's format), .graphml or .dot; - for JSON on stdout")
+    graph.add_argument("--graph-format", choices=("json", "graphml", "dot"),
+                       help="the graph format, when OUT's extension does not tell")
+    graph.add_argument("--baseline", metavar="GRAPH", action="append", default=[],
+                       help="merge a saved graph in first (repeatable)")
+    graph.add_argument("--order", metavar="FILE", help="declared lock order to seed the graph with")
+    graph.add_argument("--suppress", metavar="FILE", help="suppressions and aliases (aliases rename classes)")
+    graph.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
+    graph.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
+
+    diff = sub.add_parser("diff", help="what NEW adds to BASE: dependencies and findings (exit 1 on a new finding)")
+    diff.add_argument("base", metavar="BASE", help="saved graph, trace or directory of traces")
+    diff.add_argument("new", metavar="NEW", help="saved graph, trace or directory of traces")
+    diff.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf or jsonl")
+    diff.add_argument("--format", default="text",
+                      help="text (default) or json; sarif or github print only the new findings")
+    diff.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
+    diff.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
+    diff.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+
     convert = sub.add_parser("convert", help="write any supported trace as .lt")
     _add_input_args(convert)
     convert.add_argument("--output", "-o", metavar="OUT", default="-", help="output .lt file (default stdout)")
@@ -65,7 +90,7 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("lockcheck: a command is required (check, convert); see lockcheck --help")
+            raise UsageError("lockcheck: a command is required (check, graph, diff, convert); see lockcheck --help")
         return COMMANDS[args.command](args, stdout, stderr)
     except LockcheckError as err:
         print(err.format(), file=stderr)
@@ -89,6 +114,7 @@ def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         suppress=args.suppress,
         order=args.order,
         progress=not args.no_progress,
+        use_pyproject=not args.no_config,
     )
     session = CheckSession(options, stderr=stderr)
     if args.output:
@@ -98,6 +124,34 @@ def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         except OSError as err:
             raise UsageError(f"{args.output}: {err.strerror}") from None
     return session.run(args.traces, stdout)
+
+
+def cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    options = SessionOptions(
+        input_format=args.input_format,
+        quiet=args.quiet,
+        strict_start=args.strict_start,
+        baselines=list(args.baseline),
+        suppress=args.suppress,
+        order=args.order,
+        progress=not args.no_progress,
+        use_pyproject=not args.no_config,
+    )
+    return CheckSession(options, stderr=stderr).write_graph(args.traces, args.output, args.graph_format)
+
+
+def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from lockcheck.diff import run_diff_command
+
+    if args.output:
+        try:
+            with open(args.output, "w", encoding="utf-8") as out:
+                return run_diff_command(args.base, args.new, args.format, out, stderr, args.input_format,
+                                        args.suppress, not args.no_config)
+        except OSError as err:
+            raise UsageError(f"{args.output}: {err.strerror}") from None
+    return run_diff_command(args.base, args.new, args.format, stdout, stderr, args.input_format,
+                            args.suppress, not args.no_config)
 
 
 def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -116,7 +170,7 @@ def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     return EXIT_CLEAN
 
 
-COMMANDS = {"check": cmd_check, "convert": cmd_convert}
+COMMANDS = {"check": cmd_check, "graph": cmd_graph, "diff": cmd_diff, "convert": cmd_convert}
 
 
 if __name__ == "__main__":  # pragma: no cover

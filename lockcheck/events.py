@@ -31,6 +31,9 @@ SOFTIRQS_ON = "softirqs-on"
 SOFTIRQS_OFF = "softirqs-off"
 FREE = "free"
 EXIT = "exit"
+#: not a `.lt` op: a capture lost events on CPU `cpu` (ftrace's `CPU:N [LOST EVENTS]`),
+#: so what that CPU's tasks hold is unknown
+LOST_EVENTS = "lost-events"
 
 #: ops that name a lock
 LOCK_OPS = frozenset({ACQUIRE, RELEASE, CONTENDED, ACQUIRED, FREE})

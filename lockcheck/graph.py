@@ -244,7 +244,7 @@ class DepGraph:
                 continue
             attrs["dep"] |= data["dep"]
             attrs["distance"] = min(attrs.get("distance", 1), data.get("distance", 1))
-            if _order(data["evidence"]) < _order(attrs["evidence"]):
+            if _edge_order(data) < _edge_order(attrs):
                 for key in ("evidence", "held", "origin"):
                     if key in data:
                         attrs[key] = data[key]
@@ -254,7 +254,20 @@ class DepGraph:
 
 
 def _order(evidence: Evidence) -> tuple:
-    return (evidence.file, evidence.line, evidence.task, evidence.at or "")
+    """A total order of evidence: earliest file and line first; ties broken by every other field."""
+    return (evidence.file, evidence.line, evidence.task, evidence.at or "",
+            evidence.ts is not None, evidence.ts or 0.0)
+
+
+def _edge_order(data: dict) -> tuple:
+    """Which of two copies of an edge a merge keeps: earliest evidence, then held, then origin.
+
+    A total order over everything a merge copies, so that the result does
+    not depend on which graph was merged first.
+    """
+    held = data.get("held")
+    return (_order(data["evidence"]), held is not None, _order(held) if held is not None else (),
+            data.get("origin") or "")
 
 
 def merged(graphs: Iterable[DepGraph]) -> DepGraph:

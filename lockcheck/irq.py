@@ -257,7 +257,18 @@ class IrqValidator:
 
     # -- the new-dependency check (check_irq_usage) ------------------------
     def check_irq_usage(self, task: "TaskState", prev: "HeldLock", nxt: "HeldLock", ev: Event) -> bool:
-        """Would `prev -> next` connect an irq-safe class (before prev) to an irq-unsafe one (after next)?"""
+        """Would `prev -> next` connect an irq-safe class (before prev) to an irq-unsafe one (after next)?
+
+        True means the checker adds (or widens) the edge next: its
+        `locks_before` type is remembered for the backward searches.
+        """
+        if not self._check_irq_usage(task, prev, nxt, ev):
+            return False
+        key = (prev.cls, nxt.cls)
+        self.depb[key] = self.depb.get(key, 0) | calc_depb(prev.read, nxt.read)
+        return True
+
+    def _check_irq_usage(self, task: "TaskState", prev: "HeldLock", nxt: "HeldLock", ev: Event) -> bool:
         if not self.graph.irq_safe_classes:
             return True  # nothing is irq-safe yet: no dependency can be irq-unsafe
         usage = self.graph.nx._node

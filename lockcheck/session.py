@@ -33,6 +33,8 @@ class SessionOptions:
     suppress: Optional[str] = None
     order: Optional[str] = None
     progress: bool = True
+    #: read `[tool.lockcheck]` of the nearest pyproject.toml
+    use_pyproject: bool = True
 
 
 class CheckSession:
@@ -42,26 +44,16 @@ class CheckSession:
         self.options = options
         self.stderr = stderr
         self.errors: list[LockcheckError] = []
+        self.config = None
+        self.context = None
 
     def run(self, paths: list[str], out: TextIO) -> int:
         from lockcheck.report import RENDERERS, Summary
-        from lockcheck.readers import read_all
 
         renderer = RENDERERS.get(self.options.output_format)
         if renderer is None:
             raise UsageError(f"unknown --format {self.options.output_format!r} (choose from {', '.join(RENDERERS)})")
-        graph = self._baseline_graph()
-        checker = Checker(graph, CheckerOptions(lenient_start=not self.options.strict_start and self._is_capture(),
-                                                first=self.options.first))
-        findings: list[Finding] = []
-        try:
-            events = self._progress(read_all(paths, self.options.input_format))
-            findings.extend(checker.run(events))
-        except TraceError as err:
-            self.errors.append(err)
-        self._clear_progress()
-        if checker.stats.events == 0 and not self.errors:
-            print(f"lockcheck: {', '.join(paths)}: empty trace (no events)", file=self.stderr)
+        checker, findings, suppressed = self.check(paths)
         summary = Summary(
             events=checker.stats.events,
             tasks=len(checker.tasks),
@@ -70,6 +62,7 @@ class CheckSession:
             files=list(paths),
             version=__version__,
             notes=self._notes(checker),
+            suppressed=len(suppressed),
         )
         if self.options.quiet:
             summary.notes = []
@@ -77,16 +70,72 @@ class CheckSession:
         if self.options.save_graph:
             from lockcheck.graphio import save_graph
 
-            save_graph(checker.graph, self.options.save_graph)
+            save_graph(checker.graph, self.options.save_graph, findings)
+        return self._finish(findings)
+
+    def write_graph(self, paths: list[str], output: str, fmt: Optional[str] = None) -> int:
+        """`lockcheck graph`: check the traces, write the merged graph, one summary line on stderr."""
+        from lockcheck.graphio import format_of, save_graph
+
+        format_of(output, fmt)  # a bad extension is a usage error before any reading
+        checker, findings, _ = self.check(paths)
+        if not self.errors:
+            save_graph(checker.graph, output, findings, fmt)
+        if not self.options.quiet:
+            n = len(findings)
+            print(f"lockcheck: {output}: {checker.graph.n_classes} classes, {checker.graph.n_dependencies} "
+                  f"dependencies, {n} finding{'s' if n != 1 else ''}", file=self.stderr)
+        return self._finish(findings)
+
+    def check(self, paths: list[str]) -> tuple[Checker, list[Finding], list[Finding]]:
+        """Read and check the traces: the checker, the findings kept, the findings suppressed.
+
+        Order of work: `[tool.lockcheck]` and `--suppress` are read; baselines
+        are merged; a declared order seeds the graph; lock names are aliased
+        before the checker sees an event; suppressions filter what it found.
+        """
+        from lockcheck.readers import ReadContext, read_all
+        from lockcheck.suppress import load_config
+
+        self.config = load_config(self.options.suppress, use_pyproject=self.options.use_pyproject)
+        graph = self._baseline_graph()
+        options = CheckerOptions(first=self.options.first)
+        order_path = self.options.order or self.config.order
+        if order_path:
+            from lockcheck.order import OrderChecker, load_order
+
+            order = load_order(order_path)
+            graph = graph if graph is not None else DepGraph()
+            order.seed(graph)
+            checker: Checker = OrderChecker(order, graph, options)
+        else:
+            checker = Checker(graph, options)
+        self.context = ReadContext(on_open=lambda name, module: self._opened(checker, module))
+        findings: list[Finding] = []
+        try:
+            events = read_all(paths, self.options.input_format, self.context)
+            events = self._progress(self.config.apply_aliases(events))
+            findings.extend(checker.run(events))
+        except TraceError as err:
+            self.errors.append(err)
+        self._clear_progress()
+        if checker.stats.events == 0 and not self.errors:
+            print(f"lockcheck: {', '.join(paths)}: empty trace (no events)", file=self.stderr)
+        kept, suppressed = self.config.filter(findings)
+        return checker, kept, suppressed
+
+    def _opened(self, checker: Checker, module) -> None:
+        """A file's format is known: a capture started mid-flight, so releases of
+        locks taken before it began are expected (unless --strict-start)."""
+        if getattr(module, "CAPTURE", False) and not self.options.strict_start:
+            checker.options.lenient_start = True
+
+    def _finish(self, findings: list[Finding]) -> int:
         for err in self.errors:
             print(err.format(), file=self.stderr)
         if self.errors:
             return EXIT_ERROR
         return EXIT_FINDINGS if findings else EXIT_CLEAN
-
-    def _is_capture(self) -> bool:
-        """Captures (ftrace, perf) start mid-flight; hand-written or recorded traces do not."""
-        return self.options.input_format in ("ftrace", "perf")
 
     def _baseline_graph(self) -> Optional[DepGraph]:
         if not self.options.baselines:
@@ -99,7 +148,10 @@ class CheckSession:
         return graph
 
     def _notes(self, checker: Checker) -> list[str]:
-        notes = list(checker.stats.notes)
+        notes = list(self.context.stats.notes()) if self.context is not None else []
+        notes += checker.stats.notes
+        if self.config is not None:
+            notes.extend(self.config.stale_notes())
         if checker.stats.unknown_releases:
             notes.append(f"{checker.stats.unknown_releases} releases of locks never seen acquired "
                          "(the capture started while they were held; --strict-start reports them)")

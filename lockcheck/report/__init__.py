@@ -38,11 +38,14 @@ class Summary:
 
 # Imported after `Summary` so the renderers may import it from here.
 from lockcheck.report import json, text  # noqa: E402
+from lockcheck.report import github, sarif  # noqa: E402
 
 #: `--format` name -> renderer module (sarif and github join later)
 RENDERERS: dict[str, ModuleType] = {
     "text": text,
     "json": json,
+    "sarif": sarif,
+    "github": github,
 }
 
 __all__ = ["RENDERERS", "Summary"]

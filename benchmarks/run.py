@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""End-to-end benchmark of `lockcheck check`: throughput and peak memory.
+
+    .venv/bin/python benchmarks/run.py                 # 1M events, seed 1
+    .venv/bin/python benchmarks/run.py --events 200000 --case lt
+
+For every case (an input format with its trace generator) this generates a
+CLEAN trace of N events and one of N/4 events (cached under benchmarks/out/,
+keyed by the generator parameters), runs
+
+    python -m lockcheck check --format json TRACE
+
+in a child process for each, and reports wall time, events/s and the child's
+own peak RSS (os.wait4, so one run's peak never leaks into the next).  The
+N vs N/4 ratio of peak RSS shows whether memory is flat in trace length
+(it must be: ~1.0); the ratio of throughputs shows fixed start-up cost.
+Both ratios are measured in the same run, so they survive a noisy machine
+better than absolute numbers.
+
+The traces are clean, so the checker must exit 0 with no findings; anything
+else is printed as a loud warning and makes this script exit 1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+OUT = HERE / "out"
+GEN = HERE / "gen_trace.py"
+
+#: the floor the README promises, end to end (interpreter start-up included)
+FLOOR_EVENTS_PER_S = 200_000
+#: N-events peak RSS / (N/4)-events peak RSS above this is "not flat"
+FLAT_RSS_RATIO = 1.25
+
+
+@dataclass
+class Measure:
+    wall: float
+    rss_mb: float
+    status: int
+    stdout: str
+    stderr: str
+
+
+@dataclass
+class Case:
+    """One benchmark input: how to make a trace of about N events, and how to read it.
+
+    `make(path, events, seed, meta)` writes the trace to `path` and a JSON
+    `{"events": exact count, ...}` to `meta`; `key` names the cached file
+    (every parameter that changes the bytes must be in it).
+    """
+
+    name: str
+    make: Callable[[Path, int, int, Path], Measure]
+    key: Callable[[int, int], str]
+    input_format: str = "auto"
+    results: list = field(default_factory=list)
+
+
+def _child_env() -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env.setdefault("PYTHONHASHSEED", "0")
+    return env
+
+
+def measure(cmd: list[str], stdout_path: Path, stderr_path: Path, timeout: float) -> Measure:
+    """Run `cmd`; wall time and *its own* peak RSS (os.wait4 rusage, not RUSAGE_CHILDREN's running max)."""
+    with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, env=_child_env())
+        timer = threading.Timer(timeout, proc.kill)
+        timer.start()
+        try:
+            _, wait_status, usage = os.wait4(proc.pid, 0)
+        finally:
+            timer.cancel()
+        wall = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(wait_status)  # already reaped: keep Popen from waiting
+    rss_kb = usage.ru_maxrss if sys.platform != "darwin" else usage.ru_maxrss / 1024
+    return Measure(wall, rss_kb / 1024, proc.returncode,
+                   stdout_path.read_text(errors="replace"), stderr_path.read_text(errors="replace"))
+
+
+# -- cases --------------------------------------------------------------------------------
+def _gen_version() -> int:
+    for line in GEN.read_text().splitlines():
+        if line.startswith("GEN_VERSION"):
+            return int(line.split("=")[1])
+    return 0
+
+
+def lt_case(gzip: bool) -> Case:
+    version = _gen_version()
+
+    def key(events: int, seed: int) -> str:
+        return f"lt-v{version}-e{events}-s{seed}.lt" + (".gz" if gzip else "")
+
+    def make(path: Path, events: int, seed: int, meta: Path) -> Measure:
+        cmd = [sys.executable, str(GEN), "--events", str(events), "--seed", str(seed),
+               "-o", str(path), "--meta", str(meta)] + (["--gzip"] if gzip else [])
+        out, err = path.with_name(path.name + ".out"), path.with_name(path.name + ".err")
+        m = measure(cmd, out, err, 3600)
+        out.unlink(missing_ok=True)
+        err.unlink(missing_ok=True)
+        return m
+
+    return Case("lt" + ("-gz" if gzip else ""), make, key, "auto")
+
+
+# An ftrace case goes here: a generator writing `trace-cmd report`-style lock:lock_acquire
+# lines (or a converter from the .lt trace), registered in cases() with input_format "ftrace".
+
+
+def cases(args) -> list[Case]:
+    all_cases = [lt_case(args.gzip)]
+    if args.case:
+        wanted = set(args.case)
+        all_cases = [c for c in all_cases if c.name in wanted or c.name.split("-")[0] in wanted]
+    return all_cases
+
+
+# -- running ---------------------------------------------------------------------------------
+def ensure_trace(case: Case, events: int, seed: int, regen: bool) -> tuple[Path, int]:
+    OUT.mkdir(parents=True, exist_ok=True)
+    path = OUT / case.key(events, seed)
+    meta = path.with_name(path.name + ".meta.json")
+    if regen or not (path.exists() and meta.exists()):
+        for stale in (path, meta):
+            stale.unlink(missing_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp_meta = meta.with_name(meta.name + ".tmp")
+        print(f"[{case.name}] generating {events:,} events -> {path.relative_to(ROOT)}", flush=True)
+        m = case.make(tmp, events, seed, tmp_meta)
+        if m.status != 0:
+            sys.exit(f"[{case.name}] trace generation failed ({m.status}):\n{m.stderr}")
+        os.replace(tmp, path)
+        os.replace(tmp_meta, meta)  # the meta file marks a complete trace
+        n = json.loads(meta.read_text())["events"]
+        print(f"[{case.name}]   {n:,} events in {m.wall:.1f}s ({n / m.wall:,.0f} events/s), "
+              f"generator peak RSS {m.rss_mb:.1f} MB, {path.stat().st_size / 1e6:.1f} MB on disk", flush=True)
+    return path, json.loads(meta.read_text())["events"]
+
+
+def check_cmd(trace: Path, input_format: str) -> list[str]:
+    cmd = [sys.executable, "-m", "lockcheck", "check", "--format", "json"]
+    if input_format and input_format != "auto":
+        cmd += ["--input-format", input_format]
+    return cmd + [str(trace)]
+
+
+def loud(message: str) -> None:
+    bar = "!" * 78
+    print(f"\n{bar}\n!!! {message}\n{bar}\n", file=sys.stderr, flush=True)
+
+
+def run_case(case: Case, args, keep_dir: Path) -> bool:
+    ok = True
+    fmt = args.input_format or case.input_format
+    for events in (args.events, max(args.events // 4, 1)):
+        trace, n = ensure_trace(case, events, args.seed, args.regen)
+        stem = keep_dir / f"{case.name}-e{events}-s{args.seed}"
+        m = measure(check_cmd(trace, fmt), stem.with_suffix(".json"), stem.with_suffix(".stderr"), args.timeout)
+        findings: Optional[list] = None
+        checker_events = None
+        try:
+            doc = json.loads(m.stdout)
+            findings = doc.get("findings")
+            checker_events = (doc.get("stats") or {}).get("events")
+        except ValueError:
+            pass
+        if checker_events is not None and checker_events != n:
+            print(f"[{case.name}] note: the checker counted {checker_events:,} events, the generator {n:,}")
+        case.results.append({"events": n, "wall_s": m.wall, "events_per_s": n / m.wall, "rss_mb": m.rss_mb,
+                             "status": m.status, "findings": len(findings) if findings is not None else None})
+        if m.status != 0 or findings:
+            ok = False
+            kinds: dict[str, int] = {}
+            for f in findings or []:
+                kinds[f.get("kind", "?")] = kinds.get(f.get("kind", "?"), 0) + 1
+            where = trace.relative_to(ROOT)
+            if "Traceback (most recent call last)" in m.stderr or m.status < 0:
+                loud(f"[{case.name}] CHECKER CRASHED on {where} (exit {m.status}): see the traceback below")
+            elif m.status == 2:
+                loud(f"[{case.name}] CHECKER REJECTED {where} (exit 2): reader/generator disagreement?")
+            else:
+                loud(f"[{case.name}] CLEAN TRACE NOT CLEAN: `lockcheck check` exited {m.status} on "
+                     f"{where} with {len(findings or [])} finding(s) {kinds or ''}")
+            if findings:
+                for f in findings[:5]:
+                    print("    " + json.dumps(f)[:300], file=sys.stderr)
+            if m.stderr.strip():
+                print("    stderr (last lines):", file=sys.stderr)
+                for line in m.stderr.strip().splitlines()[-15:]:
+                    print("    " + line, file=sys.stderr)
+    return ok
+
+
+def report(all_cases: list[Case]) -> bool:
+    ok = True
+    print()
+    print(f"{'case':<8} {'events':>11} {'wall s':>8} {'events/s':>10} {'peak RSS MB':>12} {'exit':>5} {'findings':>9}")
+    for case in all_cases:
+        for r in case.results:
+            nf = "?" if r["findings"] is None else r["findings"]
+            print(f"{case.name:<8} {r['events']:>11,} {r['wall_s']:>8.2f} {r['events_per_s']:>10,.0f} "
+                  f"{r['rss_mb']:>12.1f} {r['status']:>5} {nf:>9}")
+    print()
+    for case in all_cases:
+        if len(case.results) < 2:
+            continue
+        full, quarter = case.results[0], case.results[1]
+        rss_ratio = full["rss_mb"] / quarter["rss_mb"] if quarter["rss_mb"] else float("nan")
+        speed_ratio = full["events_per_s"] / quarter["events_per_s"]
+        flat = rss_ratio <= FLAT_RSS_RATIO
+        fast = full["events_per_s"] >= FLOOR_EVENTS_PER_S
+        print(f"{case.name}: peak RSS {full['rss_mb']:.1f} MB at {full['events']:,} events vs "
+              f"{quarter['rss_mb']:.1f} MB at {quarter['events']:,}: ratio {rss_ratio:.2f} "
+              f"({'flat' if flat else 'NOT FLAT: memory grows with trace length'})")
+        print(f"{case.name}: throughput {full['events_per_s']:,.0f} vs {quarter['events_per_s']:,.0f} events/s: "
+              f"ratio {speed_ratio:.2f}; floor {FLOOR_EVENTS_PER_S:,} events/s: "
+              f"{'OK' if fast else 'BELOW THE FLOOR'}")
+        if not flat:
+            loud(f"[{case.name}] peak RSS grows with trace length (ratio {rss_ratio:.2f} > {FLAT_RSS_RATIO})")
+        if not fast:
+            print(f"{case.name}: warning: below the {FLOOR_EVENTS_PER_S:,} events/s floor "
+                  "(machines are noisy: compare with a rerun before acting)", file=sys.stderr)
+    return ok
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--events", type=int, default=1_000_000, help="events in the large trace (default 1000000)")
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--input-format", default=None,
+                    help="force `lockcheck check --input-format` for every case (default: the case's own, auto)")
+    ap.add_argument("--keep", action="store_true",
+                    help="keep the checker's JSON output and stderr under benchmarks/out/ (traces are always cached)")
+    ap.add_argument("--regen", action="store_true", help="regenerate cached traces")
+    ap.add_argument("--gzip", action="store_true", help="benchmark gzip-compressed traces")
+    ap.add_argument("--case", action="append", help="run only this case (repeatable): lt, ...")
+    ap.add_argument("--timeout", type=float, default=1800, help="seconds before a checker run is killed")
+    args = ap.parse_args(argv)
+
+    print(f"lockcheck benchmark: python {platform.python_version()} ({sys.executable}), "
+          f"{os.cpu_count()} CPUs, {platform.machine()}, seed {args.seed}", flush=True)
+    all_cases = cases(args)
+    if not all_cases:
+        sys.exit(f"no case named {args.case}")
+    import tempfile
+    ok = True
+    with tempfile.TemporaryDirectory(prefix="lockcheck-bench-") as tmp:
+        keep_dir = OUT if args.keep else Path(tmp)
+        OUT.mkdir(parents=True, exist_ok=True)
+        base = measure([sys.executable, "-c", "import lockcheck.cli"], Path(tmp) / "base.out",
+                       Path(tmp) / "base.err", 120)
+        if base.status == 0:
+            print(f"start-up (python + import lockcheck.cli): {base.wall:.2f}s, {base.rss_mb:.1f} MB", flush=True)
+        else:
+            loud("`import lockcheck.cli` fails: the checker does not exist yet or is broken:\n"
+                 + base.stderr.strip()[-800:])
+        for case in all_cases:
+            ok &= run_case(case, args, keep_dir)
+    ok &= report(all_cases)
+    summary = {"python": platform.python_version(), "cpus": os.cpu_count(), "seed": args.seed,
+               "startup_s": base.wall, "startup_rss_mb": base.rss_mb,
+               "cases": {c.name: c.results for c in all_cases}}
+    (OUT / "last-run.json").write_text(json.dumps(summary, indent=2) + "\n")
+    if not ok:
+        loud("benchmark FAILED: the checker did not exit 0 on a clean trace (see above)")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

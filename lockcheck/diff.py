@@ -1,0 +1,360 @@
+"""`lockcheck diff BASE NEW`: what NEW adds to BASE -- the command a CI job runs on a pull request.
+
+BASE and NEW are each a trace, a directory of traces, or a saved graph
+(`graph -o X.json` / `check --save-graph X.json`).  The diff reports
+
+- the dependencies NEW has that BASE does not (and those whose read/write
+  type NEW widens), and those BASE has that NEW no longer shows;
+- the findings NEW adds: problems of NEW alone, and problems that only
+  exist once NEW's dependencies are joined with BASE's (a cycle whose
+  `A -> B` was seen on main last week and whose `B -> A` the pull request
+  adds), minus every problem BASE already had.
+
+The join replays NEW's events through a checker seeded with BASE's graph,
+so the checker's own rules (read recursion, nest locks, irq states) apply;
+a saved graph is replayed as one acquire-acquire pair per dependency, at
+the place the dependency was first seen (`replay_events`).  NEW is read
+once: each event feeds the NEW-alone and the joined checker.
+
+>>> from lockcheck.graph import DepGraph, DEP_EN
+>>> base = DepGraph(); _ = base.add_dependency("A", "B", DEP_EN, Evidence("main.lt", 3, "T1"))
+>>> new = DepGraph(); _ = new.add_dependency("B", "A", DEP_EN, Evidence("pr.lt", 7, "T2"))
+>>> result = diff_graphs(Side("main.json", base), Side("pr.json", new))
+>>> [(f.kind, f.cycle) for f in result.findings]
+[('circular-dependency', ['A', 'B'])]
+>>> result.cross_run(result.findings[0])
+True
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator, Optional, TextIO
+
+from lockcheck import __version__
+from lockcheck import events as E
+from lockcheck.checker import Checker, CheckerOptions
+from lockcheck.events import Event
+from lockcheck.findings import Evidence, Finding
+from lockcheck.graph import DEP_EN, DEP_ER, DEP_NAMES, DEP_SN, DEP_SR, DepGraph, dep_text
+from lockcheck.graphio import is_graph_file, load_graph_with_findings, record_key
+
+#: the task key of replayed dependencies (the task *name* is the evidence's task)
+REPLAY_TASK = "<lockcheck-replay>"
+#: dependency type bit -> (prev read, next read) that produce it (calc_dep inverted)
+_DEP_MODES = {DEP_EN: (E.WRITE, E.WRITE), DEP_ER: (E.WRITE, E.RREAD),
+              DEP_SN: (E.READ, E.WRITE), DEP_SR: (E.READ, E.RREAD)}
+
+
+@dataclass
+class Side:
+    """One side of a diff: its graph, its own findings, and how to replay it.
+
+    `events` is None for a saved graph (its dependencies are replayed) or an
+    iterable of trace events (read once).
+    """
+
+    name: str
+    graph: DepGraph
+    findings: list[Finding] = field(default_factory=list)
+    known: set = field(default_factory=set)
+    events: Optional[Iterable[Event]] = None
+    events_read: int = 0
+    checked: bool = False
+
+
+def load_side(spec: str, input_format: str = "auto", aliases=None) -> Side:
+    """A saved graph is loaded now; a trace or directory is only opened (NEW is streamed later)."""
+    if is_graph_file(spec):
+        graph, records = load_graph_with_findings(spec)
+        side = Side(spec, graph, known={record_key(r) for r in records})
+        return side
+    from lockcheck.readers import read_all
+
+    events: Iterable[Event] = read_all([spec], input_format)
+    if aliases is not None:
+        events = aliases.apply_aliases(events)
+    return Side(spec, DepGraph(), events=events)
+
+
+def run_side(side: Side) -> Side:
+    """Check a side on its own (BASE): fill its graph and findings."""
+    checker = Checker(DepGraph(), CheckerOptions())
+    source = side.events if side.events is not None else replay_events(side.graph)
+    side.findings = list(checker.run(source))
+    side.events_read = checker.stats.events
+    if side.events is not None:
+        side.graph = checker.graph
+        side.events = None
+    side.known |= {f.key() for f in side.findings}
+    side.checked = True
+    return side
+
+
+def replay_events(graph: DepGraph) -> Iterator[Event]:
+    """Events that rebuild `graph`'s dependencies in a checker: per dependency and type, prev then next.
+
+    Each event sits where the dependency was first seen (file, line, task,
+    site), so findings and chains point at the original traces.  The replay
+    task runs with hardirqs off: replaying adds no irq usage of its own.
+    """
+    yield Event(REPLAY_TASK, E.IRQS_OFF, file="<replay>", line=0)
+    for prev, nxt, data in graph.nx.edges(data=True):
+        if prev == nxt:
+            continue
+        ev: Evidence = data["evidence"]
+        held: Evidence = data.get("held") or ev
+        for bit in (DEP_EN, DEP_ER, DEP_SN, DEP_SR):
+            if not data["dep"] & bit:
+                continue
+            prev_read, next_read = _DEP_MODES[bit]
+            yield Event(REPLAY_TASK, E.ACQUIRE, prev, mode=prev_read, at=held.at, ts=held.ts,
+                        file=held.file, line=held.line, comm=held.task)
+            yield Event(REPLAY_TASK, E.ACQUIRE, nxt, mode=next_read, at=ev.at, ts=ev.ts,
+                        file=ev.file, line=ev.line, comm=ev.task)
+            yield Event(REPLAY_TASK, E.RELEASE, nxt, file=ev.file, line=ev.line, comm=ev.task)
+            yield Event(REPLAY_TASK, E.RELEASE, prev, file=ev.file, line=ev.line, comm=ev.task)
+
+
+@dataclass
+class DiffResult:
+    """What NEW adds to BASE; see the module docstring."""
+
+    base: Side
+    new: Side
+    added: list[tuple[str, str, dict]] = field(default_factory=list)
+    widened: list[tuple[str, str, int, dict]] = field(default_factory=list)
+    removed: list[tuple[str, str, dict]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    suppressed: list[Finding] = field(default_factory=list)
+    alone_keys: set = field(default_factory=set)
+    notes: list[str] = field(default_factory=list)
+
+    def cross_run(self, finding: Finding) -> bool:
+        """True when the finding only exists with BASE's dependencies joined in."""
+        return finding.key() not in self.alone_keys
+
+    def link_origin(self, evidence: Evidence) -> str:
+        """`base` or `new`: which side a chain link's dependency was first seen in."""
+        return "base" if evidence in self._base_evidence else "new"
+
+    @property
+    def _base_evidence(self) -> set:
+        cache = getattr(self, "_base_ev_cache", None)
+        if cache is None:
+            cache = {d["evidence"] for _, _, d in self.base.graph.nx.edges(data=True)}
+            self._base_ev_cache = cache
+        return cache
+
+
+def diff_graphs(base: Side, new: Side) -> DiffResult:
+    """Diff two sides; BASE is checked on its own first, NEW is streamed through two checkers."""
+    if not base.checked:
+        run_side(base)
+    joined_graph = DepGraph()
+    joined_graph.merge(base.graph, origin=base.name)
+    alone = Checker(DepGraph(), CheckerOptions())
+    joined = Checker(joined_graph, CheckerOptions())
+    found_alone: list[Finding] = []
+    found_joined: list[Finding] = []
+    is_trace = new.events is not None
+    for ev in new.events if is_trace else replay_events(new.graph):
+        found_alone.extend(alone.feed(ev))
+        found_joined.extend(joined.feed(ev))
+    if is_trace:
+        new.graph = alone.graph
+        new.events = None
+    new.checked = True
+    new.events_read = alone.stats.events
+    new.findings = found_alone
+    new.known |= {f.key() for f in found_alone}
+    result = DiffResult(base, new, alone_keys={f.key() for f in found_alone})
+    seen: set = set()
+    for finding in found_joined + found_alone:
+        key = finding.key()
+        if key in seen or key in base.known:
+            continue
+        seen.add(key)
+        result.findings.append(finding)
+    _compare_edges(result, base.graph, new.graph)
+    return result
+
+
+def _compare_edges(result: DiffResult, base: DepGraph, new: DepGraph) -> None:
+    base_succ = base.nx._succ
+    for prev, nxt, data in new.nx.edges(data=True):
+        old = base_succ.get(prev, {}).get(nxt)
+        if old is None:
+            result.added.append((prev, nxt, data))
+        elif data["dep"] & ~old["dep"]:
+            result.widened.append((prev, nxt, old["dep"], data))
+    new_succ = new.nx._succ
+    for prev, nxt, data in base.nx.edges(data=True):
+        if nxt not in new_succ.get(prev, {}):
+            result.removed.append((prev, nxt, data))
+
+
+def run_diff(base_spec: str, new_spec: str, input_format: str = "auto", config=None) -> DiffResult:
+    """Load both sides, diff them, apply suppressions; the result to render."""
+    base = load_side(base_spec, input_format, config)
+    new = load_side(new_spec, input_format, config)
+    run_side(base)
+    result = diff_graphs(base, new)
+    if config is not None:
+        result.findings, result.suppressed = config.filter(result.findings)
+        result.notes.extend(config.stale_notes())
+    return result
+
+
+# -- rendering -------------------------------------------------------------------------
+
+
+def render_text(result: DiffResult, out: TextIO) -> None:
+    """A readable table: dependencies added / widened / removed, then the findings NEW adds."""
+    w = out.write
+    w(f"lockcheck diff: BASE {result.base.name}  NEW {result.new.name}\n")
+    _edge_table(w, f"dependencies NEW adds ({len(result.added)})", [(p, n, d["dep"], d) for p, n, d in result.added])
+    if result.widened:
+        _edge_table(w, f"dependencies NEW widens ({len(result.widened)})",
+                    [(p, n, d["dep"] & ~old, d) for p, n, old, d in result.widened])
+    _edge_table(w, f"dependencies NEW no longer shows ({len(result.removed)})",
+                [(p, n, d["dep"], d) for p, n, d in result.removed])
+    w(f"\nfindings NEW adds ({len(result.findings)}):\n")
+    if result.findings:
+        rows = [("KIND", "CLASSES", "WHERE", "TASK", "NOTE")]
+        for f in result.findings:
+            rows.append((f.kind, _classes_text(f), f.location, f.task,
+                         "only with BASE's dependencies" if result.cross_run(f) else ""))
+        _table(w, rows)
+        for f in result.findings:
+            if not f.chain:
+                continue
+            w(f"\n  {f.kind} {_classes_text(f)}:\n")
+            for link in f.chain:
+                ev = link.evidence
+                site = f", {ev.at}" if ev.at else ""
+                w(f"    -> #{link.depth} ({link.cls}): {ev.location} ({ev.task}{site})  [{result.link_origin(ev)}]\n")
+    else:
+        w("  (none)\n")
+    w("\n" + summary_line(result) + "\n")
+    for note in result.notes:
+        w(f"lockcheck: note: {note}\n")
+
+
+def summary_line(result: DiffResult) -> str:
+    n = len(result.findings)
+    text = (f"lockcheck diff: {len(result.added)} dependencies added, {len(result.widened)} widened, "
+            f"{len(result.removed)} no longer seen; {n} new finding{'s' if n != 1 else ''}")
+    if result.suppressed:
+        text += f" ({len(result.suppressed)} suppressed)"
+    return text
+
+
+def _edge_table(w, title: str, rows: list[tuple[str, str, int, dict]]) -> None:
+    w(f"\n{title}:\n")
+    if not rows:
+        w("  (none)\n")
+        return
+    table = [("TYPE", "FROM", "TO", "FIRST SEEN")]
+    for prev, nxt, dep, data in rows:
+        ev: Evidence = data["evidence"]
+        seen = f"{ev.location} ({ev.task})" + (f" {ev.at}" if ev.at else "")
+        table.append((dep_text(dep), prev, nxt, seen))
+    _table(w, table)
+
+
+def _table(w, rows: list[tuple[str, ...]]) -> None:
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        w("  " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
+
+
+def _classes_text(finding: Finding) -> str:
+    if finding.cycle:
+        return " -> ".join(finding.cycle + finding.cycle[:1])
+    return finding.lock + (f" (holding {finding.held})" if finding.held and finding.held != finding.lock else "")
+
+
+def document(result: DiffResult) -> dict[str, Any]:
+    """`--format json`: the diff as one JSON document (version 1)."""
+    def edge(prev: str, nxt: str, data: dict, dep: Optional[int] = None) -> dict:
+        doc = {"from": prev, "to": nxt,
+               "dep": [name for bit, name in sorted(DEP_NAMES.items(), reverse=True) if (dep or data["dep"]) & bit],
+               "evidence": data["evidence"].to_json()}
+        if data.get("origin"):
+            doc["origin"] = data["origin"]
+        return doc
+
+    findings = []
+    for f in result.findings:
+        doc = json.loads(json.dumps(f.to_json(), default=str))
+        doc["only_with_base"] = result.cross_run(f)
+        for link, entry in zip(f.chain, doc.get("chain", [])):
+            entry["side"] = result.link_origin(link.evidence)
+        findings.append(doc)
+    doc: dict[str, Any] = {
+        "version": 1,
+        "base": result.base.name,
+        "new": result.new.name,
+        "dependencies": {
+            "added": [edge(p, n, d) for p, n, d in result.added],
+            "widened": [edge(p, n, d, d["dep"] & ~old) for p, n, old, d in result.widened],
+            "removed": [edge(p, n, d) for p, n, d in result.removed],
+        },
+        "findings": findings,
+        "stats": {
+            "base_dependencies": result.base.graph.n_dependencies,
+            "new_dependencies": result.new.graph.n_dependencies,
+            "new_events": result.new.events_read,
+        },
+    }
+    if result.suppressed:
+        doc["suppressed"] = len(result.suppressed)
+    if result.notes:
+        doc["notes"] = list(result.notes)
+    return doc
+
+
+def render(result: DiffResult, fmt: str, out: TextIO) -> None:
+    """Write the diff as `text`, `json`, or (the new findings only) any `check --format`."""
+    if fmt == "text":
+        render_text(result, out)
+        return
+    if fmt == "json":
+        json.dump(document(result), out, indent=2)
+        out.write("\n")
+        return
+    from lockcheck.report import RENDERERS, Summary
+
+    renderer = RENDERERS.get(fmt)
+    if renderer is None:
+        from lockcheck.errors import UsageError
+
+        raise UsageError(f"unknown --format {fmt!r} (choose from text, json, {', '.join(k for k in RENDERERS if k not in ('text', 'json'))})")
+    summary = Summary(events=result.new.events_read, classes=result.new.graph.n_classes,
+                      dependencies=result.new.graph.n_dependencies, files=[result.new.name],
+                      version=__version__, notes=list(result.notes), suppressed=len(result.suppressed))
+    renderer.render(result.findings, summary, out)
+
+
+__all__ = ["DiffResult", "Side", "diff_graphs", "document", "load_side", "render", "replay_events", "run_diff",
+           "run_side"]
+
+
+
+def run_diff_command(base: str, new: str, fmt: str, out: TextIO, stderr: TextIO, input_format: str = "auto",
+                     suppress: Optional[str] = None, use_pyproject: bool = True) -> int:
+    """`lockcheck diff`: exit 1 when NEW adds a finding that is not suppressed, 0 otherwise."""
+    from lockcheck.suppress import load_config
+
+    config = load_config(suppress, use_pyproject=use_pyproject)
+    if fmt not in ("text", "json"):
+        from lockcheck.report import RENDERERS
+        from lockcheck.errors import UsageError
+
+        if fmt not in RENDERERS:
+            raise UsageError(f"unknown --format {fmt!r} (choose from text, json, sarif, github)")
+    result = run_diff(base, new, input_format, config)
+    render(result, fmt, out)
+    return 1 if result.findings else 0

@@ -1,0 +1,397 @@
+"""Saving and loading dependency graphs: JSON (ours), GraphML (networkx), DOT (pictures).
+
+The JSON layout is lockcheck's stable, versioned graph format, documented
+in docs/graph-format.md; a saved graph is what `check --baseline` and
+`diff` read back, so runs on different machines and days can be merged::
+
+    {"lockcheck-graph": 1,
+     "generator": "lockcheck 0.1.0",
+     "classes": [{"name": "A", "usage": ["INITIAL USE"], "usage_traces": {...}}],
+     "dependencies": [{"from": "A", "to": "B", "dep": ["EN"], "distance": 1,
+                       "evidence": {"file": "t.lt", "line": 3, "task": "T1"}, ...}],
+     "findings": [{"kind": "circular-dependency", "cycle": ["A", "B"], ...}]}
+
+Classes and dependencies are written in first-seen order and read back in
+that order, so a loaded graph searches dependencies in the same order as
+the graph that was saved (lockdep's list walk).
+
+GraphML flattens every attribute to a scalar (`evidence_file`,
+`evidence_line`, ... and `usage_traces` as a JSON string) so other tools
+read it; DOT is for people: render it with `dot -Tsvg`.
+
+>>> from lockcheck.graph import DepGraph, DEP_EN
+>>> g = DepGraph(); _ = g.add_dependency("A", "B", DEP_EN, Evidence("t.lt", 3, "T1"))
+>>> graph_from_json(graph_to_json(g)).nx.edges["A", "B"]["evidence"]
+Evidence(file='t.lt', line=3, task='T1', at=None, ts=None)
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from typing import Any, Iterable, Optional, TextIO
+
+import networkx as nx
+
+from lockcheck import __version__
+from lockcheck.errors import TraceError, UsageError
+from lockcheck.findings import CIRCULAR, Evidence, Finding
+from lockcheck.graph import DEP_NAMES, DepGraph, dep_text
+from lockcheck.usage import USED_READ, usage_str
+
+#: the value of the `lockcheck-graph` key: bump on an incompatible change
+SCHEMA_VERSION = 1
+FORMATS = ("json", "graphml", "dot")
+
+_DEP_BITS = {name: bit for bit, name in DEP_NAMES.items()}
+_USAGE_BITS = {usage_str(bit): bit for bit in range(USED_READ + 1)}
+_EVIDENCE_KEYS = ("file", "line", "task", "at", "ts")
+
+
+# -- choosing a format -------------------------------------------------------------
+
+
+def format_of(path: str, fmt: Optional[str] = None) -> str:
+    """`json`, `graphml` or `dot`, from `fmt` or the file's extension."""
+    if fmt is not None:
+        if fmt not in FORMATS:
+            raise UsageError(f"unknown graph format {fmt!r} (choose from {', '.join(FORMATS)})")
+        return fmt
+    ext = os.path.splitext(path)[1].lower().lstrip(".")
+    if ext in ("gv", "dot"):
+        return "dot"
+    if ext in ("graphml", "xml"):
+        return "graphml"
+    if ext == "json" or path == "-":
+        return "json"
+    raise UsageError(f"{path}: cannot tell the graph format from the extension (use .json, .graphml or .dot)")
+
+
+def save_graph(graph: DepGraph, path: str, findings: Iterable[Finding] = (), fmt: Optional[str] = None) -> None:
+    """Write `graph` to `path` (`-`: standard output) in the format its extension names.
+
+    `findings` are the problems the run reported: JSON keeps them (so a
+    baseline remembers the cycles it already had) and DOT draws them.
+    """
+    kind = format_of(path, fmt)
+    findings = list(findings)
+    buf = io.StringIO()
+    if kind == "json":
+        json.dump(graph_to_json(graph, findings), buf, indent=1)
+        buf.write("\n")
+    elif kind == "graphml":
+        buf.write(graph_to_graphml(graph))
+    else:
+        write_dot(graph, buf, findings)
+    if path == "-":
+        sys.stdout.write(buf.getvalue())
+        return
+    try:
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(buf.getvalue())
+    except OSError as err:
+        raise UsageError(f"{path}: cannot write graph: {err.strerror}") from None
+
+
+def load_graph(path: str) -> DepGraph:
+    """Read a graph saved as JSON or GraphML (told apart by the first character)."""
+    return load_graph_with_findings(path)[0]
+
+
+def load_graph_with_findings(path: str) -> tuple[DepGraph, list[dict[str, Any]]]:
+    """The graph and the `findings` records saved with it (JSON only; [] otherwise)."""
+    try:
+        with open(path, encoding="utf-8") as stream:
+            text = stream.read()
+    except OSError as err:
+        raise TraceError(path, None, None, f"cannot read graph: {err.strerror}") from None
+    except UnicodeDecodeError as err:
+        raise TraceError(path, None, None, f"not a graph file (not UTF-8 text: {err.reason})") from None
+    head = text.lstrip()[:1]
+    if head == "<":
+        return graph_from_graphml(text, path), []
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as err:
+        raise TraceError(path, err.lineno, err.colno, f"not a lockcheck graph: {err.msg}") from None
+    return graph_from_json(doc, path), list(doc.get("findings", [])) if isinstance(doc, dict) else []
+
+
+def is_graph_file(path: str) -> bool:
+    """Whether `path` is a saved graph (JSON with the schema key, or GraphML) rather than a trace."""
+    if not os.path.isfile(path):
+        return False
+    ext = os.path.splitext(path)[1].lower()
+    if ext in (".json", ".graphml"):
+        try:
+            with open(path, encoding="utf-8", errors="replace") as stream:
+                head = stream.read(4096)
+        except OSError:
+            return False
+        return ext == ".graphml" or '"lockcheck-graph"' in head
+    return False
+
+
+# -- JSON ----------------------------------------------------------------------------
+
+
+def graph_to_json(graph: DepGraph, findings: Iterable[Finding] = ()) -> dict[str, Any]:
+    """The graph as the documented JSON document (plain Python objects)."""
+    classes = []
+    for name, data in graph.nx.nodes(data=True):
+        usage = data.get("usage", 0)
+        entry: dict[str, Any] = {"name": name, "usage": [usage_str(b) for b in range(USED_READ + 1) if usage >> b & 1]}
+        traces = data.get("usage_traces") or {}
+        if traces:
+            entry["usage_traces"] = {usage_str(bit): ev.to_json() for bit, ev in sorted(traces.items())}
+        classes.append(entry)
+    deps = []
+    for prev, nxt, data in graph.nx.edges(data=True):
+        entry = {
+            "from": prev,
+            "to": nxt,
+            "dep": [name for bit, name in sorted(DEP_NAMES.items(), reverse=True) if data["dep"] & bit],
+            "distance": data.get("distance", 1),
+            "evidence": data["evidence"].to_json(),
+        }
+        if data.get("held") is not None:
+            entry["held"] = data["held"].to_json()
+        if data.get("origin") is not None:
+            entry["origin"] = data["origin"]
+        deps.append(entry)
+    doc: dict[str, Any] = {
+        "lockcheck-graph": SCHEMA_VERSION,
+        "generator": f"lockcheck {__version__}",
+        "classes": classes,
+        "dependencies": deps,
+    }
+    recorded = [finding_record(f) for f in findings]
+    if recorded:
+        doc["findings"] = recorded
+    return doc
+
+
+def finding_record(finding: Finding) -> dict[str, Any]:
+    """What a saved graph remembers of a finding: enough to recognise it again (`Finding.key`)."""
+    record: dict[str, Any] = {"kind": finding.kind, "lock": finding.lock, "held": finding.held,
+                              "location": finding.location}
+    if finding.cycle:
+        record["cycle"] = list(finding.cycle)
+    dedup = finding.details.get("dedup")
+    if isinstance(dedup, (str, int, float)):
+        record["dedup"] = dedup
+    return record
+
+
+def record_key(record: dict[str, Any]) -> tuple:
+    """`Finding.key()` of a saved finding record."""
+    cycle = record.get("cycle")
+    if cycle:
+        return Finding(kind=record["kind"], task="", lock=record.get("lock", ""), location="", cycle=list(cycle)).key()
+    return (record["kind"], record.get("lock"), record.get("held"), record.get("dedup"))
+
+
+def graph_from_json(doc: Any, file: str = "<graph>") -> DepGraph:
+    """Build a DepGraph from a JSON document; `TraceError` naming the bad entry otherwise."""
+    if not isinstance(doc, dict) or "lockcheck-graph" not in doc:
+        raise TraceError(file, None, None, 'not a lockcheck graph (no "lockcheck-graph" key)')
+    version = doc["lockcheck-graph"]
+    if version != SCHEMA_VERSION:
+        raise TraceError(file, None, None, f"unsupported lockcheck-graph version {version!r} "
+                                           f"(this lockcheck reads version {SCHEMA_VERSION})")
+    graph = DepGraph()
+    for i, entry in enumerate(_list(doc, "classes", file)):
+        where = f"classes[{i}]"
+        name = _field(entry, "name", str, file, where)
+        graph.add_class(name)
+        node = graph.nx._node[name]
+        node["usage"] = _usage_mask(entry.get("usage", 0), file, where)
+        for bit_name, ev in (entry.get("usage_traces") or {}).items():
+            bit = _USAGE_BITS.get(bit_name)
+            if bit is None:
+                raise TraceError(file, None, None, f"{where}: unknown usage bit {bit_name!r}")
+            node["usage_traces"][bit] = _evidence(ev, file, f"{where}.usage_traces")
+    for i, entry in enumerate(_list(doc, "dependencies", file)):
+        where = f"dependencies[{i}]"
+        prev = _field(entry, "from", str, file, where)
+        nxt = _field(entry, "to", str, file, where)
+        dep = _dep_mask(entry.get("dep"), file, where)
+        evidence = _evidence(entry.get("evidence"), file, f"{where}.evidence")
+        held = _evidence(entry["held"], file, f"{where}.held") if entry.get("held") is not None else None
+        origin = entry.get("origin")
+        if origin is not None and not isinstance(origin, str):
+            raise TraceError(file, None, None, f"{where}.origin: expected a string")
+        distance = entry.get("distance", 1)
+        if not isinstance(distance, int) or distance < 1:
+            raise TraceError(file, None, None, f"{where}.distance: expected a positive integer")
+        if graph.nx.has_edge(prev, nxt):
+            raise TraceError(file, None, None, f"{where}: dependency {prev} -> {nxt} listed twice")
+        graph.add_dependency(prev, nxt, dep, evidence, distance=distance, held=held, origin=origin)
+    return graph
+
+
+def _list(doc: dict, key: str, file: str) -> list:
+    value = doc.get(key, [])
+    if not isinstance(value, list):
+        raise TraceError(file, None, None, f'"{key}": expected a list')
+    return value
+
+
+def _field(entry: Any, key: str, kind: type, file: str, where: str) -> Any:
+    if not isinstance(entry, dict):
+        raise TraceError(file, None, None, f"{where}: expected an object")
+    value = entry.get(key)
+    if not isinstance(value, kind):
+        raise TraceError(file, None, None, f'{where}: "{key}" missing or not a {kind.__name__}')
+    return value
+
+
+def _evidence(doc: Any, file: str, where: str) -> Evidence:
+    if not isinstance(doc, dict):
+        raise TraceError(file, None, None, f"{where}: expected an evidence object")
+    try:
+        if not isinstance(doc["file"], str) or not isinstance(doc["task"], str):
+            raise TypeError
+        return Evidence.from_json(doc)
+    except (KeyError, TypeError, ValueError):
+        raise TraceError(file, None, None, f"{where}: evidence needs file (str), line (int), task (str)") from None
+
+
+def _dep_mask(value: Any, file: str, where: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 16:
+        return value
+    if isinstance(value, list) and value:
+        mask = 0
+        for name in value:
+            if name not in _DEP_BITS:
+                raise TraceError(file, None, None, f"{where}.dep: unknown dependency type {name!r} "
+                                                   f"(expected {', '.join(_DEP_BITS)})")
+            mask |= _DEP_BITS[name]
+        return mask
+    raise TraceError(file, None, None, f'{where}: "dep" must be a non-empty list of {", ".join(_DEP_BITS)}')
+
+
+def _usage_mask(value: Any, file: str, where: str) -> int:
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+        return value
+    if isinstance(value, list):
+        mask = 0
+        for name in value:
+            if name not in _USAGE_BITS:
+                raise TraceError(file, None, None, f"{where}.usage: unknown usage bit {name!r}")
+            mask |= 1 << _USAGE_BITS[name]
+        return mask
+    raise TraceError(file, None, None, f"{where}.usage: expected a list of usage bit names")
+
+
+# -- GraphML -------------------------------------------------------------------------
+
+
+def graph_to_graphml(graph: DepGraph) -> str:
+    """GraphML text with every attribute flattened to a string or number."""
+    flat = nx.DiGraph()
+    flat.graph["lockcheck_graph"] = SCHEMA_VERSION
+    for name, data in graph.nx.nodes(data=True):
+        traces = {usage_str(bit): ev.to_json() for bit, ev in sorted((data.get("usage_traces") or {}).items())}
+        flat.add_node(name, usage=data.get("usage", 0), usage_traces=json.dumps(traces, sort_keys=True))
+    for prev, nxt, data in graph.nx.edges(data=True):
+        attrs: dict[str, Any] = {"dep": data["dep"], "dep_text": dep_text(data["dep"]),
+                                 "distance": data.get("distance", 1)}
+        for prefix in ("evidence", "held"):
+            ev = data.get(prefix)
+            if ev is None:
+                continue
+            for key, value in ev.to_json().items():
+                attrs[f"{prefix}_{key}"] = value
+        if data.get("origin") is not None:
+            attrs["origin"] = data["origin"]
+        flat.add_edge(prev, nxt, **attrs)
+    buf = io.BytesIO()
+    nx.write_graphml(flat, buf, encoding="utf-8")
+    return buf.getvalue().decode("utf-8")
+
+
+def graph_from_graphml(text: str, file: str = "<graph>") -> DepGraph:
+    """Read back what `graph_to_graphml` wrote."""
+    try:
+        flat = nx.read_graphml(io.BytesIO(text.encode("utf-8")), node_type=str)
+    except Exception as err:  # networkx raises bare XML and key errors for bad input
+        raise TraceError(file, None, None, f"not a GraphML graph: {err}") from None
+    graph = DepGraph()
+    try:
+        for name, data in flat.nodes(data=True):
+            graph.add_class(name)
+            node = graph.nx._node[name]
+            node["usage"] = int(data.get("usage", 0))
+            for bit_name, ev in json.loads(data.get("usage_traces") or "{}").items():
+                node["usage_traces"][_USAGE_BITS[bit_name]] = Evidence.from_json(ev)
+        for prev, nxt, data in flat.edges(data=True):
+            evidence = _flat_evidence(data, "evidence")
+            if evidence is None:
+                raise KeyError("evidence_file")
+            graph.add_dependency(prev, nxt, int(data["dep"]), evidence, distance=int(data.get("distance", 1)),
+                                 held=_flat_evidence(data, "held"), origin=data.get("origin"))
+    except (KeyError, TypeError, ValueError) as err:
+        raise TraceError(file, None, None, f"not a lockcheck GraphML graph: missing or bad {err}") from None
+    return graph
+
+
+def _flat_evidence(data: dict, prefix: str) -> Optional[Evidence]:
+    if f"{prefix}_file" not in data:
+        return None
+    doc = {key: data[f"{prefix}_{key}"] for key in _EVIDENCE_KEYS if f"{prefix}_{key}" in data}
+    return Evidence.from_json(doc)
+
+
+# -- DOT -----------------------------------------------------------------------------
+
+
+def write_dot(graph: DepGraph, out: TextIO, findings: Iterable[Finding] = ()) -> None:
+    """Graphviz DOT: classes as boxes, dependencies as arrows labelled with type and first sighting.
+
+    Dependencies on a cycle (a strongly connected component of the graph,
+    as a merged graph may have, or a reported circular finding) are red;
+    the dependency a circular finding refused to add is drawn dashed.
+    """
+    hot_edges: set[tuple[str, str]] = set()
+    closing: list[tuple[str, str, Finding]] = []
+    for component in nx.strongly_connected_components(graph.nx):
+        if len(component) > 1:
+            hot_edges.update((u, v) for u, v in graph.nx.subgraph(component).edges)
+    for finding in findings:
+        if finding.kind == CIRCULAR and finding.cycle and finding.held is not None:
+            cycle = list(finding.cycle)
+            hot_edges.update(zip(cycle, cycle[1:]))
+            closing.append((finding.held, finding.lock, finding))
+    hot_nodes = {n for edge in hot_edges for n in edge} | {n for c in closing for n in c[:2]}
+    out.write("digraph lockcheck {\n")
+    out.write('  graph [rankdir=LR, fontname="monospace", label="lockcheck dependency graph: '
+              'A -> B means B was taken while A was held"];\n')
+    out.write('  node [shape=box, fontname="monospace"];\n  edge [fontname="monospace", fontsize=10];\n')
+    for name in graph.nx.nodes:
+        style = ', color=red, penwidth=2' if name in hot_nodes else ""
+        out.write(f"  {_dot_id(name)} [label={_dot_id(name)}{style}];\n")
+    for prev, nxt, data in graph.nx.edges(data=True):
+        ev: Evidence = data["evidence"]
+        label = f"{dep_text(data['dep'])}\\n{ev.location}"
+        if data.get("origin"):
+            label += f"\\n{data['origin']}"
+        style = ", color=red, penwidth=2" if (prev, nxt) in hot_edges else ""
+        out.write(f"  {_dot_id(prev)} -> {_dot_id(nxt)} [label={_dot_label(label)}{style}];\n")
+    for prev, nxt, finding in closing:
+        label = f"{finding.kind}\\n{finding.location}"
+        out.write(f"  {_dot_id(prev)} -> {_dot_id(nxt)} [label={_dot_label(label)}, color=red, "
+                  f"fontcolor=red, style=dashed, penwidth=2];\n")
+    out.write("}\n")
+
+
+def _dot_id(name: str) -> str:
+    """A DOT quoted string (names like `&mm->mmap_sem` are not DOT identifiers)."""
+    return '"' + name.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+
+
+def _dot_label(text: str) -> str:
+    """A label that already holds `\\n` line breaks: quote only `"`."""
+    return '"' + text.replace('"', '\\"') + '"'

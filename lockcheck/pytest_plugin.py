@@ -1,0 +1,355 @@
+"""pytest plugin: lockdep over the locks of the code under test (`pytest --lockcheck`).
+
+Registered under the `pytest11` entry point as `lockcheck` (`-p no:lockcheck`
+blocks it).  Inert unless enabled by `--lockcheck` or the ini option
+`lockcheck = true`: until then it only adds its options and marker.
+
+Enabled, it starts a `lockcheck.pylocks.Recorder` at configure time (before
+collection, so module-level locks of test modules are tracked from their
+creation) and stops it at unconfigure.  One dependency graph serves the whole
+session, so an order inversion between `test_a` and `test_b` is found; the
+test whose lock operation raised a finding fails with the kernel-format
+report as its failure text, and the terminal summary lists every finding.
+Each event's task name carries the current test id (`MainThread/1
+[tests/test_x.py::test_a]`), so a report's dependency chain says in which test
+and at which `file:LINE` each dependency was first seen.
+
+Options (command line / ini):
+
+- `--lockcheck` / `lockcheck = true`: enable;
+- `--lockcheck-trace=FILE`: write the events as a `.lt` trace (under xdist,
+  one per worker: `FILE` with `.gw0` before its extension) for
+  `lockcheck check FILE`;
+- `--lockcheck-graph=FILE`: save the session's graph (`lockcheck.graphio`;
+  merged over all workers under xdist);
+- `lockcheck_suppress` (ini, lines `KIND CLASSGLOB...`): findings of that
+  kind whose classes match every glob are counted, not reported
+  (`recursive-locking Future._condition` is always on: see pylocks);
+- `lockcheck_grace` (ini, seconds, default 1): how long a re-acquire of a
+  held `Lock` waits for another thread's release (a signal) before it is
+  reported and raises `SelfDeadlockError`;
+- `lockcheck_timed_acquire` (ini, `try` or `blocking`, default `try`):
+  whether `acquire(timeout=...)` is a trylock or validated like a blocking
+  acquire.
+
+Marker: `@pytest.mark.lockcheck(skip=True)` switches checking off for one
+test: its lock operations are still recorded (so holds stay balanced) but
+`nocheck`, adding no dependencies and raising no findings.
+
+pytest-xdist: each worker records its own graph and sends it (as graphio
+JSON) to the controller, which replays every worker's dependencies into one
+checker and reports the cycles that only exist across workers; they fail
+the session (exit status 1) and are printed in the terminal summary.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from collections import Counter
+from typing import Any, Optional
+
+import pytest
+
+from lockcheck.checker import Checker
+from lockcheck.events import ACQUIRE, RELEASE, Event
+from lockcheck.findings import Evidence, Finding
+from lockcheck.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
+
+PLUGIN_NAME = "lockcheck-session"
+MARKER = "lockcheck(skip=False): skip=True records this test's lock operations without checking them"
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("lockcheck", "lockdep for the locks of the code under test")
+    group.addoption("--lockcheck", action="store_true", default=False,
+                    help="track threading/asyncio locks and fail tests that take them in deadlock-prone orders")
+    group.addoption("--lockcheck-trace", metavar="FILE", default=None,
+                    help="write the recorded lock events as a .lt trace (for `lockcheck check FILE`)")
+    group.addoption("--lockcheck-graph", metavar="FILE", default=None,
+                    help="save the session's dependency graph (.json, .graphml, .dot)")
+    parser.addini("lockcheck", type="bool", default=False, help="enable lockcheck (as --lockcheck)")
+    parser.addini("lockcheck_suppress", type="linelist", default=[],
+                  help="findings not to report: lines of `KIND CLASSGLOB...`")
+    parser.addini("lockcheck_grace", default="1.0",
+                  help="seconds a re-acquire of a held Lock waits for another thread's release before raising")
+    parser.addini("lockcheck_timed_acquire", default="try",
+                  help="`try` (default): acquire(timeout=...) is a trylock; `blocking`: validated as blocking")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", MARKER)
+    if config.getoption("lockcheck") or config.getini("lockcheck"):
+        config.pluginmanager.register(LockcheckPlugin(config), PLUGIN_NAME)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
+    if plugin is not None:
+        plugin.close()
+        config.pluginmanager.unregister(plugin)
+
+
+class LockcheckPlugin:
+    """The enabled plugin: one recorder (test processes) or the merger (xdist controller)."""
+
+    def __init__(self, config: pytest.Config) -> None:
+        from lockcheck import pylocks
+
+        self.config = config
+        self.worker_id: Optional[str] = None
+        workerinput = getattr(config, "workerinput", None)
+        if workerinput is not None:
+            self.worker_id = workerinput.get("workerid", "gw")
+        self.controller = workerinput is None and config.getoption("dist", "no") not in ("no", None) \
+            and not config.getoption("collectonly", False)
+        self.trace_file: Optional[io.TextIOBase] = None
+        self.trace_path: Optional[str] = None
+        self.recorder: Optional[pylocks.Recorder] = None
+        self.merger: Optional[Checker] = None
+        self.merged: list[Finding] = []
+        self.worker_reports: list[dict] = []
+        self.unattributed: list[tuple[Finding, Optional[str]]] = []
+        if self.controller:
+            self.merger = Checker()
+            return
+        trace = config.getoption("lockcheck_trace")
+        if trace:
+            self.trace_path = _per_worker(trace, self.worker_id)
+            self.trace_file = open(self.trace_path, "w", encoding="utf-8")
+        mode = str(config.getini("lockcheck_timed_acquire")).strip().lower()
+        if mode not in ("try", "blocking"):
+            raise pytest.UsageError(f"lockcheck_timed_acquire: expected `try` or `blocking`, not {mode!r}")
+        try:
+            grace = float(config.getini("lockcheck_grace"))
+        except ValueError:
+            raise pytest.UsageError("lockcheck_grace: expected a number of seconds") from None
+        self.recorder = pylocks.Recorder(
+            grace=grace, timed_is_try=mode == "try", suppress=list(config.getini("lockcheck_suppress")),
+            trace=self.trace_file, task_prefix=f"{self.worker_id}:" if self.worker_id else "",
+        )
+        pylocks.start(self.recorder)
+
+    def close(self) -> None:
+        from lockcheck import pylocks
+
+        if self.recorder is not None:
+            pylocks.stop(self.recorder)
+        if self.trace_file is not None:
+            self.trace_file.close()
+            self.trace_file = None
+
+    # -- per test ---------------------------------------------------------
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Any:
+        rec = self.recorder
+        if rec is None:
+            return (yield)
+        marker = item.get_closest_marker("lockcheck")
+        check = not (marker is not None and (marker.kwargs.get("skip") or marker.kwargs.get("enabled") is False))
+        rec.set_context(item.nodeid, check)
+        try:
+            return (yield)
+        finally:
+            rec.set_context(None)
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
+        report = yield
+        rec = self.recorder
+        if rec is None:
+            return report
+        found = rec.take(item.nodeid)
+        if found:
+            text = self._render(found)
+            report.outcome = "failed"
+            if report.longrepr:
+                text = f"{report.longrepr}\n\n{text}"
+            report.longrepr = text
+            report.sections.append(("lockcheck", text))
+        return report
+
+    def _render(self, findings: list[Finding]) -> str:
+        from lockcheck.report import text
+
+        out = io.StringIO()
+        summary = self.recorder.summary() if self.recorder is not None else _summary()
+        for finding in findings:
+            text.print_finding(finding, summary, out)
+        return out.getvalue().strip("\n")
+
+    # -- end of session ----------------------------------------------------
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
+        rec = self.recorder
+        if rec is not None:
+            self.unattributed = [(f, ctx) for f, ctx in rec.findings if ctx is None]
+            if self.worker_id is not None:
+                self.config.workeroutput["lockcheck"] = self._worker_output()
+            elif self.unattributed and session.exitstatus == 0:
+                session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.controller and self.merged and session.exitstatus == 0:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        graph_path = self.config.getoption("lockcheck_graph")
+        if graph_path and self.worker_id is None:
+            self._save_graph(graph_path)
+
+    def _save_graph(self, path: str) -> None:
+        from lockcheck.graphio import save_graph
+
+        if self.merger is not None:
+            save_graph(self.merger.graph, path, self.merged)
+        elif self.recorder is not None:
+            save_graph(self.recorder.checker.graph, path, [f for f, _ in self.recorder.findings])
+
+    def _worker_output(self) -> dict:
+        rec = self.recorder
+        assert rec is not None
+        summary = rec.summary()
+        return {
+            "graph": _graph_to_text(rec.checker.graph),
+            "findings": [_headline(f, ctx) for f, ctx in rec.findings],
+            "unattributed": self._render([f for f, _ in self.unattributed]) if self.unattributed else "",
+            "stats": [summary.events, summary.tasks, summary.suppressed],
+            "trace": self.trace_path,
+        }
+
+    # -- xdist controller ----------------------------------------------------
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        if self.merger is None:
+            return
+        output = getattr(node, "workeroutput", {}).get("lockcheck")
+        if not output:
+            return
+        self.worker_reports.append(output)
+        graph = _graph_from_text(output["graph"])
+        self.merged.extend(replay_graph(self.merger, graph))
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        tr = terminalreporter
+        if self.worker_id is not None:
+            return
+        tr.section("lockcheck")
+        if self.merger is not None:
+            self._controller_summary(tr)
+            return
+        rec = self.recorder
+        if rec is None:
+            return
+        summary = rec.summary()
+        headlines = [_headline(f, ctx) for f, ctx in rec.findings]
+        tr.write_line(_summary_line(headlines, summary.events, summary.tasks, rec.checker.graph, summary.suppressed))
+        for line in headlines:
+            tr.write_line(f"  {line}")
+        for note in summary.notes:
+            tr.write_line(f"  note: {note}")
+        if self.unattributed:
+            tr.write_line("findings outside any test:")
+            tr.write_line(self._render([f for f, _ in self.unattributed]))
+        self._write_paths(tr, [self.trace_path] if self.trace_path else [])
+
+    def _controller_summary(self, tr: Any) -> None:
+        headlines = [line for report in self.worker_reports for line in report["findings"]]
+        events = sum(report["stats"][0] for report in self.worker_reports)
+        tasks = sum(report["stats"][1] for report in self.worker_reports)
+        suppressed = sum(report["stats"][2] for report in self.worker_reports)
+        merged = [f"{_headline(f, None)} (across workers)" for f in self.merged]
+        tr.write_line(_summary_line(headlines + merged, events, tasks, self.merger.graph, suppressed,
+                                    workers=len(self.worker_reports)))
+        for line in headlines + merged:
+            tr.write_line(f"  {line}")
+        for report in self.worker_reports:
+            if report["unattributed"]:
+                tr.write_line("findings outside any test:")
+                tr.write_line(report["unattributed"])
+        if self.merged:
+            tr.write_line("cycles across workers (each worker's graph alone is acyclic):")
+            tr.write_line(self._render(self.merged))
+        self._write_paths(tr, [report["trace"] for report in self.worker_reports if report.get("trace")])
+
+    def _write_paths(self, tr: Any, traces: list[str]) -> None:
+        if traces:
+            tr.write_line(f"lockcheck trace: {' '.join(traces)} (replay: lockcheck check {' '.join(traces)})")
+        graph = self.config.getoption("lockcheck_graph")
+        if graph:
+            tr.write_line(f"lockcheck graph: {graph}")
+
+
+# -- helpers ----------------------------------------------------------------------------
+
+
+def _per_worker(path: str, worker_id: Optional[str]) -> str:
+    if not worker_id:
+        return path
+    base, ext = os.path.splitext(path)
+    return f"{base}.{worker_id}{ext}"
+
+
+def _summary() -> Any:
+    from lockcheck.report import Summary
+
+    return Summary()
+
+
+def _headline(finding: Finding, context: Optional[str]) -> str:
+    classes = " -> ".join(finding.cycle) if finding.cycle else (
+        f"{finding.held} -> {finding.lock}" if finding.held else finding.lock)
+    where = f" in {context}" if context else ""
+    return f"{finding.kind}: {classes}{where} at {finding.site or finding.location} ({finding.task})"
+
+
+def _summary_line(headlines: list[str], events: int, tasks: int, graph: DepGraph, suppressed: int,
+                  workers: int = 0) -> str:
+    kinds = Counter(line.split(":", 1)[0] for line in headlines)
+    found = f"{len(headlines)} finding{'s' if len(headlines) != 1 else ''}"
+    if kinds:
+        found += " (" + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) + ")"
+    extra = f", {suppressed} suppressed" if suppressed else ""
+    across = f" from {workers} workers" if workers else ""
+    return (f"lockcheck: {found}{extra} in {events} events{across}, {tasks} tasks, "
+            f"{graph.n_classes} lock classes, {graph.n_dependencies} dependencies")
+
+
+def _graph_to_text(graph: DepGraph) -> str:
+    """The worker's graph for the controller: graphio's JSON (execnet carries plain strings)."""
+    from lockcheck.graphio import graph_to_json
+
+    return json.dumps(graph_to_json(graph))
+
+
+def _graph_from_text(text: str) -> DepGraph:
+    from lockcheck.graphio import graph_from_json
+
+    return graph_from_json(json.loads(text), "<xdist worker>")
+
+
+#: each dependency type bit, as (prev read, next read) of an acquisition pair that creates it
+_DEP_MODES = ((DEP_EN, 0, 0), (DEP_ER, 0, 2), (DEP_SN, 1, 0), (DEP_SR, 1, 2))
+
+
+def replay_graph(checker: Checker, graph: DepGraph, task: str = "merge") -> list[Finding]:
+    """Feed every dependency of `graph` to `checker` as `acquire prev; acquire next`; the findings.
+
+    This is how saved or per-worker graphs are merged *with checking*: a
+    dependency that closes a cycle with what the checker already has is
+    reported exactly as if its two acquisitions had happened in this run,
+    with each event carrying the dependency's original evidence (file:line,
+    task and test), so the report reads as a live one would.
+    """
+    found: list[Finding] = []
+    feed = checker.feed
+    for prev, nxt, data in graph.nx.edges(data=True):
+        evidence: Evidence = data["evidence"]
+        held: Evidence = data.get("held") or evidence
+        for bit, prev_read, next_read in _DEP_MODES:
+            if not data["dep"] & bit:
+                continue
+            found += feed(Event(task, ACQUIRE, prev, None, prev_read, at=held.at, file=held.file,
+                                line=held.line, comm=held.task))
+            found += feed(Event(task, ACQUIRE, nxt, None, next_read, at=evidence.at, file=evidence.file,
+                                line=evidence.line, comm=evidence.task))
+            found += feed(Event(task, RELEASE, nxt))
+            found += feed(Event(task, RELEASE, prev))
+    return found

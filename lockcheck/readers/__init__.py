@@ -1,0 +1,154 @@
+"""Readers: every input format becomes one stream of `lockcheck.events.Event`.
+
+`read(path)` and `read_all(paths)` are the only entries the rest of
+lockcheck uses.  They open the input (a file, possibly gzip/xz/zstd-compressed,
+`-` for standard input, or -- for `read_all` -- a directory of traces: see
+`source`), pick a format by sniffing the first non-blank lines unless one is
+forced (`.lt` when no format claims them), and stream events line by line.
+
+A format is a module with:
+
+- `NAME`: the `--input-format` value (`lt`, `ftrace`, `perf`, `jsonl`, ...);
+- `sniff(lines: list[str]) -> bool`: whether the first non-blank lines look
+  like this format;
+- `parse(lines: Iterable[str], file: str) -> Iterator[Event]`: events from
+  decoded lines (line endings stripped), raising `TraceError` with file,
+  line and column for anything malformed.
+
+Optionally, a module sets `CAPTURE = True` when its traces are captures
+that start mid-flight (ftrace, perf: releases of locks taken before the
+capture began are expected), and `TAKES_STATS = True` when its `parse`
+accepts `stats=` (a `ReaderStats` it fills with skipped lines and the like).
+
+Register a new format by adding its module to `_FORMAT_MODULES`, in sniffing
+priority order.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Callable, Iterable, Iterator, Optional
+
+from lockcheck.errors import UsageError
+from lockcheck.events import Event
+from lockcheck.readers import source
+
+#: format modules, in the order they are tried when sniffing (each rejects the others' lines)
+_FORMAT_MODULES = [
+    "lockcheck.readers.lt",
+    "lockcheck.readers.jsonl",
+    "lockcheck.readers.ftrace",
+    "lockcheck.readers.perf",
+]
+
+
+@dataclass
+class ReadContext:
+    """What the readers learn on the way that the rest of a run needs.
+
+    `formats` lists `(file, format name)` as each input is opened;
+    `on_open(file, module)` is called at that moment, before the file's
+    first event (the session switches to capture rules there); `stats`
+    collects what capture readers skipped or resolved.
+    """
+
+    formats: list[tuple[str, str]] = field(default_factory=list)
+    on_open: Optional[Callable[[str, ModuleType], None]] = None
+    stats: object = None
+
+    def __post_init__(self) -> None:
+        if self.stats is None:
+            from lockcheck.readers.ftrace import ReaderStats
+
+            self.stats = ReaderStats()
+
+
+def formats() -> dict[str, ModuleType]:
+    """Name -> module of every registered input format."""
+    modules = [importlib.import_module(name) for name in _FORMAT_MODULES]
+    return {module.NAME: module for module in modules}
+
+
+#: how many non-blank lines `sniff` sees (ftrace output opens with ~12 comment lines)
+SNIFF_LINES = 32
+
+
+def read(path: str, input_format: str = "auto", context: Optional[ReadContext] = None) -> Iterator[Event]:
+    """Events of one trace (a file or `-`), in file order, streamed.
+
+    `input_format` is a registered NAME or `auto`: the first non-blank lines
+    are buffered, shown to each format's `sniff` in priority order, and
+    replayed, so standard input is read once.  `.lt` is the fallback when no
+    format claims the input.  An unknown forced format is a UsageError, raised
+    here rather than when the events are first read.
+    """
+    module = None if input_format == "auto" else _forced(input_format)
+    return _events(path, module, context)
+
+
+def read_all(paths: Iterable[str], input_format: str = "auto",
+             context: Optional[ReadContext] = None) -> Iterator[Event]:
+    """Events of every trace in `paths` (directories expanded), one file after the other."""
+    if input_format != "auto":
+        _forced(input_format)
+    return _read_each(list(paths), input_format, context)
+
+
+def _read_each(paths: list[str], input_format: str, context: Optional[ReadContext]) -> Iterator[Event]:
+    for path in source.expand_paths(paths):
+        yield from read(path, input_format, context)
+
+
+def _forced(input_format: str) -> ModuleType:
+    """The module of a format named on the command line."""
+    known = formats()
+    if input_format not in known:
+        raise UsageError(f"unknown input format {input_format!r} (choose from auto, {', '.join(known)})")
+    return known[input_format]
+
+
+def _events(path: str, module: Optional[ModuleType], context: Optional[ReadContext]) -> Iterator[Event]:
+    name, lines = source.open_lines(path)
+    try:
+        if module is None:
+            head, lines = _peek(lines)
+            module = detect(head)
+        if context is None:
+            yield from module.parse(lines, name)
+            return
+        context.formats.append((name, module.NAME))
+        if context.on_open is not None:
+            context.on_open(name, module)
+        if getattr(module, "TAKES_STATS", False):
+            yield from module.parse(lines, name, stats=context.stats)
+        else:
+            yield from module.parse(lines, name)
+    finally:
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
+
+
+def detect(head: list[str]) -> ModuleType:
+    """The first registered format whose `sniff` accepts these non-blank lines, else `.lt`."""
+    known = formats()
+    for module in known.values():
+        if module.sniff(head):
+            return module
+    return known["lt"]
+
+
+def _peek(lines: Iterator[str]) -> tuple[list[str], Iterator[str]]:
+    """The first SNIFF_LINES non-blank lines, and an iterator that still yields every line."""
+    buffered: list[str] = []
+    head: list[str] = []
+    for line in lines:
+        buffered.append(line)
+        if line.strip(" \t"):
+            head.append(line)
+            if len(head) >= SNIFF_LINES:
+                break
+    return head, itertools.chain(buffered, lines)

@@ -1,0 +1,633 @@
+"""ftrace text output of the lock tracepoints: `trace`, `trace_pipe`, `trace-cmd report`.
+
+The line format is defined by `grammars/ftrace.lark`; `scan()` is the
+hand-written fast path for the common line shape (a property test holds it
+to the grammar) and `scan_slow()` the grammar itself, which also produces the
+`FILE:LINE:COL: message` errors.
+
+What a line becomes
+-------------------
+- `lock_acquire`, `lock_release`, `lock_contended`, `lock_acquired` -> one
+  `Event` each.  The instance is the `%p` address, written `0x` + the hex
+  digits as printed (hashed `0x000000005b4e2a1c` or real
+  `0xffff88803ebe85d8`); the class is the lock name.  `try ` sets
+  `trylock`, `read ` sets the mode by `read_mode()` (below).
+- A release/contended/acquired line with an EMPTY name (6.1 with hash-ptr
+  off) is resolved to the name acquired at that address: by the same task
+  first, else by any task holding it (`AddressNames`, bounded by the locks
+  currently held).  If nobody holds it (acquired before the capture began)
+  the event is still yielded, with the class `UNKNOWN_LOCK`, so the checker
+  counts it among the releases of locks never seen acquired.
+- `contention_begin`/`contention_end` (lockdep-independent, 5.19+) and every
+  other event: skipped and counted in `ReaderStats`.
+- `CPU:N [LOST EVENTS]`: an `Event` with op `LOST_EVENTS`, task `""` and
+  `cpu=N`: the checker forgets what tasks last seen on CPU N hold.
+- `#` header lines, blank lines and the `trace-cmd report` preamble: nothing.
+
+Tasks
+-----
+Held-lock stacks are keyed by the pid (`Event.task` is the pid as a string);
+`Event.comm` is the `comm-pid` display (the last real comm seen for the pid
+when ftrace prints `<...>`).  Pid 0 is the idle task of *each* CPU (ftrace
+prints `<idle>-0` for swapper/0, swapper/1...), which run concurrently: their
+task key is `0/CPU` and their display `swapper/CPU-0`.
+
+Irq context
+-----------
+An interrupt runs on top of whatever task the CPU was running and ftrace
+prints that task's comm-pid, so context comes from the flags column only.
+Per line: hardirq = `h`/`H` (and NMI `z`/`Z`, which lockdep does not
+distinguish from hardirq here); softirq = `s` or `H`; irqs off = `d`/`D` (or
+hardirq); BH off = `b`/`D` (or softirq).  When a task's state differs from
+the previous line of that task, `.lt` context events are yielded before the
+lock event, with the same file/line: leaving hardirq `hardirq-exit`, leaving
+softirq `softirq-exit`, entering softirq `softirqs-off` + `softirq-enter`,
+entering hardirq `irqs-off` + `hardirq-enter`, then `irqs-on`/`irqs-off` and
+`softirqs-on`/`softirqs-off` for what remains (see `context_transition`).
+A task starts in process context with everything enabled, so a capture that
+begins inside a handler simply enters it on its first line.
+
+`s` on the old 4-character layout (before ~5.14) also marked merely
+BH-disabled sections (`preempt_count() & SOFTIRQ_MASK`).  There, `s` is taken
+as softirq *context* only when the task's previous line was already in hardirq
+or softirq context (a softirq run from `irq_exit()`) or the comm is
+`ksoftirqd/N`; otherwise as BH-disabled in process context.  A wrongly
+assumed softirq context would mark locks taken under `spin_lock_bh()` as
+softirq-used and produce false irq-inversion reports; the choice made instead
+can only miss some softirq usage.  On the 5-character layout `s` means
+"serving a softirq" and is trusted.  Lines without a flags column
+(`irq-info` off, default `trace-cmd report`) carry no context.
+
+Read mode policy
+----------------
+The tracepoint prints `read ` for both lockdep read modes, so `read_mode(name,
+in_irq)` decides (`in_irq` is the kernel's `in_interrupt()`: hardirq,
+softirq or BH disabled):
+
+- recursive readers (`RREAD`): the RCU maps (`rcu_read_lock`,
+  `rcu_read_lock_bh`, `rcu_read_lock_sched`, `rcu_callback`), SRCU maps
+  (names ending in `srcu`), seqcount readers (names ending in `seqcount`,
+  e.g. `tk_core.seq.seqcount`, `&____s->seqcount`), lockdep maps taken with
+  `lock_map_acquire_read()` (names starting with `(`, e.g.
+  `(wq_completion)events`), and every `read` in interrupt context: a queued
+  rwlock_t reader (`tasklist_lock`...) is recursive there
+  (`read_lock_is_recursive()`), and sleeping rwsems cannot be taken there;
+- everything else is a plain reader (`READ`): rwsems (`&mm->mmap_lock`),
+  percpu rwsems (`sb_writers`, `cpu_hotplug_lock`) and rwlock_t readers in
+  process context (`binfmt_lock`, `tasklist_lock` in a syscall).
+
+`RECURSIVE_READ_NAMES` lists the fixed names; pass another function with the
+same signature as `read_policy` to `FtraceReader`/`parse` to override.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator, Optional
+
+from lockcheck.errors import TraceError
+from lockcheck.events import (
+    ACQUIRE, ACQUIRED, CONTENDED, HARDIRQ_ENTER, HARDIRQ_EXIT, IRQS_OFF, IRQS_ON, READ, RELEASE, RREAD,
+    SOFTIRQ_ENTER, SOFTIRQ_EXIT, SOFTIRQS_OFF, SOFTIRQS_ON, WRITE, Event,
+)
+from lockcheck.events import LOST_EVENTS as E_LOST_EVENTS
+from lockcheck.grammar import grammar_text
+
+NAME = "ftrace"
+#: captures start mid-flight; parse() takes stats= (see lockcheck.readers)
+CAPTURE = True
+TAKES_STATS = True
+
+#: op of the marker yielded for `CPU:N [LOST EVENTS]`: `Event(task="", op=LOST_EVENTS, cpu=N)`
+LOST_EVENTS = E_LOST_EVENTS
+
+#: class given to a nameless release/contended/acquired whose address no task holds
+UNKNOWN_LOCK = "<unknown>"
+
+#: tracepoint name -> op
+LOCK_EVENTS = {
+    "lock_acquire": ACQUIRE,
+    "lock_release": RELEASE,
+    "lock_contended": CONTENDED,
+    "lock_acquired": ACQUIRED,
+}
+#: lockdep-independent contention tracepoints (5.19+): skipped, counted apart
+CONTENTION_EVENTS = frozenset({"contention_begin", "contention_end"})
+
+
+# -- statistics -------------------------------------------------------------------
+
+
+@dataclass
+class ReaderStats:
+    """What a reader saw besides the events it yielded (for the CLI's closing note).
+
+    One object per input; `merge()` adds another (a directory of traces).
+    """
+
+    lines: int = 0  #: lines read, headers and blanks included
+    events: int = 0  #: lock events yielded (context and lost markers excluded)
+    context_events: int = 0  #: synthetic irq-context events yielded
+    skipped: Counter = field(default_factory=Counter)  #: other event name -> lines
+    contention: int = 0  #: contention_begin/contention_end lines (also skipped)
+    hardirq_lines: int = 0  #: lock events that ran in hardirq context
+    softirq_lines: int = 0  #: lock events that ran in softirq context (not hardirq)
+    names_resolved: int = 0  #: nameless lines resolved by address
+    names_unresolved: int = 0  #: nameless lines no held lock explained (UNKNOWN_LOCK)
+    lost_markers: int = 0  #: `CPU:N [LOST EVENTS]` lines
+    slow_lines: int = 0  #: lines the fast scanner left to the grammar
+
+    @property
+    def skipped_lines(self) -> int:
+        return sum(self.skipped.values())
+
+    def merge(self, other: "ReaderStats") -> None:
+        for name in ("lines", "events", "context_events", "contention", "hardirq_lines", "softirq_lines",
+                     "names_resolved", "names_unresolved", "lost_markers", "slow_lines"):
+            setattr(self, name, getattr(self, name) + getattr(other, name))
+        self.skipped.update(other.skipped)
+
+    def notes(self) -> list[str]:
+        """Sentences for the closing note, e.g. `skipped 444 lines of other events (...)`."""
+        out = []
+        if self.skipped:
+            kinds = ", ".join(f"{name}: {count}" for name, count in self.skipped.most_common())
+            out.append(f"skipped {self.skipped_lines} lines of other events ({kinds})")
+        if self.names_resolved or self.names_unresolved:
+            out.append(f"resolved {self.names_resolved} nameless lock lines by address"
+                       + (f", {self.names_unresolved} unresolved" if self.names_unresolved else ""))
+        if self.lost_markers:
+            out.append(f"{self.lost_markers} lost-events markers: the stacks of those CPUs were reset")
+        return out
+
+
+# -- read mode policy -------------------------------------------------------------
+
+#: read-acquired lockdep maps that are always recursive readers (read=2)
+RECURSIVE_READ_NAMES = frozenset({
+    "rcu_read_lock", "rcu_read_lock_bh", "rcu_read_lock_sched", "rcu_callback",
+    "rcu_read_lock_trace", "rcu_tasks_trace",
+})
+
+
+@functools.lru_cache(maxsize=4096)
+def read_mode(name: str, in_irq: bool) -> int:
+    """The lockdep read mode of a `read ` acquisition of NAME (see the module docstring).
+
+    >>> read_mode("rcu_read_lock", False) == RREAD
+    True
+    >>> read_mode("&mm->mmap_lock", False) == READ
+    True
+    >>> read_mode("tasklist_lock", True) == RREAD
+    True
+    """
+    if in_irq or name in RECURSIVE_READ_NAMES:
+        return RREAD
+    if name.endswith(("seqcount", "srcu")) or name.startswith("("):
+        return RREAD
+    return READ
+
+
+ReadPolicy = Callable[[str, bool], int]
+
+
+# -- irq context ------------------------------------------------------------------
+
+#: context state bits, as told to the checker
+HARDIRQ, SOFTIRQ, IRQS_DISABLED, BH_DISABLED = 1, 2, 4, 8
+
+
+@functools.lru_cache(maxsize=None)
+def context_transition(old: int, new: int) -> tuple[str, ...]:
+    """The `.lt` context ops that take a task from state OLD to state NEW.
+
+    >>> context_transition(0, HARDIRQ | IRQS_DISABLED)
+    ('irqs-off', 'hardirq-enter')
+    >>> context_transition(HARDIRQ | IRQS_DISABLED, 0)
+    ('hardirq-exit', 'irqs-on')
+    """
+    ops: list[str] = []
+    cur = old
+    if cur & HARDIRQ and not new & HARDIRQ:
+        ops.append(HARDIRQ_EXIT)
+        cur &= ~HARDIRQ
+    if cur & SOFTIRQ and not new & SOFTIRQ:
+        ops.append(SOFTIRQ_EXIT)
+        cur &= ~SOFTIRQ
+    if new & SOFTIRQ and not cur & SOFTIRQ:
+        if not cur & BH_DISABLED:
+            ops.append(SOFTIRQS_OFF)
+        ops.append(SOFTIRQ_ENTER)  # __do_softirq: BH off, hardirqs as they are
+        cur |= SOFTIRQ | BH_DISABLED
+    if new & HARDIRQ and not cur & HARDIRQ:
+        if not cur & IRQS_DISABLED:
+            ops.append(IRQS_OFF)
+        ops.append(HARDIRQ_ENTER)
+        cur |= HARDIRQ | IRQS_DISABLED
+    if (cur ^ new) & IRQS_DISABLED:
+        ops.append(IRQS_OFF if new & IRQS_DISABLED else IRQS_ON)
+    if (cur ^ new) & BH_DISABLED:
+        ops.append(SOFTIRQS_OFF if new & BH_DISABLED else SOFTIRQS_ON)
+    return tuple(ops)
+
+
+_IRQOFF_CHARS = {"d": IRQS_DISABLED, "D": IRQS_DISABLED | BH_DISABLED, "b": BH_DISABLED}
+_HARDSOFT_CHARS = {
+    "h": HARDIRQ | IRQS_DISABLED, "z": HARDIRQ | IRQS_DISABLED, "Z": HARDIRQ | IRQS_DISABLED,
+    "H": HARDIRQ | IRQS_DISABLED | SOFTIRQ | BH_DISABLED, "s": SOFTIRQ | BH_DISABLED,
+}
+
+
+@functools.lru_cache(maxsize=None)
+def flags_state(flags: str) -> int:
+    """The context state a flags column says (5-column layout; see `FtraceReader` for 4)."""
+    return _IRQOFF_CHARS.get(flags[0], 0) | _HARDSOFT_CHARS.get(flags[2], 0)
+
+
+# -- address -> name ----------------------------------------------------------------
+#
+# Nameless lines (6.1, hash-ptr off) are named from the locks currently held:
+# `FtraceReader.held` maps (task, instance) -> [name, count], counted up by
+# acquire and down by release, so it is bounded by the locks held at once.  A
+# lookup prefers the same task's acquisition, then any task holding that
+# address (a linear search, only for nameless lines the task itself does not
+# explain).
+
+
+# -- scanning one line --------------------------------------------------------------
+#
+# A scanned event line is the tuple (head, flags, timestamp, body) with
+#   head = (comm, pid, cpu)                           e.g. ("init", "1", "000")
+#   body = (event, address, trylock, read, name)      e.g. ("lock_acquire", "0000abcd", False, True, "rcu_read_lock")
+# strings as printed; flags None when absent; address None, trylock/read False
+# and name None for other events; name "" when empty.  Heads and bodies
+# repeat a lot, so `scan` caches them (bounded), and so can the reader.
+
+_FLAG_SETS = (frozenset(".dDbX"), frozenset(".NnpLlBb"), frozenset(".ZzHhs"),
+              frozenset(".0123456789abcdef"), frozenset(".0123456789abcdef"))
+_HEX = frozenset("0123456789abcdefABCDEF")
+_CACHE_LIMIT = 1 << 16
+_HEADS: dict[str, tuple] = {}
+_BODIES: dict[str, tuple] = {}
+_FLAGS: dict[str, Optional[str]] = {}
+
+
+def _digits(text: str) -> bool:
+    return bool(text) and text.isascii() and text.isdigit()
+
+
+def scan(line: str) -> Optional[tuple]:
+    """The fields of a common-shape event line, or None to leave the line to the grammar.
+
+    One function of `str.find`/`partition` and three bounded caches; whatever
+    it accepts it reads exactly as `scan_slow` does (tests/test_reader_ftrace.py
+    proves it on generated lines).
+    """
+    end = line.find("] ")
+    if end < 0:
+        return None
+    text = line[:end]
+    head = _HEADS.get(text)
+    if head is None:  # "<comm>-<pid> [(<tgid>) ][<cpu>"
+        start = text.rfind("[")
+        if start < 1 or text[start - 1] != " ":
+            return None
+        cpu = text[start + 1:]
+        rest = text[:start].rstrip(" ")
+        if rest[-1:] == ")":  # (tgid)
+            open_ = rest.rfind("(")
+            tgid = rest[open_ + 1:-1].lstrip(" ")
+            if open_ < 1 or rest[open_ - 1] != " " or not (_digits(tgid) or (tgid and not tgid.strip("-"))):
+                return None
+            rest = rest[:open_].rstrip(" ")
+        dash = rest.rfind("-")
+        pid = rest[dash + 1:]
+        comm = rest[:dash].lstrip(" ")
+        if not _digits(cpu) or dash < 0 or not _digits(pid) or not comm or comm[0].isspace() or comm[-1].isspace():
+            return None
+        head = (comm, pid, cpu)
+        if len(_HEADS) >= _CACHE_LIMIT:
+            _HEADS.clear()
+        _HEADS[text] = head
+    stamp, sep, text = line[end + 2:].partition(": ")
+    if not sep:
+        return None
+    flags, _, timestamp = stamp.lstrip(" ").rpartition(" ")
+    if flags:  # "d.h2. " -- validated once per distinct column
+        checked = _FLAGS.get(flags, "")
+        if checked == "":
+            checked = flags.rstrip(" ")
+            if not 4 <= len(checked) <= 5 or any(ch not in chars for ch, chars in zip(checked, _FLAG_SETS)):
+                checked = None
+            if len(_FLAGS) < _CACHE_LIMIT:
+                _FLAGS[flags] = checked
+        if checked is None:
+            return None
+        flags = checked
+    else:
+        flags = None
+    if not (timestamp.isascii() and timestamp.replace(".", "", 1).isdigit()) or timestamp[0] == "." or timestamp[-1] == ".":
+        return None
+    body = _BODIES.get(text)
+    if body is None:  # "<event>: <address> [try ][read ]<name>" or "<event>: <anything>"
+        event, sep, payload = text.lstrip(" ").partition(":")
+        if not sep or payload[:1] not in ("", " "):
+            return None
+        op = LOCK_EVENTS.get(event)
+        if op is None:
+            if not event.isascii() or not event.isidentifier():
+                return None
+            body = (event, None, False, False, None)
+        else:
+            address, _, tail = payload.lstrip(" ").partition(" ")
+            bare = address[2:] if address[:2] == "0x" else address
+            if not bare or not _HEX.issuperset(bare):
+                return None
+            tail = tail.lstrip(" ")
+            trylock = read = False
+            if op is ACQUIRE:
+                if tail[:4] == "try ":
+                    trylock = True
+                    tail = tail[4:]
+                if tail[:5] == "read ":
+                    read = True
+                    tail = tail[5:]
+                if tail[:1] == " ":
+                    return None
+            body = (event, address, trylock, read, tail.rstrip(" "))
+        if len(_BODIES) >= _CACHE_LIMIT:
+            _BODIES.clear()
+        _BODIES[text] = body
+    return (head, flags, timestamp, body)
+
+
+@functools.lru_cache(maxsize=None)
+def _parser():
+    from lark import Lark
+
+    return Lark(grammar_text("ftrace.lark"), parser="lalr", lexer="contextual", maybe_placeholders=False)
+
+
+_TERMINAL_NAMES = {
+    "COMM": "a comm", "PID": "a pid", "TGID": "a (tgid)", "CPU": "a [cpu] column", "FLAGS": "irq flags",
+    "TIMESTAMP": "a timestamp", "ADDRESS": "a lock address", "NAME": "a lock name", "TRY": "'try '",
+    "READ": "'read '", "ACQUIRE": "lock_acquire", "LOCK_OP": "a lock event", "EVENT_NAME": "an event name",
+    "COLON": "':'", "_SP": "a blank", "LOST_TEXT": "LOST EVENTS", "INT": "a number", "REST": "event text",
+    "PREAMBLE": "a trace-cmd preamble line", "LSQB": "'['", "RSQB": "']'", "$END": "end of line",
+    "<END-OF-FILE>": "end of line", "MINUS": "'-'", "LOST_CPU": "'CPU:N [LOST EVENTS]'",
+}
+
+
+def _describe(expected: Iterable[str]) -> str:
+    names = sorted({_TERMINAL_NAMES.get(name, name) for name in expected})
+    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+
+
+def scan_slow(line: str, file: str = "<trace>", lineno: int = 0) -> tuple:
+    """A line as the grammar reads it: an event tuple (see `scan`), `("lost", cpu)` or `("preamble",)`.
+
+    Raises `TraceError` with the column of the first character the grammar
+    cannot take.
+    """
+    from lark import Token
+    from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
+
+    try:
+        tree = _parser().parse(line)
+    except UnexpectedCharacters as exc:
+        message = f"unexpected {line[exc.pos_in_stream]!r}; expected {_describe(exc.allowed or ())}"
+        raise TraceError(file, lineno, exc.column, message, source=line) from None
+    except UnexpectedToken as exc:
+        if exc.token.type == "$END":
+            column, what = len(line) + 1, "end of line"
+        else:
+            text = str(exc.token)
+            column, what = exc.column, repr(text if len(text) <= 20 else text[:17] + "...")
+        raise TraceError(file, lineno, column, f"unexpected {what}; expected {_describe(exc.expected)}",
+                         source=line) from None
+    except UnexpectedInput as exc:  # pragma: no cover - other lark errors
+        raise TraceError(file, lineno, getattr(exc, "column", None), str(exc).splitlines()[0], source=line) from None
+    node = tree.children[0]
+    if node.data == "lost_line":
+        return ("lost", next(tok for tok in node.children if isinstance(tok, Token) and tok.type == "INT").value)
+    if node.data == "preamble":
+        return ("preamble",)
+    fields = {tok.type: tok.value for tok in node.children if isinstance(tok, Token)}
+    event = node.children[-1].children[0]
+    head = (fields["COMM"], fields["PID"], fields["CPU"][1:-1])
+    if event.data == "other_event":
+        return (head, fields.get("FLAGS"), fields["TIMESTAMP"], (event.children[0].value, None, False, False, None))
+    tokens = {tok.type: tok.value for tok in event.children if isinstance(tok, Token)}
+    for sub in event.children:
+        if not isinstance(sub, Token):  # acquire_flags
+            tokens.update((tok.type, tok.value) for tok in sub.children)
+    name = tokens.get("ACQUIRE") or tokens["LOCK_OP"]
+    return (head, fields.get("FLAGS"), fields["TIMESTAMP"],
+            (name, tokens["ADDRESS"], "TRY" in tokens, "READ" in tokens, tokens.get("NAME", "")))
+
+
+# -- the reader ---------------------------------------------------------------------
+
+
+class FtraceReader:
+    """Events from the lines of one ftrace capture; `stats` fills as it goes.
+
+    >>> reader = FtraceReader("t")
+    >>> [e.op for e in reader.parse(["  bash-12  [001] d.h1.  1.5: lock_acquire: 00ab foo"])]
+    ['irqs-off', 'hardirq-enter', 'acquire']
+    >>> reader.stats.hardirq_lines
+    1
+    """
+
+    def __init__(self, file: str = "<trace>", read_policy: Optional[ReadPolicy] = None,
+                 stats: Optional[ReaderStats] = None) -> None:
+        self.file = file
+        self.read_policy = read_policy or read_mode
+        self.stats = stats if stats is not None else ReaderStats()
+        self.held: dict[tuple[str, str], list] = {}  # (task, instance) -> [name, count]
+        self.context: dict[str, int] = {}  # task -> state told to the checker
+        self.comms: dict[str, str] = {}  # task -> last display name
+
+    def _task(self, comm: Optional[str], pid: Optional[str], cpu: Optional[str]) -> tuple[str, str, Optional[int]]:
+        cpu_number = int(cpu) if cpu is not None else None
+        if pid is None:  # perf -F without tid: the comm is all there is
+            task = display = comm or "?"
+        elif pid == "0" and cpu_number is not None:
+            task, display = f"0/{cpu_number}", f"swapper/{cpu_number}-0"
+        else:
+            task = pid
+            if comm is None:
+                display = pid
+            elif comm == "<...>":
+                display = self.comms.get(task) or f"<...>-{pid}"
+            else:
+                display = f"{comm}-{pid}"
+        self.comms[task] = display
+        return (task, display, cpu_number)
+
+    #: the line scanners (a subclass for another text format swaps them)
+    scan = staticmethod(scan)
+    scan_slow = staticmethod(scan_slow)
+
+    def parse(self, lines: Iterable[str]) -> Iterator[Event]:
+        file = self.file
+        scan, scan_slow = self.scan, self.scan_slow
+        stats = self.stats
+        held = self.held
+        context = self.context
+        read_policy = self.read_policy
+        skipped = stats.skipped
+        tasks: dict[tuple, tuple] = {}  # head -> (task, display, cpu)
+        bodies: dict[tuple, tuple] = {}  # body -> (op, instance, name, trylock, read)
+        flag_states: dict[str, int] = {}
+        lineno = 0
+        events = hardirq_lines = softirq_lines = resolved = context_events = 0
+        try:
+            for lineno, line in enumerate(lines, 1):
+                if line[:1] == "#":
+                    continue
+                record = scan(line)
+                if record is None:
+                    stripped = line.strip()
+                    if not stripped or stripped[0] == "#":
+                        continue
+                    stats.slow_lines += 1
+                    record = scan_slow(line, file, lineno)
+                    if record[0] == "lost":
+                        stats.lost_markers += 1
+                        yield Event("", LOST_EVENTS, cpu=int(record[1]), file=file, line=lineno)
+                        continue
+                    if record[0] == "preamble":
+                        continue
+                head, flags, timestamp, body = record
+                known_body = bodies.get(body)
+                if known_body is None:
+                    event = body[0]
+                    op = LOCK_EVENTS.get(event)
+                    if op is None:
+                        if event in CONTENTION_EVENTS:
+                            stats.contention += 1
+                        skipped[event] += 1
+                        continue
+                    address = body[1]
+                    known_body = (op, address if address[:2] == "0x" else "0x" + address, body[4], body[2], body[3])
+                    if len(bodies) >= _CACHE_LIMIT:
+                        bodies.clear()
+                    bodies[body] = known_body
+                op, instance, name, trylock, read = known_body
+                task_info = tasks.get(head)
+                if task_info is None or head[0] == "<...>":
+                    task_info = self._task(*head)
+                    if len(tasks) >= _CACHE_LIMIT:
+                        tasks.clear()
+                    tasks[head] = task_info
+                task, display, cpu = task_info
+                ts = float(timestamp) if timestamp is not None else None
+                in_irq = False
+                if flags is not None:
+                    state = flag_states.get(flags)
+                    if state is None:
+                        state = flag_states[flags] = flags_state(flags)
+                    if state:
+                        if len(flags) == 4 and state & SOFTIRQ and not state & HARDIRQ:
+                            state = self._old_softirq(task, head[0], state)
+                        if state & HARDIRQ:
+                            hardirq_lines += 1
+                            in_irq = True
+                        elif state & SOFTIRQ:
+                            softirq_lines += 1
+                            in_irq = True
+                        elif state & BH_DISABLED:
+                            in_irq = True
+                    old = context.get(task, 0)
+                    if state != old:
+                        context[task] = state
+                        for context_op in context_transition(old, state):
+                            context_events += 1
+                            yield Event(task, context_op, None, None, WRITE, False, 0, None, True, None, ts,
+                                        cpu, file, lineno, display)
+                key = (task, instance)
+                entry = held.get(key)
+                if op is ACQUIRE:
+                    if not name:
+                        name = self._named(entry[0] if entry is not None else self._holder(instance))
+                    if entry is None:
+                        held[key] = [name, 1]
+                    else:
+                        entry[0] = name
+                        entry[1] += 1
+                    events += 1
+                    yield Event(task, op, name, instance, read_policy(name, in_irq) if read else WRITE, trylock,
+                                0, None, True, None, ts, cpu, file, lineno, display)
+                    continue
+                if entry is not None:
+                    if not name:
+                        name = entry[0]
+                        resolved += 1
+                    if op is RELEASE:
+                        if entry[1] > 1:
+                            entry[1] -= 1
+                        else:
+                            del held[key]
+                elif not name:
+                    name = self._named(self._holder(instance))
+                events += 1
+                yield Event(task, op, name, instance, WRITE, False, 0, None, True, None, ts, cpu, file, lineno,
+                            display)
+        finally:
+            stats.lines += lineno
+            stats.events += events
+            stats.context_events += context_events
+            stats.hardirq_lines += hardirq_lines
+            stats.softirq_lines += softirq_lines
+            stats.names_resolved += resolved
+
+    def _holder(self, instance: str) -> Optional[str]:
+        """The name any task holds INSTANCE under (a linear search; rare)."""
+        for (_, address), entry in self.held.items():
+            if address == instance:
+                return entry[0]
+        return None
+
+    def _named(self, known: Optional[str]) -> str:
+        if known is None:
+            self.stats.names_unresolved += 1
+            return UNKNOWN_LOCK
+        self.stats.names_resolved += 1
+        return known
+
+    def _old_softirq(self, task: str, comm: str, state: int) -> int:
+        """`s` on the 4-column layout: softirq context only after hardirq/softirq or in ksoftirqd."""
+        if self.context.get(task, 0) & (HARDIRQ | SOFTIRQ) or comm.startswith("ksoftirqd/"):
+            return state
+        return state & ~SOFTIRQ
+
+
+def parse(lines: Iterable[str], file: str = "<trace>", stats: Optional[ReaderStats] = None,
+          read_policy: Optional[ReadPolicy] = None) -> Iterator[Event]:
+    """Events from ftrace text lines (the format-module entry; see `FtraceReader`)."""
+    return FtraceReader(file, read_policy, stats).parse(lines)
+
+
+def sniff(lines: list[str]) -> bool:
+    """An ftrace header (`# tracer:`, the `TASK-PID` column line) or an ftrace event line first."""
+    for line in lines:
+        text = line.strip()
+        if not text:
+            continue
+        if text.startswith("#"):
+            if text.startswith("# tracer:") or "TASK-PID" in text:
+                return True
+            continue
+        if scan(line) is not None:
+            return True
+        try:
+            record = scan_slow(line)
+        except TraceError:
+            return False
+        if record[0] == "preamble":
+            continue
+        return True
+    return False

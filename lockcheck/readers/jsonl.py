@@ -1,0 +1,182 @@
+"""JSON Lines: one JSON object per event, with the `.lt` field names (spec/trace-format.md).
+
+    {"task": "T1", "op": "acquire", "lock": "A", "instance": "0x1", "mode": "read",
+     "try": false, "subclass": 0, "nest": null, "at": "f.py:3", "ts": 1.5, "cpu": 0}
+
+Keys: `task` (string, required), `op` (an `.lt` op, required), `lock` (class
+name, required for lock ops, forbidden otherwise), `instance` (string or
+null), `mode` (`write`/`read`/`rread`), `try` (bool), `subclass` (0..7),
+`nest` (`"CLASS"`, `"CLASS@INSTANCE"` split at the last `@`, or
+`{"lock": CLASS, "instance": INSTANCE}`), `nocheck` (bool) or `check` (bool,
+its inverse), `at` (string), `ts` (number), `cpu` (integer), `comm` (display
+name, optional).  `mode`, `try`, `subclass`, `nest`, `nocheck`/`check` are
+for `acquire` only.  Anything else is an error naming the line and the
+column of the JSON error or of the offending key.  Blank lines and lines
+starting with `#` are ignored.  No grammar file: JSON is the grammar.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Iterable, Iterator, Optional
+
+from lockcheck.errors import TraceError
+from lockcheck.events import ACQUIRE, ALL_OPS, LOCK_OPS, MAX_SUBCLASS, MODES_BY_NAME, WRITE, Event
+
+NAME = "jsonl"
+
+_ACQUIRE_ONLY = frozenset({"mode", "try", "subclass", "nest", "nocheck", "check"})
+_KNOWN = frozenset({"task", "op", "lock", "instance", "at", "ts", "cpu", "comm"}) | _ACQUIRE_ONLY
+
+
+class _Bad(Exception):
+    def __init__(self, key: Optional[str], message: str) -> None:
+        super().__init__(message)
+        self.key = key
+        self.message = message
+
+
+def _column(line: str, key: Optional[str]) -> int:
+    """1-based column of KEY's quoted name in LINE (1 if unknown)."""
+    if key is None:
+        return 1
+    at = line.find(json.dumps(key))
+    return at + 1 if at >= 0 else 1
+
+
+def _string(obj: dict, key: str, required: bool = False) -> Optional[str]:
+    value = obj.get(key)
+    if value is None:
+        if required:
+            raise _Bad(key if key in obj else None, f"missing {key!r}")
+        return None
+    if not isinstance(value, str) or (required and not value):
+        raise _Bad(key, f"{key!r} must be a non-empty string")
+    return value
+
+
+def _bool(obj: dict, key: str, default: bool) -> bool:
+    value = obj.get(key, default)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _Bad(key, f"{key!r} must be true or false")
+    return value
+
+
+def _nest(value: Any) -> Optional[tuple[str, Optional[str]]]:
+    if value is None:
+        return None
+    if isinstance(value, str) and value:
+        lock, at, instance = value.rpartition("@")
+        return (lock, instance or None) if at and lock else (value, None)
+    if isinstance(value, dict) and isinstance(value.get("lock"), str) and value["lock"] \
+            and set(value) <= {"lock", "instance"} and isinstance(value.get("instance"), (str, type(None))):
+        return (value["lock"], value.get("instance"))
+    raise _Bad("nest", "'nest' must be \"CLASS\", \"CLASS@INSTANCE\" or {\"lock\": ..., \"instance\": ...}")
+
+
+def event_from_json(obj: Any, file: str = "<trace>", line: int = 0) -> Event:
+    """One decoded JSON object as an `Event` (raises `_Bad` naming the key)."""
+    if not isinstance(obj, dict):
+        raise _Bad(None, "each line must be a JSON object")
+    for key in obj:
+        if key not in _KNOWN:
+            raise _Bad(key, f"unknown key {key!r}")
+    task = _string(obj, "task", required=True)
+    op = _string(obj, "op", required=True)
+    if op not in ALL_OPS:
+        raise _Bad("op", f"unknown op {op!r}")
+    lock = _string(obj, "lock", required=op in LOCK_OPS)
+    if lock is not None and op not in LOCK_OPS:
+        raise _Bad("lock", f"{op!r} takes no lock")
+    instance = obj.get("instance")
+    if instance is not None and (not isinstance(instance, str) or not instance or op not in LOCK_OPS):
+        raise _Bad("instance", "'instance' must be a non-empty string, on a lock op")
+    if op != ACQUIRE:
+        for key in _ACQUIRE_ONLY:
+            if obj.get(key) not in (None, False) and not (key == "check" and obj[key] is True) \
+                    and not (key == "subclass" and obj[key] == 0) and not (key == "mode" and obj[key] == "write"):
+                raise _Bad(key, f"{key!r} is for 'acquire' only")
+    mode_name = obj.get("mode", "write")
+    if mode_name is None:
+        mode_name = "write"
+    if mode_name not in MODES_BY_NAME:
+        raise _Bad("mode", f"'mode' must be one of {', '.join(MODES_BY_NAME)}")
+    subclass = obj.get("subclass", 0)
+    if subclass is None:
+        subclass = 0
+    if isinstance(subclass, bool) or not isinstance(subclass, int) or not 0 <= subclass <= MAX_SUBCLASS:
+        raise _Bad("subclass", f"'subclass' must be an integer 0..{MAX_SUBCLASS}")
+    check = _bool(obj, "check", True)
+    if "nocheck" in obj:
+        if "check" in obj:
+            raise _Bad("nocheck", "give 'nocheck' or 'check', not both")
+        check = not _bool(obj, "nocheck", False)
+    ts = obj.get("ts")
+    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float))):
+        raise _Bad("ts", "'ts' must be a number")
+    cpu = obj.get("cpu")
+    if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, int) or cpu < 0):
+        raise _Bad("cpu", "'cpu' must be a non-negative integer")
+    return Event(task, op, lock, instance, MODES_BY_NAME[mode_name], _bool(obj, "try", False), subclass,
+                 _nest(obj.get("nest")), check, _string(obj, "at"), float(ts) if ts is not None else None, cpu,
+                 file, line, _string(obj, "comm"))
+
+
+def parse(lines: Iterable[str], file: str = "<trace>") -> Iterator[Event]:
+    """Events from JSON Lines (the format-module entry)."""
+    decode = json.loads
+    for lineno, line in enumerate(lines, 1):
+        text = line.strip()
+        if not text or text[0] == "#":
+            continue
+        try:
+            obj = decode(line)
+        except json.JSONDecodeError as exc:
+            raise TraceError(file, lineno, exc.colno, f"invalid JSON: {exc.msg}", source=line) from None
+        try:
+            yield event_from_json(obj, file, lineno)
+        except _Bad as exc:
+            raise TraceError(file, lineno, _column(line, exc.key), exc.message, source=line) from None
+
+
+def sniff(lines: list[str]) -> bool:
+    """The first non-blank line is a JSON object with an `op`."""
+    for line in lines:
+        text = line.strip()
+        if not text or text[0] == "#":
+            continue
+        if text[0] != "{":
+            return False
+        try:
+            obj = json.loads(text)
+        except ValueError:
+            return False
+        return isinstance(obj, dict) and "op" in obj
+    return False
+
+
+def to_json(event: Event) -> dict[str, Any]:
+    """The JSON object of EVENT (what `parse` reads back; defaults left out)."""
+    from lockcheck.events import MODE_NAMES
+
+    obj: dict[str, Any] = {"task": event.task, "op": event.op}
+    if event.lock is not None:
+        obj["lock"] = event.lock
+    if event.instance is not None:
+        obj["instance"] = event.instance
+    if event.mode != WRITE:
+        obj["mode"] = MODE_NAMES[event.mode]
+    if event.trylock:
+        obj["try"] = True
+    if event.subclass:
+        obj["subclass"] = event.subclass
+    if event.nest is not None:
+        obj["nest"] = {"lock": event.nest[0], "instance": event.nest[1]}
+    if not event.check:
+        obj["nocheck"] = True
+    for key in ("at", "ts", "cpu", "comm"):
+        if getattr(event, key) is not None:
+            obj[key] = getattr(event, key)
+    return obj

@@ -1,0 +1,559 @@
+"""The lockcheck trace format (`.lt`): one lock event per line.
+
+The syntax is `grammars/lockcheck.lark` (see shared/spec/trace-format.md).
+Lines are read by two parsers that must agree:
+
+- `scan_fast`, one hand-written function, takes the shapes real traces are
+  made of (`TASK acquire LOCK [mode] [flags] [key=value]`, `TASK release
+  LOCK`, irq ops) with one `str.split` and a few dict look-ups, and returns
+  None for anything it is not sure about: quotes, tabs, runs of blanks, and
+  every line that would be an error;
+- `parse_line`, the lark LALR parser built from the grammar, which reads
+  every line and raises the precise `FILE:LINE:COL: message` error.
+
+`tests/test_reader_differential.py` proves on generated lines that whenever
+`scan_fast` answers, it answers what `parse_line` does.
+
+`format_event` writes an `Event` back as a `.lt` line (`lockcheck convert`,
+the pytest plugin's recorder); `parse_line(format_event(e))` gives `e` back.
+"""
+
+from __future__ import annotations
+
+import difflib
+import functools
+import math
+from typing import Iterable, Iterator, NamedTuple, Optional
+
+from lark import Lark, Token, Transformer
+from lark.exceptions import UnexpectedEOF, UnexpectedInput, UnexpectedToken
+
+from lockcheck.errors import TraceError
+from lockcheck.events import (
+    ACQUIRE, ALL_OPS, CONTENDED, IRQS_OFF, IRQS_ON, LOCK_OPS, MAX_SUBCLASS, MODE_NAMES,
+    MODES_BY_NAME, RELEASE, SOFTIRQS_OFF, SOFTIRQS_ON, WRITE, Event, lock_text, quote_token,
+)
+from lockcheck.grammar import grammar_text
+
+NAME = "lt"
+
+#: the optional first line that identifies the format
+HEADER = "#lockcheck-trace v1"
+
+# -- the op table of the spec ----------------------------------------------------
+#: op text -> the interned constant of lockcheck.events (the checker compares with `is`)
+_OPS: dict[str, str] = {op: op for op in ALL_OPS}
+
+_FLAGS = ("try", "nocheck")
+_KEYS = ("subclass", "nest", "at", "ts", "cpu")
+_ACQUIRE_ONLY = frozenset({*MODES_BY_NAME, *_FLAGS, "subclass", "nest"})
+_SITE_OPS = frozenset({ACQUIRE, RELEASE, CONTENDED, IRQS_ON, IRQS_OFF, SOFTIRQS_ON, SOFTIRQS_OFF})
+
+
+def _allowed(op: str) -> frozenset[str]:
+    """The modes, flags and keys `op` accepts (the spec's table; ts/cpu everywhere)."""
+    names = {"ts", "cpu"}
+    if op is ACQUIRE:
+        names |= _ACQUIRE_ONLY
+    if op in _SITE_OPS:
+        names.add("at")
+    return frozenset(names)
+
+
+#: op -> names of the options it accepts
+_ALLOWED: dict[str, frozenset[str]] = {op: _allowed(op) for op in ALL_OPS}
+#: op text -> (op constant, whether a lock follows, options accepted): one look-up per line
+_SHAPES: dict[str, tuple[str, bool, frozenset[str]]] = {op: (op, op in LOCK_OPS, _ALLOWED[op]) for op in ALL_OPS}
+
+
+# -- values shared by both parsers ---------------------------------------------
+def _subclass(text: str) -> Optional[int]:
+    """`subclass=` value: a decimal 0..MAX_SUBCLASS, else None."""
+    if text.isascii() and text.isdigit():
+        value = int(text)
+        if value <= MAX_SUBCLASS:
+            return value
+    return None
+
+
+def _cpu(text: str) -> Optional[int]:
+    """`cpu=` value: a non-negative decimal integer, else None."""
+    return int(text) if text.isascii() and text.isdigit() else None
+
+
+def _seconds(text: str) -> Optional[float]:
+    """`ts=` value: a finite decimal number of seconds (no `_`, `nan`, `inf`), else None."""
+    if "_" in text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+# -- the fast path ----------------------------------------------------------------
+def scan_fast(line: str, file: str = "<trace>", lineno: int = 0) -> Optional[Event]:
+    """The event of a plainly written line, or None to let `parse_line` decide.
+
+    Never raises and never guesses: any quote, tab, run of blanks, unknown
+    word, repeated option or bad value sends the line to the grammar, which
+    either reads it or reports the error with its column.  Kept as one
+    function because every call costs on millions of lines.
+    """
+    if '"' in line or "\t" in line:
+        return None
+    parts = line.split(" ")
+    n = len(parts)
+    if n < 2 or "" in parts:
+        return None
+    shape = _SHAPES.get(parts[1])
+    if shape is None or parts[0][0] == "#":
+        return None
+    op, takes_lock, allowed = shape
+    lock = instance = None
+    first = 2
+    if takes_lock:
+        if n < 3:
+            return None
+        lock, at_sign, instance = parts[2].partition("@")
+        if not lock or "=" in lock:
+            return None
+        if not at_sign:
+            instance = None
+        elif not instance:
+            return None
+        first = 3
+    mode = subclass = nest = at = ts = cpu = None
+    trylock = False
+    check = True
+    for word in parts[first:]:
+        if "=" in word:
+            key, _, value = word.partition("=")
+            if not value or key not in allowed:
+                return None
+            if key == "at":
+                if at is not None:
+                    return None
+                at = value
+            elif key == "ts":
+                if ts is not None:
+                    return None
+                ts = _seconds(value)
+                if ts is None:
+                    return None
+            elif key == "cpu":
+                if cpu is not None:
+                    return None
+                cpu = _cpu(value)
+                if cpu is None:
+                    return None
+            elif key == "subclass":
+                if subclass is not None:
+                    return None
+                subclass = _subclass(value)
+                if subclass is None:
+                    return None
+            elif key == "nest":
+                if nest is not None:
+                    return None
+                nest_class, at_sign, nest_instance = value.partition("@")
+                if not nest_class or "=" in nest_class or (at_sign and not nest_instance):
+                    return None
+                nest = (nest_class, nest_instance if at_sign else None)
+            else:
+                return None
+        elif word not in allowed:
+            return None
+        elif word == "try":
+            if trylock:
+                return None
+            trylock = True
+        elif word == "nocheck":
+            if not check:
+                return None
+            check = False
+        elif mode is None and word in MODES_BY_NAME:
+            mode = MODES_BY_NAME[word]
+        else:  # a second mode, or a key without `=`
+            return None
+    return Event(parts[0], op, lock, instance, WRITE if mode is None else mode, trylock,
+                 0 if subclass is None else subclass, nest, check, at, ts, cpu, file, lineno)
+
+
+# -- the grammar path --------------------------------------------------------------
+class _Option(NamedTuple):
+    """One mode, flag or KEY=VALUE as written, with the columns errors point at."""
+
+    name: str  #: `read`, `try`, `nest`, `at`, `subclass`... or a misspelt key
+    value: object  #: the mode/flag word, the value text, or a (class, instance) pair
+    col: int
+    value_col: int
+
+
+class _Line(NamedTuple):
+    """A parsed event line before the op table is checked."""
+
+    task: str
+    op: Token
+    lock: Optional[tuple[str, Optional[str]]]
+    options: list[_Option]
+
+
+def _unquote(text: str) -> str:
+    """The value of a QUOTED token: strip the quotes, undo the `\\\\` and `\\"` escapes."""
+    return "\\".join(part.replace('\\"', '"') for part in text[1:-1].split("\\\\"))
+
+
+class _LineTransformer(Transformer):
+    """Trees of `lockcheck.lark` -> `_Line` (None for blank and comment lines)."""
+
+    def start(self, children: list) -> Optional[_Line]:
+        return children[0] if children and isinstance(children[0], _Line) else None
+
+    def lock_event(self, children: list) -> _Line:
+        task, op, lock, *options = children
+        return _Line(str(task), op, lock, options)
+
+    def plain_event(self, children: list) -> _Line:
+        task, op, *options = children
+        return _Line(str(task), op, None, options)
+
+    def lock(self, children: list) -> tuple[str, Optional[str]]:
+        name = children[0]
+        cls = _unquote(name) if name.type == "QUOTED" else str(name)
+        return cls, (str(children[1]) if len(children) > 1 else None)
+
+    def mode(self, children: list) -> _Option:
+        (word,) = children
+        return _Option(str(word), str(word), word.column, word.column)
+
+    def flag(self, children: list) -> _Option:
+        (word,) = children
+        return _Option(str(word), str(word), word.column, word.column)
+
+    def nest(self, children: list) -> _Option:
+        key, lock = children
+        return _Option("nest", lock, key.column, key.column + len("nest="))
+
+    def site(self, children: list) -> _Option:
+        key, value = children
+        text = _unquote(value) if value.type == "QUOTED" else str(value)
+        return _Option("at", text, key.column, value.column)
+
+    def pair(self, children: list) -> _Option:
+        key, value = children
+        return _Option(str(key), str(value), key.column, value.column)
+
+
+@functools.lru_cache(maxsize=None)
+def _parser() -> Lark:
+    """The LALR parser of `lockcheck.lark`, built once (a few ms) on first use."""
+    return Lark(grammar_text("lockcheck.lark"), parser="lalr", lexer="contextual",
+                transformer=_LineTransformer(), maybe_placeholders=False)
+
+
+def parse_line(line: str, file: str = "<trace>", lineno: int = 0) -> Optional[Event]:
+    """The event of one line by the grammar (None: blank or comment), or TraceError."""
+    try:
+        parsed = _parser().parse(line)
+    except UnexpectedInput as err:
+        col, message = _explain(line, err)
+        raise TraceError(file, lineno, col, message, line) from None
+    if parsed is None:
+        return None
+    try:
+        return _build(parsed, file, lineno)
+    except _Invalid as err:
+        raise TraceError(file, lineno, err.col, err.message, line) from None
+
+
+class _Invalid(Exception):
+    """A semantic error of one line, at a column; `parse_line` adds file and line."""
+
+    def __init__(self, col: int, message: str) -> None:
+        super().__init__(message)
+        self.col = col
+        self.message = message
+
+
+def _build(parsed: _Line, file: str, lineno: int) -> Event:
+    """Check the options of a parsed line against the op table, and make its Event."""
+    op = _OPS[str(parsed.op)]
+    lock, instance = parsed.lock if parsed.lock is not None else (None, None)
+    fields: dict[str, object] = {}
+    for option in parsed.options:
+        _check_option(op, option, fields)
+        fields[_slot(option.name)] = _option_value(option)
+    return Event(
+        parsed.task, op, lock, instance,
+        mode=MODES_BY_NAME[fields.get("mode", "write")], trylock="try" in fields,
+        subclass=fields.get("subclass", 0), nest=fields.get("nest"), check="nocheck" not in fields,
+        at=fields.get("at"), ts=fields.get("ts"), cpu=fields.get("cpu"), file=file, line=lineno,
+    )
+
+
+def _slot(name: str) -> str:
+    """The field an option sets: all modes share one, so `read rread` is a repeat."""
+    return "mode" if name in MODES_BY_NAME else name
+
+
+def _check_option(op: str, option: _Option, seen: dict[str, object]) -> None:
+    """Reject an unknown key, an option `op` does not take, or a repeated one."""
+    name = option.name
+    if name not in MODES_BY_NAME and name not in _FLAGS and name not in _KEYS:
+        raise _Invalid(option.col, f"unknown key '{name}'{_suggest(name, _KEYS)}")
+    if name not in _ALLOWED[op]:
+        raise _Invalid(option.col, f"{_spelled(name)} {_where_valid(name)}")
+    slot = _slot(name)
+    if slot in seen:
+        what = "mode" if slot == "mode" else _spelled(name)
+        raise _Invalid(option.col, f"{what} given twice")
+
+
+def _spelled(name: str) -> str:
+    """An option as written: `'nest='` for keys, `'try'` for words."""
+    return f"'{name}='" if name in _KEYS else f"'{name}'"
+
+
+def _where_valid(name: str) -> str:
+    """Which ops take an option, for 'not valid here' messages."""
+    if name in _ACQUIRE_ONLY:
+        return "is only valid on acquire"
+    return "is only valid on " + ", ".join(sorted(_SITE_OPS))
+
+
+def _option_value(option: _Option) -> object:
+    """The Event value of a checked option; bad numbers raise `_Invalid` at the value."""
+    name = option.name
+    if name in MODES_BY_NAME:
+        return option.value
+    if name in _FLAGS:
+        return True
+    if name == "subclass":
+        return _checked(_subclass(option.value), option, f"subclass must be 0..{MAX_SUBCLASS}")
+    if name == "cpu":
+        return _checked(_cpu(option.value), option, "cpu must be a non-negative integer")
+    if name == "ts":
+        return _checked(_seconds(option.value), option, "ts must be a number of seconds")
+    return option.value  # nest (a lock pair), at (a site)
+
+
+def _checked(value: object, option: _Option, message: str) -> object:
+    if value is None:
+        raise _Invalid(option.value_col, f"{message}, not '{option.value}'")
+    return value
+
+
+# -- messages for lines the grammar rejects -------------------------------------------
+def _explain(line: str, err: UnexpectedInput) -> tuple[int, str]:
+    """Column and message for a syntax error, worded for the field it is in.
+
+    lark reports where it stopped; the user wants to know which field is
+    wrong and why ("unknown op 'aquire' (did you mean 'acquire'?)").
+    """
+    at_end = isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken) and err.token.type == "$END")
+    col = len(line) + 1 if at_end else err.column
+    fields = _blank_split(line)
+    if at_end and len(fields) < 2:
+        return col, "missing op"
+    if at_end and len(fields) == 2 and fields[1] in LOCK_OPS:
+        return col, "missing lock"
+    if not at_end and col >= 2 and line[col - 2] == '"' and line[col - 1] not in " \t":
+        return col, "expected a blank after the quoted string"
+    start = _field_start(line, col)
+    field = _field(line, start)
+    index = len(_blank_split(line[:start - 1]))
+    if index == 1:
+        return start, f"unknown op '{field}'{_suggest(field, sorted(ALL_OPS))}"
+    op = fields[1]
+    if index == 2 and op in LOCK_OPS:
+        return _explain_lock(line, start, col)
+    if index == 2 and "=" not in field and field not in _ALLOWED.get(op, ()):
+        return start, f"'{op}' takes no lock"
+    return _explain_option(line, start, col)
+
+
+def _explain_lock(line: str, start: int, col: int) -> tuple[int, str]:
+    """A bad LOCK field (`CLASS[@INSTANCE]`) starting at column `start`."""
+    field = _field(line, start)
+    if field.startswith('"'):
+        return _explain_quoted(line, start)
+    if field.startswith("@"):
+        return start, "missing lock class before '@'"
+    name = field.partition("@")[0]
+    if "=" in name:
+        return start, f"missing lock (found '{field}'; quote a class name that contains '=')"
+    if field.endswith("@"):
+        return col, "missing instance after '@'"
+    return col, f"unexpected character {line[col - 1]!r} in lock '{field}'"
+
+
+def _explain_option(line: str, start: int, col: int) -> tuple[int, str]:
+    """A bad mode, flag or KEY=VALUE field starting at column `start`."""
+    field = _field(line, start)
+    key, eq, value = field.partition("=")
+    if field.startswith('"'):
+        return start, "unexpected quoted string (only a lock class or an 'at=' site is quoted)"
+    if not eq and field in _KEYS:
+        return start + len(field), f"missing '=' and value after '{field}'"
+    if not eq:
+        choices = [*MODES_BY_NAME, *_FLAGS, *_KEYS]
+        return start, f"unknown option '{field}'{_suggest(field, choices)}"
+    if not key:
+        return start, "missing key before '='"
+    if key in MODES_BY_NAME or key in _FLAGS:
+        return start, f"'{key}' takes no value"
+    if key not in _KEYS:
+        return start, f"unknown key '{key}'{_suggest(key, _KEYS)}"
+    value_col = start + len(key) + 1
+    if not value:
+        what = {"nest": "lock", "at": "site"}.get(key, "value")
+        return value_col, f"missing {what} after '{key}='"
+    if key == "nest":
+        return _explain_lock(line, value_col, col)
+    if value.startswith('"') and key == "at":
+        return _explain_quoted(line, value_col)
+    if value.startswith('"'):
+        return value_col, f"the value of '{key}=' cannot be quoted"
+    return col, f"unexpected character {line[col - 1]!r} in '{key}=' value"
+
+
+def _explain_quoted(line: str, quote_col: int) -> tuple[int, str]:
+    """Why a quoted string starting at `quote_col` does not read."""
+    i = quote_col  # index of the first character after the opening quote
+    while i < len(line):
+        ch = line[i]
+        if ch == "\\":
+            if i + 1 < len(line) and line[i + 1] not in '"\\':
+                return i + 1, f"invalid escape '\\{line[i + 1]}' in quoted string (only \\\" and \\\\)"
+            i += 2
+        elif ch == '"':
+            return i + 2, "expected a blank after the quoted string"
+        else:
+            i += 1
+    return quote_col, "unterminated quoted string"
+
+
+def _blank_split(text: str) -> list[str]:
+    """Fields separated by spaces and tabs (only the first three are ever unquoted)."""
+    return text.replace("\t", " ").split()
+
+
+def _field_start(line: str, col: int) -> int:
+    """Column where the blank-delimited field containing `col` starts."""
+    i = col - 1
+    while i > 0 and line[i - 1] not in " \t":
+        i -= 1
+    return i + 1
+
+
+def _field(line: str, start: int) -> str:
+    """The blank-delimited field starting at column `start`."""
+    rest = line[start - 1:].replace("\t", " ")
+    return rest.split(" ", 1)[0]
+
+
+def _suggest(word: str, choices: Iterable[str]) -> str:
+    """`" (did you mean 'x'?)"` for a near miss, else ''."""
+    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+# -- the format module contract ------------------------------------------------------------
+def sniff(lines: list[str]) -> bool:
+    """A `.lt` trace has the header, or its first event line reads as `.lt`.
+
+    Comment-only samples say no: ftrace output also starts with `#` lines.
+    """
+    for line in lines:
+        if line.startswith("#lockcheck-trace"):
+            return True
+        if line.lstrip(" \t").startswith("#"):
+            continue
+        try:
+            return (scan_fast(line) or parse_line(line)) is not None
+        except TraceError:
+            return False
+    return False
+
+
+def parse(lines: Iterable[str], file: str = "<trace>") -> Iterator[Event]:
+    """Events of `.lt` lines, streamed: one line in memory at a time.
+
+    Line endings (`\\n`, `\\r\\n`) are stripped here too, so an open text file
+    can be passed directly.
+    """
+    scan = scan_fast
+    for lineno, line in enumerate(lines, 1):
+        line = line.rstrip("\r\n")
+        if not line or line[0] == "#":
+            continue
+        event = scan(line, file, lineno)
+        if event is None:
+            event = parse_line(line, file, lineno)
+            if event is None:
+                continue
+        yield event
+
+
+# -- writing ------------------------------------------------------------------------------
+def format_event(event: Event) -> str:
+    """One `.lt` line (without newline) that reads back as `event`.
+
+    Only the options the op takes are written, so the line always reads back
+    (a mode on a release, say, is dropped).  `comm`, `file` and `line` are
+    not part of the format.  Raises ValueError for a task or instance the
+    format cannot carry (blanks, quotes, line breaks).
+    """
+    _check_token("task", event.task)
+    parts = [event.task, event.op]
+    if event.op in LOCK_OPS:
+        parts.append(_lock_field(event.lock, event.instance))
+    allowed = _ALLOWED[event.op]
+    if "write" in allowed:
+        parts.extend(_acquire_fields(event))
+    if event.at is not None and "at" in allowed:
+        _check_text("at", event.at)
+        parts.append("at=" + quote_token(event.at))
+    if event.ts is not None:
+        parts.append(f"ts={float(event.ts)!r}")
+    if event.cpu is not None:
+        parts.append(f"cpu={event.cpu}")
+    return " ".join(parts)
+
+
+def _acquire_fields(event: Event) -> list[str]:
+    """The mode, flags and keys only `acquire` takes, in the spec's order."""
+    fields = []
+    if event.mode != WRITE:
+        fields.append(MODE_NAMES[event.mode])
+    if event.trylock:
+        fields.append("try")
+    if event.subclass:
+        fields.append(f"subclass={event.subclass}")
+    if event.nest is not None:
+        fields.append("nest=" + _lock_field(*event.nest))
+    if not event.check:
+        fields.append("nocheck")
+    return fields
+
+
+def _lock_field(lock: Optional[str], instance: Optional[str]) -> str:
+    if lock is None:
+        raise ValueError("a lock op needs a lock")
+    _check_text("lock", lock)
+    if instance is not None:
+        _check_token("instance", instance)
+    return lock_text(lock, instance)
+
+
+def _check_text(what: str, text: str) -> None:
+    if "\n" in text or "\r" in text:
+        raise ValueError(f"{what} {text!r} contains a line break")
+
+
+def _check_token(what: str, text: Optional[str]) -> None:
+    """A task or instance is written bare: it must be a non-empty token without blanks or quotes."""
+    if not text or any(ch in text for ch in ' \t"\r\n') or (what == "task" and text[0] == "#"):
+        raise ValueError(f"{what} {text!r} cannot be written in a .lt trace")

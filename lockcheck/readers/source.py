@@ -1,0 +1,237 @@
+"""Opening trace inputs: files, `-` (stdin), compressed files, directories of traces.
+
+Every format module reads decoded lines with their endings removed; this
+module is the only place that deals with bytes.  It streams: a file is read
+one line at a time (a line is capped at `MAX_LINE` bytes, so binary garbage
+cannot eat the memory), and every problem is a `TraceError` naming the file
+and, when there is one, the line and column.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import lzma
+import os
+import sys
+import zlib
+from typing import BinaryIO, Callable, Iterator
+
+from lockcheck.errors import TraceError
+
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+
+#: longest line accepted, in bytes; longer is taken for binary data
+MAX_LINE = 1 << 20
+
+#: suffixes of the files a directory expands to (each optionally compressed)
+TRACE_SUFFIXES = (".lt", ".ftrace", ".trace", ".perf", ".jsonl", ".txt")
+COMPRESSED_SUFFIXES = (".gz", ".xz", ".zst")
+
+_GZIP_MAGIC = b"\x1f\x8b"
+_XZ_MAGIC = b"\xfd7zXZ\x00"
+_ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+_MAGIC_LEN = 6
+
+
+def _decompress_errors() -> tuple[type[BaseException], ...]:
+    """What a failing read or decompressor raises (zstandard's own error when installed)."""
+    errors: tuple[type[BaseException], ...] = (EOFError, OSError, lzma.LZMAError, zlib.error)
+    try:
+        import zstandard
+    except ImportError:
+        return errors
+    return errors + (zstandard.ZstdError,)
+
+
+_DECOMPRESS_ERRORS = _decompress_errors()
+
+
+def open_lines(path: str) -> tuple[str, Iterator[str]]:
+    """The display name of `path` and its lines, decoded, without line endings.
+
+    The file is opened now (so a missing file is reported at once) and
+    closed when the lines are exhausted or the iterator is closed.
+    """
+    name = STDIN_NAME if path == STDIN else path
+    raw = _open_binary(path, name)
+    try:
+        stream = _decompressed(raw, name)
+    except BaseException:
+        _close(raw, path)
+        raise
+    return name, _lines(stream, name, lambda: _close(stream, path))
+
+
+def _open_binary(path: str, name: str) -> BinaryIO:
+    """The raw byte stream of `path`; OSErrors become `FILE: strerror`."""
+    if path == STDIN:
+        return sys.stdin.buffer
+    try:
+        return open(path, "rb")
+    except OSError as err:
+        raise TraceError(name, None, None, err.strerror or str(err)) from None
+
+
+def _close(stream: BinaryIO, path: str) -> None:
+    """Close what we opened; standard input stays open for whoever else reads it."""
+    if path != STDIN:
+        stream.close()
+
+
+def _decompressed(raw: BinaryIO, name: str) -> BinaryIO:
+    """`raw` itself, or a decompressing reader when its magic bytes say gzip, xz or zstd."""
+    head = _read_exactly(raw, _MAGIC_LEN, name)
+    stream = io.BufferedReader(_Prefixed(head, raw))
+    if head.startswith(_GZIP_MAGIC):
+        return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
+    if head.startswith(_XZ_MAGIC):
+        return lzma.LZMAFile(stream, mode="rb")  # type: ignore[return-value]
+    if head.startswith(_ZSTD_MAGIC):
+        return _zstd_reader(stream, name)
+    return stream
+
+
+def _read_exactly(raw: BinaryIO, size: int, name: str) -> bytes:
+    """Up to `size` bytes, looping because a pipe may deliver them one at a time."""
+    head = b""
+    try:
+        while len(head) < size:
+            chunk = raw.read(size - len(head))
+            if not chunk:
+                break
+            head += chunk
+    except OSError as err:
+        raise TraceError(name, None, None, err.strerror or str(err)) from None
+    return head
+
+
+def _zstd_reader(stream: BinaryIO, name: str) -> BinaryIO:
+    """A zstd decompressing line reader; zstd support is the optional `zstandard` package."""
+    try:
+        import zstandard
+    except ImportError:
+        raise TraceError(name, None, None, "zstd-compressed input needs the 'zstandard' package "
+                                           "(pip install 'pylockdep[zstd]')") from None
+    reader = zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True)
+    return io.BufferedReader(reader)  # type: ignore[arg-type]
+
+
+class _Prefixed(io.RawIOBase):
+    """A raw stream that replays the magic bytes already read, then the rest.
+
+    Sniffing the compression must not need a seekable input: stdin is a pipe.
+    """
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        super().__init__()
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray) -> int:  # type: ignore[override]
+        if self._head:
+            size = min(len(buffer), len(self._head))
+            buffer[:size] = self._head[:size]
+            self._head = self._head[size:]
+            return size
+        read = getattr(self._rest, "read1", self._rest.read)
+        data = read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
+
+
+def _lines(stream: BinaryIO, name: str, close: Callable[[], None]) -> Iterator[str]:
+    """Decoded lines of `stream`, one in memory at a time; closes it at the end."""
+    try:
+        readline = stream.readline
+        lineno = 0
+        while True:
+            lineno += 1
+            raw = _next_line(readline, name, lineno)
+            if not raw:
+                return
+            yield _decode(raw, name, lineno)
+    finally:
+        close()
+
+
+def _next_line(readline: Callable[[int], bytes], name: str, lineno: int) -> bytes:
+    """The next raw line with its ending (b"" at the end of input), or a TraceError."""
+    try:
+        raw = readline(MAX_LINE)
+    except _DECOMPRESS_ERRORS as err:
+        raise TraceError(name, lineno, None, f"cannot read: {_reason(err)}") from None
+    if len(raw) >= MAX_LINE and not raw.endswith(b"\n"):
+        raise TraceError(name, lineno, None, f"line longer than {MAX_LINE} bytes: not a text trace")
+    return raw
+
+
+def _reason(err: BaseException) -> str:
+    """A short cause for a read or decompression failure."""
+    if isinstance(err, EOFError):
+        return "compressed data is truncated"
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror
+    return str(err) or type(err).__name__
+
+
+def _decode(raw: bytes, name: str, lineno: int) -> str:
+    """UTF-8 text of one line without `\\n` or `\\r\\n`, or a TraceError at the bad byte."""
+    if raw.endswith(b"\n"):
+        raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
+    if b"\x00" in raw:
+        col = len(raw[:raw.index(b"\x00")].decode("utf-8", "replace")) + 1
+        raise TraceError(name, lineno, col, "NUL byte: binary data, not a text trace")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        col = len(raw[:err.start].decode("utf-8")) + 1
+        raise TraceError(name, lineno, col, f"invalid UTF-8 (byte 0x{raw[err.start]:02x})") from None
+    if lineno == 1 and text.startswith("\ufeff"):
+        text = text[1:]  # a byte order mark some Windows editors write
+    return text
+
+
+# -- directories ----------------------------------------------------------------------
+def is_trace_name(filename: str) -> bool:
+    """Whether a file in a directory is a trace: a known suffix, maybe compressed, not hidden."""
+    if filename.startswith("."):
+        return False
+    for suffix in COMPRESSED_SUFFIXES:
+        if filename.endswith(suffix):
+            filename = filename[:-len(suffix)]
+            break
+    return filename.endswith(TRACE_SUFFIXES)
+
+
+def expand_paths(paths: list[str]) -> list[str]:
+    """Each path as is, except a directory: every trace file under it, sorted.
+
+    Hidden files and directories are skipped (`.git`), and so are expectation
+    files such as `abba.expect`.  A directory without traces is an error:
+    `lockcheck check results/` on the wrong folder must not pass silently.
+    """
+    expanded: list[str] = []
+    for path in paths:
+        if path != STDIN and os.path.isdir(path):
+            expanded.extend(_traces_under(path))
+        else:
+            expanded.append(path)
+    return expanded
+
+
+def _traces_under(directory: str) -> list[str]:
+    """Trace files under `directory`, recursively, in sorted path order."""
+    found = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found.extend(os.path.join(root, f) for f in files if is_trace_name(f))
+    found.sort()
+    if not found:
+        raise TraceError(directory, None, None, "no trace files in this directory "
+                                                f"(looked for {', '.join(TRACE_SUFFIXES)})")
+    return found
