@@ -144,30 +144,73 @@ class _Prefixed(io.RawIOBase):
         return len(data)
 
 
+#: bytes read from the stream at a time; lines are split and decoded a block at a time
+BLOCK = 1 << 18
+
+
 def _lines(stream: BinaryIO, name: str, close: Callable[[], None]) -> Iterator[str]:
-    """Decoded lines of `stream`, one in memory at a time; closes it at the end."""
+    """Decoded lines of `stream`, a block in memory at a time; closes it at the end.
+
+    Splitting and decoding happen per block of whole lines, in C; only a
+    block that fails (invalid UTF-8, a NUL byte) is looked at line by line,
+    to name the line and column of the problem.  Memory is bounded by the
+    block size plus one line (at most `MAX_LINE`).
+    """
     try:
-        readline = stream.readline
-        lineno = 0
+        read = getattr(stream, "read1", stream.read)
+        carry = b""
+        lineno = 0  # lines yielded so far
         while True:
-            lineno += 1
-            raw = _next_line(readline, name, lineno)
-            if not raw:
-                return
-            yield _decode(raw, name, lineno)
+            try:
+                block = read(BLOCK)
+            except _DECOMPRESS_ERRORS as err:
+                raise TraceError(name, lineno + 1, None, f"cannot read: {_reason(err)}") from None
+            if not block:
+                break
+            end = block.rfind(b"\n")
+            if end < 0:
+                carry += block
+                if len(carry) >= MAX_LINE:
+                    raise TraceError(name, lineno + 1, None, f"line longer than {MAX_LINE} bytes: not a text trace")
+                continue
+            chunk = carry + block[:end] if carry else block[:end]
+            carry = block[end + 1:]
+            lines = _decode_block(chunk, name, lineno)
+            lineno += len(lines)
+            yield from lines
+        if carry:
+            yield from _decode_block(carry, name, lineno)
     finally:
         close()
 
 
-def _next_line(readline: Callable[[int], bytes], name: str, lineno: int) -> bytes:
-    """The next raw line with its ending (b"" at the end of input), or a TraceError."""
+def _decode_block(chunk: bytes, name: str, lineno: int) -> list[str]:
+    """The lines of `chunk` (whole lines joined by `\n`, the last without it), decoded."""
+    if b"\x00" in chunk:
+        _raise_line_error(chunk, name, lineno)
     try:
-        raw = readline(MAX_LINE)
-    except _DECOMPRESS_ERRORS as err:
-        raise TraceError(name, lineno, None, f"cannot read: {_reason(err)}") from None
-    if len(raw) >= MAX_LINE and not raw.endswith(b"\n"):
-        raise TraceError(name, lineno, None, f"line longer than {MAX_LINE} bytes: not a text trace")
-    return raw
+        text = chunk.decode("utf-8")
+    except UnicodeDecodeError:
+        _raise_line_error(chunk, name, lineno)
+    if "\r" in text:
+        text = text.replace("\r\n", "\n")
+        if text.endswith("\r"):
+            text = text[:-1]
+    lines = text.split("\n")
+    if lineno == 0 and lines[0].startswith("\ufeff"):
+        lines[0] = lines[0][1:]  # a byte order mark some Windows editors write
+    if len(chunk) >= MAX_LINE and max(map(len, lines)) >= MAX_LINE:
+        for i, line in enumerate(lines):
+            if len(line) >= MAX_LINE:
+                raise TraceError(name, lineno + i + 1, None, f"line longer than {MAX_LINE} bytes: not a text trace")
+    return lines
+
+
+def _raise_line_error(chunk: bytes, name: str, lineno: int) -> None:
+    """Find the first bad line of a block and raise its TraceError."""
+    for i, raw in enumerate(chunk.split(b"\n"), lineno + 1):
+        _decode(raw, name, i)
+    raise AssertionError("a block failed to decode but none of its lines did")  # pragma: no cover
 
 
 def _reason(err: BaseException) -> str:
