@@ -198,9 +198,9 @@ class World:
             elif r < 0.88:
                 name, kind = f"(wq_completion){rng.choice(_WQS)}", MUTEX
             elif r < 0.92:
-                name, kind = f"sb_writers", RWSEM
+                name, kind = "sb_writers", RWSEM
             elif r < 0.96:
-                name, kind = f"&type->i_mutex_dir_key", RWSEM
+                name, kind = "&type->i_mutex_dir_key", RWSEM
             else:
                 name, kind = f"{s}_{f}_key", MUTEX
             specs.append((unique(name), kind, rng.random() < 0.15))

@@ -92,7 +92,7 @@ class TaskState:
         self.softirqs_enabled = True
         self.cpu: Optional[int] = None
         self.acquired_ever: Optional[set] = None
-        self.irq_events: dict[str, Evidence] = {}
+        self.irq_events: dict[str, object] = {}  # "stamp" and op -> (stamp, Evidence), see irq.py
 
     @property
     def irq_context(self) -> int:

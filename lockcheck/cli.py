@@ -9,8 +9,9 @@ malformed line are still printed: they happened.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
-from typing import Optional, Sequence, TextIO
+from typing import Iterator, Optional, Sequence, TextIO
 
 from lockcheck import __version__
 from lockcheck.errors import LockcheckError, UsageError
@@ -117,13 +118,8 @@ def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         use_pyproject=not args.no_config,
     )
     session = CheckSession(options, stderr=stderr)
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as out:
-                return session.run(args.traces, out)
-        except OSError as err:
-            raise UsageError(f"{args.output}: {err.strerror}") from None
-    return session.run(args.traces, stdout)
+    with _output(args.output, stdout) as out:
+        return session.run(args.traces, out)
 
 
 def cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -143,31 +139,35 @@ def cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from lockcheck.diff import run_diff_command
 
-    if args.output:
-        try:
-            with open(args.output, "w", encoding="utf-8") as out:
-                return run_diff_command(args.base, args.new, args.format, out, stderr, args.input_format,
-                                        args.suppress, not args.no_config)
-        except OSError as err:
-            raise UsageError(f"{args.output}: {err.strerror}") from None
-    return run_diff_command(args.base, args.new, args.format, stdout, stderr, args.input_format,
-                            args.suppress, not args.no_config)
+    with _output(args.output, stdout) as out:
+        return run_diff_command(args.base, args.new, args.format, out, stderr, args.input_format,
+                                args.suppress, not args.no_config)
 
 
 def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from lockcheck.readers import read_all
     from lockcheck.readers.lt import format_event
 
-    out = stdout if args.output == "-" else open(args.output, "w", encoding="utf-8")
-    try:
+    with _output(None if args.output == "-" else args.output, stdout) as out:
         out.write("#lockcheck-trace v1\n")
         for ev in read_all(args.traces, args.input_format):
             out.write(format_event(ev))
             out.write("\n")
-    finally:
-        if out is not stdout:
-            out.close()
     return EXIT_CLEAN
+
+
+@contextlib.contextmanager
+def _output(path: Optional[str], stdout: TextIO) -> Iterator[TextIO]:
+    """The report stream: `path` opened for writing, or stdout; an unwritable path is a usage error."""
+    if not path:
+        yield stdout
+        return
+    try:
+        out = open(path, "w", encoding="utf-8")
+    except OSError as err:
+        raise UsageError(f"{path}: {err.strerror}") from None
+    with out:
+        yield out
 
 
 COMMANDS = {"check": cmd_check, "graph": cmd_graph, "diff": cmd_diff, "convert": cmd_convert}

@@ -14,7 +14,19 @@ hardirqs as off inside `hardirq-enter`/`-exit` and softirqs as off inside
 `softirq-enter`/`-exit` even when the trace does not say `irqs-off`
 (the trace-format spec lets producers write only the enter/exit pair).
 An exit without a matching enter (a capture that starts inside a handler)
-is not an error: it is counted in the checker's notes and ignored.
+is not an error: it is counted in the checker's notes and ignored; so is
+an `irqs-on` inside a hardirq handler (the kernel's
+`DEBUG_LOCKS_WARN_ON(lockdep_hardirq_context())`, which only warns).
+
+`task.irq_events` mirrors `curr->irqtrace`: `"stamp"` counts the real
+on/off transitions (redundant `irqs-off` etc. do not count), and each op
+maps to `(stamp at that transition, Evidence)`, printed by
+`print_irqtrace_events`.
+
+Backward searches use lockdep's `locks_before` dependency type
+(`calc_depb`: `(next->read != 2) + ((prev->read == 0) << 1)`), which is the
+forward type with the ER and SN bits swapped (`graph.reverse_dep`): a bit
+permutation, so it is exact for a mask of several types too.
 """
 
 from __future__ import annotations
@@ -26,10 +38,10 @@ from lockcheck import events as E
 from lockcheck import findings as F
 from lockcheck.events import Event
 from lockcheck.findings import ChainLink, Evidence, LockSnapshot
-from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, calc_dep, reverse_dep
+from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, reverse_dep
 from lockcheck.usage import (
     DIR_MASK, ENABLED_HARDIRQ, ENABLED_SOFTIRQ, LOCKF_ENABLED_IRQ_ALL, LOCKF_IRQ, LOCKF_USED_IN_IRQ_ALL,
-    READ_MASK, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ, USED_READ, USAGE_STATES, exclusive_bit,
+    READ_MASK, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ, USAGE_STATES, exclusive_bit,
     state_name, usage_chars, usage_str,
 )
 
@@ -68,16 +80,6 @@ def irq_state_text(task: "TaskState") -> str:
     return f"[HC{hc}[{hc}]:SC{sc}[{sc}]:HE{he}:SE{se}]"
 
 
-def calc_depb(prev_read: int, next_read: int) -> int:
-    """lockdep's `calc_depb()`: the type of `prev -> next` as stored in next's `locks_before`.
-
-    `__calc_dep_bit(next, prev)`: E/S says whether *next* is exclusive, N/R
-    whether *prev* is a non-recursive lock.  Not derivable from the forward
-    type when a non-recursive reader (`read`, mode 1) is involved.
-    """
-    return calc_dep(next_read, prev_read)
-
-
 class _Entry:
     """A visited class in a usage search, with the dependency that led there."""
 
@@ -96,9 +98,6 @@ class IrqValidator:
     def __init__(self, checker: "Checker") -> None:
         self.checker = checker
         self.graph = checker.graph
-        #: (prev, next) -> calc_depb() of the acquisitions that added or widened the
-        #: edge, for graphs whose edges carry no "depb" attribute (see `_backward_dep`)
-        self.depb: dict[tuple[str, str], int] = {}
 
     # -- context events --------------------------------------------------
     def on_event(self, task: "TaskState", ev: Event) -> None:
@@ -257,18 +256,7 @@ class IrqValidator:
 
     # -- the new-dependency check (check_irq_usage) ------------------------
     def check_irq_usage(self, task: "TaskState", prev: "HeldLock", nxt: "HeldLock", ev: Event) -> bool:
-        """Would `prev -> next` connect an irq-safe class (before prev) to an irq-unsafe one (after next)?
-
-        True means the checker adds (or widens) the edge next: its
-        `locks_before` type is remembered for the backward searches.
-        """
-        if not self._check_irq_usage(task, prev, nxt, ev):
-            return False
-        key = (prev.cls, nxt.cls)
-        self.depb[key] = self.depb.get(key, 0) | calc_depb(prev.read, nxt.read)
-        return True
-
-    def _check_irq_usage(self, task: "TaskState", prev: "HeldLock", nxt: "HeldLock", ev: Event) -> bool:
+        """Would `prev -> next` connect an irq-safe class (before prev) to an irq-unsafe one (after next)?"""
         if not self.graph.irq_safe_classes:
             return True  # nothing is irq-safe yet: no dependency can be irq-unsafe
         usage = self.graph.nx._node
@@ -326,7 +314,7 @@ class IrqValidator:
             if cls in accessed:
                 continue
             accessed.add(cls)
-            dep = attrs["dep"] if forwards else self._backward_dep(cls, parent.cls, attrs)
+            dep = attrs["dep"] if forwards else reverse_dep(attrs["dep"])
             if parent.only_xr:
                 dep &= DEP_E_MASK
                 if not dep:
@@ -336,20 +324,6 @@ class IrqValidator:
                 return entry
             queue.extend((ncls, nattrs, entry) for ncls, nattrs in adjacency[cls].items())
         return None
-
-    def _backward_dep(self, prev: str, nxt: str, attrs: dict) -> int:
-        """The `locks_before` type of `prev -> next` (lockdep's `calc_depb`, stored apart from `dep`).
-
-        An edge attribute "depb" wins; then what `check_irq_usage` saw; the
-        forward type reversed is exact only when no non-recursive reader
-        (mode `read`) took part (edges loaded from a saved graph).
-        """
-        depb = attrs.get("depb")
-        if depb is None:
-            depb = self.depb.get((prev, nxt))
-        if depb is None:
-            depb = reverse_dep(attrs["dep"])
-        return depb
 
     # -- reports -----------------------------------------------------------
     def _usage_trace(self, cls: str, bit: int) -> Optional[Evidence]:

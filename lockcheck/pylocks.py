@@ -325,6 +325,10 @@ class Recorder:
         self._atasks: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
         self._sites: dict = {}
         if trace is not None:
+            # imported now: nothing may be imported under the feed lock (imports take locks)
+            from lockcheck.readers.lt import format_event
+
+            self._format_event = format_event
             trace.write("#lockcheck-trace v1\n")
 
     # -- context ------------------------------------------------------------
@@ -392,9 +396,7 @@ class Recorder:
         with self._feed_lock:
             found = self.checker.feed(ev)
             if self.trace is not None:
-                from lockcheck.readers.lt import format_event
-
-                self.trace.write(format_event(ev))
+                self.trace.write(self._format_event(ev))
                 self.trace.write("\n")
             if found:
                 context = self.context

@@ -162,12 +162,12 @@ class LockcheckPlugin:
             return report
         found = rec.take(item.nodeid)
         if found:
-            text = self._render(found)
+            kinds = ", ".join(sorted({f.message for f in found}))
+            text = f"lockcheck: {kinds}\n{self._render(found)}"
             report.outcome = "failed"
             if report.longrepr:
-                text = f"{report.longrepr}\n\n{text}"
+                text = f"{text}\n\n{report.longrepr}"
             report.longrepr = text
-            report.sections.append(("lockcheck", text))
         return report
 
     def _render(self, findings: list[Finding]) -> str:

@@ -168,10 +168,10 @@ class Config:
         notes = []
         for rule in self.suppressions:
             if not rule.hits:
-                notes.append(f"{rule.origin}: suppression ({rule.describe()}) matched nothing; remove it if stale")
+                notes.append(f"{rule.origin} ({rule.describe()}) matched nothing; remove it if stale")
         for alias in self.aliases:
             if not alias.hits:
-                notes.append(f"{alias.origin}: alias ({alias.pattern.pattern!r} -> {alias.cls!r}) "
+                notes.append(f"{alias.origin} ({alias.pattern.pattern!r} -> {alias.cls!r}) "
                              "matched no lock; remove it if stale")
         return notes
 
