@@ -317,13 +317,25 @@ def test_unopenable(tmp_path, make, message):
     assert info.value.format() == f"{path}: {message}"
 
 
-@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root reads everything")
-def test_permission_denied(tmp_path):
+def test_permission_denied(tmp_path, monkeypatch):
     path = tmp_path / "t.lt"
     path.write_text(TRACE)
     path.chmod(0)
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        # root reads every file: make open() fail the way it does for other users
+        import builtins
+
+        real_open = builtins.open
+
+        def denied(file, *args, **kwargs):
+            if str(file) == str(path):
+                raise PermissionError(13, "Permission denied", str(file))
+            return real_open(file, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "open", denied)
     with pytest.raises(TraceError, match="Permission denied"):
         open_lines(str(path))
+    monkeypatch.undo()
 
 
 def test_directory_expands_to_sorted_traces(tmp_path):
