@@ -32,7 +32,7 @@ from lockcheck import findings as F
 from lockcheck.events import Event, class_name
 from lockcheck.findings import ChainLink, Evidence, Finding, LockSnapshot
 from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, calc_dep
-from lockcheck.irq import IrqValidator
+from lockcheck.irq import IrqValidator, usage_index, usage_needs
 from lockcheck.usage import usage_chars
 
 #: lockdep's MAX_LOCK_DEPTH: the 48th simultaneously held entry is reported
@@ -78,7 +78,7 @@ class TaskState:
 
     __slots__ = (
         "key", "name", "held", "chain_key", "hardirq_depth", "softirq_depth",
-        "hardirqs_enabled", "softirqs_enabled", "cpu", "acquired_ever", "irq_events",
+        "hardirqs_enabled", "softirqs_enabled", "cpu", "acquired_ever", "irq_events", "usage_need",
     )
 
     def __init__(self, key: str, name: str) -> None:
@@ -93,6 +93,7 @@ class TaskState:
         self.cpu: Optional[int] = None
         self.acquired_ever: Optional[set] = None
         self.irq_events: dict[str, object] = {}  # "stamp" and op -> (stamp, Evidence), see irq.py
+        self.usage_need = usage_needs(self)
 
     @property
     def irq_context(self) -> int:
@@ -145,6 +146,7 @@ class Checker:
         self.stats = CheckerStats()
         self.irq = IrqValidator(self)
         self._classes = self.graph.nx._succ
+        self._nodes = self.graph.nx._node
         self.stopped = False
         self._pending: list[Finding] = []
         self._dispatch = {
@@ -152,6 +154,7 @@ class Checker:
             E.ACQUIRED: _ignore,
             E.FREE: self._op_free,
             E.EXIT: self._op_exit,
+            E.LOST_EVENTS: lambda task, ev: self._op_lost_events(ev),
         }
         for op in E.IRQ_OPS:
             self._dispatch[op] = self.irq.on_event
@@ -162,19 +165,19 @@ class Checker:
         self.stats.events += 1
         if self.stopped:
             return []
-        if ev.op == E.LOST_EVENTS:
-            self._op_lost_events(ev)
-            return []
+        op = ev.op
         task = self.tasks.get(ev.task)
         if task is None:
+            if op == E.LOST_EVENTS:
+                self._op_lost_events(ev)
+                return []
             task = self.tasks[ev.task] = TaskState(ev.task, ev.comm or ev.task)
+            if self.options.lenient_start:
+                task.acquired_ever = set()
         elif ev.comm is not None:
             task.name = ev.comm
-        if task.acquired_ever is None and self.options.lenient_start:
-            task.acquired_ever = set()
         if ev.cpu is not None:
             task.cpu = ev.cpu
-        op = ev.op
         if op == E.ACQUIRE:
             if task.acquired_ever is not None:
                 task.acquired_ever.add((ev.lock, ev.instance))
@@ -237,6 +240,14 @@ class Checker:
             top = task.held[-1]
             self.report(self._finding(F.HELD_AT_EXIT, task, ev, lock=top.cls))
 
+    def start_capture(self) -> None:
+        """From now on the input is a capture that started mid-flight: releases of
+        locks a task was never seen to acquire are counted, not reported."""
+        self.options.lenient_start = True
+        for task in self.tasks.values():
+            if task.acquired_ever is None:
+                task.acquired_ever = set()
+
     def _special(self, op: str):
         raise ValueError(f"unknown op {op!r}")
 
@@ -248,6 +259,7 @@ class Checker:
                 other.chain_key = INITIAL_CHAIN_KEY
                 other.hardirq_depth = other.softirq_depth = 0
                 other.hardirqs_enabled = other.softirqs_enabled = True
+                other.usage_need = usage_needs(other)
                 if self.options.lenient_start:
                     other.acquired_ever = set()
                 self.stats.lost_resets += 1
@@ -276,7 +288,12 @@ class Checker:
         irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
         hlock = HeldLock(cls, lock, instance, subclass, read, trylock, check, nest, irq_context,
                          hardirqs_off, references, hold_event or ev)
-        ok = self.irq.mark_usage(task, hlock, ev)
+        # usage bits (lockdep's mark_usage): usually nothing new, one mask test
+        if check:
+            needed = task.usage_need[usage_index(read, trylock, hardirqs_off)]
+        else:
+            needed = 512 if read else 256  # USED_READ / USED
+        ok = not needed & ~self._nodes[cls]["usage"] or self.irq.mark_usage(task, hlock, ev)
         chain_key = task.chain_key
         chain_head = not depth
         hlock.prev_chain_key = chain_key

@@ -33,7 +33,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
     check = sub.add_parser("check", help="check traces and report problems in lockdep's format")
-    _add_input_args(check)
+    _add_input_args(check, traces_required=False)
     check.add_argument("--format", default="text", help="text (default), json, sarif or github")
     check.add_argument("--first", action="store_true", help="stop after the first finding, like the kernel")
     check.add_argument("--quiet", "-q", action="store_true", help="no summary or notes, findings only")
@@ -42,6 +42,11 @@ def build_parser() -> argparse.ArgumentParser:
                        help="merge a saved graph in before checking (repeatable)")
     check.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
     check.add_argument("--order", metavar="FILE", help="declared lock order to seed and enforce")
+    check.add_argument("--lockdep-state", metavar="DIR", action="append", default=[],
+                       help="/proc/lockdep and /proc/lockdep_chains of the traced boot (a directory or the "
+                            "files; repeatable): resolve subclasses, nest_locks and trylocks the capture lacks")
+    check.add_argument("--annotations", metavar="FILE",
+                       help="annotation rules (nest C under P, subclass C by address order, recursive-read C)")
     check.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
 
     check.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
@@ -75,8 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _add_input_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("traces", nargs="+", metavar="TRACE", help="trace file, directory, or - for stdin")
+def _add_input_args(parser: argparse.ArgumentParser, traces_required: bool = True) -> None:
+    parser.add_argument("traces", nargs="+" if traces_required else "*", metavar="TRACE",
+                        help="trace file, directory, or - for stdin"
+                             + ("" if traces_required else "; /proc/lockdep dumps enter the graph directly"))
     parser.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf or jsonl")
     parser.add_argument("--strict-start", action="store_true",
                         help="report releases of locks never seen acquired even in captures (ftrace, perf)")
@@ -114,6 +121,8 @@ def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         save_graph=args.save_graph,
         suppress=args.suppress,
         order=args.order,
+        lockdep_state=list(args.lockdep_state),
+        annotations=args.annotations,
         progress=not args.no_progress,
         use_pyproject=not args.no_config,
     )

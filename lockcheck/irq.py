@@ -80,6 +80,39 @@ def irq_state_text(task: "TaskState") -> str:
     return f"[HC{hc}[{hc}]:SC{sc}[{sc}]:HE{he}:SE{se}]"
 
 
+def usage_index(read: int, trylock: bool, hardirqs_off: bool) -> int:
+    """Where `usage_needs` keeps the mask for an acquisition of this kind."""
+    return (1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)
+
+
+def usage_needs(task: "TaskState") -> list[int]:
+    """The usage bits a checked acquisition sets, for each `usage_index`, in the task's irq state now.
+
+    lockdep's mark_usage: USED_IN_{HARD,SOFT}IRQ in a handler (not for
+    trylocks), ENABLED_HARDIRQ when taken with hardirqs on (and
+    ENABLED_SOFTIRQ if softirqs are on too), and USED; the _READ variants for
+    readers.  Kept per task and recomputed on irq events, so the common
+    acquisition costs one list index and one mask test.
+    """
+    needs = []
+    for index in range(8):
+        read = index & 1
+        trylock = index & 2
+        hardirqs_off = index & 4
+        needed = 1 << (USED + read)
+        if not trylock:
+            if task.hardirq_depth:
+                needed |= 1 << (USED_IN_HARDIRQ + read)
+            if task.softirq_depth:
+                needed |= 1 << (USED_IN_SOFTIRQ + read)
+        if not hardirqs_off:
+            needed |= 1 << (ENABLED_HARDIRQ + read)
+            if task.softirqs_enabled and not task.softirq_depth:
+                needed |= 1 << (ENABLED_SOFTIRQ + read)
+        needs.append(needed)
+    return needs
+
+
 class _Entry:
     """A visited class in a usage search, with the dependency that led there."""
 
@@ -101,6 +134,10 @@ class IrqValidator:
 
     # -- context events --------------------------------------------------
     def on_event(self, task: "TaskState", ev: Event) -> None:
+        self._on_event(task, ev)
+        task.usage_need = usage_needs(task)
+
+    def _on_event(self, task: "TaskState", ev: Event) -> None:
         op = ev.op
         if op == E.HARDIRQ_ENTER:
             task.hardirq_depth += 1
@@ -177,24 +214,13 @@ class IrqValidator:
     def mark_usage(self, task: "TaskState", hlock: "HeldLock", ev: Event) -> bool:
         """lockdep's mark_usage: the usage bits one acquisition implies; False after a report.
 
-        Most acquisitions add no new bit, so the bits are gathered as one
-        mask and tested at once; only a new bit takes the ordered slow path.
+        The checker calls this only when `usage_needs` says a bit is new; the
+        bits are then marked in lockdep's order, each validated.
         """
         read = 1 if hlock.read else 0
-        needed = 1 << (USED + read)
-        if hlock.check:
-            if not hlock.trylock:
-                if task.hardirq_depth:
-                    needed |= 1 << (USED_IN_HARDIRQ + read)
-                if task.softirq_depth:
-                    needed |= 1 << (USED_IN_SOFTIRQ + read)
-            if not hlock.hardirqs_off:
-                needed |= 1 << (ENABLED_HARDIRQ + read)
-                if task.softirqs_enabled and not task.softirq_depth:
-                    needed |= 1 << (ENABLED_SOFTIRQ + read)
+        needed = task.usage_need[usage_index(hlock.read, hlock.trylock, hlock.hardirqs_off)] if hlock.check \
+            else 1 << (USED + read)
         missing = needed & ~self.graph.nx._node[hlock.cls]["usage"]
-        if not missing:
-            return True
         for bit in (USED_IN_HARDIRQ, USED_IN_SOFTIRQ, ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED):
             bit += read
             if missing & (1 << bit) and not self.mark_lock(task, hlock, bit, ev):

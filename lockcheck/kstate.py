@@ -257,3 +257,120 @@ def load(*paths: str, state: Optional[LockdepState] = None) -> LockdepState:
                 state.add(item)
             state.files.append(display)
     return state
+
+
+# -- the state as a dependency graph ---------------------------------------------------------
+
+#: the task name dependencies and usage taken from a /proc dump carry as evidence
+PROC_TASK = "/proc/lockdep"
+
+
+def usage_bits(usage: str) -> list[int]:
+    """Usage bits (`lockcheck.usage`) of a /proc/lockdep usage string such as `+.?.`.
+
+    `get_usage_chars()` prints, per irq state (hardirq, softirq), one character
+    for the write bit and one for the read bit: `.` neither, `+` ENABLED (taken
+    with that irq enabled: irq-unsafe), `-` USED_IN (taken in that irq: irq-safe),
+    `?` both.  `USED` is implied: the class was taken.
+
+    >>> from lockcheck.usage import ENABLED_HARDIRQ, USED_IN_SOFTIRQ, USED
+    >>> usage_bits("+.-.") == [ENABLED_HARDIRQ, USED_IN_SOFTIRQ, USED]
+    True
+    """
+    from lockcheck.usage import DIR_MASK, USED
+
+    bits = []
+    for i, char in enumerate(usage[:4]):
+        base = (i // 2) * 4 + (i % 2)  # state * 4 + read
+        if char in "-?":
+            bits.append(base)
+        if char in "+?":
+            bits.append(base | DIR_MASK)
+    bits.append(USED)
+    return bits
+
+
+def to_graph(state: LockdepState, graph=None, checker=None) -> list:
+    """Merge a state's classes (with usage) and direct dependencies into a DepGraph; the findings.
+
+    Class names are kept as /proc/lockdep prints them (`#N` and `/S`
+    included: `sb_writers#3` and `sb_writers#4` are different classes of one
+    boot).  Evidence is the `FILE:LINE` of the /proc entry.  /proc/lockdep
+    does not print a dependency's read/write type, so each is taken as
+    exclusive -> exclusive (`DEP_EN`), the strongest.
+
+    With a `checker` (whose graph is used), every dependency is validated as
+    it is added, as lockdep's `check_prev_add` does: one that closes a cycle
+    with dependencies already in the graph (from this dump or an earlier one)
+    is reported as `circular-dependency` (its chain names each dependency's
+    file and line) and not added.  The findings are returned.
+    """
+    from lockcheck.events import Event
+    from lockcheck.findings import Evidence
+    from lockcheck.graph import DEP_EN, DepGraph
+
+    if checker is not None:
+        graph = checker.graph
+    elif graph is None:
+        graph = DepGraph()
+    for cls in state.classes:
+        graph.add_class(cls.name)
+        where = Evidence(cls.file, cls.line, PROC_TASK)
+        for bit in usage_bits(cls.usage):
+            graph.set_usage(cls.name, bit, where)
+    found: list = []
+    if checker is None:
+        for dep in state.edges:
+            graph.add_dependency(dep.before_name, dep.after_name, DEP_EN, Evidence(dep.file, dep.line, PROC_TASK),
+                                 origin=dep.file)
+        return found
+    from lockcheck.checker import HeldLock, TaskState
+
+    tasks: dict[str, TaskState] = {}
+    for dep in state.edges:
+        attrs = graph.nx._succ.get(dep.before_name, {}).get(dep.after_name)
+        if attrs is not None:
+            attrs["distance"] = 1
+            continue
+        task = tasks.get(dep.file)
+        if task is None:
+            task = tasks[dep.file] = TaskState(dep.file, PROC_TASK)
+        ev = Event(dep.file, "acquire", dep.after_name, file=dep.file, line=dep.line)
+        prev = HeldLock(dep.before_name, dep.before_name, None, 0, 0, False, True, None, 0, False, 0, ev)
+        nxt = HeldLock(dep.after_name, dep.after_name, None, 0, 0, False, True, None, 0, False, 0, ev)
+        graph.add_class(dep.before_name)
+        graph.add_class(dep.after_name)
+        target = checker.check_noncircular(nxt, prev)
+        if target is not None:
+            if target.cls == nxt.cls and target.parent is None:
+                checker.print_deadlock_bug(task, prev, nxt, ev)
+            else:
+                checker.print_circular_bug(task, target, nxt, prev, ev)
+            new, checker._pending = checker._pending, []
+            checker.findings.extend(new)
+            found.extend(new)
+            continue
+        graph.add_dependency(dep.before_name, dep.after_name, DEP_EN, Evidence(dep.file, dep.line, PROC_TASK),
+                             origin=dep.file)
+    return found
+
+
+def is_dump(path: str) -> bool:
+    """Whether a file is a /proc/lockdep or /proc/lockdep_chains dump (by its first non-blank line)."""
+    from lockcheck.readers.source import STDIN, open_lines
+
+    if path == STDIN or Path(path).is_dir():
+        return False
+    try:
+        _, lines = open_lines(path)
+    except (TraceError, OSError):
+        return False
+    try:
+        first, _ = _first_line(lines)
+    except (TraceError, OSError, UnicodeDecodeError):
+        return False
+    finally:
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
+    return first in (LOCKDEP_TITLE, CHAINS_TITLE)

@@ -490,12 +490,14 @@ class _Tracked:
         return repr(self._real)
 
     def __enter__(self) -> bool:
+        __tracebackhide__ = True  # pytest: a SelfDeadlockError points at the caller
         return self._acquire(True, -1, sys._getframe(1), 0)
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        __tracebackhide__ = True
         return self._acquire(blocking, timeout, sys._getframe(1), 0)
 
     def _is_try(self, rec: Recorder, blocking: bool, timeout: float) -> bool:
@@ -514,6 +516,7 @@ class TrackedLock(_Tracked):
         self._holder: Optional[str] = None
 
     def _acquire(self, blocking: bool, timeout: float, frame: Any, subclass: int) -> bool:
+        __tracebackhide__ = True
         rec = _rec
         real = self._real
         if rec is None:
@@ -541,6 +544,7 @@ class TrackedLock(_Tracked):
 
     def _reacquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int) -> bool:
         """Blocking re-acquire by the holder: fine only if another thread releases it (a signal)."""
+        __tracebackhide__ = True
         if self._real.acquire(True, rec.grace):
             # released by another thread meanwhile (its release was recorded for us)
             rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)

@@ -340,6 +340,8 @@ def replay_graph(checker: Checker, graph: DepGraph, task: str = "merge") -> list
     """
     found: list[Finding] = []
     feed = checker.feed
+    for name in graph.nx.nodes:
+        checker.graph.add_class(name)
     for prev, nxt, data in graph.nx.edges(data=True):
         evidence: Evidence = data["evidence"]
         held: Evidence = data.get("held") or evidence

@@ -32,6 +32,11 @@ class SessionOptions:
     save_graph: Optional[str] = None
     suppress: Optional[str] = None
     order: Optional[str] = None
+    #: /proc/lockdep and /proc/lockdep_chains of the traced boot (files or directories): the
+    #: annotations the capture could not carry (lockcheck.annotations)
+    lockdep_state: list[str] = field(default_factory=list)
+    #: an annotation file (grammars/annotations.lark): nest / subclass / recursive-read rules
+    annotations: Optional[str] = None
     progress: bool = True
     #: read `[tool.lockcheck]` of the nearest pyproject.toml
     use_pyproject: bool = True
@@ -46,6 +51,8 @@ class CheckSession:
         self.errors: list[LockcheckError] = []
         self.config = None
         self.context = None
+        self.annotator = None
+        self.dump_notes: list[str] = []
 
     def run(self, paths: list[str], out: TextIO) -> int:
         from lockcheck.report import RENDERERS, Summary
@@ -113,13 +120,19 @@ class CheckSession:
         self.context = ReadContext(on_open=lambda name, module: self._opened(checker, module))
         findings: list[Finding] = []
         try:
-            events = read_all(paths, self.options.input_format, self.context)
-            events = self._progress(self.config.apply_aliases(events))
-            findings.extend(checker.run(events))
+            annotator = self.annotator = self._annotator()
+            traces, dumps = self._split_dumps(paths)
+            if dumps:
+                findings.extend(self._check_dumps(checker, dumps))
+            if traces:
+                events = read_all(traces, self.options.input_format, self.context)
+                events = annotator.run(self.config.apply_aliases(events))
+                findings.extend(checker.run(self._progress(events)))
+                annotator.mark_uncertain(findings)
         except TraceError as err:
             self.errors.append(err)
         self._clear_progress()
-        if checker.stats.events == 0 and not self.errors:
+        if checker.stats.events == 0 and not self.errors and not self.dump_notes:
             print(f"lockcheck: {', '.join(paths)}: empty trace (no events)", file=self.stderr)
         kept, suppressed = self.config.filter(findings)
         return checker, kept, suppressed
@@ -127,8 +140,53 @@ class CheckSession:
     def _opened(self, checker: Checker, module) -> None:
         """A file's format is known: a capture started mid-flight, so releases of
         locks taken before it began are expected (unless --strict-start)."""
-        if getattr(module, "CAPTURE", False) and not self.options.strict_start:
-            checker.options.lenient_start = True
+        capture = getattr(module, "CAPTURE", False)
+        if capture and not self.options.strict_start:
+            checker.start_capture()
+        if self.annotator is not None:
+            self.annotator.capture = bool(capture)
+
+    def _annotator(self):
+        """The annotation transformer: `--lockdep-state` and `--annotations` (lockcheck.annotations)."""
+        from lockcheck.annotations import AnnotationRules, Annotator
+
+        state = None
+        if self.options.lockdep_state:
+            from lockcheck import kstate
+
+            state = kstate.load(*self.options.lockdep_state)
+        rules = AnnotationRules.load(self.options.annotations) if self.options.annotations else None
+        return Annotator(state, rules)
+
+    def _split_dumps(self, paths: list[str]) -> tuple[list[str], list[str]]:
+        """(traces, /proc/lockdep dumps) among the inputs; `--lockdep-state` alone is a dump input."""
+        from lockcheck.kstate import is_dump
+        from lockcheck.readers.source import expand_paths
+
+        if not paths:
+            if not self.options.lockdep_state:
+                raise UsageError("lockcheck check: give a trace, a /proc/lockdep dump or --lockdep-state")
+            return [], list(self.options.lockdep_state)
+        if not any(p != "-" and not p.endswith((".lt", ".ftrace", ".perf", ".jsonl")) for p in paths):
+            return list(paths), []  # nothing that could be a dump: no sniffing
+        traces, dumps = [], []
+        for path in expand_paths(list(paths)):
+            (dumps if is_dump(path) else traces).append(path)
+        return traces, dumps
+
+    def _check_dumps(self, checker: Checker, dumps: list[str]) -> list[Finding]:
+        """Merge /proc/lockdep dumps into the graph, one after the other, reporting the cycles they close."""
+        from lockcheck import kstate
+
+        found: list[Finding] = []
+        for path in dumps:
+            state = kstate.load(path)
+            n_classes, n_edges = len(state.classes), len(state.edges)
+            found.extend(kstate.to_graph(state, checker=checker))
+            if n_classes or n_edges:
+                self.dump_notes.append(f"merged {n_classes} classes and {n_edges} dependencies of "
+                                       f"{', '.join(state.files)}")
+        return found
 
     def _finish(self, findings: list[Finding]) -> int:
         for err in self.errors:
@@ -150,6 +208,9 @@ class CheckSession:
     def _notes(self, checker: Checker) -> list[str]:
         notes = list(self.context.stats.notes()) if self.context is not None else []
         notes += checker.stats.notes
+        notes += self.dump_notes
+        if self.annotator is not None:
+            notes += self.annotator.notes()
         if self.config is not None:
             notes.extend(self.config.stale_notes())
         if checker.stats.unknown_releases:

@@ -1,0 +1,457 @@
+"""What a capture cannot say, resolved between the reader and the checker.
+
+ftrace and perf print `lock_acquire` without its `subclass`, `nest_lock` or
+`check` argument, and with one `read` flag for both read modes.  Lockdep
+itself had those arguments, and what it did with them is in the same boot's
+`/proc/lockdep` (classes, `NAME/N` for subclass N) and `/proc/lockdep_chains`
+(every held-lock chain it validated).  `annotate(events, state, rules)` is a
+stream transformer that keeps its own per-task view of the held classes and
+uses that evidence, or the rules of an annotation file, to fill in what the
+trace lacks.  Every change is counted and reported as a note.
+
+The chain oracle
+----------------
+For every acquisition that is not a trylock and has `check` set, the kernel
+looks up the chain key of the held locks of the current irq context plus the
+new one (`validate_chain` -> `lookup_chain_cache_add`) and records a new chain
+in /proc/lockdep_chains.  The key hashes class and read state only -- not the
+irq context, so a chain first seen in process context also covers the same
+classes in an interrupt -- and a capture sees a *suffix* of the real held
+stack (whatever was taken before tracing began lies below).  So an
+acquisition of X with seen stack S is explained by the kernel's state when
+`S + [X]` (class names without `#N`) is a suffix of some chain.  Per
+acquisition:
+
+1. X's class is already held (lockdep would say "recursive locking"):
+   - `S + [X/N]` is a chain suffix for a subclass N that /proc/lockdep lists
+     -> `subclass=N` (`mmap_write_lock_nested(.., SINGLE_DEPTH_NESTING)`,
+     `spin_lock_nested(&dentry->d_lock, DENTRY_D_LOCK_NESTED)`);
+   - else `S + [X]` is a chain suffix (the kernel validated it and did not
+     complain): both reads -> the new one is a recursive reader; otherwise
+     it was taken with a nest_lock -> `nest=` the nearest held lock below
+     X's first entry (`mm_take_all_locks` under `&mm->mmap_lock`);
+   - else X is the top of the stack: the kernel merged it into that entry
+     under a nest_lock before validating anything -> `nest=` as above.
+2. X is not held: `S + [X]` matches -> unchanged; else `S + [X/N]` matches ->
+   `subclass=N` (`inode_lock_nested(dir, I_MUTEX_PARENT)`).
+3. Nothing matches: the kernel never validated this acquisition.  A class
+   that /proc/lockdep shows with no dependency and no usage was taken with
+   `check=0` (`rcu_read_lock`, SRCU in 6.1) -> `check=False`; any other
+   was a trylock whose `try ` flag the capture lost (6.1 with hash-ptr off
+   prints none) -> `trylock=True`.
+
+Annotation rules (`--annotations FILE`, grammars/annotations.lark) apply
+first and need no state: `recursive-read C`, `subclass C by address order`
+(the k-th lock of class C held at once is subclass k) and `nest C under P`.
+
+Uncertainty
+-----------
+Without a state, what the trace cannot say is still unknown: the annotator
+remembers, per class, why a finding about it could be explained by an
+annotation (a same-class nesting the capture shows without subclass, a read
+acquisition whose READ/RREAD mode was guessed from the name, a capture with
+no trylock at all), and `mark_uncertain()` tags the findings with that
+reason after the run.  Only capture formats (ftrace, perf) are concerned:
+a `.lt` trace carries its annotations.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Optional
+
+from lockcheck import events as E
+from lockcheck import findings as F
+from lockcheck.events import Event, MAX_SUBCLASS
+from lockcheck.findings import Finding
+from lockcheck.kstate import LockdepState, split_class_name
+
+# -- rules ------------------------------------------------------------------------
+
+
+@dataclass
+class AnnotationRules:
+    """The annotation rules of an annotation file, by class (origins are `FILE:LINE`)."""
+
+    nest_under: dict[str, tuple[str, str]] = field(default_factory=dict)  #: C -> (P, origin)
+    subclass_by_address: dict[str, str] = field(default_factory=dict)  #: C -> origin
+    recursive_read: dict[str, str] = field(default_factory=dict)  #: C -> origin
+    #: statements of the file that are not annotation rules (a declared order)
+    other_statements: int = 0
+
+    @property
+    def empty(self) -> bool:
+        return not (self.nest_under or self.subclass_by_address or self.recursive_read)
+
+    @classmethod
+    def from_order(cls, order) -> "AnnotationRules":
+        """The rules of a parsed `lockcheck.order.OrderFile` (the grammar and parser are shared)."""
+        rules = cls()
+        for child, parent, line in order.nest_under:
+            rules.nest_under[child] = (parent, f"{order.file}:{line}")
+        for name, line in order.subclass_by_address.items():
+            rules.subclass_by_address[name] = f"{order.file}:{line}"
+        for name, line in order.recursive_read.items():
+            rules.recursive_read[name] = f"{order.file}:{line}"
+        rules.other_statements = len(order.edges) + len(order.pseudo) + len(order.nestable)
+        return rules
+
+    @classmethod
+    def parse(cls, text: str, file: str = "annotations") -> "AnnotationRules":
+        from lockcheck.order import parse_order
+
+        return cls.from_order(parse_order(text, file))
+
+    @classmethod
+    def load(cls, path: str) -> "AnnotationRules":
+        from lockcheck.order import load_order
+
+        return cls.from_order(load_order(path))
+
+
+# -- the kernel's state, indexed ---------------------------------------------------
+
+
+def state_key(name: str) -> str:
+    """A /proc class name as the trace can know it: `#N` dropped, `/S` kept."""
+    base, _, sub = split_class_name(name)
+    return f"{base}/{sub}" if sub else base
+
+
+class StateIndex:
+    """What the annotator asks of a LockdepState: chain suffixes, subclasses, unvalidated classes."""
+
+    def __init__(self, state: LockdepState) -> None:
+        self.files = list(state.files)
+        self.suffixes: set[tuple[str, ...]] = set()
+        for chain in state.chains:
+            names = tuple(state_key(name) for name in chain.names)
+            for i in range(len(names)):
+                self.suffixes.add(names[i:])
+        #: base name -> subclasses > 0 that /proc/lockdep lists, ascending
+        subs: dict[str, set[int]] = {}
+        usage: dict[str, bool] = {}
+        for cls in state.classes:
+            base, _, sub = split_class_name(cls.name)
+            if sub:
+                subs.setdefault(base, set()).add(sub)
+            usage[base] = usage.get(base, False) or cls.usage.strip(".") != ""
+        self.subclasses = {base: sorted(values) for base, values in subs.items()}
+        in_deps: set[str] = set()
+        for dep in state.edges:
+            in_deps.add(split_class_name(dep.before_name)[0])
+            in_deps.add(split_class_name(dep.after_name)[0])
+        #: classes lockdep registered but never validated: no dependency, no irq usage (check=0 maps)
+        self.unvalidated = {base for base, used in usage.items() if not used and base not in in_deps}
+        self.has_chains = bool(state.chains)
+
+    def explains(self, stack: tuple[str, ...]) -> bool:
+        return stack in self.suffixes
+
+
+# -- the transformer ----------------------------------------------------------------
+
+#: held entry fields
+_KEY, _LOCK, _INSTANCE, _CTX, _READ = range(5)
+
+
+class Annotator:
+    """Per-task held classes and the resolutions made; `annotate()` runs one over a stream."""
+
+    def __init__(self, state: Optional[LockdepState] = None, rules: Optional[AnnotationRules] = None) -> None:
+        self.index = StateIndex(state) if state is not None and state.chains else None
+        self.state_files = ", ".join(state.files) if state is not None else ""
+        self.rules = rules or AnnotationRules()
+        #: set by the session when the current input is a capture (ftrace, perf)
+        self.capture = False
+        self.held: dict[str, list[list]] = {}
+        self.ctx: dict[str, int] = {}
+        self.cpu: dict[str, Optional[int]] = {}
+        #: (what, class, detail) -> count of acquisitions changed
+        self.changes: Counter = Counter()
+        #: class -> why a finding about it may be explained by a missing annotation
+        self.doubts: dict[str, str] = {}
+        #: capture file -> [acquisitions, trylocks]
+        self.tries: dict[str, list[int]] = {}
+
+    # -- stream ---------------------------------------------------------------
+    def run(self, events: Iterable[Event]) -> Iterator[Event]:
+        held_of = self.held
+        idle = self.index is None and self.rules.empty  # only captures need watching then
+        for ev in events:
+            if idle and not self.capture:
+                yield ev
+                continue
+            op = ev.op
+            if op is E.ACQUIRE or op == E.ACQUIRE:
+                held = held_of.get(ev.task)
+                if held is None:
+                    held = held_of[ev.task] = []
+                if ev.cpu is not None:
+                    self.cpu[ev.task] = ev.cpu
+                self._acquire(ev, held)
+            elif op == E.RELEASE:
+                held = held_of.get(ev.task)
+                if held:
+                    self._release(ev, held)
+            elif op in E.IRQ_OPS:
+                self._irq(ev)
+            elif op == E.LOST_EVENTS:
+                for task, cpu in self.cpu.items():
+                    if cpu == ev.cpu:
+                        held_of.pop(task, None)
+                        self.ctx.pop(task, None)
+            yield ev
+
+    def _irq(self, ev: Event) -> None:
+        ctx = self.ctx.get(ev.task, 0)
+        op = ev.op
+        if op == E.HARDIRQ_ENTER:
+            ctx += 0x100
+        elif op == E.HARDIRQ_EXIT:
+            ctx = max(ctx - 0x100, 0)
+        elif op == E.SOFTIRQ_ENTER:
+            ctx += 1
+        elif op == E.SOFTIRQ_EXIT:
+            ctx = max(ctx - 1, 0) if ctx & 0xFF else ctx
+        self.ctx[ev.task] = ctx
+
+    def _release(self, ev: Event, held: list) -> None:
+        lock, instance = ev.lock, ev.instance
+        for i in range(len(held) - 1, -1, -1):
+            entry = held[i]
+            if entry[_LOCK] == lock and (entry[_INSTANCE] == instance or len(entry) > 5 and entry[5]):
+                if len(entry) > 5 and entry[5]:  # a nest-merged entry: one reference less
+                    entry[5] -= 1
+                    if entry[5]:
+                        return
+                del held[i]
+                return
+
+    def _stack(self, held: list, ctx: int) -> list:
+        """The held entries of the current irq context (the kernel's chain), outermost first."""
+        i = len(held)
+        while i and held[i - 1][_CTX] == ctx:
+            i -= 1
+        return held[i:]
+
+    def _acquire(self, ev: Event, held: list) -> None:
+        lock = ev.lock
+        ctx = self.ctx.get(ev.task, 0)
+        if self.capture:
+            counts = self.tries.get(ev.file)
+            if counts is None:
+                counts = self.tries[ev.file] = [0, 0]
+            counts[0] += 1
+            if ev.trylock:
+                counts[1] += 1
+        same = [entry for entry in held if entry[_KEY] == lock]
+        # 1. rules
+        rules = self.rules
+        if ev.mode == E.READ and lock in rules.recursive_read:
+            ev.mode = E.RREAD
+            self.changes[("rread", lock, "rule " + rules.recursive_read[lock])] += 1
+        if ev.subclass == 0 and ev.nest is None:
+            if same and lock in rules.subclass_by_address:
+                ev.subclass = min(sum(1 for entry in held if entry[_LOCK] == lock), MAX_SUBCLASS)
+                self.changes[("subclass", lock, f"{ev.subclass} by rule {rules.subclass_by_address[lock]}")] += 1
+            elif lock in rules.nest_under:
+                parent = rules.nest_under[lock][0]
+                for entry in reversed(held):
+                    if entry[_LOCK] == parent:
+                        ev.nest = (parent, entry[_INSTANCE])
+                        if same:
+                            self.changes[("nest", lock, f"{parent} by rule {rules.nest_under[lock][1]}")] += 1
+                        break
+            # 2. the kernel's state
+            if self.index is not None and ev.subclass == 0 and (ev.nest is None or not same):
+                self._resolve(ev, held, ctx, same)
+        if self.capture and self.index is None:
+            self._doubt(ev, same)
+        self._push(ev, held, ctx)
+
+    def _push(self, ev: Event, held: list, ctx: int) -> None:
+        key = f"{ev.lock}/{ev.subclass}" if ev.subclass else ev.lock
+        if held and ev.nest is not None:
+            top = held[-1]
+            if top[_KEY] == key and top[_CTX] == ctx:  # merged into the top entry (references)
+                if len(top) == 5:
+                    top.append(1)
+                top[5] = (top[5] or 1) + 1
+                return
+        held.append([key, ev.lock, ev.instance, ctx, ev.mode])
+
+    def _resolve(self, ev: Event, held: list, ctx: int, same: list) -> None:
+        if ev.trylock or not ev.check:
+            return
+        index = self.index
+        lock = ev.lock
+        stack = tuple(entry[_KEY] for entry in self._stack(held, ctx))
+        subs = index.subclasses.get(lock, ())
+        if same and ev.mode == E.RREAD and all(entry[_READ] for entry in same):
+            same = []  # read-after-read of a recursive reader: lockdep's check_deadlock lets it pass
+        if same:
+            for sub in subs:
+                if index.explains(stack + (f"{lock}/{sub}",)):
+                    ev.subclass = sub
+                    self.changes[("subclass", lock, str(sub))] += 1
+                    return
+            if index.explains(stack + (lock,)):
+                if ev.mode and all(entry[_READ] for entry in same):
+                    if ev.mode != E.RREAD:
+                        ev.mode = E.RREAD
+                        self.changes[("rread", lock, "read-after-read the kernel accepted")] += 1
+                    return
+                self._nest(ev, held, same)
+                return
+            if stack and stack[-1] == lock and not self._no_trylock_yet(ev):
+                # the kernel merged it into the top entry under a nest_lock before validating a chain;
+                # in a capture that lost its `try ` flags the same silence means a trylock (below)
+                self._nest(ev, held, same)
+                return
+        else:
+            if index.explains(stack + (lock,)):
+                return
+            for sub in subs:
+                if index.explains(stack + (f"{lock}/{sub}",)):
+                    ev.subclass = sub
+                    self.changes[("subclass", lock, str(sub))] += 1
+                    return
+        if self._revise(ev, held, ctx, same, subs):
+            return
+        if lock in index.unvalidated:
+            ev.check = False
+            self.changes[("check0", lock, "")] += 1
+        else:
+            ev.trylock = True
+            self.changes[("trylock", lock, "")] += 1
+
+    def _no_trylock_yet(self, ev: Event) -> bool:
+        counts = self.tries.get(ev.file)
+        return counts is not None and counts[1] == 0
+
+    def _revise(self, ev: Event, held: list, ctx: int, same: list, subs) -> bool:
+        """No chain explains the acquisition: maybe a held lock had another subclass.
+
+        An earlier acquisition that matched a chain as subclass 0 may really have
+        been `NAME/N` (`[sb_writers, &type->i_mutex_dir_key]` is a chain, and so is
+        `[sb_writers, &type->i_mutex_dir_key/1, &sb->s_type->i_mutex_key]`): try one
+        held entry of this irq context at a time with another subclass, nearest first,
+        and keep the first reading that explains this acquisition.  The checker
+        already took that entry as it was; only later chains are matched better.
+        """
+        index = self.index
+        entries = self._stack(held, ctx)
+        lock = ev.lock
+        tails = [lock] if not same else []
+        tails += [f"{lock}/{sub}" for sub in subs]
+        keys = [entry[_KEY] for entry in entries]
+        for pos in range(len(entries) - 1, -1, -1):
+            entry = entries[pos]
+            alternatives = [entry[_LOCK]] + [f"{entry[_LOCK]}/{sub}" for sub in index.subclasses.get(entry[_LOCK], ())]
+            for alt in alternatives:
+                if alt == entry[_KEY]:
+                    continue
+                trial = tuple(keys[:pos] + [alt] + keys[pos + 1:])
+                for tail in tails:
+                    if index.explains(trial + (tail,)):
+                        entry[_KEY] = alt
+                        self.changes[("revised", entry[_LOCK], alt)] += 1
+                        if tail != lock:
+                            ev.subclass = int(tail.rpartition("/")[2])
+                            self.changes[("subclass", lock, str(ev.subclass))] += 1
+                        return True
+        return False
+
+    def _nest(self, ev: Event, held: list, same: list) -> None:
+        """nest_lock: the nearest held lock below the first entry of the class."""
+        first = held.index(same[0])
+        for entry in reversed(held[:first]):
+            if entry[_LOCK] != ev.lock and entry[_READ] != E.RREAD:
+                ev.nest = (entry[_LOCK], entry[_INSTANCE])
+                self.changes[("nest", ev.lock, entry[_KEY])] += 1
+                return
+        # nothing serialises it that the trace shows (taken before the capture): a recursive hold
+        self.changes[("unexplained", ev.lock, "")] += 1
+
+    def _doubt(self, ev: Event, same: list) -> None:
+        lock = ev.lock
+        if same and ev.subclass == 0 and ev.nest is None and lock not in self.doubts \
+                and not (ev.mode == E.RREAD and all(e[_READ] for e in same)):
+            self.doubts[lock] = (f"the capture cannot show subclass or nest_lock annotations, and {lock} "
+                                 "was taken while held: a *_nested() or nest_lock annotation may explain it "
+                                 "(give --lockdep-state or an annotation rule)")
+        elif ev.mode and lock not in self.doubts and lock not in self.rules.recursive_read:
+            mode = "recursive reader" if ev.mode == E.RREAD else "plain reader"
+            self.doubts[lock] = (f"the capture does not tell read from recursive-read: read acquisitions of "
+                                 f"{lock} were taken as {mode} by name (give --lockdep-state or a "
+                                 "recursive-read rule)")
+
+    # -- after the run --------------------------------------------------------
+    def lost_try_files(self) -> list[str]:
+        """Captures with many acquisitions and not one trylock: their `try ` flags were lost."""
+        return [file for file, (n, tries) in self.tries.items() if n >= 1000 and tries == 0]
+
+    def mark_uncertain(self, findings: list[Finding]) -> int:
+        """Tag findings an annotation could explain with the reason (no state only); how many."""
+        if self.index is not None:
+            return 0
+        lost = self.lost_try_files()
+        marked = 0
+        for finding in findings:
+            if finding.uncertain is not None or finding.kind in (F.UNLOCK_IMBALANCE, F.ORDER_VIOLATION):
+                continue
+            reasons = []
+            names = list(finding.cycle) if finding.cycle else [n for n in (finding.lock, finding.held) if n]
+            for name in names:
+                base = name.rpartition("/")[0] if name.rpartition("/")[2].isdigit() else name
+                reason = self.doubts.get(base)
+                if reason and reason not in reasons:
+                    reasons.append(reason)
+            if lost and finding.kind in (F.CIRCULAR, F.RECURSIVE, F.INCONSISTENT, F.IRQ_INVERSION):
+                reasons.append(f"{', '.join(lost)} has no trylock at all: the capture lost the `try ` flag "
+                               "(6.1 with hash-ptr off prints none), so trylocks look like blocking acquisitions")
+            if reasons:
+                finding.uncertain = "; ".join(reasons)
+                marked += 1
+        return marked
+
+    def notes(self) -> list[str]:
+        out = []
+        source = f"/proc/lockdep_chains ({self.state_files})" if self.state_files else "/proc/lockdep_chains"
+        for (what, lock, detail), count in sorted(self.changes.items(), key=lambda kv: (-kv[1], kv[0])):
+            acq = f"{count} acquisition{'s' if count != 1 else ''} of {lock}"
+            if what == "subclass":
+                how = detail if " by rule " in detail else f"{detail} from {source}"
+                out.append(f"{acq} given subclass {how}")
+            elif what == "nest":
+                how = detail if " by rule " in detail else f"{detail} (a repeated class the kernel accepted, {source})"
+                out.append(f"{acq} given nest_lock {how}")
+            elif what == "rread":
+                out.append(f"{acq} taken as recursive reads ({detail})")
+            elif what == "trylock":
+                out.append(f"{acq} taken as trylocks: {source} has no chain for them, so the kernel did not "
+                           "validate them (a `try ` flag the capture lost)")
+            elif what == "check0":
+                out.append(f"{acq} taken without validation (check=0): /proc/lockdep shows the class with no "
+                           "dependency and no usage")
+            elif what == "revised":
+                out.append(f"{count} held {lock} taken as {detail} afterwards: only a chain of {source} with "
+                           f"{detail} explains what was acquired on top of it")
+            elif what == "unexplained":
+                out.append(f"{acq} repeat a held class with nothing held below that could be its nest_lock")
+        if self.rules.other_statements:
+            out.append(f"the annotation file also declares {self.rules.other_statements} lock orders; "
+                       "give it to --order to enforce them")
+        return out
+
+
+def annotate(events: Iterable[Event], state: Optional[LockdepState] = None,
+             rules: Optional[AnnotationRules] = None, annotator: Optional[Annotator] = None) -> Iterator[Event]:
+    """The transformer: events with subclass/nest/read mode/trylock filled in from `state` and `rules`.
+
+    Pass an `annotator` to read its notes and `mark_uncertain` afterwards.
+    """
+    annotator = annotator if annotator is not None else Annotator(state, rules)
+    return annotator.run(events)
