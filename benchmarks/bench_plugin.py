@@ -7,20 +7,32 @@ a session), best of N runs each, and the slowdown ratio is printed.
 Target: below 2x.
 
     python benchmarks/bench_plugin.py [--ops 20000] [--threads 4] [--repeat 5]
+    python benchmarks/bench_plugin.py --suite [--repeat 3]
+
+The first form is the worst case: critical sections that do nothing, so
+the cost of tracking each acquire and release is all there is.  `--suite`
+measures what a project sees: a generated pytest suite whose tests run
+thread pools over shared caches and counters guarded by locks (with the
+small amount of work real code does under a lock), timed end to end as
+`pytest` and `pytest --lockcheck`.
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import os
 import queue
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+import lockcheck  # noqa: E402
 from lockcheck import pylocks  # noqa: E402
 
 
@@ -54,7 +66,7 @@ def worker(state: dict, ops: int, seed: int) -> None:
         first, second = (a, b) if id(a) < id(b) else (b, a)  # ordered: no findings
         with bank:
             with first.lock:
-                with second.lock:
+                with lockcheck.nested(second.lock, 1):  # same class, ordered by id
                     a.balance -= 1
                     b.balance += 1
         with stats:
@@ -75,12 +87,93 @@ def run(ops: int, threads: int) -> float:
     return time.perf_counter() - start
 
 
+SUITE_TEST = '''
+import concurrent.futures
+import json
+import threading
+
+
+class Cache:
+    def __init__(self):
+        self._lock = threading.Lock()
+        self._data = {}
+        self.hits = 0
+
+    def get(self, key, make):
+        with self._lock:
+            if key in self._data:
+                self.hits += 1
+                return self._data[key]
+        value = make(key)
+        with self._lock:
+            self._data.setdefault(key, value)
+            return self._data[key]
+
+
+class Stats:
+    def __init__(self):
+        self._lock = threading.RLock()
+        self.counts = {}
+
+    def add(self, name):
+        with self._lock:
+            self.counts[name] = self.counts.get(name, 0) + 1
+
+
+def render(key):
+    return json.dumps({"key": key, "items": [key * i for i in range(8)], "name": f"item-{key}"})
+
+
+def work(cache, stats, n):
+    for i in range(n):
+        text = cache.get(i % 64, render)
+        stats.add(text[:12])
+
+
+@pytest.mark.parametrize("round", range(ROUNDS))
+def test_pool(round):
+    cache, stats = Cache(), Stats()
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        list(pool.map(lambda _: work(cache, stats, OPS), range(4)))
+    assert sum(stats.counts.values()) == 4 * OPS
+'''
+
+
+def run_suite(repeat: int, rounds: int = 20, ops: int = 500) -> tuple[float, float]:
+    """Best-of-`repeat` wall time of a generated lock-heavy suite, without and with --lockcheck."""
+    with tempfile.TemporaryDirectory() as tmp:
+        test = Path(tmp) / "test_lockheavy.py"
+        test.write_text("import pytest\n" + SUITE_TEST.replace("ROUNDS", str(rounds)).replace("OPS", str(ops)))
+        base = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:randomly", str(test)]
+        env = dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parent.parent))
+
+        def timed(extra: list[str]) -> float:
+            best = float("inf")
+            for _ in range(repeat):
+                start = time.perf_counter()
+                proc = subprocess.run(base + extra, cwd=tmp, env=env, capture_output=True, text=True)
+                best = min(best, time.perf_counter() - start)
+                if proc.returncode != 0:
+                    raise SystemExit(f"suite failed ({' '.join(extra) or 'plain'}):\n{proc.stdout[-2000:]}")
+            return best
+
+        return timed([]), timed(["--lockcheck"])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=20000, help="operations per thread")
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--suite", action="store_true", help="time a generated pytest suite instead")
     args = parser.parse_args(argv)
+    if args.suite:
+        plain, tracked = run_suite(min(args.repeat, 3))
+        print("suite: 20 tests, each a 4-thread pool over a lock-guarded cache and an RLock-guarded counter")
+        print(f"pytest:             {plain:.2f} s")
+        print(f"pytest --lockcheck: {tracked:.2f} s")
+        print(f"slowdown: {tracked / plain:.2f}x (target < 2x)")
+        return 0
     plain = min(run(args.ops, args.threads) for _ in range(args.repeat))
     tracked = []
     for _ in range(args.repeat):

@@ -69,6 +69,8 @@ class Case:
     key: Callable[[int, int], str]
     input_format: str = "auto"
     results: list = field(default_factory=list)
+    #: extra `lockcheck check` arguments (the ftrace case passes the capture's --lockdep-state)
+    extra_args: list = field(default_factory=list)
 
 
 def _child_env() -> dict:
@@ -122,12 +124,62 @@ def lt_case(gzip: bool) -> Case:
     return Case("lt" + ("-gz" if gzip else ""), make, key, "auto")
 
 
-# An ftrace case goes here: a generator writing `trace-cmd report`-style lock:lock_acquire
-# lines (or a converter from the .lt trace), registered in cases() with input_format "ftrace".
+SHARED = Path(os.environ.get("LOCKCHECK_SHARED") or ROOT.parent / "shared")
+CAPTURE = SHARED / "traces" / "kernel-6.1" / "clean"
+
+
+def ftrace_case() -> Optional[Case]:
+    """The real `clean` kernel capture, repeated to about N events, checked with its --lockdep-state.
+
+    Each copy gets its own pids (pid + 100000 * copy; the per-CPU idle tasks
+    `<idle>-0` become `<idle>-(100000 * copy + 99000 + CPU)`), so every copy is a fresh
+    set of tasks that starts mid-flight like the original; the kernel's state
+    resolves the annotations ftrace cannot carry, so the trace checks clean.
+    """
+    trace = CAPTURE / "trace.ftrace.xz"
+    if not trace.is_file():
+        return None
+
+    def key(events: int, seed: int) -> str:
+        return f"ftrace-clean-e{events}.ftrace"
+
+    def make(path: Path, events: int, seed: int, meta: Path) -> Measure:
+        import lzma
+        import re
+
+        start = time.perf_counter()
+        sys.path.insert(0, str(ROOT))
+        from lockcheck.readers import read_all
+
+        per_copy = sum(1 for _ in read_all([str(trace)]))
+        with lzma.open(trace, "rt", encoding="utf-8", errors="replace") as stream:
+            lines = stream.read().splitlines(keepends=True)
+        header = [line for line in lines if line.startswith("#")]
+        body = [line for line in lines if not line.startswith("#")]
+        head = re.compile(r"^(.*?)-(\d+)( +(?:\(.*?\) +)?\[)(\d+)\]")
+        copies = max(1, -(-events // per_copy))
+        with open(path, "w", encoding="utf-8") as out:
+            out.writelines(header)
+            for copy in range(copies):
+                offset = 100000 * copy
+
+                def renumber(match: "re.Match") -> str:
+                    pid = int(match.group(2))
+                    pid = offset + 99000 + int(match.group(4)) if pid == 0 and copy else pid + offset if pid else 0
+                    return f"{match.group(1)}-{pid}{match.group(3)}{match.group(4)}]"
+
+                out.writelines(head.sub(renumber, line, count=1) for line in body)
+        meta.write_text(json.dumps({"events": per_copy * copies, "copies": copies}))
+        return Measure(time.perf_counter() - start, 0.0, 0, "", "")
+
+    return Case("ftrace", make, key, "ftrace", extra_args=["--lockdep-state", str(CAPTURE)])
 
 
 def cases(args) -> list[Case]:
     all_cases = [lt_case(args.gzip)]
+    ftrace = ftrace_case()
+    if ftrace is not None:
+        all_cases.append(ftrace)
     if args.case:
         wanted = set(args.case)
         all_cases = [c for c in all_cases if c.name in wanted or c.name.split("-")[0] in wanted]
@@ -156,8 +208,8 @@ def ensure_trace(case: Case, events: int, seed: int, regen: bool) -> tuple[Path,
     return path, json.loads(meta.read_text())["events"]
 
 
-def check_cmd(trace: Path, input_format: str) -> list[str]:
-    cmd = [sys.executable, "-m", "lockcheck", "check", "--format", "json"]
+def check_cmd(trace: Path, input_format: str, extra: Optional[list] = None) -> list[str]:
+    cmd = [sys.executable, "-m", "lockcheck", "check", "--format", "json"] + list(extra or [])
     if input_format and input_format != "auto":
         cmd += ["--input-format", input_format]
     return cmd + [str(trace)]
@@ -174,7 +226,7 @@ def run_case(case: Case, args, keep_dir: Path) -> bool:
     for events in (args.events, max(args.events // 4, 1)):
         trace, n = ensure_trace(case, events, args.seed, args.regen)
         stem = keep_dir / f"{case.name}-e{events}-s{args.seed}"
-        m = measure(check_cmd(trace, fmt), stem.with_suffix(".json"), stem.with_suffix(".stderr"), args.timeout)
+        m = measure(check_cmd(trace, fmt, case.extra_args), stem.with_suffix(".json"), stem.with_suffix(".stderr"), args.timeout)
         findings: Optional[list] = None
         checker_events = None
         try:
@@ -252,7 +304,7 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="keep the checker's JSON output and stderr under benchmarks/out/ (traces are always cached)")
     ap.add_argument("--regen", action="store_true", help="regenerate cached traces")
     ap.add_argument("--gzip", action="store_true", help="benchmark gzip-compressed traces")
-    ap.add_argument("--case", action="append", help="run only this case (repeatable): lt, ...")
+    ap.add_argument("--case", action="append", help="run only this case (repeatable): lt, ftrace")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds before a checker run is killed")
     args = ap.parse_args(argv)
 

@@ -171,7 +171,7 @@ class Annotator:
         #: (what, class, detail) -> count of acquisitions changed
         self.changes: Counter = Counter()
         #: class -> why a finding about it may be explained by a missing annotation
-        self.doubts: dict[str, str] = {}
+        self.doubts: dict[str, list[str]] = {}
         #: capture file -> [acquisitions, trylocks]
         self.tries: dict[str, list[int]] = {}
 
@@ -377,16 +377,25 @@ class Annotator:
 
     def _doubt(self, ev: Event, same: list) -> None:
         lock = ev.lock
-        if same and ev.subclass == 0 and ev.nest is None and lock not in self.doubts \
+        reasons = self.doubts.get(lock)
+        if reasons is not None and len(reasons) == 2:
+            return
+        if same and ev.subclass == 0 and ev.nest is None \
                 and not (ev.mode == E.RREAD and all(e[_READ] for e in same)):
-            self.doubts[lock] = (f"the capture cannot show subclass or nest_lock annotations, and {lock} "
-                                 "was taken while held: a *_nested() or nest_lock annotation may explain it "
-                                 "(give --lockdep-state or an annotation rule)")
-        elif ev.mode and lock not in self.doubts and lock not in self.rules.recursive_read:
-            mode = "recursive reader" if ev.mode == E.RREAD else "plain reader"
-            self.doubts[lock] = (f"the capture does not tell read from recursive-read: read acquisitions of "
-                                 f"{lock} were taken as {mode} by name (give --lockdep-state or a "
-                                 "recursive-read rule)")
+            self._add_doubt(lock, f"the capture cannot show subclass or nest_lock annotations, and {lock} was "
+                                  "taken while held: a *_nested() or nest_lock annotation may explain it "
+                                  "(give --lockdep-state or an annotation rule)")
+        elif ev.mode and lock not in self.rules.recursive_read:
+            mode = "recursive reads" if ev.mode == E.RREAD else "plain reads"
+            self._add_doubt(lock, f"the capture does not tell read from recursive-read: read acquisitions of "
+                                  f"{lock} were taken as {mode} by name (give --lockdep-state or a "
+                                  "recursive-read rule)")
+
+    def _add_doubt(self, lock: str, reason: str) -> None:
+        reasons = self.doubts.setdefault(lock, [])
+        kind = reason[:20]
+        if not any(r[:20] == kind for r in reasons):
+            reasons.append(reason)
 
     # -- after the run --------------------------------------------------------
     def lost_try_files(self) -> list[str]:
@@ -406,9 +415,9 @@ class Annotator:
             names = list(finding.cycle) if finding.cycle else [n for n in (finding.lock, finding.held) if n]
             for name in names:
                 base = name.rpartition("/")[0] if name.rpartition("/")[2].isdigit() else name
-                reason = self.doubts.get(base)
-                if reason and reason not in reasons:
-                    reasons.append(reason)
+                for reason in self.doubts.get(base, ()):
+                    if reason not in reasons:
+                        reasons.append(reason)
             if lost and finding.kind in (F.CIRCULAR, F.RECURSIVE, F.INCONSISTENT, F.IRQ_INVERSION):
                 reasons.append(f"{', '.join(lost)} has no trylock at all: the capture lost the `try ` flag "
                                "(6.1 with hash-ptr off prints none), so trylocks look like blocking acquisitions")
@@ -419,7 +428,7 @@ class Annotator:
 
     def notes(self) -> list[str]:
         out = []
-        source = f"/proc/lockdep_chains ({self.state_files})" if self.state_files else "/proc/lockdep_chains"
+        source = "/proc/lockdep_chains"
         for (what, lock, detail), count in sorted(self.changes.items(), key=lambda kv: (-kv[1], kv[0])):
             acq = f"{count} acquisition{'s' if count != 1 else ''} of {lock}"
             if what == "subclass":

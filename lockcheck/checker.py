@@ -240,6 +240,26 @@ class Checker:
             top = task.held[-1]
             self.report(self._finding(F.HELD_AT_EXIT, task, ev, lock=top.cls))
 
+    def release_innermost(self, task_key: str, lock: str, instance: Optional[str]) -> bool:
+        """Release `lock` if it is the task's innermost held lock; False: feed a release event instead.
+
+        The common release needs no event and can raise no finding; callers
+        that produce events in bulk (the pytest plugin) use this to skip
+        building one.
+        """
+        task = self.tasks.get(task_key)
+        if task is None or self.stopped:
+            return False
+        held = task.held
+        if held:
+            top = held[-1]
+            if top.instance == instance and top.lock == lock and not top.references:
+                held.pop()
+                task.chain_key = top.prev_chain_key
+                self.stats.events += 1
+                return True
+        return False
+
     def start_capture(self) -> None:
         """From now on the input is a capture that started mid-flight: releases of
         locks a task was never seen to acquire are counted, not reported."""

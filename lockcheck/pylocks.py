@@ -390,6 +390,10 @@ class Recorder:
     def released(self, task: str, cls: str, inst: str) -> None:
         """Feed one release by (or for) `task`; holds from before this recorder started are skipped."""
         if task in self.checker.tasks:
+            if self.trace is None:
+                with self._feed_lock:
+                    if self.checker.release_innermost(task, cls, inst):
+                        return  # the common case: no event to build, nothing to find
             self.feed(Event(task, RELEASE, cls, inst))
 
     def feed(self, ev: Event) -> list[Finding]:

@@ -117,7 +117,7 @@ class CheckSession:
             checker: Checker = OrderChecker(order, graph, options)
         else:
             checker = Checker(graph, options)
-        self.context = ReadContext(on_open=lambda name, module: self._opened(checker, module))
+        self.context = ReadContext(on_open=lambda name, module: self._opened(checker, module), parallel=True)
         findings: list[Finding] = []
         try:
             annotator = self.annotator = self._annotator()

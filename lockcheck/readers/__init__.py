@@ -34,7 +34,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from lockcheck.errors import UsageError
 from lockcheck.events import Event
-from lockcheck.readers import source
+from lockcheck.readers import parallel, source
 
 #: format modules, in the order they are tried when sniffing (each rejects the others' lines)
 _FORMAT_MODULES = [
@@ -58,6 +58,8 @@ class ReadContext:
     formats: list[tuple[str, str]] = field(default_factory=list)
     on_open: Optional[Callable[[str, ModuleType], None]] = None
     stats: object = None
+    #: parse large files in a second process (`lockcheck.readers.parallel`)
+    parallel: bool = False
 
     def __post_init__(self) -> None:
         if self.stats is None:
@@ -122,7 +124,12 @@ def _events(path: str, module: Optional[ModuleType], context: Optional[ReadConte
         context.formats.append((name, module.NAME))
         if context.on_open is not None:
             context.on_open(name, module)
-        if getattr(module, "TAKES_STATS", False):
+        if context.parallel and parallel.worth_it(path):
+            close = getattr(lines, "close", None)
+            if close is not None:
+                close()
+            yield from parallel.read_in_worker(path, module, context.stats)
+        elif getattr(module, "TAKES_STATS", False):
             yield from module.parse(lines, name, stats=context.stats)
         else:
             yield from module.parse(lines, name)

@@ -1,0 +1,121 @@
+"""Reading a large trace in a second process, so parsing and checking use two cores.
+
+Parsing a line costs about as much as checking its event, so on a
+multi-core machine the reader runs in a forked worker that sends events,
+as tuples of their fields, in batches through a pipe; the checker's process
+only rebuilds them.  Order is kept (one worker, one pipe), errors arrive as
+the same `TraceError` after every event before the bad line, and the
+reader's statistics come back at the end.  Anything unusual (no `fork`, one
+CPU, a small file, standard input) reads in-process instead: the result is
+the same, only the speed differs.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+from operator import attrgetter
+from types import ModuleType
+from typing import Iterator, Optional
+
+from lockcheck.errors import TraceError
+from lockcheck.events import Event
+
+#: files smaller than this are read in-process (starting a worker costs ~20 ms)
+PARALLEL_MIN_BYTES = 4 << 20
+#: events per message through the pipe
+BATCH = 2048
+
+_FIELDS = attrgetter(*Event.__slots__)
+
+
+def worth_it(path: str) -> bool:
+    """Whether `path` is a regular file big enough, and the machine has a second CPU and `fork`."""
+    if os.environ.get("LOCKCHECK_JOBS") == "1":
+        return False
+    if (os.cpu_count() or 1) < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return False
+    try:
+        return os.path.isfile(path) and os.path.getsize(path) >= PARALLEL_MIN_BYTES
+    except OSError:
+        return False
+
+
+def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None) -> Iterator[Event]:
+    """The events of `path` parsed by `module` in a worker process, in order.
+
+    `stats`, when given, is updated (merged) with the worker's reader
+    statistics once the file has been read.
+    """
+    context = multiprocessing.get_context("fork")
+    receiver, sender = context.Pipe(duplex=False)
+    worker = context.Process(target=_work, args=(path, module.__name__, sender, stats is not None), daemon=True)
+    worker.start()
+    sender.close()
+    try:
+        while True:
+            try:
+                kind, payload = receiver.recv()
+            except EOFError:
+                raise TraceError(path, None, None, "the reader process ended unexpectedly") from None
+            if kind == "events":
+                for fields in payload:
+                    yield Event(*fields)
+            elif kind == "done":
+                if stats is not None and payload is not None:
+                    stats.merge(payload)
+                return
+            elif kind == "error":
+                raise TraceError(*payload)
+            else:  # "crash": a bug in a reader; re-raised here so it is not lost
+                raise RuntimeError(f"reader process failed: {payload}")
+    finally:
+        receiver.close()
+        if worker.is_alive():
+            worker.terminate()
+        worker.join()
+
+
+def _work(path: str, module_name: str, sender, want_stats: bool) -> None:
+    """Worker body: parse, send batches of field tuples, then ("done", stats) or an error."""
+    import importlib
+
+    from lockcheck.readers import source
+
+    try:
+        module = importlib.import_module(module_name)
+        name, lines = source.open_lines(path)
+        kwargs = {}
+        stats = None
+        if want_stats and getattr(module, "TAKES_STATS", False):
+            from lockcheck.readers.ftrace import ReaderStats
+
+            stats = ReaderStats()
+            kwargs["stats"] = stats
+        batch = []
+        append = batch.append
+        fields = _FIELDS
+        try:
+            for ev in module.parse(lines, name, **kwargs):
+                append(fields(ev))
+                if len(batch) >= BATCH:
+                    sender.send(("events", batch))
+                    batch = []
+                    append = batch.append
+        except TraceError as err:
+            if batch:
+                sender.send(("events", batch))
+            sender.send(("error", (err.file, err.line, err.col, err.message, err.source)))
+            return
+        if batch:
+            sender.send(("events", batch))
+        sender.send(("done", stats))
+    except TraceError as err:
+        sender.send(("error", (err.file, err.line, err.col, err.message, err.source)))
+    except BaseException as err:  # noqa: BLE001 - reported to the parent, which raises it
+        try:
+            sender.send(("crash", f"{type(err).__name__}: {err}"))
+        except OSError:
+            pass
+    finally:
+        sender.close()
