@@ -176,6 +176,13 @@ class Annotator:
         self.tries: dict[str, list[int]] = {}
 
     # -- stream ---------------------------------------------------------------
+    def transform(self, module, events: Iterable[Event]) -> Iterable[Event]:
+        """The per-file hook of `lockcheck.readers.ReadContext`: only captures, or
+        traces with rules or a lockdep state to apply, go through `run`."""
+        if self.index is None and self.rules.empty and not getattr(module, "CAPTURE", False):
+            return events
+        return self.run(events)
+
     def run(self, events: Iterable[Event]) -> Iterator[Event]:
         held_of = self.held
         idle = self.index is None and self.rules.empty  # only captures need watching then

@@ -32,7 +32,7 @@ from lockcheck import findings as F
 from lockcheck.events import Event, class_name
 from lockcheck.findings import ChainLink, Evidence, Finding, LockSnapshot
 from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, calc_dep
-from lockcheck.irq import IrqValidator, usage_index, usage_needs
+from lockcheck.irq import IrqValidator, usage_needs
 from lockcheck.usage import usage_chars
 
 #: lockdep's MAX_LOCK_DEPTH: the 48th simultaneously held entry is reported
@@ -214,8 +214,8 @@ class Checker:
             found = feed(ev)
             if found:
                 yield from found
-            if self.stopped:
-                return
+                if self.stopped:
+                    return
 
     def report(self, finding: Finding) -> None:
         """Queue a finding unless the same problem was reported before."""
@@ -310,7 +310,7 @@ class Checker:
                          hardirqs_off, references, hold_event or ev)
         # usage bits (lockdep's mark_usage): usually nothing new, one mask test
         if check:
-            needed = task.usage_need[usage_index(read, trylock, hardirqs_off)]
+            needed = task.usage_need[(1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)]
         else:
             needed = 512 if read else 256  # USED_READ / USED
         ok = not needed & ~self._nodes[cls]["usage"] or self.irq.mark_usage(task, hlock, ev)

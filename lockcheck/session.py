@@ -125,8 +125,8 @@ class CheckSession:
             if dumps:
                 findings.extend(self._check_dumps(checker, dumps))
             if traces:
-                events = read_all(traces, self.options.input_format, self.context)
-                events = annotator.run(self.config.apply_aliases(events))
+                self.context.transform = annotator.transform
+                events = self.config.apply_aliases(read_all(traces, self.options.input_format, self.context))
                 findings.extend(checker.run(self._progress(events)))
                 annotator.mark_uncertain(findings)
         except TraceError as err:
@@ -221,10 +221,13 @@ class CheckSession:
         return notes
 
     # -- progress on a terminal -------------------------------------------
-    def _progress(self, events: Iterable[Event]) -> Iterator[Event]:
+    def _progress(self, events: Iterable[Event]) -> Iterable[Event]:
+        """`events`, showing a progress line on a terminal (and adding no layer otherwise)."""
         if not (self.options.progress and not self.options.quiet and _isatty(self.stderr)):
-            yield from events
-            return
+            return events
+        return self._with_progress(events)
+
+    def _with_progress(self, events: Iterable[Event]) -> Iterator[Event]:
         start = last = time.monotonic()
         count = 0
         self._shown = False

@@ -130,11 +130,13 @@ class Config:
         hit = self._find_alias(name)
         return hit[1] if hit is not None else None
 
-    def apply_aliases(self, events: Iterable[Event]) -> Iterator[Event]:
-        """Rewrite lock names of `events` by the alias rules (a generator: streaming)."""
+    def apply_aliases(self, events: Iterable[Event]) -> Iterable[Event]:
+        """Rewrite lock names of `events` by the alias rules (streaming; `events` itself when there are none)."""
         if not self.aliases:
-            yield from events
-            return
+            return events
+        return self._aliased(events)
+
+    def _aliased(self, events: Iterable[Event]) -> Iterator[Event]:
         cache: dict[str, Optional[str]] = {}
         for ev in events:
             if ev.lock is not None:

@@ -60,6 +60,9 @@ class ReadContext:
     stats: object = None
     #: parse large files in a second process (`lockcheck.readers.parallel`)
     parallel: bool = False
+    #: `transform(module, events) -> events`, applied to each file's events once
+    #: its format is known (the session's annotations for captures)
+    transform: Optional[Callable[[ModuleType, Iterator[Event]], Iterable[Event]]] = None
 
     def __post_init__(self) -> None:
         if self.stats is None:
@@ -128,11 +131,14 @@ def _events(path: str, module: Optional[ModuleType], context: Optional[ReadConte
             close = getattr(lines, "close", None)
             if close is not None:
                 close()
-            yield from parallel.read_in_worker(path, module, context.stats)
+            events = parallel.read_in_worker(path, module, context.stats)
         elif getattr(module, "TAKES_STATS", False):
-            yield from module.parse(lines, name, stats=context.stats)
+            events = module.parse(lines, name, stats=context.stats)
         else:
-            yield from module.parse(lines, name)
+            events = module.parse(lines, name)
+        if context.transform is not None:
+            events = context.transform(module, events)
+        yield from events
     finally:
         close = getattr(lines, "close", None)
         if close is not None:
