@@ -1,0 +1,35 @@
+"""The wheel: grammars inside the package, the console script and the pytest plugin registered."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_wheel_ships_the_grammars_and_entry_points(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = tmp_path.glob("pylockdep-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+        entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
+    grammars = {Path(n).name for n in names if n.startswith("lockcheck/grammars/")}
+    assert {p.name for p in (ROOT / "grammars").glob("*.lark")} <= grammars
+    assert "lockcheck = lockcheck.cli:main" in entry_points
+    assert "lockcheck = lockcheck.pytest_plugin" in entry_points
+
+
+def test_grammars_load_from_the_installed_package():
+    from importlib import resources
+
+    from lockcheck.grammar import grammar_text
+
+    text = grammar_text("lockcheck.lark")
+    assert "acquire" in text
+    # an editable or regular install maps grammars/ to lockcheck.grammars
+    assert resources.files("lockcheck.grammars").joinpath("lockcheck.lark").read_text() == text
