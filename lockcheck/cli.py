@@ -116,21 +116,25 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
         return EXIT_ERROR
 
 
-def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    options = SessionOptions(
+def _session_options(args: argparse.Namespace, **extra) -> SessionOptions:
+    """The options `check` and `graph` share, plus the command's own."""
+    return SessionOptions(
         input_format=args.input_format,
-        output_format=args.format,
-        first=args.first,
         quiet=args.quiet,
         strict_start=args.strict_start,
         baselines=list(args.baseline),
-        save_graph=args.save_graph,
         suppress=args.suppress,
         order=args.order,
-        lockdep_state=list(args.lockdep_state),
-        annotations=args.annotations,
         progress=not args.no_progress,
         use_pyproject=not args.no_config,
+        **extra,
+    )
+
+
+def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    options = _session_options(
+        args, output_format=args.format, first=args.first, save_graph=args.save_graph,
+        lockdep_state=list(args.lockdep_state), annotations=args.annotations,
     )
     session = CheckSession(options, stderr=stderr)
     with _output(args.output, stdout) as out:
@@ -138,17 +142,8 @@ def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    options = SessionOptions(
-        input_format=args.input_format,
-        quiet=args.quiet,
-        strict_start=args.strict_start,
-        baselines=list(args.baseline),
-        suppress=args.suppress,
-        order=args.order,
-        progress=not args.no_progress,
-        use_pyproject=not args.no_config,
-    )
-    return CheckSession(options, stderr=stderr).write_graph(args.traces, args.output, args.graph_format)
+    session = CheckSession(_session_options(args), stderr=stderr)
+    return session.write_graph(args.traces, args.output, args.graph_format, stdout)
 
 
 def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:

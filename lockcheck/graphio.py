@@ -69,8 +69,9 @@ def format_of(path: str, fmt: Optional[str] = None) -> str:
     raise UsageError(f"{path}: cannot tell the graph format from the extension (use .json, .graphml or .dot)")
 
 
-def save_graph(graph: DepGraph, path: str, findings: Iterable[Finding] = (), fmt: Optional[str] = None) -> None:
-    """Write `graph` to `path` (`-`: standard output) in the format its extension names.
+def save_graph(graph: DepGraph, path: str, findings: Iterable[Finding] = (), fmt: Optional[str] = None,
+               stdout: Optional[TextIO] = None) -> None:
+    """Write `graph` to `path` (`-`: `stdout`, default sys.stdout) in the format its extension names.
 
     `findings` are the problems the run reported: JSON keeps them (so a
     baseline remembers the cycles it already had) and DOT draws them.
@@ -86,7 +87,7 @@ def save_graph(graph: DepGraph, path: str, findings: Iterable[Finding] = (), fmt
     else:
         write_dot(graph, buf, findings)
     if path == "-":
-        sys.stdout.write(buf.getvalue())
+        (stdout or sys.stdout).write(buf.getvalue())
         return
     try:
         with open(path, "w", encoding="utf-8") as out:

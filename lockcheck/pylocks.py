@@ -507,6 +507,35 @@ class _Tracked:
     def _is_try(self, rec: Recorder, blocking: bool, timeout: float) -> bool:
         return not blocking or (timeout != -1 and rec.timed_is_try)
 
+    def _recorded_acquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int,
+                          blocking: bool, timeout: float) -> bool:
+        """Take the real lock with its event: a trylock is fed once it succeeded; a blocking
+        acquire is fed *before* it waits (the report must exist even if it never returns),
+        and withdrawn again if it fails or times out."""
+        __tracebackhide__ = True
+        real = self._real
+        if self._is_try(rec, blocking, timeout):
+            ok = real.acquire(blocking, timeout)
+            if ok:
+                self._took(task)
+                rec.acquired(task, comm, self._cls, self._inst, frame, trylock=True, subclass=subclass)
+            return ok
+        rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
+        try:
+            ok = real.acquire(blocking, timeout)
+        except BaseException:
+            rec.released(task, self._cls, self._inst)
+            raise
+        if ok:
+            self._took(task)
+        else:  # a timed acquire validated as blocking, timed out
+            rec.released(task, self._cls, self._inst)
+        return ok
+
+    def _took(self, task: str) -> None:
+        """The real lock is now held by `task` (subclasses keep their holder bookkeeping here)."""
+        raise NotImplementedError
+
 
 class TrackedLock(_Tracked):
     """A `threading.Lock` that reports to the active recorder."""
@@ -526,25 +555,12 @@ class TrackedLock(_Tracked):
         if rec is None:
             return real.acquire(blocking, timeout)
         task, comm = rec.thread_task()
-        if self._is_try(rec, blocking, timeout):
-            ok = real.acquire(blocking, timeout)
-            if ok:
-                self._holder = task
-                rec.acquired(task, comm, self._cls, self._inst, frame, trylock=True, subclass=subclass)
-            return ok
-        if self._holder == task and timeout == -1:
+        if self._holder == task and timeout == -1 and not self._is_try(rec, blocking, timeout):
             return self._reacquire(rec, task, comm, frame, subclass)
-        rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
-        try:
-            ok = real.acquire(blocking, timeout)
-        except BaseException:
-            rec.released(task, self._cls, self._inst)
-            raise
-        if ok:
-            self._holder = task
-        else:  # a timed acquire validated as blocking, timed out
-            rec.released(task, self._cls, self._inst)
-        return ok
+        return self._recorded_acquire(rec, task, comm, frame, subclass, blocking, timeout)
+
+    def _took(self, task: str) -> None:
+        self._holder = task
 
     def _reacquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int) -> bool:
         """Blocking re-acquire by the holder: fine only if another thread releases it (a signal)."""
@@ -607,23 +623,10 @@ class TrackedRLock(_Tracked):
                 self._depth += 1
             return ok
         task, comm = rec.thread_task()
-        if self._is_try(rec, blocking, timeout):
-            ok = real.acquire(blocking, timeout)
-            if ok:
-                self._holder, self._depth = task, 1
-                rec.acquired(task, comm, self._cls, self._inst, frame, trylock=True, subclass=subclass)
-            return ok
-        rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
-        try:
-            ok = real.acquire(blocking, timeout)
-        except BaseException:
-            rec.released(task, self._cls, self._inst)
-            raise
-        if ok:
-            self._holder, self._depth = task, 1
-        else:
-            rec.released(task, self._cls, self._inst)
-        return ok
+        return self._recorded_acquire(rec, task, comm, frame, subclass, blocking, timeout)
+
+    def _took(self, task: str) -> None:
+        self._holder, self._depth = task, 1
 
     def release(self) -> None:
         real = self._real

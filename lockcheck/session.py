@@ -80,14 +80,15 @@ class CheckSession:
             save_graph(checker.graph, self.options.save_graph, findings)
         return self._finish(findings)
 
-    def write_graph(self, paths: list[str], output: str, fmt: Optional[str] = None) -> int:
+    def write_graph(self, paths: list[str], output: str, fmt: Optional[str] = None,
+                    stdout: Optional[TextIO] = None) -> int:
         """`lockcheck graph`: check the traces, write the merged graph, one summary line on stderr."""
         from lockcheck.graphio import format_of, save_graph
 
         format_of(output, fmt)  # a bad extension is a usage error before any reading
         checker, findings, _ = self.check(paths)
         if not self.errors:
-            save_graph(checker.graph, output, findings, fmt)
+            save_graph(checker.graph, output, findings, fmt, stdout)
         if not self.options.quiet:
             n = len(findings)
             print(f"lockcheck: {output}: {checker.graph.n_classes} classes, {checker.graph.n_dependencies} "

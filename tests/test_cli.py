@@ -170,3 +170,11 @@ def test_whole_text_report_matches_golden(tmp_path, monkeypatch, name):
         golden.parent.mkdir(parents=True, exist_ok=True)
         golden.write_text(text)
     assert text == golden.read_text()
+
+
+def test_graph_to_stdout_uses_the_given_stream(tmp_path):
+    out, err = io.StringIO(), io.StringIO()
+    path = write(tmp_path, "abba.lt", ABBA)
+    assert main(["graph", path, "-o", "-", "--no-progress", "--no-config"], stdout=out, stderr=err) == 1
+    doc = json.loads(out.getvalue())
+    assert doc["lockcheck-graph"] == 1 and len(doc["dependencies"]) == 1
