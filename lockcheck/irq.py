@@ -91,9 +91,14 @@ def usage_needs(task: "TaskState") -> list[int]:
     lockdep's mark_usage: USED_IN_{HARD,SOFT}IRQ in a handler (not for
     trylocks), ENABLED_HARDIRQ when taken with hardirqs on (and
     ENABLED_SOFTIRQ if softirqs are on too), and USED; the _READ variants for
-    readers.  Kept per task and recomputed on irq events, so the common
-    acquisition costs one list index and one mask test.
+    readers.  Kept per task and refreshed on irq events (from a table of the
+    eight irq states), so the common acquisition costs one list index and
+    one mask test.
     """
+    return _USAGE_NEEDS[(bool(task.hardirq_depth), bool(task.softirq_depth), bool(task.softirqs_enabled))]
+
+
+def _usage_needs(in_hardirq: bool, in_softirq: bool, softirqs_on: bool) -> list[int]:
     needs = []
     for index in range(8):
         read = index & 1
@@ -101,16 +106,19 @@ def usage_needs(task: "TaskState") -> list[int]:
         hardirqs_off = index & 4
         needed = 1 << (USED + read)
         if not trylock:
-            if task.hardirq_depth:
+            if in_hardirq:
                 needed |= 1 << (USED_IN_HARDIRQ + read)
-            if task.softirq_depth:
+            if in_softirq:
                 needed |= 1 << (USED_IN_SOFTIRQ + read)
         if not hardirqs_off:
             needed |= 1 << (ENABLED_HARDIRQ + read)
-            if task.softirqs_enabled and not task.softirq_depth:
+            if softirqs_on and not in_softirq:
                 needed |= 1 << (ENABLED_SOFTIRQ + read)
         needs.append(needed)
     return needs
+
+
+_USAGE_NEEDS = {(h, s, e): _usage_needs(h, s, e) for h in (False, True) for s in (False, True) for e in (False, True)}
 
 
 class _Entry:
