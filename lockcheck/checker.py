@@ -146,6 +146,8 @@ class Checker:
         self.stats = CheckerStats()
         self.irq = IrqValidator(self)
         self._classes = self.graph.nx._succ
+        # a subclass that wants to see cached chains too (OrderChecker) overrides validate_chain
+        self._inline_cache_hits = type(self).validate_chain is Checker.validate_chain
         self._nodes = self.graph.nx._node
         self.stopped = False
         self._pending: list[Finding] = []
@@ -324,7 +326,10 @@ class Checker:
         if nest is not None and not self.lock_is_held(task, nest[0], nest[1]):
             self.print_lock_nested_lock_not_held(task, hlock, ev)
         elif ok:
-            self.validate_chain(task, hlock, chain_head, chain_key, ev)
+            if self._inline_cache_hits and chain_key in self.chain_cache and check and not trylock:
+                self.stats.chain_hits += 1  # validate_chain's cache hit, without the call
+            else:
+                self.validate_chain(task, hlock, chain_head, chain_key, ev)
         held.append(hlock)
         task.chain_key = chain_key
         if len(held) == MAX_LOCK_DEPTH:

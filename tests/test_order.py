@@ -171,3 +171,18 @@ def test_bad_order_file_on_command_line(tmp_path: Path):
     order.write_text("A < B < A\n")
     code, _, err = run("check", str(trace), "--order", str(order), "--no-config")
     assert code == 2 and err.startswith(f"{order}:1") and "Traceback" not in err
+
+
+def test_address_order_is_checked_on_cached_chains_too(tmp_path):
+    """The chain key does not see instances: a later wrong-address nesting with a cached chain is found."""
+    from lockcheck.order import OrderChecker, load_order
+    from lockcheck.readers.lt import parse
+
+    path = tmp_path / "lockcheck.order"
+    path.write_text("nestable &rq->lock by address\n")
+    order = load_order(str(path))
+    checker = OrderChecker(order)
+    lines = ["T1 acquire &rq->lock@0x1", "T1 acquire &rq->lock@0x2", "T1 release &rq->lock@0x2",
+             "T1 release &rq->lock@0x1", "T1 acquire &rq->lock@0x4", "T1 acquire &rq->lock@0x3"]
+    found = list(checker.run(parse(lines, "t.lt")))
+    assert [f.kind for f in found] == ["order-violation"] and found[0].location == "t.lt:6"
