@@ -471,8 +471,9 @@ class FtraceReader:
     scan = staticmethod(scan)
     scan_slow = staticmethod(scan_slow)
 
-    def parse(self, lines: Iterable[str]) -> Iterator[Event]:
+    def parse(self, lines: Iterable[str], fields: bool = False) -> Iterator[Event]:
         file = self.file
+        make = _fields if fields else Event  # constructor tuples for a reader process
         scan, scan_slow = self.scan, self.scan_slow
         stats = self.stats
         held = self.held
@@ -497,7 +498,8 @@ class FtraceReader:
                     record = scan_slow(line, file, lineno)
                     if record[0] == "lost":
                         stats.lost_markers += 1
-                        yield Event("", LOST_EVENTS, cpu=int(record[1]), file=file, line=lineno)
+                        yield make("", LOST_EVENTS, None, None, WRITE, False, 0, None, True, None, None,
+                                   int(record[1]), file, lineno, None)
                         continue
                     if record[0] == "preamble":
                         continue
@@ -546,8 +548,8 @@ class FtraceReader:
                         context[task] = state
                         for context_op in context_transition(old, state):
                             context_events += 1
-                            yield Event(task, context_op, None, None, WRITE, False, 0, None, True, None, ts,
-                                        cpu, file, lineno, display)
+                            yield make(task, context_op, None, None, WRITE, False, 0, None, True, None, ts,
+                                       cpu, file, lineno, display)
                 key = (task, instance)
                 entry = held.get(key)
                 if op is ACQUIRE:
@@ -559,8 +561,8 @@ class FtraceReader:
                         entry[0] = name
                         entry[1] += 1
                     events += 1
-                    yield Event(task, op, name, instance, read_policy(name, in_irq) if read else WRITE, trylock,
-                                0, None, True, None, ts, cpu, file, lineno, display)
+                    yield make(task, op, name, instance, read_policy(name, in_irq) if read else WRITE, trylock,
+                               0, None, True, None, ts, cpu, file, lineno, display)
                     continue
                 if entry is not None:
                     if not name:
@@ -574,8 +576,8 @@ class FtraceReader:
                 elif not name:
                     name = self._named(self._holder(instance))
                 events += 1
-                yield Event(task, op, name, instance, WRITE, False, 0, None, True, None, ts, cpu, file, lineno,
-                            display)
+                yield make(task, op, name, instance, WRITE, False, 0, None, True, None, ts, cpu, file, lineno,
+                           display)
         finally:
             stats.lines += lineno
             stats.events += events
@@ -605,10 +607,19 @@ class FtraceReader:
         return state & ~SOFTIRQ
 
 
+#: `parse(..., fields=True)` yields constructor tuples (see lockcheck.readers.parallel)
+PARSES_FIELDS = True
+
+
+def _fields(*args):
+    """The arguments of `Event(...)` as a tuple: what `fields=True` yields instead of the event."""
+    return args
+
+
 def parse(lines: Iterable[str], file: str = "<trace>", stats: Optional[ReaderStats] = None,
-          read_policy: Optional[ReadPolicy] = None) -> Iterator[Event]:
+          read_policy: Optional[ReadPolicy] = None, fields: bool = False) -> Iterator[Event]:
     """Events from ftrace text lines (the format-module entry; see `FtraceReader`)."""
-    return FtraceReader(file, read_policy, stats).parse(lines)
+    return FtraceReader(file, read_policy, stats).parse(lines, fields)
 
 
 def sniff(lines: list[str]) -> bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import difflib
 import functools
 import math
+import operator
 from typing import Iterable, Iterator, NamedTuple, Optional
 
 from lark import Lark, Token, Transformer
@@ -93,8 +94,12 @@ def _seconds(text: str) -> Optional[float]:
 
 
 # -- the fast path ----------------------------------------------------------------
-def scan_fast(line: str, file: str = "<trace>", lineno: int = 0) -> Optional[Event]:
+def scan_fast(line: str, file: str = "<trace>", lineno: int = 0, fields: bool = False) -> Optional[Event]:
     """The event of a plainly written line, or None to let `parse_line` decide.
+
+    With `fields`, the event's constructor arguments as a tuple instead
+    (`Event(*tuple)` rebuilds it): what a reader process sends to the
+    checking one, without building the object twice.
 
     Never raises and never guesses: any quote, tab, run of blanks, unknown
     word, repeated option or bad value sends the line to the grammar, which
@@ -124,7 +129,8 @@ def scan_fast(line: str, file: str = "<trace>", lineno: int = 0) -> Optional[Eve
         elif not instance:
             return None
         if n == 3:  # a bare `TASK release LOCK`: half of every trace
-            return Event(parts[0], op, lock, instance, WRITE, False, 0, None, True, None, None, None, file, lineno)
+            args = (parts[0], op, lock, instance, WRITE, False, 0, None, True, None, None, None, file, lineno)
+            return args if fields else Event(*args)
         first = 3
     mode = subclass = nest = at = ts = cpu = None
     trylock = False
@@ -179,8 +185,9 @@ def scan_fast(line: str, file: str = "<trace>", lineno: int = 0) -> Optional[Eve
             mode = MODES_BY_NAME[word]
         else:  # a second mode, or a key without `=`
             return None
-    return Event(parts[0], op, lock, instance, WRITE if mode is None else mode, trylock,
-                 0 if subclass is None else subclass, nest, check, at, ts, cpu, file, lineno)
+    args = (parts[0], op, lock, instance, WRITE if mode is None else mode, trylock,
+            0 if subclass is None else subclass, nest, check, at, ts, cpu, file, lineno)
+    return args if fields else Event(*args)
 
 
 # -- the grammar path --------------------------------------------------------------
@@ -480,23 +487,33 @@ def sniff(lines: list[str]) -> bool:
     return False
 
 
-def parse(lines: Iterable[str], file: str = "<trace>") -> Iterator[Event]:
+#: `parse(..., fields=True)` yields constructor tuples (see lockcheck.readers.parallel)
+PARSES_FIELDS = True
+
+
+def parse(lines: Iterable[str], file: str = "<trace>", fields: bool = False) -> Iterator[Event]:
     """Events of `.lt` lines, streamed: one line in memory at a time.
 
     Line endings (`\\n`, `\\r\\n`) are stripped here too, so an open text file
-    can be passed directly.
+    can be passed directly.  With `fields`, each event comes as the tuple of
+    its constructor arguments (`Event(*fields)` rebuilds it).
     """
     scan = scan_fast
     for lineno, line in enumerate(lines, 1):
         line = line.rstrip("\r\n")
         if not line or line[0] == "#":
             continue
-        event = scan(line, file, lineno)
+        event = scan(line, file, lineno, fields)
         if event is None:
             event = parse_line(line, file, lineno)
             if event is None:
                 continue
+            if fields:
+                event = _FIELDS(event)
         yield event
+
+
+_FIELDS = operator.attrgetter(*Event.__slots__)
 
 
 # -- writing ------------------------------------------------------------------------------

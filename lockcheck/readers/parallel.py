@@ -59,8 +59,7 @@ def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None
             except EOFError:
                 raise TraceError(path, None, None, "the reader process ended unexpectedly") from None
             if kind == "events":
-                for fields in payload:
-                    yield Event(*fields)
+                yield from [Event(*fields) for fields in payload]
             elif kind == "done":
                 if stats is not None and payload is not None:
                     stats.merge(payload)
@@ -94,10 +93,14 @@ def _work(path: str, module_name: str, sender, want_stats: bool) -> None:
             kwargs["stats"] = stats
         batch = []
         append = batch.append
-        fields = _FIELDS
+        if getattr(module, "PARSES_FIELDS", False):  # the reader builds the tuples itself
+            kwargs["fields"] = True
+            items = module.parse(lines, name, **kwargs)
+        else:
+            items = map(_FIELDS, module.parse(lines, name, **kwargs))
         try:
-            for ev in module.parse(lines, name, **kwargs):
-                append(fields(ev))
+            for item in items:
+                append(item)
                 if len(batch) >= BATCH:
                     sender.send(("events", batch))
                     batch = []
