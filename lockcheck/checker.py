@@ -25,16 +25,18 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional, Sequence
 
 from lockcheck import events as E
 from lockcheck import findings as F
-from lockcheck.events import Event, class_name
+from lockcheck.events import ACQUIRE, LOST_EVENTS, RELEASE, Event, class_name
 from lockcheck.findings import ChainLink, Evidence, Finding, LockSnapshot
 from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, calc_dep
 from lockcheck.irq import IrqValidator, usage_needs
 from lockcheck.usage import usage_chars
 
+#: what `feed` returns for the (usual) event that raises nothing: one shared, immutable value
+_NOTHING: tuple = ()
 #: lockdep's MAX_LOCK_DEPTH: the 48th simultaneously held entry is reported
 MAX_LOCK_DEPTH = 48
 INITIAL_CHAIN_KEY = -1
@@ -162,17 +164,17 @@ class Checker:
             self._dispatch[op] = self.irq.on_event
 
     # -- public ----------------------------------------------------------
-    def feed(self, ev: Event) -> list[Finding]:
-        """Apply one event; return the new (not yet reported) findings it raised."""
+    def feed(self, ev: Event) -> Sequence[Finding]:
+        """Apply one event; return the new (not yet reported) findings it raised (often none)."""
         self.stats.events += 1
         if self.stopped:
-            return []
+            return _NOTHING
         op = ev.op
         task = self.tasks.get(ev.task)
         if task is None:
-            if op == E.LOST_EVENTS:
+            if op == LOST_EVENTS:
                 self._op_lost_events(ev)
-                return []
+                return _NOTHING
             task = self.tasks[ev.task] = TaskState(ev.task, ev.comm or ev.task)
             if self.options.lenient_start:
                 task.acquired_ever = set()
@@ -180,12 +182,12 @@ class Checker:
             task.name = ev.comm
         if ev.cpu is not None:
             task.cpu = ev.cpu
-        if op == E.ACQUIRE:
+        if op == ACQUIRE:
             if task.acquired_ever is not None:
                 task.acquired_ever.add((ev.lock, ev.instance))
             self.lock_acquire(task, ev, ev.lock, ev.instance, ev.subclass, ev.mode, ev.trylock, ev.check,
                               ev.nest, not task.hardirqs_enabled or task.hardirq_depth > 0, 0)
-        elif op == E.RELEASE:
+        elif op == RELEASE:
             held = task.held
             if held:
                 # the common case, releasing the innermost lock, without the search
@@ -193,7 +195,7 @@ class Checker:
                 if top.instance == ev.instance and top.lock == ev.lock and not top.references:
                     held.pop()
                     task.chain_key = top.prev_chain_key
-                    return []
+                    return _NOTHING
             self.lock_release(task, ev)
         else:
             handler = self._dispatch.get(op)
@@ -201,7 +203,7 @@ class Checker:
                 handler = self._special(op)
             handler(task, ev)
         if not self._pending:
-            return []
+            return _NOTHING
         new, self._pending = self._pending, []
         if self.options.first and new:
             self.stopped = True
