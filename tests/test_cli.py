@@ -178,3 +178,27 @@ def test_graph_to_stdout_uses_the_given_stream(tmp_path):
     assert main(["graph", path, "-o", "-", "--no-progress", "--no-config"], stdout=out, stderr=err) == 1
     doc = json.loads(out.getvalue())
     assert doc["lockcheck-graph"] == 1 and len(doc["dependencies"]) == 1
+
+
+LOST = """\
+# tracer: nop
+            demo-101     [000] ...1.    10.001000: lock_acquire: ffff888003c1e000 &a->lock
+            demo-202     [001] ...1.    10.001005: lock_acquire: ffff888003c1e200 &c->lock
+CPU:0 [LOST 12 EVENTS]
+            demo-101     [000] ...1.    10.002000: lock_acquire: ffff888003c1e040 &b->lock
+            demo-101     [000] ...1.    10.002100: lock_release: ffff888003c1e040 &b->lock
+            demo-202     [001] ...1.    10.002200: lock_acquire: ffff888003c1e300 &d->lock
+"""
+
+
+def test_lost_events_reset_that_cpus_stacks_and_say_so(tmp_path):
+    """After `CPU:0 [LOST ...]` what demo-101 held is unknown: no `&a->lock -> &b->lock` dependency
+    may come from it; demo-202 on CPU 1 keeps its stack (`&c->lock -> &d->lock` is recorded)."""
+    path = write(tmp_path, "lost.ftrace", LOST)
+    graph = tmp_path / "g.json"
+    status, out, err = run(["--format", "json", "--save-graph", str(graph), path])
+    assert status == 0, err
+    doc = json.loads(out)
+    assert any("reset after lost events" in note for note in doc["notes"])
+    deps = {(d["from"], d["to"]) for d in json.loads(graph.read_text())["dependencies"]}
+    assert deps == {("&c->lock", "&d->lock")}
