@@ -56,6 +56,7 @@ from lockcheck.checker import Checker
 from lockcheck.events import ACQUIRE, RELEASE, Event
 from lockcheck.findings import Evidence, Finding
 from lockcheck.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
+from lockcheck.report.text import count as _count
 
 PLUGIN_NAME = "lockcheck-session"
 MARKER = "lockcheck(skip=False): skip=True records this test's lock operations without checking them"
@@ -303,13 +304,14 @@ def _headline(finding: Finding, context: Optional[str]) -> str:
 def _summary_line(headlines: list[str], events: int, tasks: int, graph: DepGraph, suppressed: int,
                   workers: int = 0) -> str:
     kinds = Counter(line.split(":", 1)[0] for line in headlines)
-    found = f"{len(headlines)} finding{'s' if len(headlines) != 1 else ''}"
+    found = _count(len(headlines), "finding")
     if kinds:
         found += " (" + ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items())) + ")"
     extra = f", {suppressed} suppressed" if suppressed else ""
     across = f" from {workers} workers" if workers else ""
-    return (f"lockcheck: {found}{extra} in {events} events{across}, {tasks} tasks, "
-            f"{graph.n_classes} lock classes, {graph.n_dependencies} dependencies")
+    return (f"lockcheck: {found}{extra} in {_count(events, 'event')}{across}, {_count(tasks, 'task')}, "
+            f"{_count(graph.n_classes, 'lock class', 'lock classes')}, "
+            f"{_count(graph.n_dependencies, 'dependency', 'dependencies')}")
 
 
 def _graph_to_text(graph: DepGraph) -> str:

@@ -227,7 +227,7 @@ def print_lock_trace(pr: _Out, evidence: Optional[Evidence], spaces: int) -> Non
         return
     indent = " " * (spaces + 1)
     pr(f"{indent}{evidence.location} ({evidence.task})")
-    if evidence.at is not None:
+    if evidence.at is not None and evidence.at != evidence.location:
         pr(f"{indent}{evidence.at}")
 
 
@@ -236,7 +236,7 @@ def dump_stack(pr: _Out, finding: Finding) -> None:
     pr("", "stack backtrace:")
     pr(f" {finding.location} ({finding.task})")
     site = _site(finding)
-    if site is not None:
+    if site is not None and site != finding.location:
         pr(f" {site}")
 
 
@@ -639,14 +639,14 @@ def print_summary(findings: list[Finding], summary: "Summary", out: TextIO) -> N
     """
     pr = _Out(out)
     scope = (
-        f"{_count(summary.events, 'event')}, {_count(summary.tasks, 'task')}, "
-        f"{_count(summary.classes, 'lock class', 'lock classes')}, "
-        f"{_count(summary.dependencies, 'dependency', 'dependencies')}"
+        f"{count(summary.events, 'event')}, {count(summary.tasks, 'task')}, "
+        f"{count(summary.classes, 'lock class', 'lock classes')}, "
+        f"{count(summary.dependencies, 'dependency', 'dependencies')}"
     )
     if findings:
         kinds = Counter(finding.kind for finding in findings)
         per_kind = ", ".join(f"{kinds[kind]} {kind}" for kind in sorted(kinds))
-        line = f"lockcheck: {_count(len(findings), 'finding')} ({per_kind}) in {scope}"
+        line = f"lockcheck: {count(len(findings), 'finding')} ({per_kind}) in {scope}"
     else:
         line = f"lockcheck: no problems found in {scope}"
     if summary.suppressed:
@@ -659,7 +659,8 @@ def print_summary(findings: list[Finding], summary: "Summary", out: TextIO) -> N
 # -- helpers -----------------------------------------------------------------------
 
 
-def _count(n: int, singular: str, plural: Optional[str] = None) -> str:
+def count(n: int, singular: str, plural: Optional[str] = None) -> str:
+    """`1 task`, `2 tasks`: a number with its noun agreeing."""
     return f"{n} {singular if n == 1 else (plural or singular + 's')}"
 
 
