@@ -39,6 +39,7 @@ from lockcheck.events import Event
 from lockcheck.findings import Evidence, Finding
 from lockcheck.graph import DEP_EN, DEP_ER, DEP_NAMES, DEP_SN, DEP_SR, DepGraph, dep_text
 from lockcheck.graphio import is_graph_file, load_graph_with_findings, record_key
+from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK, USED_IN_HARDIRQ, USED_IN_SOFTIRQ
 
 #: the task key of replayed dependencies (the task *name* is the evidence's task)
 REPLAY_TASK = "<lockcheck-replay>"
@@ -97,7 +98,8 @@ def replay_events(graph: DepGraph) -> Iterator[Event]:
 
     Each event sits where the dependency was first seen (file, line, task,
     site), so findings and chains point at the original traces.  The replay
-    task runs with hardirqs off: replaying adds no irq usage of its own.
+    task runs with hardirqs off: replaying adds no irq usage of its own;
+    the classes' usage bits follow (`replay_usage`).
     """
     yield Event(REPLAY_TASK, E.IRQS_OFF, file="<replay>", line=0)
     for prev, nxt, data in graph.nx.edges(data=True):
@@ -115,6 +117,42 @@ def replay_events(graph: DepGraph) -> Iterator[Event]:
                         file=ev.file, line=ev.line, comm=ev.task)
             yield Event(REPLAY_TASK, E.RELEASE, nxt, file=ev.file, line=ev.line, comm=ev.task)
             yield Event(REPLAY_TASK, E.RELEASE, prev, file=ev.file, line=ev.line, comm=ev.task)
+    yield from replay_usage(graph)
+
+
+#: usage bit -> (enter, leave) context events that make an acquisition set it (hardirqs are off)
+_USAGE_CONTEXT = {
+    USED_IN_HARDIRQ: (E.HARDIRQ_ENTER, E.HARDIRQ_EXIT),
+    USED_IN_SOFTIRQ: (E.SOFTIRQ_ENTER, E.SOFTIRQ_EXIT),
+    ENABLED_HARDIRQ: (E.IRQS_ON, E.IRQS_OFF),
+    ENABLED_SOFTIRQ: (E.IRQS_ON, E.IRQS_OFF),  # taken with hardirqs (and softirqs) on
+}
+
+
+def replay_usage(graph: DepGraph) -> Iterator[Event]:
+    """Events that give each class of `graph` its irq usage bits, after its dependencies.
+
+    A saved graph knows where a class became irq-safe or irq-unsafe; taking
+    the class again in that context (a handler, or with irqs on), at that
+    place, marks the same bit in a checker -- and lockdep's usage checks run
+    against the other side's dependencies, so an irq inversion that exists
+    only across two runs is found.  Non-recursive reads stand for the
+    `_READ` bits.
+    """
+    for cls, data in graph.nx.nodes(data=True):
+        usage = data.get("usage", 0)
+        traces = data.get("usage_traces", {})
+        for bit, (enter, leave) in _USAGE_CONTEXT.items():
+            for read in (0, READ_MASK):
+                if not usage & (1 << (bit + read)):
+                    continue
+                where: Evidence = traces.get(bit + read) or Evidence("<replay>", 0, REPLAY_TASK)
+                mode = E.READ if read else E.WRITE
+                common = {"file": where.file, "line": where.line, "comm": where.task}
+                yield Event(REPLAY_TASK, enter, **common)
+                yield Event(REPLAY_TASK, E.ACQUIRE, cls, mode=mode, at=where.at, ts=where.ts, **common)
+                yield Event(REPLAY_TASK, E.RELEASE, cls, **common)
+                yield Event(REPLAY_TASK, leave, **common)
 
 
 @dataclass

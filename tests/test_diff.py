@@ -138,3 +138,39 @@ def test_three_class_cycle_across_runs():
     (finding,) = result.findings
     assert sorted(finding.cycle) == ["A", "B", "C"]
     assert {link.evidence.file for link in finding.chain} == {"m1.lt", "m2.lt", "pr.lt"}
+
+
+IRQ_BASE = """T1 irqs-off
+T1 acquire A at=a.c:1
+T1 acquire B at=b.c:2
+T1 release B
+T1 release A
+T1 irqs-on
+"""
+IRQ_NEW = """T2 irqs-off
+T2 hardirq-enter
+T2 acquire A at=irq.c:7
+T2 release A
+T2 hardirq-exit
+T2 irqs-on
+T3 acquire B at=b.c:9
+T3 release B
+"""
+
+
+@pytest.mark.parametrize("new_as", ["trace", "graph"])
+def test_irq_inversion_across_runs_from_a_saved_graph_too(tmp_path: Path, new_as: str):
+    """BASE orders A -> B with irqs off; NEW makes A hardirq-safe and B hardirq-unsafe. Each is
+    clean alone; joined they are an irq inversion -- also when NEW comes as a saved graph, whose
+    usage bits are replayed where they were first seen."""
+    (tmp_path / "base.lt").write_text(IRQ_BASE)
+    (tmp_path / "new.lt").write_text(IRQ_NEW)
+    for name in ("base", "new"):
+        code, _, err = run("graph", str(tmp_path / f"{name}.lt"), "-o", str(tmp_path / f"{name}.json"), "--no-config")
+        assert code == 0, err
+    new = tmp_path / ("new.lt" if new_as == "trace" else "new.json")
+    code, out, err = run("diff", str(tmp_path / "base.json"), str(new), "--format", "json", "--no-config")
+    assert code == 1, err
+    kinds = [f["kind"] for f in json.loads(out)["findings"]]
+    assert kinds == ["irq-lock-inversion"], kinds
+    assert "irq.c:7" in out  # where A became hardirq-safe, from NEW's evidence
