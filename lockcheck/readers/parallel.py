@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from itertools import starmap
 from operator import attrgetter
 from types import ModuleType
 from typing import Iterator, Optional
@@ -59,7 +60,7 @@ def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None
             except EOFError:
                 raise TraceError(path, None, None, "the reader process ended unexpectedly") from None
             if kind == "events":
-                yield from [Event(*fields) for fields in payload]
+                yield from starmap(Event, payload)
             elif kind == "done":
                 if stats is not None and payload is not None:
                     stats.merge(payload)
