@@ -382,7 +382,9 @@ class Recorder:
     def acquired(self, task: str, comm: str, cls: str, inst: str, frame: Any, mode: int = WRITE,
                  trylock: bool = False, subclass: int = 0) -> list[Finding]:
         """Feed one acquire (call it before a blocking acquire waits); the new findings."""
-        file, line, at = self.site(_user_frame(frame))
+        frame = _user_frame(frame)
+        site = self._sites.get((frame.f_code, frame.f_lineno))
+        file, line, at = site if site is not None else self.site(frame)
         ev = Event(task, ACQUIRE, cls, inst, mode, trylock, subclass, None, self.check, at, None, None,
                    file, line, comm)
         return self.feed(ev)
@@ -561,6 +563,25 @@ class TrackedLock(_Tracked):
 
     def _took(self, task: str) -> None:
         self._holder = task
+
+    def __enter__(self) -> bool:
+        """`with lock:` -- the blocking, untimed acquire of `_acquire`, without its general dispatch
+        (this is the path almost every Python lock takes, so it is kept short)."""
+        __tracebackhide__ = True  # pytest: a SelfDeadlockError points at the caller
+        rec = _rec
+        if rec is None:
+            return self._real.acquire()
+        task, comm = rec.thread_task()
+        if self._holder == task:
+            return self._reacquire(rec, task, comm, sys._getframe(1), 0)
+        rec.acquired(task, comm, self._cls, self._inst, sys._getframe(1))
+        try:
+            self._real.acquire()
+        except BaseException:
+            rec.released(task, self._cls, self._inst)
+            raise
+        self._holder = task
+        return True
 
     def _reacquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int) -> bool:
         """Blocking re-acquire by the holder: fine only if another thread releases it (a signal)."""
