@@ -234,26 +234,26 @@ class _Registry:
             with self._mutex:
                 name = self.by_site.get(key)
                 if name is None:
-                    name = self._new(code, frame.f_lineno)
+                    name = self._new(code, frame.f_lineno, frame)
                     self.by_site[key] = name
         return name
 
-    def _new(self, code: Any, line: int) -> str:
+    def _new(self, code: Any, line: int, frame: Any = None) -> str:
         rel = _relpath(code.co_filename)
         site = f"{rel}:{line}"
-        name = self._readable(code, line) or f"{os.path.basename(rel)}:{line}"
+        name = self._readable(code, line, frame) or f"{os.path.basename(rel)}:{line}"
         if self.sites.get(name, site) != site:
             name = f"{name}#{line}"
         self.sites.setdefault(name, site)
         return name
 
     @staticmethod
-    def _readable(code: Any, line: int) -> Optional[str]:
+    def _readable(code: Any, line: int, frame: Any = None) -> Optional[str]:
         match = _ASSIGN.match(linecache.getline(code.co_filename, line))
         if match is None:
             return None
         target = match.group(1)
-        qualname = getattr(code, "co_qualname", code.co_name)
+        qualname = getattr(code, "co_qualname", None) or _qualname_from_frame(code, frame)
         if code.co_name == "<module>":
             module = os.path.splitext(os.path.basename(code.co_filename))[0]
             return f"{module}.{target}"
@@ -266,6 +266,18 @@ class _Registry:
     def named(self, name: str, where: str) -> str:
         self.sites.setdefault(name, where)
         return name
+
+
+def _qualname_from_frame(code: Any, frame: Any) -> str:
+    """Python 3.10 has no `co_qualname`: a method's owner comes from its `self` or `cls` then."""
+    if frame is not None:
+        owner = frame.f_locals.get("self", frame.f_locals.get("cls"))
+        if owner is not None:
+            kind = owner if isinstance(owner, type) else type(owner)
+            for klass in kind.__mro__:  # the class that defines this code, not a subclass
+                if any(getattr(v, "__code__", None) is code for v in vars(klass).values()):
+                    return f"{klass.__qualname__}.{code.co_name}"
+    return code.co_name
 
 
 _registry = _Registry()
