@@ -104,7 +104,7 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("lockcheck: a command is required (check, graph, diff, convert); see lockcheck --help")
+            raise UsageError(f"lockcheck: a command is required ({', '.join(COMMANDS)}); see lockcheck --help")
         return COMMANDS[args.command](args, stdout, stderr)
     except LockcheckError as err:
         print(err.format(), file=stderr)
