@@ -713,6 +713,33 @@ def _make_lock(*args: Any, **kwargs: Any) -> Any:
     return TrackedLock(*created)
 
 
+class _FactoryMeta(type):
+    """`isinstance(x, threading.Lock)` -- legal once Lock is a class (Python 3.13) -- keeps working."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls._lc_kinds)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return isinstance(sub, type) and issubclass(sub, cls._lc_kinds)
+
+
+class _LockClass(metaclass=_FactoryMeta):
+    """`threading.Lock` while patched, where the original is a class: constructing it makes a
+    tracked lock (as `_make_lock` does where the original is a function)."""
+
+    _lc_kinds: tuple = (_ORIG_LOCK, TrackedLock) if isinstance(_ORIG_LOCK, type) else (TrackedLock,)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        created = _creation(2) if _rec is not None else None
+        if created is None:
+            return _ORIG_LOCK(*args, **kwargs)
+        return TrackedLock(*created)
+
+
+_LockClass.__name__ = _LockClass.__qualname__ = "lock"
+_LockClass.__module__ = "_thread"
+
+
 def _make_rlock(*args: Any, **kwargs: Any) -> Any:
     created = _creation() if _rec is not None else None
     if created is None:
@@ -897,7 +924,7 @@ TrackedAsyncLock.__name__ = TrackedAsyncLock.__qualname__ = "Lock"
 # -- start / stop --------------------------------------------------------------------------------
 
 _PATCHES = [
-    (threading, "Lock", _make_lock),
+    (threading, "Lock", _LockClass if isinstance(_ORIG_LOCK, type) else _make_lock),
     (threading, "RLock", _make_rlock),
     (threading, "Condition", TrackedCondition),
     (threading, "Semaphore", TrackedSemaphore),

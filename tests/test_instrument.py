@@ -240,3 +240,21 @@ def test_condition_wait_is_release_and_reacquire() -> None:
     assert rec.findings == []
     events = rec.checker.stats.events
     assert events >= 6  # acquire, release (wait), acquire (woken), release; the notifier's pair
+
+
+def test_isinstance_of_threading_lock_behaves_as_without_instrumentation() -> None:
+    """`threading.Lock` is a function up to 3.12 (isinstance raises) and a class from 3.13
+    (isinstance works): instrumented, both tracked and raw locks answer as a raw lock would."""
+    def check(lock):
+        try:
+            return ("isinstance", isinstance(lock, threading.Lock))
+        except TypeError:
+            return ("TypeError",)
+
+    raw = threading.Lock()
+    expected = check(raw)
+    with pylocks.instrument():
+        tracked = threading.Lock()
+        assert type(tracked) is not type(raw)
+        assert check(tracked) == expected
+        assert check(raw) == expected

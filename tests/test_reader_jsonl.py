@@ -52,6 +52,11 @@ def test_nest_forms_check_and_keys():
     ('[1, 2]', 1, "JSON object"),
 ])
 def test_errors_name_line_and_column(line, col, message):
+    if message == "invalid JSON":
+        # the column is the json module's own, which moved by one in Python 3.13
+        with pytest.raises(json.JSONDecodeError) as bad:
+            json.loads(line)
+        col = bad.value.colno
     with pytest.raises(TraceError) as info:
         read(["", line])
     assert (info.value.file, info.value.line, info.value.col) == ("t.jsonl", 2, col)
