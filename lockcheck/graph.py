@@ -28,7 +28,7 @@ visits dependencies in first-seen order, as lockdep's list walk does.
 
 from __future__ import annotations
 
-from typing import Iterable, Iterator, Optional
+from typing import Optional
 
 import networkx as nx
 
@@ -205,12 +205,6 @@ class DepGraph:
         """`{next: attrs}` in first-seen order (the hot path reads this dict directly)."""
         return self.nx._succ.get(name, {})
 
-    def predecessors(self, name: str) -> dict:
-        return self.nx._pred.get(name, {})
-
-    def edges(self) -> Iterator[tuple[str, str, dict]]:
-        return iter(self.nx.edges(data=True))
-
     @property
     def n_classes(self) -> int:
         return self.nx.number_of_nodes()
@@ -268,11 +262,3 @@ def _edge_order(data: dict) -> tuple:
     held = data.get("held")
     return (_order(data["evidence"]), held is not None, _order(held) if held is not None else (),
             data.get("origin") or "")
-
-
-def merged(graphs: Iterable[DepGraph]) -> DepGraph:
-    """One graph holding every class and dependency of `graphs`."""
-    result = DepGraph()
-    for graph in graphs:
-        result.merge(graph)
-    return result
