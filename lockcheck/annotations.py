@@ -175,6 +175,12 @@ class Annotator:
         #: capture file -> [acquisitions, trylocks]
         self.tries: dict[str, list[int]] = {}
 
+    def start_trace(self) -> None:
+        """Another trace file begins: its tasks hold nothing yet (what was learnt carries over)."""
+        self.held.clear()
+        self.ctx.clear()
+        self.cpu.clear()
+
     # -- stream ---------------------------------------------------------------
     def transform(self, module, events: Iterable[Event]) -> Iterable[Event]:
         """The per-file hook of `lockcheck.readers.ReadContext`: only captures, or

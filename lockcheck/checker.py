@@ -142,6 +142,7 @@ class Checker:
         self.graph = graph if graph is not None else DepGraph()
         self.options = options or CheckerOptions()
         self.tasks: dict[str, TaskState] = {}
+        self._tasks_before = 0
         self.chain_cache: set[int] = set()
         self.reported: set[tuple] = set()
         self.findings: list[Finding] = []
@@ -263,6 +264,21 @@ class Checker:
                 self.stats.events += 1
                 return True
         return False
+
+    def start_trace(self) -> None:
+        """Another trace file begins: another run, where no task holds anything yet.
+
+        The dependency graph, the chain cache and the problems already
+        reported carry over: that is how lock orders seen in different runs
+        meet.  A task named alike in two traces is two tasks.
+        """
+        self._tasks_before += len(self.tasks)
+        self.tasks.clear()
+
+    @property
+    def task_count(self) -> int:
+        """Tasks seen in all the traces read so far."""
+        return self._tasks_before + len(self.tasks)
 
     def start_capture(self) -> None:
         """From now on the input is a capture that started mid-flight: releases of

@@ -477,7 +477,7 @@ class Recorder:
         notes = []
         if self.bad_releases:
             notes.append(f"{self.bad_releases} releases of unlocked locks raised RuntimeError in the program")
-        return Summary(events=checker.stats.events, tasks=len(checker.tasks), classes=checker.graph.n_classes,
+        return Summary(events=checker.stats.events, tasks=checker.task_count, classes=checker.graph.n_classes,
                        dependencies=checker.graph.n_dependencies, files=[], version=__version__, notes=notes,
                        suppressed=len(self.suppressed_findings))
 

@@ -63,7 +63,7 @@ class CheckSession:
         checker, findings, suppressed = self.check(paths)
         summary = Summary(
             events=checker.stats.events,
-            tasks=len(checker.tasks),
+            tasks=checker.task_count,
             classes=checker.graph.n_classes,
             dependencies=checker.graph.n_dependencies,
             files=list(paths),
@@ -139,8 +139,12 @@ class CheckSession:
         return checker, kept, suppressed
 
     def _opened(self, checker: Checker, module) -> None:
-        """A file's format is known: a capture started mid-flight, so releases of
-        locks taken before it began are expected (unless --strict-start)."""
+        """A trace file begins (its format is known): a run of its own, where no task holds
+        anything yet; a capture started mid-flight, so releases of locks taken before it
+        began are expected (unless --strict-start)."""
+        checker.start_trace()
+        if self.annotator is not None:
+            self.annotator.start_trace()
         capture = getattr(module, "CAPTURE", False)
         if capture and not self.options.strict_start:
             checker.start_capture()

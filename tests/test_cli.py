@@ -202,3 +202,17 @@ def test_lost_events_reset_that_cpus_stacks_and_say_so(tmp_path):
     assert any("reset after lost events" in note for note in doc["notes"])
     deps = {(d["from"], d["to"]) for d in json.loads(graph.read_text())["dependencies"]}
     assert deps == {("&c->lock", "&d->lock")}
+
+
+def test_each_trace_file_is_a_run_of_its_own(tmp_path):
+    """Locks still held when one file ends are not held in the next; the orders of both meet."""
+    first = write(tmp_path, "1.lt", "T1 acquire A\nT1 acquire B\nT1 release B\nT1 acquire C\n")
+    second = write(tmp_path, "2.lt", "T1 acquire D\nT1 release D\nT2 acquire B\nT2 acquire A\n")
+    graph = tmp_path / "g.json"
+    status, out, _ = run(["--format", "json", "--save-graph", str(graph), first, second])
+    doc = json.loads(out)
+    # no A -> D (or C -> D) from T1's leftovers in 1.lt; the B -> A of 2.lt closes a cycle with 1.lt's A -> B
+    deps = {(d["from"], d["to"]) for d in json.loads(graph.read_text())["dependencies"]}
+    assert deps == {("A", "B"), ("A", "C")}
+    assert [(f["kind"], f["cycle"]) for f in doc["findings"]] == [("circular-dependency", ["A", "B"])]
+    assert doc["stats"]["tasks"] == 3 and status == 1
