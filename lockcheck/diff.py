@@ -63,6 +63,22 @@ class Side:
     events: Optional[Iterable[Event]] = None
     events_read: int = 0
     checked: bool = False
+    #: the readers' context of a trace side: its checkers follow its file boundaries
+    context: Optional[Any] = None
+
+    def feeds(self, *checkers: Checker) -> None:
+        """Each trace file is a run of its own for `checkers`, and a capture starts mid-flight
+        (as in `lockcheck check`)."""
+        if self.context is None:
+            return
+
+        def opened(name: str, module: Any) -> None:
+            for checker in checkers:
+                checker.start_trace()
+                if getattr(module, "CAPTURE", False):
+                    checker.start_capture()
+
+        self.context.on_open = opened
 
 
 def load_side(spec: str, input_format: str = "auto", aliases=None) -> Side:
@@ -71,17 +87,19 @@ def load_side(spec: str, input_format: str = "auto", aliases=None) -> Side:
         graph, records = load_graph_with_findings(spec)
         side = Side(spec, graph, known={record_key(r) for r in records})
         return side
-    from lockcheck.readers import read_all
+    from lockcheck.readers import ReadContext, read_all
 
-    events: Iterable[Event] = read_all([spec], input_format)
+    context = ReadContext()
+    events: Iterable[Event] = read_all([spec], input_format, context)
     if aliases is not None:
         events = aliases.apply_aliases(events)
-    return Side(spec, DepGraph(), events=events)
+    return Side(spec, DepGraph(), events=events, context=context)
 
 
 def run_side(side: Side) -> Side:
     """Check a side on its own (BASE): fill its graph and findings."""
     checker = Checker(DepGraph(), CheckerOptions())
+    side.feeds(checker)
     source = side.events if side.events is not None else replay_events(side.graph)
     side.findings = list(checker.run(source))
     side.events_read = checker.stats.events
@@ -194,6 +212,7 @@ def diff_graphs(base: Side, new: Side) -> DiffResult:
     joined_graph.merge(base.graph, origin=base.name)
     alone = Checker(DepGraph(), CheckerOptions())
     joined = Checker(joined_graph, CheckerOptions())
+    new.feeds(alone, joined)
     found_alone: list[Finding] = []
     found_joined: list[Finding] = []
     is_trace = new.events is not None

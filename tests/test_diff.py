@@ -174,3 +174,21 @@ def test_irq_inversion_across_runs_from_a_saved_graph_too(tmp_path: Path, new_as
     kinds = [f["kind"] for f in json.loads(out)["findings"]]
     assert kinds == ["irq-lock-inversion"], kinds
     assert "irq.c:7" in out  # where A became hardirq-safe, from NEW's evidence
+
+
+def test_diff_of_captures_follows_capture_rules(tmp_path: Path):
+    """A capture's releases of locks taken before it began are not imbalances in diff either."""
+    root = Path(__file__).resolve().parents[1]
+    sample = (root / "traces" / "sample.ftrace").read_text()
+    # a release of a lock acquired before the capture began, first thing in the file
+    midflight = sample.replace(
+        "     kworker/0:1-18 ",
+        "            demo-101     [000] ...1.     9.999000: lock_release: ffff888003c1e999 &old->lock\n"
+        "     kworker/0:1-18 ", 1)
+    (tmp_path / "new.ftrace").write_text(midflight)
+    (tmp_path / "base.lt").write_text("T9 acquire Z\nT9 release Z\n")
+    code, out, err = run("diff", str(tmp_path / "base.lt"), str(tmp_path / "new.ftrace"), "--format", "json",
+                         "--no-config")
+    kinds = [f["kind"] for f in json.loads(out)["findings"]]
+    assert "unlock-imbalance" not in kinds, kinds
+    assert kinds == ["circular-dependency"] and code == 1
