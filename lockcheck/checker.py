@@ -275,6 +275,13 @@ class Checker:
         self._tasks_before += len(self.tasks)
         self.tasks.clear()
 
+    def open_trace(self, capture: bool, strict_start: bool = False) -> None:
+        """A trace file begins (`start_trace`); a capture also switches to mid-flight rules
+        (`start_capture`) unless `strict_start`.  Readers call this through their context."""
+        self.start_trace()
+        if capture and not strict_start:
+            self.start_capture()
+
     @property
     def task_count(self) -> int:
         """Tasks seen in all the traces read so far."""

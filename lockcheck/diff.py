@@ -74,9 +74,7 @@ class Side:
 
         def opened(name: str, module: Any) -> None:
             for checker in checkers:
-                checker.start_trace()
-                if getattr(module, "CAPTURE", False):
-                    checker.start_capture()
+                checker.open_trace(bool(getattr(module, "CAPTURE", False)))
 
         self.context.on_open = opened
 

@@ -142,14 +142,11 @@ class CheckSession:
         """A trace file begins (its format is known): a run of its own, where no task holds
         anything yet; a capture started mid-flight, so releases of locks taken before it
         began are expected (unless --strict-start)."""
-        checker.start_trace()
+        capture = bool(getattr(module, "CAPTURE", False))
+        checker.open_trace(capture, self.options.strict_start)
         if self.annotator is not None:
             self.annotator.start_trace()
-        capture = getattr(module, "CAPTURE", False)
-        if capture and not self.options.strict_start:
-            checker.start_capture()
-        if self.annotator is not None:
-            self.annotator.capture = bool(capture)
+            self.annotator.capture = capture
 
     def _annotator(self):
         """The annotation transformer: `--lockdep-state` and `--annotations` (lockcheck.annotations)."""
