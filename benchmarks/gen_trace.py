@@ -391,6 +391,17 @@ class Generator:
             return o == 0
         return o >= 0 and text not in self.waiting_writers
 
+    def _stop_waiting(self, task) -> None:
+        """The task no longer wants its lock: it leaves the queued writers (if it was one)."""
+        if task.waiting:
+            left = self.waiting_writers[task.want] - 1
+            if left:
+                self.waiting_writers[task.want] = left
+            else:
+                del self.waiting_writers[task.want]
+            task.waiting = False
+        task.want = None
+
     def _take(self, text: str, mode: str) -> None:
         if mode is W:
             self.owner[text] = -1
@@ -481,14 +492,7 @@ class Generator:
                             self.waiting_writers[task.want] = self.waiting_writers.get(task.want, 0) + 1
                             task.waiting = True
                     return 0
-                if task.waiting:
-                    left = self.waiting_writers[task.want] - 1
-                    if left:
-                        self.waiting_writers[task.want] = left
-                    else:
-                        del self.waiting_writers[task.want]
-                    task.waiting = False
-                task.want = None
+                self._stop_waiting(task)
                 self._take(text, mode)
                 task.held.append((text, mode, site))
                 task.ui += 1
@@ -641,14 +645,7 @@ class Generator:
                         for t in task.pending:
                             self._drop(t)
                         task.pending = []
-                    if task.waiting:
-                        left = self.waiting_writers[task.want] - 1
-                        if left:
-                            self.waiting_writers[task.want] = left
-                        else:
-                            del self.waiting_writers[task.want]
-                        task.waiting = False
-                    task.want = None
+                    self._stop_waiting(task)
                     task.ui = len(path.units)
                 n = self.step(task, out)
                 emitted += n

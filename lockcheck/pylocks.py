@@ -707,7 +707,12 @@ class TrackedRLock(_Tracked):
 
 
 def _make_lock(*args: Any, **kwargs: Any) -> Any:
-    created = _creation() if _rec is not None else None
+    return _new_lock(3, args, kwargs)
+
+
+def _new_lock(depth: int, args: tuple, kwargs: dict) -> Any:
+    """A tracked lock keyed by the creating frame `depth` levels up, or a raw one when not tracking."""
+    created = _creation(depth) if _rec is not None else None
     if created is None:
         return _ORIG_LOCK(*args, **kwargs)
     return TrackedLock(*created)
@@ -730,10 +735,7 @@ class _LockClass(metaclass=_FactoryMeta):
     _lc_kinds: tuple = (_ORIG_LOCK, TrackedLock) if isinstance(_ORIG_LOCK, type) else (TrackedLock,)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
-        created = _creation(2) if _rec is not None else None
-        if created is None:
-            return _ORIG_LOCK(*args, **kwargs)
-        return TrackedLock(*created)
+        return _new_lock(3, args, kwargs)
 
 
 _LockClass.__name__ = _LockClass.__qualname__ = "lock"
