@@ -1,7 +1,7 @@
 """Annotations for legitimate lock patterns: `lockcheck.name` and `lockcheck.nested`.
 
 Safe to call from production code: when lockcheck is not instrumenting
-(`lockcheck.pylocks` never imported), they cost one dict lookup and leave
+(`lockcheck.tracked` never imported), they cost one dict lookup and leave
 the lock alone.
 
 >>> import threading, lockcheck
@@ -23,10 +23,10 @@ def name(lock: Any, class_name: str) -> Any:
     factory function): each role gets a class, and their orders are
     checked separately.  Returns `lock`.
     """
-    pylocks = sys.modules.get("lockcheck.pylocks")
-    if pylocks is None:
+    tracked = sys.modules.get("lockcheck.tracked")
+    if tracked is None:
         return lock
-    return pylocks.name(lock, class_name)
+    return tracked.name(lock, class_name)
 
 
 def nested(lock: Any, subclass: int = 1) -> Any:
@@ -38,10 +38,10 @@ def nested(lock: Any, subclass: int = 1) -> Any:
     """
     if not 0 <= subclass <= 7:
         raise ValueError("lockcheck.nested: subclass must be 0..7 (lockdep's MAX_LOCKDEP_SUBCLASSES)")
-    pylocks = sys.modules.get("lockcheck.pylocks")
-    if pylocks is None:
+    tracked = sys.modules.get("lockcheck.tracked")
+    if tracked is None:
         return _Plain(lock)
-    return pylocks.nested(lock, subclass)
+    return tracked.nested(lock, subclass)
 
 
 class _Plain:

@@ -324,7 +324,7 @@ def to_graph(state: LockdepState, graph=None, checker=None) -> list:
             graph.add_dependency(dep.before_name, dep.after_name, DEP_EN, Evidence(dep.file, dep.line, PROC_TASK),
                                  origin=dep.file)
         return found
-    from lockcheck.checker import HeldLock, TaskState
+    from lockcheck.tasks import HeldLock, TaskState
 
     tasks: dict[str, TaskState] = {}
     for dep in state.edges:

@@ -12,9 +12,9 @@ import time
 import pytest
 
 import lockcheck
-from lockcheck import pylocks
+from lockcheck import pylocks, tracked
 
-_thread_lock_type = type(pylocks._ORIG_LOCK())
+_thread_lock_type = type(tracked._ORIG_LOCK())
 
 
 def kinds(rec: pylocks.Recorder) -> list[str]:
@@ -96,7 +96,7 @@ def test_behaviour_is_unchanged() -> None:
             threading.RLock().release()
     assert rec.findings == []
     assert rec.bad_releases == 2
-    assert threading.Lock is pylocks._ORIG_LOCK and threading.Condition is pylocks._ORIG_CONDITION
+    assert threading.Lock is tracked._ORIG_LOCK and threading.Condition is tracked._ORIG_CONDITION
     assert type(threading.Lock()) is _thread_lock_type
 
 
@@ -193,7 +193,7 @@ def test_semaphores() -> None:
 def test_module_globals_made_before_start_are_tracked() -> None:
     original = logging._lock
     with pylocks.instrument():
-        assert isinstance(logging._lock, pylocks.TrackedRLock)
+        assert isinstance(logging._lock, tracked.TrackedRLock)
         assert logging._lock._real is original
     assert logging._lock is original
 

@@ -1,0 +1,211 @@
+"""Where Python code makes and takes locks: frames -> creation sites and lock class names.
+
+A tracked lock's class is its creation site (lockdep's static key), named
+after what the creating line assigns it to; an acquisition's site is the
+first frame outside the tracked lock types, threading.py and asyncio's
+locks.  Frames of the test runner (pytest, pluggy, xdist, execnet) and of
+lockcheck itself make raw locks: they are not the code under test.  The
+naming rules are in the docstring of `lockcheck.pylocks`.
+"""
+
+from __future__ import annotations
+
+import _thread
+import asyncio.locks
+import itertools
+import linecache
+import os
+import re
+import sys
+import threading
+from typing import Any, Optional
+
+# -- where code is ----------------------------------------------------------------
+
+_THREADING_FILE = os.path.abspath(threading.__file__)
+_ASYNCIO_LOCKS_FILE = os.path.abspath(asyncio.locks.__file__)
+_ASYNCIO_MIXINS = os.path.abspath(sys.modules["asyncio.mixins"].__file__) if "asyncio.mixins" in sys.modules else ""
+_LOCKCHECK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+#: the tracked lock types: their frames are seen through to the code that made or took the lock
+_TRACKED_FILE = os.path.join(_LOCKCHECK_DIR, "tracked.py")
+
+
+def _excluded_dirs() -> tuple[str, ...]:
+    """Packages whose own locks are not the code under test (the test runner, us); nothing is imported."""
+    import importlib.util
+
+    dirs = [_LOCKCHECK_DIR]
+    for mod in ("_pytest", "pluggy", "xdist", "execnet", "pytest"):
+        module = sys.modules.get(mod)
+        origin = getattr(module, "__file__", None)
+        if origin is None:
+            try:
+                spec = importlib.util.find_spec(mod)
+            except (ImportError, ValueError):
+                spec = None
+            origin = spec.origin if spec is not None else None
+        if origin:
+            dirs.append(os.path.dirname(os.path.abspath(origin)) + os.sep)
+    return tuple(dirs)
+
+
+_EXCLUDED: tuple[str, ...] = (_LOCKCHECK_DIR,)
+
+
+def exclude_test_runner() -> None:
+    """Once, when tracking first starts: locks made by pytest & co. stay raw from then on."""
+    global _EXCLUDED
+    if len(_EXCLUDED) == 1:
+        _EXCLUDED = _excluded_dirs()
+        _kinds.clear()
+
+
+def excluded(filename: str) -> bool:
+    """Whether `filename` belongs to the test runner or lockcheck (its locks are not under test)."""
+    return os.path.abspath(filename).startswith(_EXCLUDED)
+
+
+# frame kinds, cached per code object
+_USER, _TRANSPARENT, _RAW = 0, 1, 2
+_kinds: dict = {}
+_SITE_SKIP = (_TRACKED_FILE, _ASYNCIO_LOCKS_FILE, _ASYNCIO_MIXINS, _THREADING_FILE)
+_site_skip: dict = {}
+
+
+def _kind_of(code: Any) -> int:
+    """How a frame creating a lock counts: user code, transparent (look at its caller), or raw."""
+    kind = _kinds.get(code)
+    if kind is None:
+        path = os.path.abspath(code.co_filename)
+        if path in (_TRACKED_FILE, _ASYNCIO_LOCKS_FILE, _ASYNCIO_MIXINS):
+            kind = _TRANSPARENT
+        elif path == _THREADING_FILE or path.startswith(_EXCLUDED):
+            kind = _RAW  # Event, Barrier, Thread, Semaphore internals; the test runner; us
+        else:
+            kind = _USER
+        _kinds[code] = kind
+    return kind
+
+
+def user_frame(frame: Any) -> Any:
+    """The acquire's call site: the first frame outside threading.py, asyncio's locks and this module."""
+    for _ in range(8):
+        code = frame.f_code
+        skip = _site_skip.get(code)
+        if skip is None:
+            skip = _site_skip[code] = os.path.abspath(code.co_filename) in _SITE_SKIP
+        if not skip or frame.f_back is None:
+            return frame
+        frame = frame.f_back
+    return frame
+
+
+_relpaths: dict = {}
+
+
+def relpath(filename: str) -> str:
+    rel = _relpaths.get(filename)
+    if rel is None:
+        path = os.path.abspath(filename)
+        try:
+            rel = os.path.relpath(path)
+        except ValueError:
+            rel = path
+        if rel.startswith(".." + os.sep):
+            rel = path
+        _relpaths[filename] = rel
+    return rel
+
+
+# -- lock classes: keyed by creation site, named after the assignment ----------------
+
+_ASSIGN = re.compile(
+    r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?=\s*(?:[\w.]+\.)?"
+    r"(?:Lock|RLock|Condition|Semaphore|BoundedSemaphore|allocate_lock)\s*\("
+)
+
+
+class _Registry:
+    """Creation site -> class name, and name -> site to keep names unique."""
+
+    def __init__(self) -> None:
+        self.by_site: dict[tuple, str] = {}
+        self.sites: dict[str, str] = {}  # class name -> "file.py:LINE"
+        self._mutex = _thread.allocate_lock()
+
+    def class_for(self, frame: Any) -> str:
+        code = frame.f_code
+        key = (code, frame.f_lineno)
+        name = self.by_site.get(key)
+        if name is None:
+            with self._mutex:
+                name = self.by_site.get(key)
+                if name is None:
+                    name = self._new(code, frame.f_lineno, frame)
+                    self.by_site[key] = name
+        return name
+
+    def _new(self, code: Any, line: int, frame: Any = None) -> str:
+        rel = relpath(code.co_filename)
+        site = f"{rel}:{line}"
+        name = self._readable(code, line, frame) or f"{os.path.basename(rel)}:{line}"
+        if self.sites.get(name, site) != site:
+            name = f"{name}#{line}"
+        self.sites.setdefault(name, site)
+        return name
+
+    @staticmethod
+    def _readable(code: Any, line: int, frame: Any = None) -> Optional[str]:
+        match = _ASSIGN.match(linecache.getline(code.co_filename, line))
+        if match is None:
+            return None
+        target = match.group(1)
+        qualname = getattr(code, "co_qualname", None) or _qualname_from_frame(code, frame)
+        if code.co_name == "<module>":
+            module = os.path.splitext(os.path.basename(code.co_filename))[0]
+            return f"{module}.{target}"
+        if target.startswith("self.") or target.startswith("cls."):
+            owner = qualname.rsplit(".", 1)[0] if "." in qualname else qualname
+            owner = owner.replace(".<locals>", "")
+            return f"{owner}.{target.split('.', 1)[1]}"
+        return f"{qualname.replace('.<locals>', '')}.{target}"
+
+    def named(self, name: str, where: str) -> str:
+        self.sites.setdefault(name, where)
+        return name
+
+
+def _qualname_from_frame(code: Any, frame: Any) -> str:
+    """Python 3.10 has no `co_qualname`: a method's owner comes from its `self` or `cls` then."""
+    if frame is not None:
+        owner = frame.f_locals.get("self", frame.f_locals.get("cls"))
+        if owner is not None:
+            kind = owner if isinstance(owner, type) else type(owner)
+            for klass in kind.__mro__:  # the class that defines this code, not a subclass
+                if any(getattr(v, "__code__", None) is code for v in vars(klass).values()):
+                    return f"{klass.__qualname__}.{code.co_name}"
+    return code.co_name
+
+
+registry = _Registry()
+_instances = itertools.count(1)
+
+
+def creation(depth: int = 2) -> Optional[tuple[str, str]]:
+    """(class name, instance) for a lock created by the caller's caller; None: leave it raw."""
+    frame = sys._getframe(depth)
+    kind = _kind_of(frame.f_code)
+    while kind == _TRANSPARENT:
+        frame = frame.f_back
+        if frame is None:
+            return None
+        kind = _kind_of(frame.f_code)
+    if kind == _RAW:
+        return None
+    return registry.class_for(frame), new_instance()
+
+
+def new_instance() -> str:
+    """The next lock instance name (`0x1`, `0x2`... in creation order)."""
+    return f"{next(_instances):#x}"
+

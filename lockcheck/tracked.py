@@ -1,0 +1,534 @@
+"""The tracked lock types: `threading` and `asyncio` locks that report to the active recorder.
+
+Each wraps (or subclasses) the real lock and turns its acquires and
+releases into `Recorder.acquired`/`Recorder.released` calls; with no
+recorder active (`_rec is None`) each behaves as the lock it wraps.  Also
+here: the factories that `lockcheck.patching` installs as
+`threading.Lock`/`RLock`, and the annotations `name` and `nested`, which
+act on tracked locks.  How each type maps onto lockdep is in the docstring
+of `lockcheck.pylocks`.
+"""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import asyncio.locks
+import sys
+import threading
+from typing import TYPE_CHECKING, Any, Optional
+
+from lockcheck.events import READ, WRITE
+from lockcheck.pysites import creation, registry, user_frame
+
+if TYPE_CHECKING:
+    from lockcheck.recorder import Recorder
+
+#: the originals, captured at import (before anything is patched)
+_ORIG_LOCK = threading.Lock
+_ORIG_RLOCK = threading.RLock
+_ORIG_CONDITION = threading.Condition
+_ORIG_SEMAPHORE = threading.Semaphore
+_ORIG_BSEMAPHORE = threading.BoundedSemaphore
+_ORIG_ALOCK = asyncio.locks.Lock
+
+#: the active recorder, set by `lockcheck.patching.start` (None: every tracked lock behaves
+#: as the raw lock it wraps); a module global because every acquire reads it
+_rec: Optional["Recorder"] = None
+
+
+class SelfDeadlockError(RuntimeError):
+    """A blocking acquire of a lock its own context already holds: it would never return."""
+
+
+# -- tracked threading locks ---------------------------------------------------------------
+
+
+class _Tracked:
+    """What every tracked lock has: the real lock, its class, instance and holder."""
+
+    __slots__ = ("_real", "_cls", "_inst", "_holder", "__weakref__")
+
+    def __getattr__(self, attr: str) -> Any:
+        # anything we do not wrap (locked, _at_fork_reinit...) behaves as the real lock's
+        return getattr(object.__getattribute__(self, "_real"), attr)
+
+    def __repr__(self) -> str:
+        return repr(self._real)
+
+    def __enter__(self) -> bool:
+        __tracebackhide__ = True  # pytest: a SelfDeadlockError points at the caller
+        return self._acquire(True, -1, sys._getframe(1), 0)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        __tracebackhide__ = True
+        return self._acquire(blocking, timeout, sys._getframe(1), 0)
+
+    def _is_try(self, rec: Recorder, blocking: bool, timeout: float) -> bool:
+        return not blocking or (timeout != -1 and rec.timed_is_try)
+
+    def _recorded_acquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int,
+                          blocking: bool, timeout: float) -> bool:
+        """Take the real lock with its event: a trylock is fed once it succeeded; a blocking
+        acquire is fed *before* it waits (the report must exist even if it never returns),
+        and withdrawn again if it fails or times out."""
+        __tracebackhide__ = True
+        real = self._real
+        if self._is_try(rec, blocking, timeout):
+            ok = real.acquire(blocking, timeout)
+            if ok:
+                self._took(task)
+                rec.acquired(task, comm, self._cls, self._inst, frame, trylock=True, subclass=subclass)
+            return ok
+        rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
+        try:
+            ok = real.acquire(blocking, timeout)
+        except BaseException:
+            rec.released(task, self._cls, self._inst)
+            raise
+        if ok:
+            self._took(task)
+        else:  # a timed acquire validated as blocking, timed out
+            rec.released(task, self._cls, self._inst)
+        return ok
+
+    def _took(self, task: str) -> None:
+        """The real lock is now held by `task` (subclasses keep their holder bookkeeping here)."""
+        raise NotImplementedError
+
+
+class TrackedLock(_Tracked):
+    """A `threading.Lock` that reports to the active recorder."""
+
+    __slots__ = ()
+
+    def __init__(self, cls: str, inst: str, real: Any = None) -> None:
+        self._real = real if real is not None else _thread.allocate_lock()
+        self._cls = cls
+        self._inst = inst
+        self._holder: Optional[str] = None
+
+    def _acquire(self, blocking: bool, timeout: float, frame: Any, subclass: int) -> bool:
+        __tracebackhide__ = True
+        rec = _rec
+        real = self._real
+        if rec is None:
+            return real.acquire(blocking, timeout)
+        task, comm = rec.thread_task()
+        if self._holder == task and timeout == -1 and not self._is_try(rec, blocking, timeout):
+            return self._reacquire(rec, task, comm, frame, subclass)
+        return self._recorded_acquire(rec, task, comm, frame, subclass, blocking, timeout)
+
+    def _took(self, task: str) -> None:
+        self._holder = task
+
+    def __enter__(self) -> bool:
+        """`with lock:` -- the blocking, untimed acquire of `_acquire`, without its general dispatch
+        (this is the path almost every Python lock takes, so it is kept short)."""
+        __tracebackhide__ = True  # pytest: a SelfDeadlockError points at the caller
+        rec = _rec
+        if rec is None:
+            return self._real.acquire()
+        task, comm = rec.thread_task()
+        if self._holder == task:
+            return self._reacquire(rec, task, comm, sys._getframe(1), 0)
+        rec.acquired(task, comm, self._cls, self._inst, sys._getframe(1))
+        try:
+            self._real.acquire()
+        except BaseException:
+            rec.released(task, self._cls, self._inst)
+            raise
+        self._holder = task
+        return True
+
+    def _reacquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int) -> bool:
+        """Blocking re-acquire by the holder: fine only if another thread releases it (a signal)."""
+        __tracebackhide__ = True
+        if self._real.acquire(True, rec.grace):
+            # released by another thread meanwhile (its release was recorded for us)
+            rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
+            self._holder = task
+            return True
+        rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
+        rec.released(task, self._cls, self._inst)
+        file, line, at = rec.site(user_frame(frame))
+        raise SelfDeadlockError(
+            f"lockcheck: {at}: {task} tries to acquire lock {self._cls}@{self._inst}, which it already holds, "
+            f"and no other thread released it within {rec.grace:g}s: this acquire would never return "
+            f"(possible recursive locking detected)"
+        )
+
+    def release(self) -> None:
+        rec = _rec
+        holder = self._holder
+        if rec is not None and holder is not None:
+            self._holder = None
+            rec.released(holder, self._cls, self._inst)
+        try:
+            self._real.release()
+        except RuntimeError:
+            if rec is not None:
+                rec.bad_releases += 1
+            raise
+
+    def locked(self) -> bool:
+        return self._real.locked()
+
+    release_lock = release
+    locked_lock = locked
+
+    def acquire_lock(self, blocking: bool = True, timeout: float = -1) -> bool:
+        return self._acquire(blocking, timeout, sys._getframe(1), 0)
+
+
+class TrackedRLock(_Tracked):
+    """A `threading.RLock`: only the outermost acquire and the last release are events."""
+
+    __slots__ = ("_depth",)
+
+    def __init__(self, cls: str, inst: str, real: Any = None) -> None:
+        self._real = real if real is not None else _ORIG_RLOCK()
+        self._cls = cls
+        self._inst = inst
+        self._holder: Optional[str] = None
+        self._depth = 0
+
+    def _acquire(self, blocking: bool, timeout: float, frame: Any, subclass: int) -> bool:
+        rec = _rec
+        real = self._real
+        if rec is None or real._is_owned():
+            ok = real.acquire(blocking, timeout)
+            if ok and self._depth:
+                self._depth += 1
+            return ok
+        task, comm = rec.thread_task()
+        return self._recorded_acquire(rec, task, comm, frame, subclass, blocking, timeout)
+
+    def _took(self, task: str) -> None:
+        self._holder, self._depth = task, 1
+
+    def release(self) -> None:
+        real = self._real
+        if not real._is_owned():
+            try:
+                real.release()  # raises RuntimeError: the program's error to see
+            except RuntimeError:
+                if _rec is not None:
+                    _rec.bad_releases += 1
+                raise
+            return
+        if self._depth:
+            self._depth -= 1
+            if not self._depth:
+                self._released()
+        real.release()
+
+    def _released(self) -> None:
+        holder, self._holder = self._holder, None
+        if _rec is not None and holder is not None:
+            _rec.released(holder, self._cls, self._inst)
+
+    # Condition.wait: release all levels, and take them back
+    def _release_save(self) -> Any:
+        depth, self._depth = self._depth, 0
+        if depth:
+            self._released()
+        return (self._real._release_save(), depth)
+
+    def _acquire_restore(self, state: Any) -> None:
+        real_state, depth = state
+        rec = _rec
+        if rec is not None and depth:
+            task, comm = rec.thread_task()
+            rec.acquired(task, comm, self._cls, self._inst, sys._getframe(1))
+            self._holder = task
+        self._real._acquire_restore(real_state)
+        self._depth = depth
+
+    def _is_owned(self) -> bool:
+        return self._real._is_owned()
+
+
+# -- factories: the patched names --------------------------------------------------------------
+
+
+def _make_lock(*args: Any, **kwargs: Any) -> Any:
+    return _new_lock(3, args, kwargs)
+
+
+def _new_lock(depth: int, args: tuple, kwargs: dict) -> Any:
+    """A tracked lock keyed by the creating frame `depth` levels up, or a raw one when not tracking."""
+    created = creation(depth) if _rec is not None else None
+    if created is None:
+        return _ORIG_LOCK(*args, **kwargs)
+    return TrackedLock(*created)
+
+
+class _FactoryMeta(type):
+    """`isinstance(x, threading.Lock)` -- legal once Lock is a class (Python 3.13) -- keeps working."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls._lc_kinds)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return isinstance(sub, type) and issubclass(sub, cls._lc_kinds)
+
+
+class _LockClass(metaclass=_FactoryMeta):
+    """`threading.Lock` while patched, where the original is a class: constructing it makes a
+    tracked lock (as `_make_lock` does where the original is a function)."""
+
+    _lc_kinds: tuple = (_ORIG_LOCK, TrackedLock) if isinstance(_ORIG_LOCK, type) else (TrackedLock,)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return _new_lock(3, args, kwargs)
+
+
+_LockClass.__name__ = _LockClass.__qualname__ = "lock"
+_LockClass.__module__ = "_thread"
+
+
+def _make_rlock(*args: Any, **kwargs: Any) -> Any:
+    created = creation() if _rec is not None else None
+    if created is None:
+        return _ORIG_RLOCK(*args, **kwargs)
+    return TrackedRLock(*created)
+
+
+class _OrigInstanceCheck(type):
+    """`isinstance(x, threading.Condition)` stays true for Conditions made before patching."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return type.__instancecheck__(cls, obj) or isinstance(obj, cls._lc_orig)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return type.__subclasscheck__(cls, sub) or issubclass(sub, cls._lc_orig)
+
+
+class TrackedCondition(_ORIG_CONDITION, metaclass=_OrigInstanceCheck):
+    """`threading.Condition` whose default lock is a tracked RLock keyed by the Condition's site."""
+
+    _lc_orig = _ORIG_CONDITION
+
+    def __init__(self, lock: Any = None) -> None:
+        if lock is None and _rec is not None:
+            created = creation()
+            if created is not None:
+                lock = TrackedRLock(*created)
+        super().__init__(lock)
+
+
+TrackedCondition.__name__ = TrackedCondition.__qualname__ = "Condition"
+
+
+class _SemaphoreMixin:
+    """Counting locks (see the module docstring for how each enters the graph)."""
+
+    _lc: Optional[tuple[str, str]]
+    _lc_holders: list
+    _lc_held = False  # BoundedSemaphore: held until released; Semaphore: acquire-only
+
+    def _lc_init(self) -> None:
+        self._lc = creation(3) if _rec is not None else None
+        self._lc_holders = []
+
+    def _lc_mode(self) -> int:
+        return READ
+
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        rec = _rec
+        lc = self._lc
+        if rec is None or lc is None:
+            return super().acquire(blocking, timeout)  # type: ignore[misc]
+        cls, inst = lc
+        frame = sys._getframe(1)
+        task, comm = rec.thread_task()
+        if not blocking or (timeout is not None and rec.timed_is_try):
+            ok = super().acquire(blocking, timeout)  # type: ignore[misc]
+            if ok and self._lc_held:
+                rec.acquired(task, comm, cls, inst, frame, self._lc_mode(), trylock=True)
+                self._lc_holders.append(task)
+            return ok
+        rec.acquired(task, comm, cls, inst, frame, self._lc_mode())
+        if not self._lc_held:
+            rec.released(task, cls, inst)  # acquire-only: validated, never held
+            return super().acquire(blocking, timeout)  # type: ignore[misc]
+        try:
+            ok = super().acquire(blocking, timeout)  # type: ignore[misc]
+        except BaseException:
+            rec.released(task, cls, inst)
+            raise
+        if ok:
+            self._lc_holders.append(task)
+        else:
+            rec.released(task, cls, inst)
+        return ok
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def release(self, n: int = 1) -> None:
+        super().release(n)  # type: ignore[misc]
+        rec = _rec
+        lc = self._lc
+        if rec is None or lc is None or not self._lc_held:
+            return
+        holders = self._lc_holders
+        for _ in range(n):
+            if not holders:
+                break
+            task, _comm = rec.thread_task()
+            holder = task if task in holders else holders[0]
+            holders.remove(holder)
+            rec.released(holder, *lc)
+
+
+class TrackedSemaphore(_SemaphoreMixin, _ORIG_SEMAPHORE, metaclass=_OrigInstanceCheck):
+    """`threading.Semaphore`: acquire-only (validated, never held)."""
+
+    _lc_orig = _ORIG_SEMAPHORE
+
+    def __init__(self, value: int = 1) -> None:
+        # also called unbound by threading.BoundedSemaphore.__init__ (it names the module global)
+        _ORIG_SEMAPHORE.__init__(self, value)
+        if type(self) is TrackedSemaphore:
+            self._lc_init()
+
+
+class TrackedBoundedSemaphore(_SemaphoreMixin, _ORIG_BSEMAPHORE, metaclass=_OrigInstanceCheck):
+    """`threading.BoundedSemaphore`: held by the acquiring context until released."""
+
+    _lc_orig = _ORIG_BSEMAPHORE
+    _lc_held = True
+
+    def __init__(self, value: int = 1) -> None:
+        _ORIG_BSEMAPHORE.__init__(self, value)
+        self._lc_init()
+
+    def _lc_mode(self) -> int:
+        return WRITE if self._initial_value == 1 else READ
+
+
+for _cls, _name in ((TrackedSemaphore, "Semaphore"), (TrackedBoundedSemaphore, "BoundedSemaphore")):
+    _cls.__name__ = _cls.__qualname__ = _name
+
+
+# -- asyncio.Lock ------------------------------------------------------------------------------
+
+
+class TrackedAsyncLock(_ORIG_ALOCK, metaclass=_OrigInstanceCheck):
+    """`asyncio.Lock` held by asyncio tasks (the lock-holding contexts)."""
+
+    _lc_orig = _ORIG_ALOCK
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lc = creation() if _rec is not None else None
+        self._lc_holder: Optional[str] = None
+
+    async def acquire(self) -> bool:
+        rec = _rec
+        lc = self._lc
+        if rec is None or lc is None:
+            return await super().acquire()
+        cls, inst = lc
+        frame = sys._getframe(1)
+        task, comm = rec.async_task()
+        if self._lc_holder == task:
+            try:
+                await asyncio.wait_for(super().acquire(), rec.grace)
+            except asyncio.TimeoutError:
+                rec.acquired(task, comm, cls, inst, frame)
+                rec.released(task, cls, inst)
+                raise SelfDeadlockError(
+                    f"lockcheck: {task} tries to acquire asyncio lock {cls}@{inst}, which it already holds, "
+                    f"and no other task released it within {rec.grace:g}s (possible recursive locking detected)"
+                ) from None
+            rec.acquired(task, comm, cls, inst, frame)
+            self._lc_holder = task
+            return True
+        rec.acquired(task, comm, cls, inst, frame)
+        try:
+            await super().acquire()
+        except BaseException:
+            rec.released(task, cls, inst)
+            raise
+        self._lc_holder = task
+        return True
+
+    def release(self) -> None:
+        holder = self._lc_holder
+        if _rec is not None and holder is not None and self._lc is not None:
+            self._lc_holder = None
+            _rec.released(holder, *self._lc)
+        super().release()
+
+
+TrackedAsyncLock.__name__ = TrackedAsyncLock.__qualname__ = "Lock"
+
+
+# -- annotations (lockcheck.name / lockcheck.nested) ------------------------------------------------
+
+
+def _target(lock: Any) -> Any:
+    """The tracked object behind `lock` (a Condition's lock), or None for an untracked one."""
+    if isinstance(lock, _Tracked):
+        return lock
+    inner = getattr(lock, "_lock", None)
+    if isinstance(inner, _Tracked):
+        return inner
+    return None
+
+
+def name(lock: Any, class_name: str) -> Any:
+    """Give one lock its own lock class (lockdep's `lockdep_set_class_and_name`); returns the lock."""
+    target = _target(lock)
+    if target is not None:
+        target._cls = registry.named(class_name, "lockcheck.name")
+    elif isinstance(lock, (_SemaphoreMixin, TrackedAsyncLock)) and getattr(lock, "_lc", None) is not None:
+        lock._lc = (registry.named(class_name, "lockcheck.name"), lock._lc[1])
+    return lock
+
+
+class _Nested:
+    """One acquisition of `lock` as subclass N (lockdep's `mutex_lock_nested`)."""
+
+    __slots__ = ("lock", "subclass")
+
+    def __init__(self, lock: Any, subclass: int) -> None:
+        self.lock = lock
+        self.subclass = subclass
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        target = _target(self.lock)
+        if target is None:
+            return self.lock.acquire(blocking, timeout)
+        return target._acquire(blocking, timeout, sys._getframe(1), self.subclass)
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def __enter__(self) -> bool:
+        target = _target(self.lock)
+        if target is None:
+            return self.lock.__enter__()
+        return target._acquire(True, -1, sys._getframe(1), self.subclass)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.lock.release()
+
+
+def nested(lock: Any, subclass: int = 1) -> _Nested:
+    """`with lockcheck.nested(child.lock, 1):` takes `lock` as its class's subclass 1 (0..7).
+
+    Use it where two locks of one class are legitimately held together
+    (parent then child): the inner one validates as `CLASS/1`.
+    """
+    if not 0 <= subclass <= 7:
+        raise ValueError("lockcheck.nested: subclass must be 0..7 (lockdep's MAX_LOCKDEP_SUBCLASSES)")
+    return _Nested(lock, subclass)
