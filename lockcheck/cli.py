@@ -1,6 +1,6 @@
 """Command line: argument parsing, and wiring readers -> checker -> renderers.
 
-Exit status (../shared/spec/cli.md): 0 nothing found, 1 findings,
+Exit status (docs/cli.md): 0 nothing found, 1 findings,
 2 usage error or unreadable/malformed input (one `FILE:LINE:COL: message`
 line per problem on stderr, never a traceback).  Findings made before a
 malformed line are still printed: they happened.
