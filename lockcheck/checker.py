@@ -32,77 +32,14 @@ from lockcheck import findings as F
 from lockcheck.events import ACQUIRE, LOST_EVENTS, RELEASE, Event, class_name
 from lockcheck.findings import ChainLink, Evidence, Finding, LockSnapshot
 from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, calc_dep
-from lockcheck.irq import IrqValidator, usage_needs
+from lockcheck.irq import IrqValidator
+from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, TaskState, snapshot, task_finding, usage_needs
 from lockcheck.usage import usage_chars
 
 #: what `feed` returns for the (usual) event that raises nothing: one shared, immutable value
 _NOTHING: tuple = ()
 #: lockdep's MAX_LOCK_DEPTH: the 48th simultaneously held entry is reported
 MAX_LOCK_DEPTH = 48
-INITIAL_CHAIN_KEY = -1
-
-
-class HeldLock:
-    """One entry of a task's held-lock stack (lockdep's `struct held_lock`)."""
-
-    __slots__ = (
-        "cls", "lock", "instance", "subclass", "read", "trylock", "check", "nest",
-        "irq_context", "hardirqs_off", "references", "prev_chain_key", "event",
-    )
-
-    def __init__(self, cls: str, lock: str, instance: Optional[str], subclass: int, read: int,
-                 trylock: bool, check: bool, nest: Optional[tuple], irq_context: int,
-                 hardirqs_off: bool, references: int, event: Event) -> None:
-        self.cls = cls
-        self.lock = lock
-        self.instance = instance
-        self.subclass = subclass
-        self.read = read
-        self.trylock = trylock
-        self.check = check
-        self.nest = nest
-        self.irq_context = irq_context
-        self.hardirqs_off = hardirqs_off
-        self.references = references
-        self.prev_chain_key = INITIAL_CHAIN_KEY
-        self.event = event
-
-    def matches(self, lock: str, instance: Optional[str]) -> bool:
-        """lockdep's `match_held_lock`: the same lock object, or any lock of a merged entry's class."""
-        if self.lock == lock and self.instance == instance:
-            return True
-        # a nest_lock-merged entry stands for every instance of its (subclass 0) class
-        return bool(self.references) and self.subclass == 0 and self.lock == lock
-
-
-class TaskState:
-    """Per-task lockdep state: held stack, chain key, irq state."""
-
-    __slots__ = (
-        "key", "name", "held", "chain_key", "hardirq_depth", "softirq_depth",
-        "hardirqs_enabled", "softirqs_enabled", "cpu", "acquired_ever", "irq_events", "usage_need",
-    )
-
-    def __init__(self, key: str, name: str) -> None:
-        self.key = key
-        self.name = name
-        self.held: list[HeldLock] = []
-        self.chain_key = INITIAL_CHAIN_KEY
-        self.hardirq_depth = 0
-        self.softirq_depth = 0
-        self.hardirqs_enabled = True
-        self.softirqs_enabled = True
-        self.cpu: Optional[int] = None
-        self.acquired_ever: Optional[set] = None
-        self.irq_events: dict[str, object] = {}  # "stamp" and op -> (stamp, Evidence), see irq.py
-        self.usage_need = usage_needs(self)
-
-    @property
-    def irq_context(self) -> int:
-        """lockdep's `irq_context`: bit 1 hardirq, bit 0 softirq."""
-        return (2 if self.hardirq_depth else 0) | (1 if self.softirq_depth else 0)
-
-
 @dataclass
 class CheckerOptions:
     """Behaviour switches; the defaults are the kernel's behaviour on a full trace."""
@@ -147,7 +84,7 @@ class Checker:
         self.reported: set[tuple] = set()
         self.findings: list[Finding] = []
         self.stats = CheckerStats()
-        self.irq = IrqValidator(self)
+        self.irq = IrqValidator(self.graph, self.report, self.stats.notes)
         self._classes = self.graph.nx._succ
         # a subclass that wants to see cached chains too (OrderChecker) overrides validate_chain
         self._inline_cache_hits = type(self).validate_chain is Checker.validate_chain
@@ -544,21 +481,11 @@ class Checker:
         return usage_chars(self.graph.usage(cls))
 
     def snapshot(self, hlock: HeldLock) -> LockSnapshot:
-        ev = hlock.event
-        return LockSnapshot(
-            name=hlock.cls, instance=hlock.instance, usage=self.usage_of(hlock.cls), at=ev.at,
-            mode=hlock.read, acquired=Evidence(ev.file, ev.line, ev.comm or ev.task, ev.at, ev.ts),
-            references=hlock.references,
-        )
-
-    def held_snapshot(self, task: TaskState) -> list[LockSnapshot]:
-        return [self.snapshot(h) for h in task.held]
+        return snapshot(self.graph, hlock)
 
     def _finding(self, kind: str, task: TaskState, ev: Event, lock: str, held: Optional[str] = None,
                  **fields) -> Finding:
-        fields.setdefault("held_locks", self.held_snapshot(task))
-        return Finding(kind=kind, task=task.name, lock=lock, held=held, location=ev.location,
-                       site=ev.at, **fields)
+        return task_finding(self.graph, kind, task, ev, lock, held, **fields)
 
     def print_deadlock_bug(self, task: TaskState, prev: HeldLock, nxt: HeldLock, ev: Event) -> None:
         self.report(self._finding(F.RECURSIVE, task, ev, lock=nxt.cls, held=prev.cls,

@@ -32,21 +32,23 @@ permutation, so it is exact for a mask of several types too.
 from __future__ import annotations
 
 from collections import deque
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import Callable, Optional
 
 from lockcheck import events as E
 from lockcheck import findings as F
 from lockcheck.events import Event
-from lockcheck.findings import ChainLink, Evidence, LockSnapshot
-from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, reverse_dep
+from lockcheck.findings import ChainLink, Evidence, Finding, LockSnapshot
+from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, reverse_dep
 from lockcheck.usage import (
     DIR_MASK, ENABLED_HARDIRQ, ENABLED_SOFTIRQ, LOCKF_ENABLED_IRQ_ALL, LOCKF_IRQ, LOCKF_USED_IN_IRQ_ALL,
     READ_MASK, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ, USAGE_STATES, exclusive_bit,
     state_name, usage_chars, usage_str,
 )
 
-if TYPE_CHECKING:
-    from lockcheck.checker import Checker, HeldLock, TaskState
+from lockcheck.tasks import (
+    HeldLock, TaskState, hardirqs_off, irq_state_text, snapshot, softirqs_enabled, task_finding, usage_index,
+    usage_needs,
+)
 
 LOCKF_IRQ_READ = LOCKF_IRQ << READ_MASK
 #: the `print_irqtrace_events` lines, by the `.lt` op that last set them
@@ -54,71 +56,6 @@ _IRQ_EVENT_KEYS = {
     E.IRQS_ON: "hardirqs_enabled", E.IRQS_OFF: "hardirqs_disabled",
     E.SOFTIRQS_ON: "softirqs_enabled", E.SOFTIRQS_OFF: "softirqs_disabled",
 }
-
-
-def hardirqs_off(task: "TaskState") -> bool:
-    """Whether an acquisition now happens with hardirqs disabled."""
-    return not task.hardirqs_enabled or task.hardirq_depth > 0
-
-
-def softirqs_enabled(task: "TaskState") -> bool:
-    return task.softirqs_enabled and task.softirq_depth == 0
-
-
-def irq_state_text(task: "TaskState") -> str:
-    """The `[HC0[0]:SC0[0]:HE1:SE1]` part of the kernel's usage reports.
-
-    HC and SC are `lockdep_hardirq_context()` / `curr->softirq_context`,
-    nesting counts (HC2 in a nested handler), as are the bracketed
-    preempt-count fields; the kernel's `softirq_count()` also counts
-    `local_bh_disable()` sections (2 each), which a trace does not number,
-    so `[n]` is the handler nesting only.
-    """
-    hc, sc = task.hardirq_depth, task.softirq_depth
-    he = 0 if hardirqs_off(task) else 1
-    se = 1 if softirqs_enabled(task) else 0
-    return f"[HC{hc}[{hc}]:SC{sc}[{sc}]:HE{he}:SE{se}]"
-
-
-def usage_index(read: int, trylock: bool, hardirqs_off: bool) -> int:
-    """Where `usage_needs` keeps the mask for an acquisition of this kind."""
-    return (1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)
-
-
-def usage_needs(task: "TaskState") -> list[int]:
-    """The usage bits a checked acquisition sets, for each `usage_index`, in the task's irq state now.
-
-    lockdep's mark_usage: USED_IN_{HARD,SOFT}IRQ in a handler (not for
-    trylocks), ENABLED_HARDIRQ when taken with hardirqs on (and
-    ENABLED_SOFTIRQ if softirqs are on too), and USED; the _READ variants for
-    readers.  Kept per task and refreshed on irq events (from a table of the
-    eight irq states), so the common acquisition costs one list index and
-    one mask test.
-    """
-    return _USAGE_NEEDS[(bool(task.hardirq_depth), bool(task.softirq_depth), bool(task.softirqs_enabled))]
-
-
-def _usage_needs(in_hardirq: bool, in_softirq: bool, softirqs_on: bool) -> list[int]:
-    needs = []
-    for index in range(8):
-        read = index & 1
-        trylock = index & 2
-        hardirqs_off = index & 4
-        needed = 1 << (USED + read)
-        if not trylock:
-            if in_hardirq:
-                needed |= 1 << (USED_IN_HARDIRQ + read)
-            if in_softirq:
-                needed |= 1 << (USED_IN_SOFTIRQ + read)
-        if not hardirqs_off:
-            needed |= 1 << (ENABLED_HARDIRQ + read)
-            if softirqs_on and not in_softirq:
-                needed |= 1 << (ENABLED_SOFTIRQ + read)
-        needs.append(needed)
-    return needs
-
-
-_USAGE_NEEDS = {(h, s, e): _usage_needs(h, s, e) for h in (False, True) for s in (False, True) for e in (False, True)}
 
 
 class _Entry:
@@ -134,18 +71,24 @@ class _Entry:
 
 
 class IrqValidator:
-    """The irq half of lockdep, driven by the checker at lockdep's call points."""
+    """The irq half of lockdep, driven by the checker at lockdep's call points.
 
-    def __init__(self, checker: "Checker") -> None:
-        self.checker = checker
-        self.graph = checker.graph
+    It shares the checker's graph, reports through the checker's `report`
+    (which drops repeats) and keeps its notes in the checker's list; it
+    never calls the checker otherwise.
+    """
+
+    def __init__(self, graph: DepGraph, report: Callable[[Finding], None], notes: list[str]) -> None:
+        self.graph = graph
+        self.report = report
+        self.notes = notes
 
     # -- context events --------------------------------------------------
-    def on_event(self, task: "TaskState", ev: Event) -> None:
+    def on_event(self, task: TaskState, ev: Event) -> None:
         self._on_event(task, ev)
         task.usage_need = usage_needs(task)
 
-    def _on_event(self, task: "TaskState", ev: Event) -> None:
+    def _on_event(self, task: TaskState, ev: Event) -> None:
         op = ev.op
         if op == E.HARDIRQ_ENTER:
             task.hardirq_depth += 1
@@ -175,18 +118,18 @@ class IrqValidator:
             self.lockdep_softirqs_on(task, ev)
 
     def _note(self, ev: Event, text: str) -> None:
-        notes = self.checker.stats.notes
+        notes = self.notes
         if len(notes) < 20:
             notes.append(f"{ev.location}: {text}")
 
     @staticmethod
-    def _irq_event(task: "TaskState", op: str, ev: Event) -> None:
+    def _irq_event(task: TaskState, op: str, ev: Event) -> None:
         """Record an irq-state transition as `curr->irqtrace` does (`++trace->irq_events`)."""
         stamp = task.irq_events.get("stamp", 0) + 1
         task.irq_events["stamp"] = stamp
         task.irq_events[op] = (stamp, Evidence(ev.file, ev.line, task.name, ev.at, ev.ts))
 
-    def lockdep_hardirqs_on(self, task: "TaskState", ev: Event) -> None:
+    def lockdep_hardirqs_on(self, task: TaskState, ev: Event) -> None:
         """Enabling hardirqs makes every held lock hardirq-unsafe (and softirq-unsafe if BHs are on)."""
         if task.hardirqs_enabled:
             return  # redundant_hardirqs_on
@@ -199,7 +142,7 @@ class IrqValidator:
         if self.mark_held_locks(task, ENABLED_HARDIRQ, ev) and softirqs_enabled(task):
             self.mark_held_locks(task, ENABLED_SOFTIRQ, ev)
 
-    def lockdep_softirqs_on(self, task: "TaskState", ev: Event) -> None:
+    def lockdep_softirqs_on(self, task: TaskState, ev: Event) -> None:
         if task.softirqs_enabled:
             return  # redundant_softirqs_on
         task.softirqs_enabled = True
@@ -209,7 +152,7 @@ class IrqValidator:
         if not hardirqs_off(task):
             self.mark_held_locks(task, ENABLED_SOFTIRQ, ev)
 
-    def mark_held_locks(self, task: "TaskState", base_bit: int, ev: Event) -> bool:
+    def mark_held_locks(self, task: TaskState, base_bit: int, ev: Event) -> bool:
         for hlock in list(task.held):
             if not hlock.check:
                 continue
@@ -219,7 +162,7 @@ class IrqValidator:
         return True
 
     # -- usage marking on acquire ------------------------------------------
-    def mark_usage(self, task: "TaskState", hlock: "HeldLock", ev: Event) -> bool:
+    def mark_usage(self, task: TaskState, hlock: HeldLock, ev: Event) -> bool:
         """lockdep's mark_usage: the usage bits one acquisition implies; False after a report.
 
         The checker calls this only when `usage_needs` says a bit is new; the
@@ -235,7 +178,7 @@ class IrqValidator:
                 return False
         return True
 
-    def mark_lock(self, task: "TaskState", hlock: "HeldLock", bit: int, ev: Event) -> bool:
+    def mark_lock(self, task: TaskState, hlock: HeldLock, bit: int, ev: Event) -> bool:
         """Set a usage bit (first trace kept); a new irq bit is validated (mark_lock_irq)."""
         node = self.graph.nx._node[hlock.cls]
         if node["usage"] & (1 << bit):
@@ -245,7 +188,7 @@ class IrqValidator:
             return True
         return self.mark_lock_irq(task, hlock, bit, ev)
 
-    def mark_lock_irq(self, task: "TaskState", hlock: "HeldLock", new_bit: int, ev: Event) -> bool:
+    def mark_lock_irq(self, task: TaskState, hlock: HeldLock, new_bit: int, ev: Event) -> bool:
         excl_bit = exclusive_bit(new_bit)
         read = new_bit & READ_MASK
         if not self.valid_state(task, hlock, new_bit, excl_bit, ev):
@@ -256,13 +199,13 @@ class IrqValidator:
             return self.check_usage_backwards(task, hlock, excl_bit, ev)
         return self.check_usage_forwards(task, hlock, excl_bit, ev)
 
-    def valid_state(self, task: "TaskState", hlock: "HeldLock", new_bit: int, bad_bit: int, ev: Event) -> bool:
+    def valid_state(self, task: TaskState, hlock: HeldLock, new_bit: int, bad_bit: int, ev: Event) -> bool:
         if self.graph.usage(hlock.cls) & (1 << bad_bit):
             self.print_usage_bug(task, hlock, bad_bit, new_bit, ev)
             return False
         return True
 
-    def check_usage_forwards(self, task: "TaskState", hlock: "HeldLock", bit: int, ev: Event) -> bool:
+    def check_usage_forwards(self, task: TaskState, hlock: HeldLock, bit: int, ev: Event) -> bool:
         """A class just became irq-safe: no class it leads to may be irq-unsafe."""
         mask = (1 << bit) | (1 << (bit + READ_MASK))
         root = _Entry(hlock.cls, None, hlock.read == 2, None)
@@ -274,7 +217,7 @@ class IrqValidator:
         self.print_irq_inversion_bug(task, root, found, hlock, True, name, ev)
         return False
 
-    def check_usage_backwards(self, task: "TaskState", hlock: "HeldLock", bit: int, ev: Event) -> bool:
+    def check_usage_backwards(self, task: TaskState, hlock: HeldLock, bit: int, ev: Event) -> bool:
         """A class just became irq-unsafe: no class leading to it may be irq-safe."""
         if not self.graph.irq_safe_classes:
             return True  # looking for an irq-safe class, and there is none
@@ -289,7 +232,7 @@ class IrqValidator:
         return False
 
     # -- the new-dependency check (check_irq_usage) ------------------------
-    def check_irq_usage(self, task: "TaskState", prev: "HeldLock", nxt: "HeldLock", ev: Event) -> bool:
+    def check_irq_usage(self, task: TaskState, prev: HeldLock, nxt: HeldLock, ev: Event) -> bool:
         """Would `prev -> next` connect an irq-safe class (before prev) to an irq-unsafe one (after next)?"""
         if not self.graph.irq_safe_classes:
             return True  # nothing is irq-safe yet: no dependency can be irq-unsafe
@@ -394,8 +337,7 @@ class IrqValidator:
         """`print_lock_class_header` prints the usage of every class on the printed paths."""
         return {link.cls: self._usage_bits(link.cls) for path in paths for link in path}
 
-    def print_usage_bug(self, task: "TaskState", hlock: "HeldLock", prev_bit: int, new_bit: int, ev: Event) -> None:
-        checker = self.checker
+    def print_usage_bug(self, task: TaskState, hlock: HeldLock, prev_bit: int, new_bit: int, ev: Event) -> None:
         events: dict = {"stamp": task.irq_events.get("stamp", 0)}
         for op, key in _IRQ_EVENT_KEYS.items():
             seen = task.irq_events.get(op)
@@ -407,13 +349,12 @@ class IrqValidator:
             "usage_traces": {usage_str(prev_bit): self._usage_trace(hlock.cls, prev_bit)},
             "irq_events": events,
         }
-        checker.report(checker._finding(F.INCONSISTENT, task, ev, lock=hlock.cls, next=checker.snapshot(hlock),
-                                        details=details))
+        self.report(task_finding(self.graph, F.INCONSISTENT, task, ev, lock=hlock.cls,
+                                 next=snapshot(self.graph, hlock), details=details))
 
-    def print_irq_inversion_bug(self, task: "TaskState", root: _Entry, other: _Entry, hlock: "HeldLock",
+    def print_irq_inversion_bug(self, task: TaskState, root: _Entry, other: _Entry, hlock: HeldLock,
                                 forwards: bool, irqclass: str, ev: Event) -> None:
         """lockdep's print_irq_inversion_bug: a usage change made an existing dependency bad."""
-        checker = self.checker
         here = Evidence(ev.file, ev.line, task.name, ev.at, ev.ts)
         path = self._path(other, here)  # other ... root
         if forwards:  # root became safe and leads to unsafe `other`
@@ -436,14 +377,13 @@ class IrqValidator:
             "irq_state": irq_state_text(task),
             "dedup": "inversion",
         }
-        checker.report(checker._finding(F.IRQ_INVERSION, task, ev, lock=hlock.cls, held=other.cls,
-                                        next=checker.snapshot(hlock), details=details))
+        self.report(task_finding(self.graph, F.IRQ_INVERSION, task, ev, lock=hlock.cls, held=other.cls,
+                                 next=snapshot(self.graph, hlock), details=details))
 
-    def print_bad_irq_dependency(self, task: "TaskState", this: _Entry, that: _Entry, backward: _Entry,
-                                 forward: _Entry, prev: "HeldLock", nxt: "HeldLock", backward_bit: int,
+    def print_bad_irq_dependency(self, task: TaskState, this: _Entry, that: _Entry, backward: _Entry,
+                                 forward: _Entry, prev: HeldLock, nxt: HeldLock, backward_bit: int,
                                  forward_bit: int, ev: Event) -> None:
         """lockdep's print_bad_irq_dependency: a new dependency links irq-safe to irq-unsafe."""
-        checker = self.checker
         here = Evidence(ev.file, ev.line, task.name, ev.at, ev.ts)
         safe_path, unsafe_path = self._path(backward, here), self._path(forward, here)
         irqclass = state_name(backward_bit)
@@ -464,9 +404,9 @@ class IrqValidator:
             "class_usage_traces": self._class_usage_traces(safe_path, unsafe_path),
             "dedup": "bad-dependency",
         }
-        checker.report(checker._finding(F.IRQ_INVERSION, task, ev, lock=nxt.cls, held=prev.cls,
-                                        next=checker.snapshot(nxt), prev=checker.snapshot(prev),
-                                        details=details))
+        self.report(task_finding(self.graph, F.IRQ_INVERSION, task, ev, lock=nxt.cls, held=prev.cls,
+                                 next=snapshot(self.graph, nxt), prev=snapshot(self.graph, prev),
+                                 details=details))
 
 
 def _scenario_middle(safe: str, unsafe: str, prev_class: str, next_class: str) -> Optional[str]:

@@ -11,7 +11,7 @@ read as streams (gzip/xz/zstd by magic bytes, through
   context and its classes, outermost first).
 
 `load(path)` takes either file, or a directory holding `lockdep*` files (the
-layout of the shared kernel captures), and returns a `LockdepState`.
+layout of the kernel captures in tests/data/kernel-6.1), and returns a `LockdepState`.
 
 >>> state = LockdepState()
 >>> for item in parse_lockdep(["all lock classes:", "00ab FD:    1 BD:    2 +.+.: &x->wait#2/1",
@@ -464,7 +464,7 @@ def to_graph(state: LockdepState, graph=None, checker=None, unchecked=None) -> l
             graph.add_dependency(dep.before_name, dep.after_name, DEP_EN, Evidence(dep.file, dep.line, PROC_TASK),
                                  dep.distance, origin=dep.file)
         return found
-    from lockcheck.checker import HeldLock, TaskState
+    from lockcheck.tasks import HeldLock, TaskState
 
     tasks: dict[str, TaskState] = {}
     for dep in edges:

@@ -38,7 +38,8 @@ from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from lockcheck import findings as F
-from lockcheck.checker import Checker, CheckerOptions, HeldLock, TaskState
+from lockcheck.checker import Checker, CheckerOptions
+from lockcheck.tasks import HeldLock, TaskState
 from lockcheck.errors import TraceError
 from lockcheck.events import Event
 from lockcheck.findings import Evidence

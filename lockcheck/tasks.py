@@ -1,0 +1,168 @@
+"""Per-task lockdep state: held-lock stacks, irq state, and findings built from them.
+
+The checker (`checker.py`) and the irq validator (`irq.py`) both read and
+change a task's state and both report findings about it; this module is
+what they share, so neither has to call back into the other (lockdep's
+`struct task_struct` fields `held_locks`, `curr_chain_key` and
+`irqtrace`, and the `print_*` helpers that snapshot them).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from lockcheck.events import Event
+from lockcheck.findings import Evidence, Finding, LockSnapshot
+from lockcheck.graph import DepGraph
+from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ, usage_chars
+
+INITIAL_CHAIN_KEY = -1
+
+
+class HeldLock:
+    """One entry of a task's held-lock stack (lockdep's `struct held_lock`)."""
+
+    __slots__ = (
+        "cls", "lock", "instance", "subclass", "read", "trylock", "check", "nest",
+        "irq_context", "hardirqs_off", "references", "prev_chain_key", "event",
+    )
+
+    def __init__(self, cls: str, lock: str, instance: Optional[str], subclass: int, read: int,
+                 trylock: bool, check: bool, nest: Optional[tuple], irq_context: int,
+                 hardirqs_off: bool, references: int, event: Event) -> None:
+        self.cls = cls
+        self.lock = lock
+        self.instance = instance
+        self.subclass = subclass
+        self.read = read
+        self.trylock = trylock
+        self.check = check
+        self.nest = nest
+        self.irq_context = irq_context
+        self.hardirqs_off = hardirqs_off
+        self.references = references
+        self.prev_chain_key = INITIAL_CHAIN_KEY
+        self.event = event
+
+    def matches(self, lock: str, instance: Optional[str]) -> bool:
+        """lockdep's `match_held_lock`: the same lock object, or any lock of a merged entry's class."""
+        if self.lock == lock and self.instance == instance:
+            return True
+        # a nest_lock-merged entry stands for every instance of its (subclass 0) class
+        return bool(self.references) and self.subclass == 0 and self.lock == lock
+
+
+class TaskState:
+    """Per-task lockdep state: held stack, chain key, irq state."""
+
+    __slots__ = (
+        "key", "name", "held", "chain_key", "hardirq_depth", "softirq_depth",
+        "hardirqs_enabled", "softirqs_enabled", "cpu", "acquired_ever", "irq_events", "usage_need",
+    )
+
+    def __init__(self, key: str, name: str) -> None:
+        self.key = key
+        self.name = name
+        self.held: list[HeldLock] = []
+        self.chain_key = INITIAL_CHAIN_KEY
+        self.hardirq_depth = 0
+        self.softirq_depth = 0
+        self.hardirqs_enabled = True
+        self.softirqs_enabled = True
+        self.cpu: Optional[int] = None
+        self.acquired_ever: Optional[set] = None
+        self.irq_events: dict[str, object] = {}  # "stamp" and op -> (stamp, Evidence), see irq.py
+        self.usage_need = usage_needs(self)
+
+    @property
+    def irq_context(self) -> int:
+        """lockdep's `irq_context`: bit 1 hardirq, bit 0 softirq."""
+        return (2 if self.hardirq_depth else 0) | (1 if self.softirq_depth else 0)
+
+
+# -- irq state of a task ------------------------------------------------------------------
+
+
+def hardirqs_off(task: "TaskState") -> bool:
+    """Whether an acquisition now happens with hardirqs disabled."""
+    return not task.hardirqs_enabled or task.hardirq_depth > 0
+
+
+def softirqs_enabled(task: "TaskState") -> bool:
+    return task.softirqs_enabled and task.softirq_depth == 0
+
+
+def irq_state_text(task: "TaskState") -> str:
+    """The `[HC0[0]:SC0[0]:HE1:SE1]` part of the kernel's usage reports.
+
+    HC and SC are `lockdep_hardirq_context()` / `curr->softirq_context`,
+    nesting counts (HC2 in a nested handler), as are the bracketed
+    preempt-count fields; the kernel's `softirq_count()` also counts
+    `local_bh_disable()` sections (2 each), which a trace does not number,
+    so `[n]` is the handler nesting only.
+    """
+    hc, sc = task.hardirq_depth, task.softirq_depth
+    he = 0 if hardirqs_off(task) else 1
+    se = 1 if softirqs_enabled(task) else 0
+    return f"[HC{hc}[{hc}]:SC{sc}[{sc}]:HE{he}:SE{se}]"
+
+
+def usage_index(read: int, trylock: bool, hardirqs_off: bool) -> int:
+    """Where `usage_needs` keeps the mask for an acquisition of this kind."""
+    return (1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)
+
+
+def usage_needs(task: "TaskState") -> list[int]:
+    """The usage bits a checked acquisition sets, for each `usage_index`, in the task's irq state now.
+
+    lockdep's mark_usage: USED_IN_{HARD,SOFT}IRQ in a handler (not for
+    trylocks), ENABLED_HARDIRQ when taken with hardirqs on (and
+    ENABLED_SOFTIRQ if softirqs are on too), and USED; the _READ variants for
+    readers.  Kept per task and refreshed on irq events (from a table of the
+    eight irq states), so the common acquisition costs one list index and
+    one mask test.
+    """
+    return _USAGE_NEEDS[(bool(task.hardirq_depth), bool(task.softirq_depth), bool(task.softirqs_enabled))]
+
+
+def _usage_needs(in_hardirq: bool, in_softirq: bool, softirqs_on: bool) -> list[int]:
+    needs = []
+    for index in range(8):
+        read = index & 1
+        trylock = index & 2
+        hardirqs_off = index & 4
+        needed = 1 << (USED + read)
+        if not trylock:
+            if in_hardirq:
+                needed |= 1 << (USED_IN_HARDIRQ + read)
+            if in_softirq:
+                needed |= 1 << (USED_IN_SOFTIRQ + read)
+        if not hardirqs_off:
+            needed |= 1 << (ENABLED_HARDIRQ + read)
+            if softirqs_on and not in_softirq:
+                needed |= 1 << (ENABLED_SOFTIRQ + read)
+        needs.append(needed)
+    return needs
+
+
+_USAGE_NEEDS = {(h, s, e): _usage_needs(h, s, e) for h in (False, True) for s in (False, True) for e in (False, True)}
+
+
+# -- findings about a task ---------------------------------------------------------------
+
+
+def snapshot(graph: DepGraph, hlock: HeldLock) -> LockSnapshot:
+    """A held lock as a report prints it (`#i: CLASS{usage}, at: ...`)."""
+    ev = hlock.event
+    return LockSnapshot(
+        name=hlock.cls, instance=hlock.instance, usage=usage_chars(graph.usage(hlock.cls)), at=ev.at,
+        mode=hlock.read, acquired=Evidence(ev.file, ev.line, ev.comm or ev.task, ev.at, ev.ts),
+        references=hlock.references,
+    )
+
+
+def task_finding(graph: DepGraph, kind: str, task: TaskState, ev: Event, lock: str,
+                 held: Optional[str] = None, **fields: Any) -> Finding:
+    """A finding about `task` at `ev`, with its held locks as they are now (`lockdep_print_held_locks`)."""
+    fields.setdefault("held_locks", [snapshot(graph, h) for h in task.held])
+    return Finding(kind=kind, task=task.name, lock=lock, held=held, location=ev.location, site=ev.at, **fields)
