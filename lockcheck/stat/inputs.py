@@ -93,18 +93,18 @@ def merge_into(classes: list[ClassStats], more: Iterable[ClassStats]) -> None:
         classes[i].merge(stats)
 
 
-def load(paths: list[str], input_format: str = "auto") -> Table:
+def load(paths: list[str], input_format: str = "auto", contention: str = "auto") -> Table:
     """One table from every input (directories expanded)."""
     from lockcheck.readers.source import expand_paths
 
     table = Table()
     for path in expand_paths(list(paths)):
-        table.add(load_one(path, input_format))
+        table.add(load_one(path, input_format, contention))
     return table
 
 
-def load_one(path: str, input_format: str = "auto") -> Table:
-    """The table of one file: a /proc/lock_stat dump or a trace."""
+def load_one(path: str, input_format: str = "auto", contention: str = "auto") -> Table:
+    """The table of one file: a /proc/lock_stat dump or a trace (CONTENTION: see `collect.LockStats`)."""
     from lockcheck import readers
     from lockcheck.readers.ftrace import ReaderStats
     from lockcheck.readers.source import open_lines
@@ -119,11 +119,12 @@ def load_one(path: str, input_format: str = "auto") -> Table:
             return Table(classes, [source], warning=reader.warning)
         module = _format(head, input_format)
         reader_stats = ReaderStats()
+        options: dict = {}
         if getattr(module, "TAKES_STATS", False):
-            events = module.parse(lines, name, stats=reader_stats)
-        else:
-            events = module.parse(lines, name)
-        stats = collect(events)
+            options["stats"] = reader_stats
+        if getattr(module, "TAKES_CONTENTION", False):  # used or counted (see collect.LockStats)
+            options["contention"] = True
+        stats = collect(module.parse(lines, name, **options), contention)
     finally:
         close = getattr(lines, "close", None)
         if close is not None:
@@ -141,7 +142,7 @@ def _format(head: list[str], input_format: str):
     return readers._forced(input_format)
 
 
-def runs(path: str, input_format: str = "auto") -> list[Table]:
+def runs(path: str, input_format: str = "auto", contention: str = "auto") -> list[Table]:
     """One side of a comparison: a file is one run, a directory one run per file in it.
 
     `A,B,C` (when no file has that name) lists the runs' files.
@@ -154,4 +155,4 @@ def runs(path: str, input_format: str = "auto") -> list[Table]:
         parts: list[str] = [part for part in path.split(",") if part]
     else:
         parts = [path]
-    return [load_one(one, input_format) for one in expand_paths(parts)]
+    return [load_one(one, input_format, contention) for one in expand_paths(parts)]
