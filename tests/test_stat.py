@@ -315,3 +315,11 @@ def test_contention_tracepoints_only_when_asked() -> None:
     assert "contention-begin" not in ops
     ops = [e.op for e in ftrace.parse(FTRACE.splitlines(), "t", contention=True)]
     assert ops.count("contention-begin") == ops.count("contention-end") == 2
+
+
+def test_freed_lock_object_starts_afresh() -> None:
+    # A@1 is freed and a new A@1 initialised on CPU 1: no bounce against the old object's CPU 0
+    trace = ("T1 acquire A@1 ts=1 cpu=0\nT1 acquired A@1 ts=1 cpu=0\nT1 release A@1 ts=2 cpu=0\nT1 free A@1 ts=3 cpu=0\n"
+             "T2 acquire A@1 ts=4 cpu=1\nT2 acquired A@1 ts=4 cpu=1\nT2 release A@1 ts=5 cpu=1\n")
+    assert stats(trace).classes["A"].bounces == [0, 0, 0, 0]
+    assert stats(trace.replace("T1 free A@1 ts=3 cpu=0\n", "")).classes["A"].bounces == [1, 0, 0, 0]

@@ -43,7 +43,9 @@ held locks (the kernel's limit; deeper, the oldest is dropped) and one
 wait set aside; tasks holding nothing are forgotten; at most `MAX_TASKS`
 tasks, `MAX_LOCK_OBJECTS` lock objects (least recently used forgotten: a
 bounce may be missed) and `MAX_CLASSES` classes.  Every drop is counted in
-the notes.  `exit` ends a task, the end of a file ends a run (every task
+the notes.  `free` forgets a lock object: the kernel re-initialises a lock
+at a reused address (`lockdep_init_map` sets `lock->cpu` anew), which a
+capture without `free` cannot show.  `exit` ends a task, the end of a file ends a run (every task
 and object forgotten), a lost-events marker ends the tasks of its CPU.
 """
 
@@ -52,7 +54,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from lockcheck.events import (
-    ACQUIRE, ACQUIRED, CONTENDED, CONTENTION_BEGIN, CONTENTION_END, EXIT, LOST_EVENTS, RELEASE, WRITE, Event,
+    ACQUIRE, ACQUIRED, CONTENDED, CONTENTION_BEGIN, CONTENTION_END, EXIT, FREE, LOST_EVENTS, RELEASE, WRITE, Event,
     class_name,
 )
 from lockcheck.stat.model import BOUNCE_ACQUIRED, BOUNCE_CONTENDED, ClassStats, LockTime, count_point
@@ -194,6 +196,8 @@ class LockStats:
             self.contention_begin(ev)
         elif op == CONTENTION_END:
             self.contention_end(ev)
+        elif op == FREE:  # the object is gone; one at the same address is initialised afresh (lock->cpu)
+            self._objects.pop((ev.lock, ev.instance), None)
         elif op == EXIT:
             task = self._tasks.pop(ev.task, None)
             if task is not None:

@@ -7,8 +7,9 @@ and replayed by `collect`.  Several inputs make one table: classes of the
 same name are added together (`ClassStats.merge`).
 
 `fold_name` strips what a trace cannot see from a dump's class names (the
-`#N` of the Nth class sharing a name, the `/N` subclass), so a dump and a
-capture of the same boot line up class by class.
+`#N` of the Nth class sharing a name, the `/N` subclass) and cuts a
+trace's long names where the dump cuts them, so a dump and a capture of
+the same boot line up class by class.
 """
 
 from __future__ import annotations
@@ -59,14 +60,17 @@ class Table:
 
 
 def fold_name(name: str) -> str:
-    """A class name without its `#N` version and `/N` subclass (what an ftrace line prints).
+    """A class name as both a dump and a trace can show it: cut as lock_stat cuts it, no `#N`, no `/N`.
 
     >>> fold_name("&type->i_mutex_dir_key#2/1"), fold_name("sb_writers#3"), fold_name("rcu_node_0")
     ('&type->i_mutex_dir_key', 'sb_writers', 'rcu_node_0')
+    >>> fold_name("(work_completion)(&(&map->track.rwork)->work)")
+    '(work_completion)(&(&map->track.rwork'
     """
     from lockcheck.kstate import split_class_name
+    from lockcheck.stat.render import display_name
 
-    return split_class_name(name)[0]
+    return split_class_name(display_name(name))[0]
 
 
 def _renamed(stats: ClassStats, name: str, copy: bool = False) -> ClassStats:
