@@ -16,6 +16,7 @@ from typing import Iterator, Optional, Sequence, TextIO
 from lockcheck import __version__
 from lockcheck.errors import LockcheckError, UsageError
 from lockcheck.session import CheckSession, SessionOptions
+from lockcheck.wording import wrap_note
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -182,14 +183,17 @@ def _output(path: Optional[str], stdout: TextIO) -> Iterator[TextIO]:
 
 def cmd_stat(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from lockcheck import stat
-    from lockcheck.readers import read_all
+    from lockcheck.readers import ReadContext, read_all
 
-    stats = stat.collect(read_all(args.traces, args.input_format))
+    context = ReadContext()
+    stats = stat.collect(read_all(args.traces, args.input_format, context))
     with _output(args.output, stdout) as out:
         if args.format == "json":
             stat.render_json(stats, out)
         else:
             stat.render_text(stats, out, args.top)
+    for note in context.notes():
+        print(wrap_note("lockcheck: note: ", note), file=stderr)
     if not stats.events:
         print(f"lockcheck: {', '.join(args.traces)}: empty trace (no events)", file=stderr)
     return EXIT_CLEAN
