@@ -106,7 +106,7 @@ def test_a_boot_directory_reads_its_trace_and_dumps_and_skips_the_rest(tmp_path)
     boot = tmp_path / "boot"
     shutil.copytree(CAPTURES / "clean", boot)
     kinds = {Path(i.path).name: i.kind for i in inputs.expand([str(boot)])}
-    assert kinds == {"dmesg.txt": inputs.SKIP, "lock_stat.txt.xz": inputs.SKIP, "lockdep.txt.xz": inputs.DUMP,
+    assert kinds == {"dmesg.txt": inputs.SKIP, "lock_stat.txt.xz": inputs.LOCK_STAT, "lockdep.txt.xz": inputs.DUMP,
                      "lockdep_chains.txt.xz": inputs.DUMP, "lockdep_stats.txt": inputs.SKIP,
                      "meta.txt": inputs.SKIP, "trace.ftrace.xz": inputs.TRACE}
 
@@ -268,3 +268,13 @@ def test_compressed_members_are_classified_by_their_content(tmp_path):
     (tmp_path / "t.xz").write_bytes(lzma.compress(b"T1 acquire A\nT1 release A\n"))
     got = {Path(i.path).name: i.kind for i in inputs.expand([str(tmp_path)])}
     assert got == {"log.xz": inputs.SKIP, "t.xz": inputs.TRACE}
+
+
+def test_stat_of_a_boot_directory_reads_the_trace_and_the_lock_stat_dump(tmp_path):
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["stat", "--format", "json", "--no-progress", str(CAPTURES / "clean")], stdout=out, stderr=err)
+    out, err = out.getvalue(), err.getvalue()
+    assert status == 0, err
+    kinds = sorted(source["kind"] for source in json.loads(out)["sources"])
+    assert kinds == ["lock_stat", "trace"]
+    assert f"{CAPTURES / 'clean' / 'dmesg.txt'}: not a trace (looks like a kernel log)" in err

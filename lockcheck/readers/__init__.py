@@ -144,7 +144,7 @@ def _read_each(paths: list[Union[str, Input]], input_format: str,
 
 def _read_input(item: Input, input_format: str, context: Optional[ReadContext]) -> Iterator[Event]:
     """The events of one input; a skipped one noted, a failing one recorded when the context collects errors."""
-    if item.kind in (inputs.SKIP, inputs.DUMP):
+    if item.kind in (inputs.SKIP, inputs.DUMP, inputs.LOCK_STAT):
         if context is not None:
             context.skipped.append(item)
         return

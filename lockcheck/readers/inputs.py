@@ -30,6 +30,7 @@ from lockcheck.readers import source
 
 TRACE = "trace"
 DUMP = "dump"
+LOCK_STAT = "lock_stat"
 SKIP = "skip"
 ERROR = "error"
 
@@ -41,9 +42,10 @@ HEAD_LINES = 32
 class Input:
     """One file to read, and what it is.
 
-    `kind` is TRACE, DUMP (/proc/lockdep or /proc/lockdep_chains), SKIP (a
-    file of a directory that is no trace: `looks_like` says what it seems to
-    be) or ERROR (`error` says why it cannot be read).  `directory` is the
+    `kind` is TRACE, DUMP (/proc/lockdep or /proc/lockdep_chains: `check`
+    merges it), LOCK_STAT (a /proc/lock_stat dump: `stat` reads it), SKIP (a
+    file of a directory that is no trace) or ERROR (`error` says why it
+    cannot be read).  `looks_like` says what a file that is not a trace is.  `directory` is the
     directory named on the command line that it was found in (None for a
     file named itself); `state` lists dumps a directory hook attached to this
     trace (the /proc/lockdep of its boot).
@@ -57,6 +59,7 @@ class Input:
     state: list[str] = field(default_factory=list)
 
     def skip_note(self) -> str:
+        """The note for a command that leaves this input out."""
         return f"{self.path}: not a trace (looks like {self.looks_like})"
 
 
@@ -112,7 +115,9 @@ def classify(path: str, directory: Optional[str] = None) -> Input:
             return Input(path, ERROR, directory, error=err)
         return Input(path, SKIP, directory, looks_like=_unreadable(err))
     if _dump_title(head):
-        return Input(path, DUMP, directory)
+        return Input(path, DUMP, directory, looks_like=looks_like(head))
+    if head and head[0].startswith(LOCK_STAT_TITLE):
+        return Input(path, LOCK_STAT, directory, looks_like=looks_like(head))
     from lockcheck.readers import sniff_format
 
     if sniff_format(head) is not None:
@@ -150,13 +155,14 @@ def _is_dump(path: str) -> bool:
 
 
 def _dump_title(head: list[str]) -> bool:
-    from lockcheck.kstate import CHAINS_TITLE, LOCKDEP_TITLE
-
-    return bool(head) and head[0].strip() in (LOCKDEP_TITLE, CHAINS_TITLE)
+    return bool(head) and head[0].strip() in _DUMP_TITLES
 
 
 # -- what a file that is no trace looks like -----------------------------------------------
 PLAIN_TEXT = "plain text"
+#: first lines of the kernel's dumps (kstate.LOCKDEP_TITLE, CHAINS_TITLE; stat.dump.TITLE)
+_DUMP_TITLES = {"all lock classes:": "/proc/lockdep", "all lock chains:": "/proc/lockdep_chains"}
+LOCK_STAT_TITLE = "lock_stat version"
 _DMESG = re.compile(r"^\s*(<\d+>)?\[\s*\d+\.\d+\]")
 _KERNEL_LOG_WORDS = ("Linux version ", "Kernel command line:", "Command line:", "BUG:", "WARNING:", "Call Trace:")
 
@@ -175,7 +181,9 @@ def looks_like(head: list[str]) -> str:
         return "an XML document"
     if first.startswith(("digraph", "graph ", "strict digraph")):
         return "a Graphviz graph"
-    if first.startswith("lock_stat version"):
+    if first in _DUMP_TITLES:
+        return f"a {_DUMP_TITLES[first]} dump"
+    if first.startswith(LOCK_STAT_TITLE):
         return "a /proc/lock_stat dump"
     if first.startswith("lock-classes:"):
         return "a /proc/lockdep_stats dump"
