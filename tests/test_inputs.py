@@ -137,9 +137,9 @@ def test_check_traces_dir_reports_what_each_trace_reports_and_nothing_more():
     # are one AB-BA, reported once).  Before, perf's missing irq context met ftrace's
     # handler use of hrtimer_bases.lock as a false inconsistent lock state.
     alone = set()
-    for path in sorted(TRACES.iterdir()):
+    for path in sorted(p for p in TRACES.rglob("*") if p.is_file()):
         status, doc, err = check_json(str(path))
-        assert status == 1, err
+        assert status in (0, 1) and status == bool(doc["findings"]), err
         alone |= verdicts(doc)
     status, doc, err = check_json(str(TRACES))
     assert status == 1, err
