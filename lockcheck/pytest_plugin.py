@@ -218,6 +218,10 @@ class LockcheckPlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         rec = self.recorder
+        if self.trace_file is not None:
+            # finished now, not at unconfigure: an xdist worker may be ended before it unconfigures,
+            # and a compressed trace is unreadable without its last block
+            self.trace_file.close()
         if rec is not None:
             self.unattributed = [(f, ctx) for f, ctx in rec.findings if ctx is None]
             if self.worker_id is not None:

@@ -66,6 +66,8 @@ class TraceOutput:
         self.closed = False
 
     def write(self, text: str) -> int:
+        if self.closed:
+            return 0  # the program goes on after its trace was finished: that is not an error
         self._parts.append(text)
         self._size += len(text)
         if self._size >= CHUNK:

@@ -191,6 +191,7 @@ def test_trace_output_compresses_by_name_and_reads_back(tmp_path, suffix: str, m
             assert [next(head) for _ in range(10)] == lines[:10]
         for line in lines[10:]:
             out.write(line + "\n")
+    assert out.write("late\n") == 0  # after close: dropped, not an error
     assert path.read_bytes().startswith(magic)
     _, back = open_lines(str(path))
     assert list(back) == lines
