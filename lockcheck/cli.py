@@ -1,6 +1,6 @@
 """Command line: argument parsing, and wiring readers -> checker -> renderers.
 
-Exit status (../shared/spec/cli.md): 0 nothing found, 1 findings,
+Exit status (docs/cli.md): 0 nothing found, 1 findings,
 2 usage error or unreadable/malformed input (one `FILE:LINE:COL: message`
 line per problem on stderr, never a traceback).  Findings made before a
 malformed line are still printed: they happened.
@@ -76,9 +76,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     stat = sub.add_parser("stat", help="contention and hold-time statistics per class, as /proc/lock_stat")
     _add_input_args(stat)
-    stat.add_argument("--format", default="text", choices=("text", "json"), help="text (default) or json")
-    stat.add_argument("--top", type=int, metavar="N", help="only the N most contended classes")
-    stat.add_argument("--output", "-o", metavar="FILE", help="write the table to FILE instead of stdout")
+    from lockcheck.stat import command as stat_command
+
+    stat_command.add_arguments(stat)
 
     convert = sub.add_parser("convert", help="write any supported trace as .lt")
     _add_input_args(convert)
@@ -181,18 +181,10 @@ def _output(path: Optional[str], stdout: TextIO) -> Iterator[TextIO]:
 
 
 def cmd_stat(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from lockcheck import stat
-    from lockcheck.readers import read_all
+    from lockcheck.stat import command as stat_command
 
-    stats = stat.collect(read_all(args.traces, args.input_format))
     with _output(args.output, stdout) as out:
-        if args.format == "json":
-            stat.render_json(stats, out)
-        else:
-            stat.render_text(stats, out, args.top)
-    if not stats.events:
-        print(f"lockcheck: {', '.join(args.traces)}: empty trace (no events)", file=stderr)
-    return EXIT_CLEAN
+        return stat_command.run(args, out, stderr)
 
 
 COMMANDS = {"check": cmd_check, "graph": cmd_graph, "diff": cmd_diff, "stat": cmd_stat, "convert": cmd_convert}

@@ -11,7 +11,7 @@ read as streams (gzip/xz/zstd by magic bytes, through
   context and its classes, outermost first).
 
 `load(path)` takes either file, or a directory holding `lockdep*` files (the
-layout of the shared kernel captures), and returns a `LockdepState`.
+layout of the kernel captures in tests/data/kernel-6.1), and returns a `LockdepState`.
 
 >>> state = LockdepState()
 >>> for item in parse_lockdep(["all lock classes:", "00ab FD:    1 BD:    2 +.+.: &x->wait#2/1",

@@ -250,13 +250,9 @@ def test_check_needs_some_input():
 
 @pytest.mark.parametrize("boot", ["clean"])
 def test_a_real_dump_is_acyclic(boot):
-    from pathlib import Path
-    import os
+    from testdata import CAPTURES
 
-    shared = Path(os.environ.get("LOCKCHECK_SHARED") or Path(__file__).resolve().parents[2] / "shared")
-    folder = shared / "traces" / "kernel-6.1" / boot
-    if not folder.is_dir():
-        pytest.skip("shared captures not found")
+    folder = CAPTURES / boot
     out = io.StringIO()
     assert main(["check", "--format", "json", "--no-config", str(folder / "lockdep.txt.xz")], stdout=out,
                 stderr=io.StringIO()) == 0

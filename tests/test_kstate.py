@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
 
 from lockcheck import kstate
 from lockcheck.errors import TraceError
 
-SHARED = Path(os.environ.get("LOCKCHECK_SHARED") or Path(__file__).resolve().parents[2] / "shared")
-CAPTURES = SHARED / "traces" / "kernel-6.1"
-needs_shared = pytest.mark.skipif(not CAPTURES.is_dir(), reason=f"shared kernel captures not found at {CAPTURES}")
+from testdata import CAPTURES
 
 LOCKDEP = """\
 all lock classes:
@@ -94,7 +90,6 @@ def test_load_files_and_sniffing(tmp_path):
         kstate.load(str(tmp_path / "lockdep_stats.txt"))
 
 
-@needs_shared
 @pytest.mark.parametrize(("boot", "classes", "edges", "chains"), [
     ("clean", 392, 947, 1831), ("clean-nohash", 389, 930, 1817),
 ])

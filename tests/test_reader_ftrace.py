@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import lzma
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,10 +15,7 @@ from lockcheck.errors import TraceError
 from lockcheck.events import ACQUIRE, READ, RELEASE, RREAD, WRITE
 from lockcheck.readers import ftrace
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("LOCKCHECK_SHARED") or Path(__file__).resolve().parents[2] / "shared")
-CAPTURES = SHARED / "traces" / "kernel-6.1"
-needs_shared = pytest.mark.skipif(not CAPTURES.is_dir(), reason=f"shared kernel captures not found at {CAPTURES}")
+from testdata import CAPTURES, ROOT as REPO
 
 HEADER = """\
 # tracer: nop
@@ -361,7 +357,6 @@ def capture_lines(boot):
         return handle.read().splitlines()
 
 
-@needs_shared
 @pytest.mark.parametrize(("boot", "lock_lines", "skipped"), [
     ("clean", 48183 + 48183 + 21020 + 110, 446),
     ("clean-nohash", 41722 + 41723 + 17322 + 56, 408),
@@ -381,7 +376,6 @@ def test_real_capture_counts(boot, lock_lines, skipped):
         assert stats.names_resolved == stats.names_unresolved == 0
 
 
-@needs_shared
 def test_names_resolved_by_address_match_the_printed_names():
     """Blank the names of the hashed capture's non-acquire lines; the reader must restore them."""
     lines = capture_lines("clean")
@@ -403,7 +397,6 @@ def test_names_resolved_by_address_match_the_printed_names():
     assert wrong == []
 
 
-@needs_shared
 def test_real_capture_speed_fast_path_beats_the_grammar():
     lines = capture_lines("clean")[12:20012]
     started = time.perf_counter()

@@ -21,9 +21,7 @@ from lockcheck.readers import read, read_all
 from lockcheck.readers import lt
 from lockcheck.readers.source import expand_paths, open_lines
 
-EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples"
-if not EXAMPLES.is_dir():
-    EXAMPLES = Path("/work/shared/examples")
+from testdata import EXAMPLES
 
 
 def one(line: str) -> Event:
@@ -175,9 +173,12 @@ def test_malformed_example_names_line_3():
 
 
 def test_every_example_reads():
+    read_ok = 0
     for path in sorted(EXAMPLES.glob("*.lt")):
         if path.name != "malformed.lt":
-            assert list(read(str(path)))
+            assert list(read(str(path))), path
+            read_ok += 1
+    assert read_ok >= 13, f"only {read_ok} examples found in {EXAMPLES}"
 
 
 # -- format_event ---------------------------------------------------------------------------

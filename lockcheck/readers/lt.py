@@ -1,6 +1,6 @@
 """The lockcheck trace format (`.lt`): one lock event per line.
 
-The syntax is `grammars/lockcheck.lark` (see shared/spec/trace-format.md).
+The syntax is `grammars/lockcheck.lark` (see docs/trace-format.md).
 Lines are read by two parsers that must agree:
 
 - `scan_fast`, one hand-written function, takes the shapes real traces are

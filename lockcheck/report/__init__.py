@@ -5,7 +5,7 @@ Every renderer module exposes::
     render(findings: list[Finding], summary: Summary, out: TextIO) -> None
 
 and writes nothing but `out`.  `RENDERERS` maps the `--format` name of
-../shared/spec/cli.md to the module; the CLI fills a `Summary` with the
+docs/cli.md to the module; the CLI fills a `Summary` with the
 run's counts and picks the module by name.
 """
 

@@ -1,4 +1,4 @@
-"""`--format json`: the JSON document of ../shared/spec/cli.md.
+"""`--format json`: the JSON document of docs/cli.md.
 
     {"version": 1, "findings": [...], "stats": {"events", "tasks", "classes", "dependencies"}}
 

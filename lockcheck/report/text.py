@@ -1,7 +1,7 @@
 """`--format text`: findings in the layout of the kernel's lockdep splats.
 
-One function per kernel print function (kernel/locking/lockdep.c, MODERN
-layout of ../shared/research/lockdep.md §1), under the same name, so a
+One function per kernel print function (kernel/locking/lockdep.c, the
+modern layout), under the same name, so a
 kernel engineer finds `print_deadlock_bug`, `print_circular_bug`,
 `print_usage_bug`... here.  What lockcheck changes, deliberately:
 
