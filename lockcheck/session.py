@@ -14,6 +14,7 @@ from typing import Iterable, Iterator, Optional, TextIO
 from lockcheck import __version__
 from lockcheck.checker import Checker, CheckerOptions
 from lockcheck.errors import LockcheckError, TraceError, UsageError
+from lockcheck.escape import visible
 from lockcheck.events import Event
 from lockcheck.findings import Finding
 from lockcheck.graph import DepGraph
@@ -91,7 +92,7 @@ class CheckSession:
             save_graph(checker.graph, output, findings, fmt, stdout)
         if not self.options.quiet:
             n = len(findings)
-            print(f"lockcheck: {output}: {checker.graph.n_classes} classes, {checker.graph.n_dependencies} "
+            print(f"lockcheck: {visible(output)}: {checker.graph.n_classes} classes, {checker.graph.n_dependencies} "
                   f"dependencies, {n} finding{'s' if n != 1 else ''}", file=self.stderr)
         return self._finish(findings)
 
@@ -106,7 +107,7 @@ class CheckSession:
         from lockcheck.suppress import load_config
 
         self.config = load_config(self.options.suppress, use_pyproject=self.options.use_pyproject)
-        graph = self._baseline_graph()
+        graph, baseline_findings, reported = self._baseline_graph()
         options = CheckerOptions(first=self.options.first)
         order_path = self.options.order or self.config.order
         if order_path:
@@ -118,8 +119,9 @@ class CheckSession:
             checker: Checker = OrderChecker(order, graph, options)
         else:
             checker = Checker(graph, options)
+        checker.reported |= reported  # a cycle the baselines closed is not reported again by a trace
         self.context = ReadContext(on_open=lambda name, module: self._opened(checker, module), parallel=True)
-        findings: list[Finding] = []
+        findings: list[Finding] = list(baseline_findings)
         try:
             annotator = self.annotator = self._annotator()
             traces, dumps = self._split_dumps(paths)
@@ -134,7 +136,7 @@ class CheckSession:
             self.errors.append(err)
         self._clear_progress()
         if checker.stats.events == 0 and not self.errors and not self.dump_notes:
-            print(f"lockcheck: {', '.join(paths)}: empty trace (no events)", file=self.stderr)
+            print(visible(f"lockcheck: {', '.join(paths)}: empty trace (no events)"), file=self.stderr)
         kept, suppressed = self.config.filter(findings)
         return checker, kept, suppressed
 
@@ -192,20 +194,24 @@ class CheckSession:
 
     def _finish(self, findings: list[Finding]) -> int:
         for err in self.errors:
-            print(err.format(), file=self.stderr)
+            print(visible(err.format()), file=self.stderr)
         if self.errors:
             return EXIT_ERROR
         return EXIT_FINDINGS if findings else EXIT_CLEAN
 
-    def _baseline_graph(self) -> Optional[DepGraph]:
+    def _baseline_graph(self) -> tuple[Optional[DepGraph], list[Finding], set]:
+        """The saved graphs merged, each dependency validated as it is added (`lockcheck.baseline`):
+        the graph, the cycles their union closes, and the keys of those findings."""
         if not self.options.baselines:
-            return None
+            return None, [], set()
+        from lockcheck.baseline import merge_checked
         from lockcheck.graphio import load_graph
 
-        graph = DepGraph()
+        merger = Checker(DepGraph())
+        found: list[Finding] = []
         for path in self.options.baselines:
-            graph.merge(load_graph(path), origin=path)
-        return graph
+            found.extend(merge_checked(merger, load_graph(path), origin=path))
+        return merger.graph, found, merger.reported
 
     def _notes(self, checker: Checker) -> list[str]:
         notes = list(self.context.stats.notes()) if self.context is not None else []
@@ -240,7 +246,7 @@ class CheckSession:
                 if now - last >= 0.5:
                     last = now
                     rate = count / max(now - start, 1e-9)
-                    self.stderr.write(f"\rlockcheck: {count:,} events ({rate:,.0f}/s) {ev.file}:{ev.line}  ")
+                    self.stderr.write(f"\rlockcheck: {count:,} events ({rate:,.0f}/s) {visible(ev.file)}:{ev.line}  ")
                     self.stderr.flush()
                     self._shown = True
             yield ev

@@ -175,7 +175,7 @@ def sniff(lines: list[str]) -> bool:
         try:
             obj = loads(text)
         except JsonError:
-            return False
+            return '"op"' in text  # a JSON object with an op that does not parse: a JSON Lines error
         return isinstance(obj, dict) and "op" in obj
     return False
 

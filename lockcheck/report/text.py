@@ -17,7 +17,9 @@ kernel engineer finds `print_deadlock_bug`, `print_circular_bug`,
   the event and its site are printed as frames (`print_lock_trace`), and
   `stack backtrace:` is followed by the same for the reported event;
 - `NOTE: uncertain: REASON` follows the header when `Finding.uncertain`;
-- after all findings, one summary line (`print_summary`).
+- after all findings, one summary line (`print_summary`);
+- every line is printed through `lockcheck.escape.visible`: a name holding a
+  newline or an escape sequence shows it as `\\n` or `\\x1b`.
 
 Where the kernel fills `%s` in a title (the bad-irq-dependency title and
 `%s/%d still has locks held!`) its rule keeps the length of the format
@@ -137,6 +139,8 @@ from lockcheck.findings import (
     LockSnapshot,
 )
 
+from lockcheck.escape import visible
+
 if TYPE_CHECKING:
     from lockcheck.report import Summary
 
@@ -161,8 +165,8 @@ class _Out:
         self._out = out
 
     def __call__(self, *lines: str) -> None:
-        for line in lines:
-            self._out.write(line + "\n")
+        for line in lines:  # names from the trace may hold newlines or escape sequences
+            self._out.write(visible(line) + "\n")
 
 
 # -- entry point -----------------------------------------------------------------
