@@ -46,11 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="merge a saved graph in before checking (repeatable)")
     check.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
     check.add_argument("--order", metavar="FILE", help="declared lock order to seed and enforce")
-    check.add_argument("--lockdep-state", metavar="DIR", action="append", default=[],
-                       help="/proc/lockdep and /proc/lockdep_chains of the traced boot (a directory or the "
-                            "files; repeatable): resolve subclasses, nest_locks and trylocks the capture lacks")
-    check.add_argument("--annotations", metavar="FILE",
-                       help="annotation rules (nest C under P, subclass C by address order, recursive-read C)")
+    _add_annotation_args(check)
     check.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
 
     check.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
@@ -67,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--suppress", metavar="FILE", help="suppressions and aliases (aliases rename classes)")
     graph.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
     graph.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
+    _add_annotation_args(graph)
 
     diff = sub.add_parser("diff", help="what NEW adds to BASE: dependencies and findings (exit 1 on a new finding)")
     diff.add_argument("base", metavar="BASE", help="saved graph, trace or directory of traces")
@@ -77,6 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
     diff.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
     diff.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    _add_annotation_args(diff, sides=True)
 
     stat = sub.add_parser("stat", help="contention and hold-time statistics per class, as /proc/lock_stat")
     _add_input_args(stat)
@@ -88,6 +86,20 @@ def build_parser() -> argparse.ArgumentParser:
     _add_input_args(convert)
     convert.add_argument("--output", "-o", metavar="OUT", default="-", help="output .lt file (default stdout)")
     return parser
+
+
+def _add_annotation_args(parser: argparse.ArgumentParser, sides: bool = False) -> None:
+    """What a kernel capture cannot say: the boot's state, annotation rules, the built-in rules."""
+    both = " (both sides; a boot directory brings its own)" if sides else ""
+    parser.add_argument("--lockdep-state", metavar="DIR", action="append", default=[],
+                        help="/proc/lockdep, /proc/lockdep_chains, /proc/lockdep_stats and dmesg of the traced "
+                             "boot (a directory or the files; repeatable): resolve subclasses, nest_locks and "
+                             "trylocks the capture lacks" + both)
+    parser.add_argument("--annotations", metavar="FILE",
+                        help="annotation rules (nest C under P, subclass C by address order, recursive-read C, "
+                             "no-check C), added to the built-in ones")
+    parser.add_argument("--no-builtin-annotations", action="store_true",
+                        help="do not apply lockcheck's built-in rules for kernel captures (docs/annotations.md)")
 
 
 def _add_input_args(parser: argparse.ArgumentParser, traces_required: bool = True) -> None:
@@ -146,15 +158,21 @@ def _session_options(args: argparse.Namespace, **extra) -> SessionOptions:
         order=args.order,
         progress=not args.no_progress,
         use_pyproject=not args.no_config,
+        lockdep_state=list(args.lockdep_state),
+        annotations=args.annotations,
+        builtin_annotations=not args.no_builtin_annotations,
         **extra,
     )
 
 
+def _annotation_options(args: argparse.Namespace):
+    from lockcheck.annotations import AnnotationOptions
+
+    return AnnotationOptions(list(args.lockdep_state), args.annotations, not args.no_builtin_annotations)
+
+
 def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    options = _session_options(
-        args, output_format=args.format, first=args.first, save_graph=args.save_graph,
-        lockdep_state=list(args.lockdep_state), annotations=args.annotations,
-    )
+    options = _session_options(args, output_format=args.format, first=args.first, save_graph=args.save_graph)
     if args.save_graph and args.output and args.save_graph not in ("-",) and \
             os.path.abspath(args.save_graph) == os.path.abspath(args.output):
         raise UsageError(f"{args.output}: given as both --output and --save-graph")
@@ -175,7 +193,7 @@ def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     with _output(args.output, stdout, args) as out:
         return run_diff_command(args.base, args.new, args.format, out, stderr, args.input_format,
-                                args.suppress, not args.no_config)
+                                args.suppress, not args.no_config, annotations=_annotation_options(args))
 
 
 def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:

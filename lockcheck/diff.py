@@ -66,6 +66,8 @@ class Side:
     checked: bool = False
     #: the readers' context of a trace side: its checkers follow its file boundaries
     context: Optional[Any] = None
+    #: a trace side's annotations (lockcheck.annotations.Annotator), applied as in `check`
+    annotator: Optional[Any] = None
 
     def feeds(self, *checkers: Checker) -> None:
         """Each trace file is a run of its own for `checkers`, and a capture starts mid-flight
@@ -76,12 +78,18 @@ class Side:
         def opened(name: str, module: Any) -> None:
             for checker in checkers:
                 checker.open_trace(bool(getattr(module, "CAPTURE", False)))
+            if self.annotator is not None:
+                self.annotator.open_trace(module)
 
         self.context.on_open = opened
 
 
-def load_side(spec: str, input_format: str = "auto", aliases=None) -> Side:
-    """A saved graph is loaded now; a trace or directory is only opened (NEW is streamed later)."""
+def load_side(spec: str, input_format: str = "auto", aliases=None, annotations=None) -> Side:
+    """A saved graph is loaded now; a trace or directory is only opened (NEW is streamed later).
+
+    `annotations` (`lockcheck.annotations.AnnotationOptions`) annotates a
+    trace side's captures as `check` does.
+    """
     if is_graph_file(spec):
         graph, records = load_graph_with_findings(spec)
         side = Side(spec, graph, known={record_key(r) for r in records})
@@ -89,10 +97,14 @@ def load_side(spec: str, input_format: str = "auto", aliases=None) -> Side:
     from lockcheck.readers import ReadContext, read_all
 
     context = ReadContext()
+    annotator = None
+    if annotations is not None:
+        annotator = annotations.annotator()
+        context.transform = annotator.transform
     events: Iterable[Event] = read_all([spec], input_format, context)
     if aliases is not None:
         events = aliases.apply_aliases(events)
-    return Side(spec, DepGraph(), events=events, context=context)
+    return Side(spec, DepGraph(), events=events, context=context, annotator=annotator)
 
 
 def run_side(side: Side) -> Side:
@@ -101,6 +113,8 @@ def run_side(side: Side) -> Side:
     side.feeds(checker)
     source = side.events if side.events is not None else replay_events(side.graph)
     side.findings = list(checker.run(source))
+    if side.annotator is not None:
+        side.annotator.mark_uncertain(side.findings)
     side.events_read = checker.stats.events
     if side.events is not None:
         side.graph = checker.graph
@@ -222,6 +236,8 @@ def diff_graphs(base: Side, new: Side) -> DiffResult:
         new.graph = alone.graph
         new.events = None
     new.checked = True
+    if new.annotator is not None:
+        new.annotator.mark_uncertain(found_alone + found_joined)
     new.events_read = alone.stats.events
     new.findings = found_alone
     new.known |= {f.key() for f in found_alone}
@@ -251,10 +267,11 @@ def _compare_edges(result: DiffResult, base: DepGraph, new: DepGraph) -> None:
             result.removed.append((prev, nxt, data))
 
 
-def run_diff(base_spec: str, new_spec: str, input_format: str = "auto", config=None) -> DiffResult:
+def run_diff(base_spec: str, new_spec: str, input_format: str = "auto", config=None,
+             annotations=None) -> DiffResult:
     """Load both sides, diff them, apply suppressions; the result to render."""
-    base = load_side(base_spec, input_format, config)
-    new = load_side(new_spec, input_format, config)
+    base = load_side(base_spec, input_format, config, annotations)
+    new = load_side(new_spec, input_format, config, annotations)
     run_side(base)
     result = diff_graphs(base, new)
     if config is not None:
@@ -402,7 +419,7 @@ __all__ = ["DiffResult", "Side", "diff_graphs", "document", "load_side", "render
 
 
 def run_diff_command(base: str, new: str, fmt: str, out: TextIO, stderr: TextIO, input_format: str = "auto",
-                     suppress: Optional[str] = None, use_pyproject: bool = True) -> int:
+                     suppress: Optional[str] = None, use_pyproject: bool = True, annotations=None) -> int:
     """`lockcheck diff`: exit 1 when NEW adds a finding that is not suppressed, 0 otherwise."""
     from lockcheck.suppress import load_config
 
@@ -413,6 +430,6 @@ def run_diff_command(base: str, new: str, fmt: str, out: TextIO, stderr: TextIO,
 
         if fmt not in RENDERERS:
             raise UsageError(f"unknown --format {fmt!r} (choose from text, json, sarif, github)")
-    result = run_diff(base, new, input_format, config)
+    result = run_diff(base, new, input_format, config, annotations)
     render(result, fmt, out)
     return 1 if result.findings else 0

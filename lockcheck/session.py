@@ -36,8 +36,10 @@ class SessionOptions:
     #: /proc/lockdep and /proc/lockdep_chains of the traced boot (files or directories): the
     #: annotations the capture could not carry (lockcheck.annotations)
     lockdep_state: list[str] = field(default_factory=list)
-    #: an annotation file (grammars/annotations.lark): nest / subclass / recursive-read rules
+    #: an annotation file (grammars/annotations.lark): nest / subclass / recursive-read / no-check rules
     annotations: Optional[str] = None
+    #: apply lockcheck's built-in rules for kernel captures (lockcheck/kernel.annotations)
+    builtin_annotations: bool = True
     progress: bool = True
     #: read `[tool.lockcheck]` of the nearest pyproject.toml
     use_pyproject: bool = True
@@ -147,20 +149,14 @@ class CheckSession:
         capture = bool(getattr(module, "CAPTURE", False))
         checker.open_trace(capture, self.options.strict_start)
         if self.annotator is not None:
-            self.annotator.start_trace()
-            self.annotator.capture = capture
+            self.annotator.open_trace(module)
 
     def _annotator(self):
-        """The annotation transformer: `--lockdep-state` and `--annotations` (lockcheck.annotations)."""
-        from lockcheck.annotations import AnnotationRules, Annotator
+        """The annotation transformer: `--lockdep-state`, `--annotations` and the built-in rules."""
+        from lockcheck.annotations import AnnotationOptions
 
-        state = None
-        if self.options.lockdep_state:
-            from lockcheck import kstate
-
-            state = kstate.load(*self.options.lockdep_state)
-        rules = AnnotationRules.load(self.options.annotations) if self.options.annotations else None
-        return Annotator(state, rules)
+        options = self.options
+        return AnnotationOptions(options.lockdep_state, options.annotations, options.builtin_annotations).annotator()
 
     def _split_dumps(self, paths: list[str]) -> tuple[list[str], list[str]]:
         """(traces, /proc/lockdep dumps) among the inputs; `--lockdep-state` alone is a dump input."""
@@ -179,14 +175,20 @@ class CheckSession:
         return traces, dumps
 
     def _check_dumps(self, checker: Checker, dumps: list[str]) -> list[Finding]:
-        """Merge /proc/lockdep dumps into the graph, one after the other, reporting the cycles they close."""
+        """Merge /proc/lockdep dumps into the graph, one boot after the other, reporting the cycles they close.
+
+        A directory holding one /proc/lockdep and one /proc/lockdep_chains
+        dump holds one boot: the two are read together.
+        """
         from lockcheck import kstate
 
+        unchecked = self.annotator.rules.unchecked if self.annotator is not None else None
         found: list[Finding] = []
-        for path in dumps:
-            state = kstate.load(path)
-            n_classes, n_edges = len(state.classes), len(state.edges)
-            found.extend(kstate.to_graph(state, checker=checker))
+        for paths in kstate.group_boots(dumps):
+            state = kstate.load(*paths)
+            found.extend(kstate.to_graph(state, checker=checker, unchecked=unchecked))
+            n_classes = len(state.class_names() | {name for chain in state.chains for name in chain.names})
+            n_edges = len(kstate.dependencies(state, unchecked))
             if n_classes or n_edges:
                 self.dump_notes.append(f"merged {n_classes} classes and {n_edges} dependencies of "
                                        f"{', '.join(state.files)}")

@@ -49,8 +49,8 @@ def test_modern_line_with_header():
         "            bash-1234    [002] .....   123.456805: lock_release: 000000005b4e2a1c &mm->mmap_lock",
     ])
     assert [(e.task, e.op, e.lock, e.instance, e.mode, e.cpu, e.ts, e.line, e.comm) for e in events] == [
-        ("1234", ACQUIRE, "&mm->mmap_lock", "0x000000005b4e2a1c", WRITE, 2, 123.456789, 13, "bash-1234"),
-        ("1234", RELEASE, "&mm->mmap_lock", "0x000000005b4e2a1c", WRITE, 2, 123.456805, 14, "bash-1234"),
+        ("1234", ACQUIRE, "&mm->mmap_lock", "0x000000005b4e2a1c", WRITE, 2, 123.456789, 13, "bash/1234"),
+        ("1234", RELEASE, "&mm->mmap_lock", "0x000000005b4e2a1c", WRITE, 2, 123.456805, 14, "bash/1234"),
     ]
     assert events[0].file == "t.ftrace"
 
@@ -68,7 +68,7 @@ def test_comms_with_dashes_blanks_and_unknown():
         "           <...>-99      [000] ..... 4567.000004: lock_acquire: 00000000c0ffee14 C",
     ])
     assert [(e.task, e.comm) for e in events] == [
-        ("87", "kworker/u16:3-ev-87"), ("4242", "Web Content-4242"), ("87", "kworker/u16:3-ev-87"), ("99", "<...>-99"),
+        ("87", "kworker/u16:3-ev/87"), ("4242", "Web Content/4242"), ("87", "kworker/u16:3-ev/87"), ("99", "<...>/99"),
     ]
 
 
@@ -148,7 +148,7 @@ def test_idle_tasks_are_per_cpu():
         "  <idle>-0  [000] d.h2.  1.0: lock_acquire: 01 &rq->__lock",
         "  <idle>-0  [001] d.h2.  1.1: lock_acquire: 02 &rq->__lock",
     ])
-    assert [(e.task, e.comm) for e in lock_events(events)] == [("0/0", "swapper/0-0"), ("0/1", "swapper/1-0")]
+    assert [(e.task, e.comm) for e in lock_events(events)] == [("0/0", "swapper/0/0"), ("0/1", "swapper/1/0")]
 
 
 # -- irq context ------------------------------------------------------------------
