@@ -20,6 +20,7 @@ from lockcheck.errors import LockcheckError, UsageError
 from lockcheck.escape import visible
 from lockcheck.output import output_stream, refuse_inputs, stdout_stream
 from lockcheck.session import CheckSession, SessionOptions
+from lockcheck.wording import wrap_note
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 

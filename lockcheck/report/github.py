@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Optional, Sequence, TextIO, Union
 
 from lockcheck.escape import visible, workflow_data, workflow_property
 from lockcheck.findings import Finding
+from lockcheck.wording import count
 from lockcheck.report.sarif import _FILE_LINE, message_text
 
 if TYPE_CHECKING:
@@ -78,12 +79,16 @@ def render(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
         level = "warning" if finding.uncertain else "error"
         out.write(command(level, lines, file=file, line=line, col=col,
                           title=f"lockcheck: {finding.message}") + "\n")
+    for error in summary.errors:
+        out.write(command("error", error, title="lockcheck: input not read") + "\n")
     for note in summary.notes:
         out.write(command("notice", note, title="lockcheck") + "\n")
-    n = len(findings)
-    text = f"lockcheck: {n} finding{'s' if n != 1 else ''} in {summary.events} events"
+    text = f"lockcheck: {count(len(findings), 'finding')} in {count(summary.events, 'event')}"
     if summary.suppressed:
         text += f" ({summary.suppressed} suppressed)"
+    if summary.errors:
+        text += f"; incomplete: {count(len(summary.errors), 'input')} could not be read"
+    n = len(findings)
     if n > ANNOTATIONS_PER_STEP:
         text += f"; GitHub shows only the first {ANNOTATIONS_PER_STEP} annotations of a step, all are listed above"
     out.write(visible(text) + "\n")
