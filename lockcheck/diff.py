@@ -319,11 +319,7 @@ def render_text(result: DiffResult, out: TextIO) -> None:
         w("  (none)\n")
     w("\n" + summary_line(result) + "\n")
     for note in result.notes:
-<<<<<<< HEAD
-        w(f"lockcheck: note: {visible(note)}\n")
-=======
-        w(wrap_note("lockcheck: note: ", note) + "\n")
->>>>>>> main
+        w(wrap_note("lockcheck: note: ", visible(note)) + "\n")
 
 
 def summary_line(result: DiffResult) -> str:

@@ -169,6 +169,10 @@ class _Out:
         for line in lines:  # names from the trace may hold newlines or escape sequences
             self._out.write(visible(line) + "\n")
 
+    def wrapped(self, prefix: str, text: str) -> None:
+        """A note wrapped to the page: escaped first, so the wrap's line breaks are the only ones."""
+        self._out.write(wrap_note(prefix, visible(text)) + "\n")
+
 
 # -- entry point -----------------------------------------------------------------
 
@@ -197,7 +201,7 @@ def print_header(pr: _Out, title: str, finding: Finding, summary: "Summary") -> 
     print_kernel_ident(pr, finding, summary)
     pr("-" * len(title))
     if finding.uncertain:
-        pr(wrap_note("NOTE: uncertain: ", finding.uncertain))
+        pr.wrapped("NOTE: uncertain: ", finding.uncertain)
 
 
 def print_kernel_ident(pr: _Out, finding: Finding, summary: "Summary") -> None:
@@ -593,7 +597,7 @@ def print_lock_depth_bug(finding: Finding, summary: "Summary", pr: _Out) -> None
     pr("", f"BUG: {finding.message}")
     print_kernel_ident(pr, finding, summary)
     if finding.uncertain:
-        pr(wrap_note("NOTE: uncertain: ", finding.uncertain))
+        pr.wrapped("NOTE: uncertain: ", finding.uncertain)
     depth = details.get("depth", len(finding.held_locks))
     pr(f"depth: {depth}  max: {details.get('max', MAX_LOCK_DEPTH)}!")
     lockdep_print_held_locks(pr, finding)
@@ -666,7 +670,7 @@ def print_summary(findings: list[Finding], summary: "Summary", out: TextIO) -> N
         line += f"; {summary.suppressed} suppressed"
     pr(line)
     for note in summary.notes:
-        pr(wrap_note("lockcheck: note: ", note))
+        pr.wrapped("lockcheck: note: ", note)
 
 
 # -- helpers -----------------------------------------------------------------------
