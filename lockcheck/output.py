@@ -48,7 +48,7 @@ def _reason(err: BaseException) -> str:
 
 
 def refuse_inputs(output: Optional[str], inputs: Iterable[Optional[str]]) -> None:
-    """UsageError when writing `output` would replace one of `inputs` (files, or files in input directories).
+    """UsageError when writing `output` would replace one of `inputs` (a file, or a file in an input directory).
 
     Compared by identity (`os.path.samefile`: the same inode, whatever the
     spelling or link), so `./self.lt` and `self.lt` are the same file.
@@ -62,12 +62,9 @@ def refuse_inputs(output: Optional[str], inputs: Iterable[Optional[str]]) -> Non
         try:
             if os.path.isdir(path):
                 inside = os.path.commonpath([real, os.path.realpath(path)]) == os.path.realpath(path)
-                if inside and os.path.isfile(real):
-                    from lockcheck.readers.source import is_trace_name
-
-                    if is_trace_name(os.path.basename(real)):
-                        raise UsageError(f"{output}: is a trace in the input directory {path}; "
-                                         "write the output elsewhere")
+                if inside and os.path.isfile(real) and not os.path.basename(real).startswith("."):
+                    # every visible file of an input directory is read (or looked at) as an input
+                    raise UsageError(f"{output}: is in the input directory {path}; write the output elsewhere")
             elif os.path.samefile(output, path):
                 raise UsageError(f"{output}: is also an input; write the output to another file")
         except OSError:
