@@ -53,6 +53,7 @@ class CheckSession:
         self.context = None
         self.annotator = None
         self.dump_notes: list[str] = []
+        self.reports = None
 
     def run(self, paths: list[str], out: TextIO) -> int:
         from lockcheck.report import RENDERERS, Summary
@@ -120,6 +121,10 @@ class CheckSession:
             checker = Checker(graph, options)
         self.context = ReadContext(on_open=lambda name, module: self._opened(checker, module), parallel=True)
         findings: list[Finding] = []
+        from lockcheck.logreports import ReportCollector
+
+        # kernel logs send their lockdep reports here, in reading order (lockcheck.logreports)
+        self.context.reports = self.reports = ReportCollector(checker, findings)
         try:
             annotator = self.annotator = self._annotator()
             traces, dumps = self._split_dumps(paths)
@@ -128,12 +133,16 @@ class CheckSession:
             if traces:
                 self.context.transform = annotator.transform
                 events = self.config.apply_aliases(read_all(traces, self.options.input_format, self.context))
-                findings.extend(checker.run(self._progress(events)))
+                for finding in checker.run(self._progress(events)):
+                    findings.append(finding)
                 annotator.mark_uncertain(findings)
         except TraceError as err:
             self.errors.append(err)
         self._clear_progress()
-        if checker.stats.events == 0 and not self.errors and not self.dump_notes:
+        if options.first:
+            del findings[1:]
+        if (checker.stats.events == 0 and not self.errors and not self.dump_notes
+                and not self.reports.stats.files):
             print(f"lockcheck: {', '.join(paths)}: empty trace (no events)", file=self.stderr)
         kept, suppressed = self.config.filter(findings)
         return checker, kept, suppressed
@@ -211,6 +220,8 @@ class CheckSession:
         notes = list(self.context.stats.notes()) if self.context is not None else []
         notes += checker.stats.notes
         notes += self.dump_notes
+        if self.reports is not None:
+            notes += self.reports.notes()
         if self.annotator is not None:
             notes += self.annotator.notes()
         if self.config is not None:

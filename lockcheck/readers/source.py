@@ -26,7 +26,7 @@ STDIN_NAME = "<stdin>"
 MAX_LINE = 1 << 20
 
 #: suffixes of the files a directory expands to (each optionally compressed)
-TRACE_SUFFIXES = (".lt", ".ftrace", ".trace", ".perf", ".jsonl", ".txt")
+TRACE_SUFFIXES = (".lt", ".ftrace", ".trace", ".perf", ".jsonl", ".txt", ".log")
 COMPRESSED_SUFFIXES = (".gz", ".xz", ".zst")
 
 _GZIP_MAGIC = b"\x1f\x8b"
