@@ -127,8 +127,7 @@ def lt_case(gzip: bool) -> Case:
     return Case("lt" + ("-gz" if gzip else ""), make, key, "auto")
 
 
-SHARED = Path(os.environ.get("LOCKCHECK_SHARED") or ROOT.parent / "shared")
-CAPTURE = SHARED / "traces" / "kernel-6.1" / "clean"
+CAPTURE = ROOT / "tests" / "data" / "kernel-6.1" / "clean"
 
 
 def ftrace_case() -> Optional[Case]:

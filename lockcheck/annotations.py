@@ -57,6 +57,8 @@ a `.lt` trace carries its annotations.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional
@@ -77,11 +79,15 @@ class AnnotationRules:
     nest_under: dict[str, tuple[str, str]] = field(default_factory=dict)  #: C -> (P, origin)
     subclass_by_address: dict[str, str] = field(default_factory=dict)  #: C -> origin
     recursive_read: dict[str, str] = field(default_factory=dict)  #: C -> origin
+    #: `no-check C`: C -> origin; `no-check like "P"`: P -> origin (captures only: see `unchecked`)
+    no_check: dict[str, str] = field(default_factory=dict)
+    no_check_like: dict[str, str] = field(default_factory=dict)
     #: statements of the file that are not annotation rules (a declared order)
     other_statements: int = 0
 
     @property
     def empty(self) -> bool:
+        """No rule that applies to every trace (the no-check rules concern captures only)."""
         return not (self.nest_under or self.subclass_by_address or self.recursive_read)
 
     @classmethod
@@ -94,6 +100,10 @@ class AnnotationRules:
             rules.subclass_by_address[name] = f"{order.file}:{line}"
         for name, line in order.recursive_read.items():
             rules.recursive_read[name] = f"{order.file}:{line}"
+        for name, line in order.no_check.items():
+            rules.no_check[name] = f"{order.file}:{line}"
+        for name, line in order.no_check_like.items():
+            rules.no_check_like[name] = f"{order.file}:{line}"
         rules.other_statements = len(order.edges) + len(order.pseudo) + len(order.nestable)
         return rules
 
@@ -108,6 +118,76 @@ class AnnotationRules:
         from lockcheck.order import load_order
 
         return cls.from_order(load_order(path))
+
+    @classmethod
+    def builtin(cls) -> "AnnotationRules":
+        """lockcheck's own rules for Linux kernel captures (`lockcheck/kernel.annotations`)."""
+        from importlib import resources
+
+        text = resources.files("lockcheck").joinpath(BUILTIN_FILE).read_text(encoding="utf-8")
+        return cls.parse(text, f"<built-in {BUILTIN_FILE}>")
+
+    def merge(self, other: "AnnotationRules") -> "AnnotationRules":
+        """These rules, then OTHER's (a later file overrides an earlier one for the same class)."""
+        merged = AnnotationRules()
+        for name in ("nest_under", "subclass_by_address", "recursive_read", "no_check", "no_check_like"):
+            getattr(merged, name).update(getattr(self, name))
+            getattr(merged, name).update(getattr(other, name))
+        merged.other_statements = self.other_statements + other.other_statements
+        return merged
+
+    def unchecked(self, lock: str) -> Optional[str]:
+        """The origin of a no-check rule naming LOCK, or None.
+
+        >>> rules = AnnotationRules(no_check_like={"*srcu": "f:2"})
+        >>> rules.unchecked("&fsnotify_mark_srcu"), rules.unchecked("&ssp->srcu_cb_mutex")
+        ('f:2', None)
+        """
+        cache = self.__dict__.setdefault("_unchecked", {})
+        if lock in cache:
+            return cache[lock]
+        origin = self.no_check.get(lock)
+        if origin is None:
+            for pattern, where in self.no_check_like.items():
+                if _like(pattern).fullmatch(lock):
+                    origin = where
+                    break
+        cache[lock] = origin
+        return origin
+
+
+#: the built-in rules' file, shipped in the package (documented in docs/annotations.md)
+BUILTIN_FILE = "kernel.annotations"
+
+
+@functools.lru_cache(maxsize=256)
+def _like(pattern: str) -> "re.Pattern[str]":
+    """A `no-check like` pattern as a regex: `*` is any run of characters, everything else literal."""
+    return re.compile(".*".join(re.escape(part) for part in pattern.split("*")), re.DOTALL)
+
+
+@dataclass
+class AnnotationOptions:
+    """The command-line options that make an Annotator (`check`, `graph` and `diff` share them)."""
+
+    lockdep_state: list[str] = field(default_factory=list)
+    annotations: Optional[str] = None
+    builtin: bool = True
+
+    def rules(self) -> AnnotationRules:
+        rules = AnnotationRules.builtin() if self.builtin else AnnotationRules()
+        if self.annotations:
+            rules = rules.merge(AnnotationRules.load(self.annotations))
+        return rules
+
+    def annotator(self, extra_state: Optional[LockdepState] = None) -> "Annotator":
+        """An Annotator with these rules and state (EXTRA_STATE: a boot directory's own, used instead)."""
+        state = extra_state
+        if state is None and self.lockdep_state:
+            from lockcheck import kstate
+
+            state = kstate.load(*self.lockdep_state)
+        return Annotator(state, self.rules())
 
 
 # -- the kernel's state, indexed ---------------------------------------------------
@@ -152,8 +232,28 @@ class StateIndex:
 
 # -- the transformer ----------------------------------------------------------------
 
+#: why a repeated class is still reported although a chain of the state contains it
+UNPROVEN_CHAIN = ("{lock} was taken while held and /proc/lockdep_chains has that chain, but lockdep adds a "
+                  "chain before validating it, so the chain of a report is there too: without "
+                  "/proc/lockdep_stats (debug_locks) or the boot's dmesg it cannot be told whether the kernel "
+                  "accepted it (a nest_lock) or reported it")
+
 #: held entry fields
 _KEY, _LOCK, _INSTANCE, _CTX, _READ = range(5)
+
+
+#: how long before the kernel's report (dmesg timestamp, seconds) the state stops being trusted:
+#: for every acquisition, and for the reporting task's acquisitions of the reported lock
+REPORT_SLACK, REPORT_TASK_SLACK = 0.1, 1.0
+
+#: what the state is worth (`Annotator.validity`)
+FULL = "full"  #: lockdep stayed on (debug_locks: 1, or a kernel log without a report)
+UNTIL_REPORT = "until-report"  #: lockdep reported and turned off: trusted up to that report
+NONE = "none"  #: lockdep turned off at a point the inputs do not show
+UNKNOWN = "unknown"  #: no /proc/lockdep_stats and no kernel log: assumed on, but no chain proves acceptance
+
+#: where the annotations of an acquisition came from (`Annotator.sources`)
+SOURCES = ("capture", "state", "rule", "none")
 
 
 class Annotator:
@@ -161,6 +261,7 @@ class Annotator:
 
     def __init__(self, state: Optional[LockdepState] = None, rules: Optional[AnnotationRules] = None) -> None:
         self.index = StateIndex(state) if state is not None and state.chains else None
+        self.state = state
         self.state_files = ", ".join(state.files) if state is not None else ""
         self.rules = rules or AnnotationRules()
         #: set by the session when the current input is a capture (ftrace, perf)
@@ -174,12 +275,39 @@ class Annotator:
         self.doubts: dict[str, list[str]] = {}
         #: capture file -> [acquisitions, trylocks]
         self.tries: dict[str, list[int]] = {}
+        #: acquisitions of captures by where their annotations came from (SOURCES)
+        self.sources: Counter = Counter()
+        self.report = state.report if state is not None else None
+        self.validity = self._validity(state) if self.index is not None else NONE
+        #: the state is in use now (False from the kernel's report on)
+        self.trusted = self.validity in (FULL, UNKNOWN, UNTIL_REPORT)
+        #: file -> first line checked without the state (the kernel's report, or the file's start)
+        self.untrusted_from: dict[str, int] = {}
+        #: where the state stopped being used: (file, line, ts) of the first event after the cut
+        self.cut: Optional[tuple[str, int, Optional[float]]] = None
+
+    @staticmethod
+    def _validity(state: LockdepState) -> str:
+        """How far a state's chains can be trusted (see docs/annotations.md)."""
+        if state.report is not None:
+            return UNTIL_REPORT
+        if state.debug_locks == 0:
+            return NONE
+        if state.debug_locks == 1 or state.log_file is not None:
+            return FULL
+        return UNKNOWN
 
     def start_trace(self) -> None:
         """Another trace file begins: its tasks hold nothing yet (what was learnt carries over)."""
         self.held.clear()
         self.ctx.clear()
         self.cpu.clear()
+
+    def open_trace(self, module) -> None:
+        """A trace file of format MODULE begins (`ReadContext.on_open`): captures (ftrace, perf)
+        are what the state and the no-check rules are for."""
+        self.start_trace()
+        self.capture = bool(getattr(module, "CAPTURE", False))
 
     # -- stream ---------------------------------------------------------------
     def transform(self, module, events: Iterable[Event]) -> Iterable[Event]:
@@ -203,6 +331,8 @@ class Annotator:
                     held = held_of[ev.task] = []
                 if ev.cpu is not None:
                     self.cpu[ev.task] = ev.cpu
+                if self.trusted and self.validity == UNTIL_REPORT:
+                    self._check_cut(ev)
                 self._acquire(ev, held)
             elif op == E.RELEASE:
                 held = held_of.get(ev.task)
@@ -216,6 +346,33 @@ class Annotator:
                         held_of.pop(task, None)
                         self.ctx.pop(task, None)
             yield ev
+
+    def _check_cut(self, ev: Event) -> None:
+        """Stop trusting the state at the kernel's report: lockdep recorded nothing after it.
+
+        The report's acquisition itself precedes its dmesg line by the time the
+        kernel takes to print it, so the cut comes REPORT_SLACK seconds early
+        for every event, and REPORT_TASK_SLACK early for the reporting task's
+        acquisitions of the reported lock.  A log without timestamps cuts at
+        the reporting task's first acquisition of that lock.
+        """
+        report = self.report
+        assert report is not None
+        ts = ev.ts
+        mine = (report.pid is not None and ev.task == str(report.pid) and report.lock is not None
+                and ev.lock == split_class_name(report.lock)[0])
+        if report.ts is not None and ts is not None:
+            cut = ts >= report.ts - REPORT_SLACK or (mine and ts >= report.ts - REPORT_TASK_SLACK)
+        else:
+            cut = mine
+        if cut:
+            self._stop_trusting(ev)
+
+    def _stop_trusting(self, ev: Event) -> None:
+        """From EV on, the state is not used (lockdep was, or may have been, off)."""
+        self.trusted = False
+        self.cut = (ev.file, ev.line, ev.ts)
+        self.untrusted_from.setdefault(ev.file, ev.line)
 
     def _irq(self, ev: Event) -> None:
         ctx = self.ctx.get(ev.task, 0)
@@ -259,16 +416,44 @@ class Annotator:
             counts[0] += 1
             if ev.trylock:
                 counts[1] += 1
+        if ev.exact:  # lockdep's own arguments came with the capture: nothing to infer
+            self.sources["capture"] += 1
+            self._push(ev, held, ctx)
+            return
         same = [entry for entry in held if entry[_KEY] == lock]
-        # 1. rules
+        ruled = self._apply_rules(ev, held, same)
+        # the kernel's state, where it is trusted
+        use_state = self.index is not None and self.trusted
+        if use_state and ev.check and ev.subclass == 0 and (ev.nest is None or not same):
+            self._resolve(ev, held, ctx, same)
+        if self.capture:
+            self.sources["rule" if ruled else "state" if use_state else "none"] += 1
+            if not use_state:
+                if self.index is not None and ev.file not in self.untrusted_from:
+                    self.untrusted_from[ev.file] = ev.line
+                self._doubt(ev, same)
+        self._push(ev, held, ctx)
+
+    def _apply_rules(self, ev: Event, held: list, same: list) -> bool:
+        """The annotation rules (`--annotations`, built-in); whether one changed the acquisition."""
         rules = self.rules
+        lock = ev.lock
+        changed = False
+        if self.capture and ev.check:
+            origin = rules.unchecked(lock)
+            if origin is not None:
+                ev.check = False
+                self.changes[("check0", lock, "rule " + origin)] += 1
+                changed = True
         if ev.mode == E.READ and lock in rules.recursive_read:
             ev.mode = E.RREAD
             self.changes[("rread", lock, "rule " + rules.recursive_read[lock])] += 1
+            changed = True
         if ev.subclass == 0 and ev.nest is None:
             if same and lock in rules.subclass_by_address:
                 ev.subclass = min(sum(1 for entry in held if entry[_LOCK] == lock), MAX_SUBCLASS)
                 self.changes[("subclass", lock, f"{ev.subclass} by rule {rules.subclass_by_address[lock]}")] += 1
+                changed = True
             elif lock in rules.nest_under:
                 parent = rules.nest_under[lock][0]
                 for entry in reversed(held):
@@ -276,13 +461,9 @@ class Annotator:
                         ev.nest = (parent, entry[_INSTANCE])
                         if same:
                             self.changes[("nest", lock, f"{parent} by rule {rules.nest_under[lock][1]}")] += 1
+                            changed = True
                         break
-            # 2. the kernel's state
-            if self.index is not None and ev.subclass == 0 and (ev.nest is None or not same):
-                self._resolve(ev, held, ctx, same)
-        if self.capture and self.index is None:
-            self._doubt(ev, same)
-        self._push(ev, held, ctx)
+        return changed
 
     def _push(self, ev: Event, held: list, ctx: int) -> None:
         key = f"{ev.lock}/{ev.subclass}" if ev.subclass else ev.lock
@@ -311,6 +492,15 @@ class Annotator:
                     self.changes[("subclass", lock, str(sub))] += 1
                     return
             if index.explains(stack + (lock,)):
+                if self.validity == UNKNOWN:
+                    # lockdep adds a chain to its cache *before* validating it
+                    # (validate_chain -> lookup_chain_cache_add -> check_deadlock), so
+                    # the chain it reported is in the dump too: only a lockdep that
+                    # stayed on proves this one was accepted
+                    # -- and if it was the report, lockdep recorded nothing after it
+                    self._add_doubt(lock, UNPROVEN_CHAIN.format(lock=lock))
+                    self._stop_trusting(ev)
+                    return
                 if ev.mode and all(entry[_READ] for entry in same):
                     if ev.mode != E.RREAD:
                         ev.mode = E.RREAD
@@ -391,7 +581,7 @@ class Annotator:
     def _doubt(self, ev: Event, same: list) -> None:
         lock = ev.lock
         reasons = self.doubts.get(lock)
-        if reasons is not None and len(reasons) == 2:
+        if reasons is not None and len(reasons) >= 3:
             return
         if same and ev.subclass == 0 and ev.nest is None \
                 and not (ev.mode == E.RREAD and all(e[_READ] for e in same)):
@@ -416,13 +606,19 @@ class Annotator:
         return [file for file, (n, tries) in self.tries.items() if n >= 1000 and tries == 0]
 
     def mark_uncertain(self, findings: list[Finding]) -> int:
-        """Tag findings an annotation could explain with the reason (no state only); how many."""
-        if self.index is not None:
-            return 0
+        """Tag findings an annotation could explain with the reason; how many.
+
+        Only what was checked without a trusted state can be uncertain (the
+        doubts are recorded there).  A finding the kernel's own report made
+        too is certain: it gets `details["kernel_report"]` instead.
+        """
         lost = self.lost_try_files()
         marked = 0
         for finding in findings:
             if finding.uncertain is not None or finding.kind in (F.UNLOCK_IMBALANCE, F.ORDER_VIOLATION):
+                continue
+            if self._kernel_reported(finding):
+                finding.details["kernel_report"] = self.report.location  # type: ignore[union-attr]
                 continue
             reasons = []
             names = list(finding.cycle) if finding.cycle else [n for n in (finding.lock, finding.held) if n]
@@ -431,7 +627,8 @@ class Annotator:
                 for reason in self.doubts.get(base, ()):
                     if reason not in reasons:
                         reasons.append(reason)
-            if lost and finding.kind in (F.CIRCULAR, F.RECURSIVE, F.INCONSISTENT, F.IRQ_INVERSION):
+            if lost and self._stateless(finding) and finding.kind in (F.CIRCULAR, F.RECURSIVE, F.INCONSISTENT,
+                                                                      F.IRQ_INVERSION):
                 reasons.append(f"{', '.join(lost)} has no trylock at all: the capture lost the `try ` flag "
                                "(6.1 with hash-ptr off prints none), so trylocks look like blocking acquisitions")
             if reasons:
@@ -439,8 +636,24 @@ class Annotator:
                 marked += 1
         return marked
 
+    def _stateless(self, finding: Finding) -> bool:
+        """Whether a finding was made where the state was not used."""
+        if self.index is None:
+            return True
+        file, _, line = finding.location.rpartition(":")
+        start = self.untrusted_from.get(file)
+        return start is not None and line.isdigit() and int(line) >= start
+
+    def _kernel_reported(self, finding: Finding) -> bool:
+        """Whether the kernel's own report (from the boot's log) is this finding: same kind and lock."""
+        report = self.report
+        if report is None or report.lock is None or finding.message.lower() != report.title.lower():
+            return False
+        mine, theirs = split_class_name(finding.lock), split_class_name(report.lock)
+        return (mine[0], mine[2]) == (theirs[0], theirs[2])
+
     def notes(self) -> list[str]:
-        out = []
+        out = self._validity_notes()
         source = "/proc/lockdep_chains"
         for (what, lock, detail), count in sorted(self.changes.items(), key=lambda kv: (-kv[1], kv[0])):
             acq = f"{count} acquisition{'s' if count != 1 else ''} of {lock}"
@@ -455,6 +668,8 @@ class Annotator:
             elif what == "trylock":
                 out.append(f"{acq} taken as trylocks: {source} has no chain for them, so the kernel did not "
                            "validate them (a `try ` flag the capture lost)")
+            elif what == "check0" and detail:
+                out.append(f"{acq} taken without validation (check=0) by {detail}")
             elif what == "check0":
                 out.append(f"{acq} taken without validation (check=0): /proc/lockdep shows the class with no "
                            "dependency and no usage")
@@ -466,7 +681,44 @@ class Annotator:
         if self.rules.other_statements:
             out.append(f"the annotation file also declares {self.rules.other_statements} lock orders; "
                        "give it to --order to enforce them")
+        total = sum(self.sources.values())
+        if total:
+            parts = [f"{self.sources[key]} {label}" for key, label in (
+                ("capture", "from the capture (lock_acquire arguments)"), ("state", "from the kernel's state"),
+                ("rule", "by rule"), ("none", "left as captured")) if self.sources[key]]
+            out.append(f"annotations of {total} captured acquisitions: {', '.join(parts)}")
         return out
+
+    def _validity_notes(self) -> list[str]:
+        """How far the state was trusted, and why."""
+        state = self.state
+        if self.index is None or state is None:
+            return []
+        if self.validity == UNTIL_REPORT:
+            report = self.report
+            assert report is not None
+            when = f" [{report.ts:12.6f}]" if report.ts is not None else ""
+            by = f" by {report.task}" if report.task else ""
+            text = (f"the kernel reported '{report.title}'{by} at {report.location}{when} and turned lockdep "
+                    f"off: lockdep recorded no chain after it, so {', '.join(state.files)} ")
+            if self.cut is None:
+                return [text + "was used for the whole capture (it ends before the report)"]
+            return [text + f"was used up to {self.cut[0]}:{self.cut[1]} only; later acquisitions were checked "
+                           "without it"]
+        if self.validity == NONE:
+            where = state.stats_file or "the state"
+            return [f"lockdep turned itself off in that boot (debug_locks: 0 in {where}) and no kernel log "
+                    f"says when: {', '.join(state.files)} was not used (give the boot's dmesg)"]
+        if self.validity == UNKNOWN:
+            text = ("no /proc/lockdep_stats or kernel log came with the state: lockdep is assumed to have "
+                    "stayed on, but a repeated class in a chain is not taken as accepted (lockdep adds a chain "
+                    "before validating it)")
+            if self.cut is not None:
+                text += (f"; the first such repeat, at {self.cut[0]}:{self.cut[1]}, may have been a report that "
+                         "turned lockdep off, so the state was not used after it")
+            return [text]
+        return []
+
 
 
 def annotate(events: Iterable[Event], state: Optional[LockdepState] = None,

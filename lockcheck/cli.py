@@ -1,6 +1,6 @@
 """Command line: argument parsing, and wiring readers -> checker -> renderers.
 
-Exit status (../shared/spec/cli.md): 0 nothing found, 1 findings,
+Exit status (docs/cli.md): 0 nothing found, 1 findings,
 2 usage error or unreadable/malformed input (one `FILE:LINE:COL: message`
 line per problem on stderr, never a traceback).  Findings made before a
 malformed line are still printed: they happened.
@@ -16,6 +16,7 @@ from typing import Iterator, Optional, Sequence, TextIO
 from lockcheck import __version__
 from lockcheck.errors import LockcheckError, UsageError
 from lockcheck.session import CheckSession, SessionOptions
+from lockcheck.wording import wrap_note
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -42,11 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
                        help="merge a saved graph in before checking (repeatable)")
     check.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
     check.add_argument("--order", metavar="FILE", help="declared lock order to seed and enforce")
-    check.add_argument("--lockdep-state", metavar="DIR", action="append", default=[],
-                       help="/proc/lockdep and /proc/lockdep_chains of the traced boot (a directory or the "
-                            "files; repeatable): resolve subclasses, nest_locks and trylocks the capture lacks")
-    check.add_argument("--annotations", metavar="FILE",
-                       help="annotation rules (nest C under P, subclass C by address order, recursive-read C)")
+    _add_annotation_args(check)
     check.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
 
     check.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
@@ -63,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--suppress", metavar="FILE", help="suppressions and aliases (aliases rename classes)")
     graph.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
     graph.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
+    _add_annotation_args(graph)
 
     diff = sub.add_parser("diff", help="what NEW adds to BASE: dependencies and findings (exit 1 on a new finding)")
     diff.add_argument("base", metavar="BASE", help="saved graph, trace or directory of traces")
@@ -73,17 +71,32 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
     diff.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
     diff.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    _add_annotation_args(diff, sides=True)
 
     stat = sub.add_parser("stat", help="contention and hold-time statistics per class, as /proc/lock_stat")
     _add_input_args(stat)
-    stat.add_argument("--format", default="text", choices=("text", "json"), help="text (default) or json")
-    stat.add_argument("--top", type=int, metavar="N", help="only the N most contended classes")
-    stat.add_argument("--output", "-o", metavar="FILE", help="write the table to FILE instead of stdout")
+    from lockcheck.stat import command as stat_command
+
+    stat_command.add_arguments(stat)
 
     convert = sub.add_parser("convert", help="write any supported trace as .lt")
     _add_input_args(convert)
     convert.add_argument("--output", "-o", metavar="OUT", default="-", help="output .lt file (default stdout)")
     return parser
+
+
+def _add_annotation_args(parser: argparse.ArgumentParser, sides: bool = False) -> None:
+    """What a kernel capture cannot say: the boot's state, annotation rules, the built-in rules."""
+    both = " (both sides; a boot directory brings its own)" if sides else ""
+    parser.add_argument("--lockdep-state", metavar="DIR", action="append", default=[],
+                        help="/proc/lockdep, /proc/lockdep_chains, /proc/lockdep_stats and dmesg of the traced "
+                             "boot (a directory or the files; repeatable): resolve subclasses, nest_locks and "
+                             "trylocks the capture lacks" + both)
+    parser.add_argument("--annotations", metavar="FILE",
+                        help="annotation rules (nest C under P, subclass C by address order, recursive-read C, "
+                             "no-check C), added to the built-in ones")
+    parser.add_argument("--no-builtin-annotations", action="store_true",
+                        help="do not apply lockcheck's built-in rules for kernel captures (docs/annotations.md)")
 
 
 def _add_input_args(parser: argparse.ArgumentParser, traces_required: bool = True) -> None:
@@ -127,15 +140,21 @@ def _session_options(args: argparse.Namespace, **extra) -> SessionOptions:
         order=args.order,
         progress=not args.no_progress,
         use_pyproject=not args.no_config,
+        lockdep_state=list(args.lockdep_state),
+        annotations=args.annotations,
+        builtin_annotations=not args.no_builtin_annotations,
         **extra,
     )
 
 
+def _annotation_options(args: argparse.Namespace):
+    from lockcheck.annotations import AnnotationOptions
+
+    return AnnotationOptions(list(args.lockdep_state), args.annotations, not args.no_builtin_annotations)
+
+
 def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    options = _session_options(
-        args, output_format=args.format, first=args.first, save_graph=args.save_graph,
-        lockdep_state=list(args.lockdep_state), annotations=args.annotations,
-    )
+    options = _session_options(args, output_format=args.format, first=args.first, save_graph=args.save_graph)
     session = CheckSession(options, stderr=stderr)
     with _output(args.output, stdout) as out:
         return session.run(args.traces, out)
@@ -151,7 +170,7 @@ def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     with _output(args.output, stdout) as out:
         return run_diff_command(args.base, args.new, args.format, out, stderr, args.input_format,
-                                args.suppress, not args.no_config)
+                                args.suppress, not args.no_config, annotations=_annotation_options(args))
 
 
 def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
@@ -181,18 +200,10 @@ def _output(path: Optional[str], stdout: TextIO) -> Iterator[TextIO]:
 
 
 def cmd_stat(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from lockcheck import stat
-    from lockcheck.readers import read_all
+    from lockcheck.stat import command as stat_command
 
-    stats = stat.collect(read_all(args.traces, args.input_format))
     with _output(args.output, stdout) as out:
-        if args.format == "json":
-            stat.render_json(stats, out)
-        else:
-            stat.render_text(stats, out, args.top)
-    if not stats.events:
-        print(f"lockcheck: {', '.join(args.traces)}: empty trace (no events)", file=stderr)
-    return EXIT_CLEAN
+        return stat_command.run(args, out, stderr)
 
 
 COMMANDS = {"check": cmd_check, "graph": cmd_graph, "diff": cmd_diff, "stat": cmd_stat, "convert": cmd_convert}

@@ -39,6 +39,7 @@ from lockcheck.events import Event
 from lockcheck.findings import Evidence, Finding
 from lockcheck.graph import DEP_EN, DEP_ER, DEP_NAMES, DEP_SN, DEP_SR, DepGraph, dep_text
 from lockcheck.graphio import is_graph_file, load_graph_with_findings, record_key
+from lockcheck.wording import count, wrap_note
 from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK, USED_IN_HARDIRQ, USED_IN_SOFTIRQ
 
 #: the task key of replayed dependencies (the task *name* is the evidence's task)
@@ -65,6 +66,8 @@ class Side:
     checked: bool = False
     #: the readers' context of a trace side: its checkers follow its file boundaries
     context: Optional[Any] = None
+    #: a trace side's annotations (lockcheck.annotations.Annotator), applied as in `check`
+    annotator: Optional[Any] = None
 
     def feeds(self, *checkers: Checker) -> None:
         """Each trace file is a run of its own for `checkers`, and a capture starts mid-flight
@@ -72,15 +75,23 @@ class Side:
         if self.context is None:
             return
 
+        from lockcheck.readers import run_rules
+
         def opened(name: str, module: Any) -> None:
             for checker in checkers:
-                checker.open_trace(bool(getattr(module, "CAPTURE", False)))
+                checker.open_trace(**run_rules(module))
+            if self.annotator is not None:
+                self.annotator.open_trace(module)
 
         self.context.on_open = opened
 
 
-def load_side(spec: str, input_format: str = "auto", aliases=None) -> Side:
-    """A saved graph is loaded now; a trace or directory is only opened (NEW is streamed later)."""
+def load_side(spec: str, input_format: str = "auto", aliases=None, annotations=None) -> Side:
+    """A saved graph is loaded now; a trace or directory is only opened (NEW is streamed later).
+
+    `annotations` (`lockcheck.annotations.AnnotationOptions`) annotates a
+    trace side's captures as `check` does.
+    """
     if is_graph_file(spec):
         graph, records = load_graph_with_findings(spec)
         side = Side(spec, graph, known={record_key(r) for r in records})
@@ -88,10 +99,14 @@ def load_side(spec: str, input_format: str = "auto", aliases=None) -> Side:
     from lockcheck.readers import ReadContext, read_all
 
     context = ReadContext()
+    annotator = None
+    if annotations is not None:
+        annotator = annotations.annotator()
+        context.transform = annotator.transform
     events: Iterable[Event] = read_all([spec], input_format, context)
     if aliases is not None:
         events = aliases.apply_aliases(events)
-    return Side(spec, DepGraph(), events=events, context=context)
+    return Side(spec, DepGraph(), events=events, context=context, annotator=annotator)
 
 
 def run_side(side: Side) -> Side:
@@ -100,6 +115,8 @@ def run_side(side: Side) -> Side:
     side.feeds(checker)
     source = side.events if side.events is not None else replay_events(side.graph)
     side.findings = list(checker.run(source))
+    if side.annotator is not None:
+        side.annotator.mark_uncertain(side.findings)
     side.events_read = checker.stats.events
     if side.events is not None:
         side.graph = checker.graph
@@ -221,6 +238,8 @@ def diff_graphs(base: Side, new: Side) -> DiffResult:
         new.graph = alone.graph
         new.events = None
     new.checked = True
+    if new.annotator is not None:
+        new.annotator.mark_uncertain(found_alone + found_joined)
     new.events_read = alone.stats.events
     new.findings = found_alone
     new.known |= {f.key() for f in found_alone}
@@ -250,12 +269,16 @@ def _compare_edges(result: DiffResult, base: DepGraph, new: DepGraph) -> None:
             result.removed.append((prev, nxt, data))
 
 
-def run_diff(base_spec: str, new_spec: str, input_format: str = "auto", config=None) -> DiffResult:
+def run_diff(base_spec: str, new_spec: str, input_format: str = "auto", config=None,
+             annotations=None) -> DiffResult:
     """Load both sides, diff them, apply suppressions; the result to render."""
-    base = load_side(base_spec, input_format, config)
-    new = load_side(new_spec, input_format, config)
+    base = load_side(base_spec, input_format, config, annotations)
+    new = load_side(new_spec, input_format, config, annotations)
     run_side(base)
     result = diff_graphs(base, new)
+    for side in (base, new):
+        if side.context is not None:
+            result.notes.extend(side.context.notes())
     if config is not None:
         result.findings, result.suppressed = config.filter(result.findings)
         result.notes.extend(config.stale_notes())
@@ -294,13 +317,14 @@ def render_text(result: DiffResult, out: TextIO) -> None:
         w("  (none)\n")
     w("\n" + summary_line(result) + "\n")
     for note in result.notes:
-        w(f"lockcheck: note: {note}\n")
+        w(wrap_note("lockcheck: note: ", note) + "\n")
 
 
 def summary_line(result: DiffResult) -> str:
     n = len(result.findings)
-    text = (f"lockcheck diff: {len(result.added)} dependencies added, {len(result.widened)} widened, "
-            f"{len(result.removed)} no longer seen; {n} new finding{'s' if n != 1 else ''}")
+    text = (f"lockcheck diff: {count(len(result.added), 'dependency', 'dependencies')} added, "
+            f"{len(result.widened)} widened, {len(result.removed)} no longer seen; "
+            f"{count(n, 'new finding')}")
     if result.suppressed:
         text += f" ({len(result.suppressed)} suppressed)"
     return text
@@ -399,7 +423,7 @@ __all__ = ["DiffResult", "Side", "diff_graphs", "document", "load_side", "render
 
 
 def run_diff_command(base: str, new: str, fmt: str, out: TextIO, stderr: TextIO, input_format: str = "auto",
-                     suppress: Optional[str] = None, use_pyproject: bool = True) -> int:
+                     suppress: Optional[str] = None, use_pyproject: bool = True, annotations=None) -> int:
     """`lockcheck diff`: exit 1 when NEW adds a finding that is not suppressed, 0 otherwise."""
     from lockcheck.suppress import load_config
 
@@ -410,6 +434,6 @@ def run_diff_command(base: str, new: str, fmt: str, out: TextIO, stderr: TextIO,
 
         if fmt not in RENDERERS:
             raise UsageError(f"unknown --format {fmt!r} (choose from text, json, sarif, github)")
-    result = run_diff(base, new, input_format, config)
+    result = run_diff(base, new, input_format, config, annotations)
     render(result, fmt, out)
     return 1 if result.findings else 0

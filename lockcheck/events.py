@@ -67,7 +67,7 @@ class Event:
 
     __slots__ = (
         "task", "op", "lock", "instance", "mode", "trylock", "subclass", "nest",
-        "check", "at", "ts", "cpu", "file", "line", "comm",
+        "check", "at", "ts", "cpu", "file", "line", "comm", "exact",
     )
 
     def __init__(
@@ -87,6 +87,7 @@ class Event:
         file: str = "<trace>",
         line: int = 0,
         comm: Optional[str] = None,
+        exact: bool = False,
     ) -> None:
         self.task = task
         self.op = op
@@ -103,6 +104,7 @@ class Event:
         self.file = file
         self.line = line
         self.comm = comm
+        self.exact = exact
 
     def _key(self) -> tuple:
         return tuple(getattr(self, name) for name in self.__slots__)

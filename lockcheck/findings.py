@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-# -- kinds (the JSON `kind` values of ../shared/spec/cli.md) -------------------
+# -- kinds (the JSON `kind` values of docs/cli.md) -------------------
 RECURSIVE = "recursive-locking"
 CIRCULAR = "circular-dependency"
 UNLOCK_IMBALANCE = "unlock-imbalance"

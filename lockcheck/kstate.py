@@ -11,7 +11,7 @@ read as streams (gzip/xz/zstd by magic bytes, through
   context and its classes, outermost first).
 
 `load(path)` takes either file, or a directory holding `lockdep*` files (the
-layout of the shared kernel captures), and returns a `LockdepState`.
+layout of the kernel captures in tests/data/kernel-6.1), and returns a `LockdepState`.
 
 >>> state = LockdepState()
 >>> for item in parse_lockdep(["all lock classes:", "00ab FD:    1 BD:    2 +.+.: &x->wait#2/1",
@@ -28,10 +28,13 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Optional, Union
+from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Union
 
 from lockcheck.errors import TraceError
 from lockcheck.grammar import grammar_text
+
+if TYPE_CHECKING:
+    from lockcheck.kboot import KernelReport
 
 LOCKDEP_TITLE = "all lock classes:"
 CHAINS_TITLE = "all lock chains:"
@@ -93,6 +96,8 @@ class Dependency:
     after_name: str
     file: str = ""
     line: int = 0
+    #: held-lock positions between the two (1 for every /proc/lockdep entry, which prints no other)
+    distance: int = 1
 
 
 #: irq_context of a chain: lockdep's LOCK_CHAIN_SOFTIRQ_CONTEXT (1) | LOCK_CHAIN_HARDIRQ_CONTEXT (2)
@@ -116,12 +121,27 @@ class Chain:
 
 @dataclass
 class LockdepState:
-    """What one or more /proc dumps say: classes, direct dependencies, chains, and the files read."""
+    """What one or more /proc dumps say: classes, direct dependencies, chains, and the files read.
+
+    `stats` (/proc/lockdep_stats) and `report` (the first lockdep report of
+    the boot's kernel log, `lockcheck.kboot`) say how far the chains can be
+    trusted: lockdep records nothing once it has turned itself off.
+    """
 
     classes: list[LockClass] = field(default_factory=list)
     edges: list[Dependency] = field(default_factory=list)
     chains: list[Chain] = field(default_factory=list)
     files: list[str] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+    stats_file: Optional[str] = None
+    #: the boot's kernel log, when one was read, and the first lockdep report in it
+    log_file: Optional[str] = None
+    report: Optional["KernelReport"] = None
+
+    @property
+    def debug_locks(self) -> Optional[int]:
+        """`debug_locks` of /proc/lockdep_stats: 1 lockdep stayed on, 0 it turned off, None not known."""
+        return self.stats.get("debug_locks")
 
     def add(self, item: Union[LockClass, Dependency, Chain]) -> None:
         if isinstance(item, LockClass):
@@ -226,11 +246,13 @@ def _first_line(lines: Iterator[str]) -> tuple[Optional[str], Iterator[str]]:
 
 
 def load(*paths: str, state: Optional[LockdepState] = None) -> LockdepState:
-    """Read /proc/lockdep and /proc/lockdep_chains dumps (files or directories) into one state.
+    """Read a boot's lockdep state (files or directories) into one LockdepState.
 
-    A directory contributes its files named `lockdep*` (`lockdep.txt.xz`,
-    `lockdep_chains.txt.xz`, not `lockdep_stats.txt`); a file is recognised
-    by its first line (`all lock classes:` / `all lock chains:`).
+    A directory contributes its `lockdep*` files (`lockdep.txt.xz`,
+    `lockdep_chains.txt.xz`, `lockdep_stats.txt`) and its kernel log
+    (`dmesg*`); a file is recognised by its first lines (`all lock classes:`,
+    `all lock chains:`, ` lock-classes:` of /proc/lockdep_stats, or dmesg
+    text).
     """
     from lockcheck.readers.source import open_lines
 
@@ -238,25 +260,78 @@ def load(*paths: str, state: Optional[LockdepState] = None) -> LockdepState:
     for path in paths:
         if Path(path).is_dir():
             files = sorted(str(p) for p in Path(path).iterdir()
-                           if p.name.startswith("lockdep") and "stats" not in p.name and p.is_file())
-            if not files:
+                           if p.is_file() and p.name.startswith(("lockdep", "dmesg")))
+            if not any(Path(name).name.startswith("lockdep") for name in files):
                 raise TraceError(path, None, None, "no lockdep* files in this directory")
         else:
             files = [path]
         for name in files:
             display, lines = open_lines(name)
-            first, lines = _first_line(lines)
-            if first == LOCKDEP_TITLE:
-                items: Iterator = parse_lockdep(lines, display)
-            elif first == CHAINS_TITLE:
-                items = parse_chains(lines, display)
-            else:
-                raise TraceError(display, 1, 1, "expected 'all lock classes:' (/proc/lockdep) or "
-                                                "'all lock chains:' (/proc/lockdep_chains)")
-            for item in items:
-                state.add(item)
-            state.files.append(display)
+            try:
+                head, lines = _head(lines)
+                kind = dump_kind(head)
+                if kind == "lockdep":
+                    items: Iterator = parse_lockdep(lines, display)
+                elif kind == "chains":
+                    items = parse_chains(lines, display)
+                elif kind == "stats":
+                    from lockcheck.kboot import parse_stats
+
+                    state.stats.update(parse_stats(lines))
+                    state.stats_file = display
+                    continue
+                elif kind == "log":
+                    from lockcheck.kboot import find_report
+
+                    report = find_report(lines, display)
+                    state.log_file = display
+                    if report is not None and (state.report is None or
+                                               (report.ts or 0.0) < (state.report.ts or 0.0)):
+                        state.report = report
+                    continue
+                else:
+                    raise TraceError(display, 1, 1, "expected 'all lock classes:' (/proc/lockdep), 'all lock "
+                                                    "chains:' (/proc/lockdep_chains), /proc/lockdep_stats or a "
+                                                    "kernel log")
+                for item in items:
+                    state.add(item)
+                state.files.append(display)
+            finally:
+                close = getattr(lines, "close", None)
+                if close is not None:
+                    close()
     return state
+
+
+def _head(lines: Iterator[str], count: int = 8) -> tuple[list[str], Iterator[str]]:
+    """The first COUNT non-blank lines, and an iterator that still yields every line."""
+    import itertools
+
+    buffered: list[str] = []
+    head: list[str] = []
+    for line in lines:
+        buffered.append(line)
+        if line.strip():
+            head.append(line)
+            if len(head) >= count:
+                break
+    return head, itertools.chain(buffered, lines)
+
+
+def dump_kind(head: list[str]) -> Optional[str]:
+    """What a boot file is, by its first non-blank lines: lockdep, chains, stats, log, or None."""
+    from lockcheck.kboot import is_stats, looks_like_kernel_log
+
+    first = head[0].strip() if head else None
+    if first == LOCKDEP_TITLE:
+        return "lockdep"
+    if first == CHAINS_TITLE:
+        return "chains"
+    if is_stats(head):
+        return "stats"
+    if looks_like_kernel_log(head):
+        return "log"
+    return None
 
 
 # -- the state as a dependency graph ---------------------------------------------------------
@@ -290,8 +365,69 @@ def usage_bits(usage: str) -> list[int]:
     return bits
 
 
-def to_graph(state: LockdepState, graph=None, checker=None) -> list:
+def chain_dependencies(state: LockdepState, unchecked=None) -> list[Dependency]:
+    """The dependencies lockdep derived from the chains of /proc/lockdep_chains.
+
+    /proc/lockdep prints only the dependencies of distance 1 (`l_show()`); a
+    chain also shows those across a check=0 lock (`&sig->cred_guard_mutex ->
+    rcu_read_lock -> init_fs.seq.seqcount` gives a dependency of distance 2).
+
+    A chain is recorded when its last lock is acquired and validated, with
+    the held locks of that irq context below it; lockdep's `check_prevs_add`
+    then adds `previous -> last` from the nearest held lock that is not a
+    check=0 map (`unchecked(name)`, given the name as printed, says which).  That one dependency per chain is certain; the other pairs of a
+    chain are not (a held lock below may have been a trylock, which gets no
+    dependency of its own: `touch_atime()`'s `sb_start_write_trylock()`),
+    and they come from the chains of the shorter stacks when they exist.
+    When /proc/lockdep of the same boot is at hand its dependency list is
+    exact, and these are not needed.
+
+    >>> state = LockdepState(chains=[Chain(0, (("k1", "A"), ("k2", "rcu_read_lock"), ("k3", "B")), "c", 4)])
+    >>> [(d.before_name, d.after_name, d.line) for d in chain_dependencies(state, {"rcu_read_lock"}.__contains__)]
+    [('A', 'B', 7)]
+    """
+    unchecked = unchecked or (lambda name: False)
+    deps: list[Dependency] = []
+    for chain in state.chains:
+        entries = [(k, key, name) for k, (key, name) in enumerate(chain.classes)
+                   if not unchecked(name)]
+        if len(entries) < 2 or entries[-1][0] != len(chain.classes) - 1:
+            continue
+        (j, prev_key, prev_name), (k, key, name) = entries[-2], entries[-1]
+        if prev_name != name:
+            deps.append(Dependency(prev_key, prev_name, key, name, chain.file, chain.line + 1 + k, k - j))
+    return deps
+
+
+def unvalidated_classes(state: LockdepState) -> set[str]:
+    """Classes /proc/lockdep lists with no dependency either way and no irq usage: check=0 maps
+    (`rcu_read_lock`) and no-validate classes (`&dev->mutex`, `lockdep_set_novalidate_class()`).
+    Names as printed: `&dev->mutex#2` is another, validated, class."""
+    linked = {dep.before_name for dep in state.edges} | {dep.after_name for dep in state.edges}
+    return {cls.name for cls in state.classes if cls.usage.strip(".") == "" and cls.name not in linked}
+
+
+def dependencies(state: LockdepState, unchecked=None) -> list[Dependency]:
+    """Every dependency a state shows: /proc/lockdep's, then the other ones its chains give
+    (`chain_dependencies`, with /proc/lockdep's never-validated classes unchecked too)."""
+    edges = list(state.edges)
+    if state.chains:
+        never = unvalidated_classes(state)
+        rule = unchecked or (lambda name: False)
+        known = {(dep.before_name, dep.after_name) for dep in edges}
+        edges += [dep for dep in chain_dependencies(state, lambda name: name in never
+                                                    or bool(rule(split_class_name(name)[0])))
+                  if (dep.before_name, dep.after_name) not in known]
+    return edges
+
+
+def to_graph(state: LockdepState, graph=None, checker=None, unchecked=None) -> list:
     """Merge a state's classes (with usage) and direct dependencies into a DepGraph; the findings.
+
+    The dependencies of the state's chains (`chain_dependencies`; `unchecked`
+    names check=0 maps, and with /proc/lockdep so do its classes that were
+    never validated) are added too: those /proc/lockdep does not print, and
+    all of them when a chains dump comes alone.
 
     Class names are kept as /proc/lockdep prints them (`#N` and `/S`
     included: `sb_writers#3` and `sb_writers#4` are different classes of one
@@ -317,23 +453,59 @@ def to_graph(state: LockdepState, graph=None, checker=None) -> list:
         where = Evidence(cls.file, cls.line, PROC_TASK)
         for bit in usage_bits(cls.usage):
             graph.set_usage(cls.name, bit, where)
+    edges = dependencies(state, unchecked)
+    for chain in state.chains:
+        for _, name in chain.classes:
+            graph.add_class(name)
     found: list = []
     if checker is None:
-        for dep in state.edges:
+        for dep in edges:
             graph.add_dependency(dep.before_name, dep.after_name, DEP_EN, Evidence(dep.file, dep.line, PROC_TASK),
-                                 origin=dep.file)
+                                 dep.distance, origin=dep.file)
         return found
     from lockcheck.observed import add_checked_dependency
     from lockcheck.tasks import TaskState
 
     tasks: dict[str, TaskState] = {}
-    for dep in state.edges:
+    for dep in edges:
         task = tasks.get(dep.file)
         if task is None:
             task = tasks[dep.file] = TaskState(dep.file, PROC_TASK)
         found.extend(add_checked_dependency(checker, task, dep.before_name, dep.after_name,
-                                            Evidence(dep.file, dep.line, PROC_TASK), origin=dep.file))
+                                            Evidence(dep.file, dep.line, PROC_TASK), dep.distance,
+                                            origin=dep.file))
     return found
+
+
+def group_boots(dumps: list[str]) -> list[list[str]]:
+    """Dump files grouped by boot: a directory holding exactly one /proc/lockdep and one
+    /proc/lockdep_chains dump is one boot, and so is a directory given as such; any other
+    dump is a boot of its own."""
+    by_dir: dict[str, list[str]] = {}
+    groups: list[list[str]] = []
+    for path in dumps:
+        if Path(path).is_dir():  # a boot's directory (`--lockdep-state DIR` alone)
+            groups.append([path])
+        else:
+            by_dir.setdefault(str(Path(path).parent), []).append(path)
+    for paths in by_dir.values():
+        kinds = sorted(_kind_of(path) or "" for path in paths)
+        groups.extend([paths] if kinds == ["chains", "lockdep"] else [[path] for path in paths])
+    return groups
+
+
+def _kind_of(path: str) -> Optional[str]:
+    from lockcheck.readers.source import open_lines
+
+    _, lines = open_lines(path)
+    try:
+        head, _ = _head(lines)
+        return dump_kind(head)
+    finally:
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
+
 
 def is_dump(path: str) -> bool:
     """Whether a file is a /proc/lockdep or /proc/lockdep_chains dump (by its first non-blank line)."""

@@ -26,11 +26,12 @@ if TYPE_CHECKING:
 
 
 def add_checked_dependency(checker: "Checker", task: "TaskState", before: str, after: str, evidence: Evidence,
-                           origin: Optional[str] = None) -> list[Finding]:
+                           distance: int = 1, origin: Optional[str] = None) -> list[Finding]:
     """Add `before -> after` to the checker's graph unless it closes a cycle; the findings it raised.
 
     `task` stands for whoever held `before` (its name is printed in a report);
-    `evidence` is where the dependency was seen.
+    `evidence` is where the dependency was seen; `distance` is 1 for a direct
+    dependency (lockdep's `lock_list.distance`).
 
     >>> from lockcheck.checker import Checker
     >>> from lockcheck.tasks import TaskState
@@ -45,7 +46,7 @@ def add_checked_dependency(checker: "Checker", task: "TaskState", before: str, a
     graph = checker.graph
     attrs = graph.nx._succ.get(before, {}).get(after)
     if attrs is not None:
-        attrs["distance"] = 1
+        attrs["distance"] = min(attrs["distance"], distance)
         return []
     ev = Event(task.key, "acquire", after, file=evidence.file, line=evidence.line, at=evidence.at, ts=evidence.ts)
     prev = HeldLock(before, before, None, 0, 0, False, True, None, 0, False, 0, ev)
@@ -54,7 +55,7 @@ def add_checked_dependency(checker: "Checker", task: "TaskState", before: str, a
     graph.add_class(after)
     target = checker.check_noncircular(nxt, prev)
     if target is None:
-        graph.add_dependency(before, after, DEP_EN, evidence, origin=origin)
+        graph.add_dependency(before, after, DEP_EN, evidence, distance, origin=origin)
         return []
     if target.cls == nxt.cls and target.parent is None:
         checker.print_deadlock_bug(task, prev, nxt, ev)

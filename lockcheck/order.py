@@ -16,7 +16,7 @@ documentation).  `parse_order` turns it into an `OrderFile`; `check
    increasing address order.
 
 The annotation rules (`nest C under P`, `subclass C by address order`,
-`recursive-read C`) are parsed and exposed as data (`OrderFile.nest_under`,
+`recursive-read C`, `no-check C`, `no-check like "P"`) are parsed and exposed as data (`OrderFile.nest_under`,
 `.subclass_by_address`, `.recursive_read`) for the checker's annotation
 support; this module does not act on them.
 
@@ -91,6 +91,16 @@ class OrderFile:
     def recursive_read(self) -> dict[str, int]:
         """`recursive-read C`: C -> line -- read acquisitions of C are recursive reads."""
         return {r.classes[0]: r.line for r in self.rules if r.kind == "recursive-read"}
+
+    @property
+    def no_check(self) -> dict[str, int]:
+        """`no-check C`: C -> line -- C is acquired with check=0 (not validated)."""
+        return {r.classes[0]: r.line for r in self.rules if r.kind == "no-check"}
+
+    @property
+    def no_check_like(self) -> dict[str, int]:
+        """`no-check like "P"`: pattern -> line -- every class matching P (`*`: any run) has check=0."""
+        return {r.classes[0]: r.line for r in self.rules if r.kind == "no-check-like"}
 
     # -- the order -----------------------------------------------------------
     @functools.cached_property
@@ -206,6 +216,12 @@ class _ToStatements(Transformer):
 
     def recursive_read(self, name: Token) -> tuple:
         return ("rule", name.line, Rule("recursive-read", (str(name),), name.line))
+
+    def no_check(self, name: Token) -> tuple:
+        return ("rule", name.line, Rule("no-check", (str(name),), name.line))
+
+    def no_check_like(self, name: Token) -> tuple:
+        return ("rule", name.line, Rule("no-check-like", (str(name),), name.line))
 
     def start(self, *statements: tuple) -> list:
         return list(statements)

@@ -231,7 +231,7 @@ def test_two_acyclic_dumps_close_a_cycle_together(tmp_path):
     assert finding["kind"] == "circular-dependency" and sorted(finding["cycle"]) == ["A", "B"]
     files = {link["evidence"]["file"] for link in finding["chain"]} | {finding["location"].rsplit(":", 1)[0]}
     assert files == {str(one), str(two)}
-    assert any("merged 2 classes and 1 dependencies" in n for n in doc["notes"])
+    assert any("merged 2 lock classes and 1 dependency of" in n for n in doc["notes"])
 
 
 def test_a_state_dir_alone_is_an_input(tmp_path):
@@ -250,13 +250,9 @@ def test_check_needs_some_input():
 
 @pytest.mark.parametrize("boot", ["clean"])
 def test_a_real_dump_is_acyclic(boot):
-    from pathlib import Path
-    import os
+    from testdata import CAPTURES
 
-    shared = Path(os.environ.get("LOCKCHECK_SHARED") or Path(__file__).resolve().parents[2] / "shared")
-    folder = shared / "traces" / "kernel-6.1" / boot
-    if not folder.is_dir():
-        pytest.skip("shared captures not found")
+    folder = CAPTURES / boot
     out = io.StringIO()
     assert main(["check", "--format", "json", "--no-config", str(folder / "lockdep.txt.xz")], stdout=out,
                 stderr=io.StringIO()) == 0

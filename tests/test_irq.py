@@ -5,7 +5,7 @@ Small traces, each aimed at one rule of kernel/locking/lockdep.c
 backwards, check_irq_usage), plus golden files for every irq report
 layout, produced end to end through the CLI (`lockcheck check FILE`).
 `LOCKCHECK_UPDATE_GOLDEN=1` rewrites tests/golden/irq_*.txt: review each
-one by eye against ../shared/research/lockdep.md §1.3-1.5 before accepting.
+one by eye against the kernel's print_usage_bug/print_irq_inversion_bug layout before accepting.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from lockcheck.readers import lt
 from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ
 
 GOLDEN = Path(__file__).parent / "golden"
-EXAMPLES = Path(__file__).resolve().parents[2] / "shared" / "examples"
+from testdata import EXAMPLES
 UPDATE = os.environ.get("LOCKCHECK_UPDATE_GOLDEN") == "1"
 
 

@@ -2,17 +2,13 @@
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import pytest
 
 from lockcheck import kstate
 from lockcheck.errors import TraceError
 
-SHARED = Path(os.environ.get("LOCKCHECK_SHARED") or Path(__file__).resolve().parents[2] / "shared")
-CAPTURES = SHARED / "traces" / "kernel-6.1"
-needs_shared = pytest.mark.skipif(not CAPTURES.is_dir(), reason=f"shared kernel captures not found at {CAPTURES}")
+from testdata import CAPTURES
 
 LOCKDEP = """\
 all lock classes:
@@ -87,14 +83,16 @@ def test_load_files_and_sniffing(tmp_path):
 
     (tmp_path / "lockdep.txt.gz").write_bytes(gzip.compress("\n".join(LOCKDEP).encode()))
     (tmp_path / "lockdep_chains.txt").write_text("\n".join(CHAINS) + "\n")
-    (tmp_path / "lockdep_stats.txt").write_text("lock-classes: 3\n")
+    (tmp_path / "lockdep_stats.txt").write_text(" lock-classes:  3 [max: 8192]\n debug_locks:   1\n")
     state = kstate.load(str(tmp_path))
     assert (len(state.classes), len(state.edges), len(state.chains), len(state.files)) == (3, 2, 3, 2)
+    assert (state.debug_locks, state.stats_file) == (1, str(tmp_path / "lockdep_stats.txt"))
+    assert kstate.load(str(tmp_path / "lockdep_stats.txt")).stats == {"lock-classes": 3, "debug_locks": 1}
+    (tmp_path / "other.txt").write_text("something else\n")
     with pytest.raises(TraceError):
-        kstate.load(str(tmp_path / "lockdep_stats.txt"))
+        kstate.load(str(tmp_path / "other.txt"))
 
 
-@needs_shared
 @pytest.mark.parametrize(("boot", "classes", "edges", "chains"), [
     ("clean", 392, 947, 1831), ("clean-nohash", 389, 930, 1817),
 ])

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import io
 import json
-from pathlib import Path
 
 import pytest
 
 from lockcheck.cli import main
 from lockcheck.readers import parallel
 
-ROOT = Path(__file__).resolve().parents[1]
-CAPTURE = ROOT.parent / "shared" / "traces" / "kernel-6.1" / "clean"
+from testdata import CAPTURES
+
+CAPTURE = CAPTURES / "clean"
 
 
 def run(args: list[str]) -> tuple[int, dict, str]:
@@ -44,7 +44,6 @@ def test_same_findings_stats_and_notes(tmp_path, monkeypatch, always_parallel):
     assert forked[1]["findings"][0]["kind"] == "circular-dependency"
 
 
-@pytest.mark.skipif(not CAPTURE.is_dir(), reason="shared kernel captures not found")
 def test_capture_with_annotations_gives_the_same_result(monkeypatch, always_parallel):
     args = ["--lockdep-state", str(CAPTURE), str(CAPTURE / "trace.ftrace.xz")]
     alone, forked = both(monkeypatch, args)

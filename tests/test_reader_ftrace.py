@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import lzma
-import os
 import time
 from collections import Counter
 from pathlib import Path
@@ -16,10 +15,7 @@ from lockcheck.errors import TraceError
 from lockcheck.events import ACQUIRE, READ, RELEASE, RREAD, WRITE
 from lockcheck.readers import ftrace
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("LOCKCHECK_SHARED") or Path(__file__).resolve().parents[2] / "shared")
-CAPTURES = SHARED / "traces" / "kernel-6.1"
-needs_shared = pytest.mark.skipif(not CAPTURES.is_dir(), reason=f"shared kernel captures not found at {CAPTURES}")
+from testdata import CAPTURES, ROOT as REPO
 
 HEADER = """\
 # tracer: nop
@@ -53,8 +49,8 @@ def test_modern_line_with_header():
         "            bash-1234    [002] .....   123.456805: lock_release: 000000005b4e2a1c &mm->mmap_lock",
     ])
     assert [(e.task, e.op, e.lock, e.instance, e.mode, e.cpu, e.ts, e.line, e.comm) for e in events] == [
-        ("1234", ACQUIRE, "&mm->mmap_lock", "0x000000005b4e2a1c", WRITE, 2, 123.456789, 13, "bash-1234"),
-        ("1234", RELEASE, "&mm->mmap_lock", "0x000000005b4e2a1c", WRITE, 2, 123.456805, 14, "bash-1234"),
+        ("1234", ACQUIRE, "&mm->mmap_lock", "0x000000005b4e2a1c", WRITE, 2, 123.456789, 13, "bash/1234"),
+        ("1234", RELEASE, "&mm->mmap_lock", "0x000000005b4e2a1c", WRITE, 2, 123.456805, 14, "bash/1234"),
     ]
     assert events[0].file == "t.ftrace"
 
@@ -72,7 +68,7 @@ def test_comms_with_dashes_blanks_and_unknown():
         "           <...>-99      [000] ..... 4567.000004: lock_acquire: 00000000c0ffee14 C",
     ])
     assert [(e.task, e.comm) for e in events] == [
-        ("87", "kworker/u16:3-ev-87"), ("4242", "Web Content-4242"), ("87", "kworker/u16:3-ev-87"), ("99", "<...>-99"),
+        ("87", "kworker/u16:3-ev/87"), ("4242", "Web Content/4242"), ("87", "kworker/u16:3-ev/87"), ("99", "<...>/99"),
     ]
 
 
@@ -152,7 +148,7 @@ def test_idle_tasks_are_per_cpu():
         "  <idle>-0  [000] d.h2.  1.0: lock_acquire: 01 &rq->__lock",
         "  <idle>-0  [001] d.h2.  1.1: lock_acquire: 02 &rq->__lock",
     ])
-    assert [(e.task, e.comm) for e in lock_events(events)] == [("0/0", "swapper/0-0"), ("0/1", "swapper/1-0")]
+    assert [(e.task, e.comm) for e in lock_events(events)] == [("0/0", "swapper/0/0"), ("0/1", "swapper/1/0")]
 
 
 # -- irq context ------------------------------------------------------------------
@@ -361,7 +357,6 @@ def capture_lines(boot):
         return handle.read().splitlines()
 
 
-@needs_shared
 @pytest.mark.parametrize(("boot", "lock_lines", "skipped"), [
     ("clean", 48183 + 48183 + 21020 + 110, 446),
     ("clean-nohash", 41722 + 41723 + 17322 + 56, 408),
@@ -381,7 +376,6 @@ def test_real_capture_counts(boot, lock_lines, skipped):
         assert stats.names_resolved == stats.names_unresolved == 0
 
 
-@needs_shared
 def test_names_resolved_by_address_match_the_printed_names():
     """Blank the names of the hashed capture's non-acquire lines; the reader must restore them."""
     lines = capture_lines("clean")
@@ -403,7 +397,6 @@ def test_names_resolved_by_address_match_the_printed_names():
     assert wrong == []
 
 
-@needs_shared
 def test_real_capture_speed_fast_path_beats_the_grammar():
     lines = capture_lines("clean")[12:20012]
     started = time.perf_counter()

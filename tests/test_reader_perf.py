@@ -20,15 +20,15 @@ def read(lines, **kwargs):
 def test_default_layout():
     (event,) = read(["            bash    1234 [002]   123.456789: lock:lock_acquire: 0xffff88810a2b3c40 &mm->mmap_lock"])
     assert (event.task, event.op, event.lock, event.instance, event.cpu, event.ts, event.comm, event.line) == (
-        "1234", ACQUIRE, "&mm->mmap_lock", "0xffff88810a2b3c40", 2, 123.456789, "bash-1234", 1)
+        "1234", ACQUIRE, "&mm->mmap_lock", "0xffff88810a2b3c40", 2, 123.456789, "bash/1234", 1)
 
 
 @pytest.mark.parametrize(("line", "task", "comm", "cpu", "ts"), [
-    (" Web Content  1234/1235 [002]   1.5: lock:lock_release: 0xff A", "1235", "Web Content-1235", 2, 1.5),
+    (" Web Content  1234/1235 [002]   1.5: lock:lock_release: 0xff A", "1235", "Web Content/1235", 2, 1.5),
     ("bash lock:lock_release: 0xff A", "bash", "bash", None, None),
     ("   1234 lock:lock_release: 0xff A", "1234", "1234", None, None),
-    ("kworker/u16:3-ev  1234 [002] 1.5: lock:lock_release:   0xff A", "1234", "kworker/u16:3-ev-1234", 2, 1.5),
-    ("         swapper     0 [001]    10.0: lock:lock_release: 0xff A", "0/1", "swapper/1-0", 1, 10.0),
+    ("kworker/u16:3-ev  1234 [002] 1.5: lock:lock_release:   0xff A", "1234", "kworker/u16:3-ev/1234", 2, 1.5),
+    ("         swapper     0 [001]    10.0: lock:lock_release: 0xff A", "0/1", "swapper/1/0", 1, 10.0),
 ])
 def test_field_lists(line, task, comm, cpu, ts):
     (event,) = read([line])

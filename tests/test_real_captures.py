@@ -1,4 +1,4 @@
-"""The ground truth: lockdep reported nothing in either shared kernel boot, so neither may lockcheck.
+"""The ground truth: lockdep reported nothing in either kernel boot in tests/data/kernel-6.1, so neither may lockcheck.
 
 With the boot's own /proc/lockdep and /proc/lockdep_chains (`--lockdep-state`)
 every capture must check clean (exit 0, no finding).  Without them, whatever
@@ -11,17 +11,13 @@ from __future__ import annotations
 
 import io
 import json
-import os
-from pathlib import Path
 
 import pytest
 
 from lockcheck.cli import main
 
-SHARED = Path(os.environ.get("LOCKCHECK_SHARED") or Path(__file__).resolve().parents[2] / "shared")
-CAPTURES = SHARED / "traces" / "kernel-6.1"
+from testdata import CAPTURES
 BOOTS = ["clean", "clean-nohash"]
-pytestmark = pytest.mark.skipif(not CAPTURES.is_dir(), reason=f"shared kernel captures not found at {CAPTURES}")
 
 _RUNS: dict[tuple, tuple[int, dict]] = {}
 

@@ -1,4 +1,4 @@
-"""The JSON renderer: the document of ../shared/spec/cli.md."""
+"""The JSON renderer: the document of docs/cli.md."""
 
 from __future__ import annotations
 

@@ -27,10 +27,11 @@ What a line becomes
 Tasks
 -----
 Held-lock stacks are keyed by the pid (`Event.task` is the pid as a string);
-`Event.comm` is the `comm-pid` display (the last real comm seen for the pid
-when ftrace prints `<...>`).  Pid 0 is the idle task of *each* CPU (ftrace
-prints `<idle>-0` for swapper/0, swapper/1...), which run concurrently: their
-task key is `0/CPU` and their display `swapper/CPU-0`.
+`Event.comm` is the task as lockdep's reports print it, `comm/pid` (`"%s/%d"`
+of `print_deadlock_bug()` and friends; the last real comm seen for the pid when
+ftrace prints `<...>`).  Pid 0 is the idle task of *each* CPU (ftrace prints
+`<idle>-0` for swapper/0, swapper/1...), which run concurrently: their task
+key is `0/CPU` and their display `swapper/CPU/0`.
 
 Irq context
 -----------
@@ -455,15 +456,15 @@ class FtraceReader:
         if pid is None:  # perf -F without tid: the comm is all there is
             task = display = comm or "?"
         elif pid == "0" and cpu_number is not None:
-            task, display = f"0/{cpu_number}", f"swapper/{cpu_number}-0"
+            task, display = f"0/{cpu_number}", f"swapper/{cpu_number}/0"
         else:
             task = pid
             if comm is None:
                 display = pid
             elif comm == "<...>":
-                display = self.comms.get(task) or f"<...>-{pid}"
+                display = self.comms.get(task) or f"<...>/{pid}"
             else:
-                display = f"{comm}-{pid}"
+                display = f"{comm}/{pid}"
         self.comms[task] = display
         return (task, display, cpu_number)
 

@@ -1,6 +1,6 @@
 """The lockcheck trace format (`.lt`): one lock event per line.
 
-The syntax is `grammars/lockcheck.lark` (see shared/spec/trace-format.md).
+The syntax is `grammars/lockcheck.lark` (see docs/trace-format.md).
 Lines are read by two parsers that must agree:
 
 - `scan_fast`, one hand-written function, takes the shapes real traces are
@@ -445,8 +445,12 @@ def _explain_quoted(line: str, quote_col: int) -> tuple[int, str]:
 
 
 def _blank_split(text: str) -> list[str]:
-    """Fields separated by spaces and tabs (only the first three are ever unquoted)."""
-    return text.replace("\t", " ").split()
+    """Fields separated by spaces and tabs (only the first three are ever unquoted).
+
+    Not `str.split()`: that also splits at characters the grammar keeps in a
+    field (`\x1f`, `\x0b`, `\x0c`), and the fields would not line up with it.
+    """
+    return [f for f in text.replace("\t", " ").split(" ") if f]
 
 
 def _field_start(line: str, col: int) -> int:

@@ -1,4 +1,4 @@
-"""`--format json`: the JSON document of ../shared/spec/cli.md.
+"""`--format json`: the JSON document of docs/cli.md.
 
     {"version": 1, "findings": [...], "stats": {"events", "tasks", "classes", "dependencies"}}
 
@@ -42,5 +42,7 @@ def document(findings: list[Finding], summary: "Summary") -> dict[str, Any]:
         doc["notes"] = list(summary.notes)
     if summary.suppressed:
         doc["suppressed"] = summary.suppressed
+    if summary.errors:
+        doc["errors"] = list(summary.errors)
     return doc
 

@@ -1,0 +1,428 @@
+"""lock_stat's bookkeeping replayed over trace events.
+
+The kernel's CONFIG_LOCK_STAT hooks (kernel/locking/lockdep.c) keep their
+state in each task's held locks and in each lock object, and so does this
+module, event by event:
+
+- `acquire` (`__lock_acquire`) pushes a held lock whose hold clock starts
+  now (`holdtime_stamp`);
+- `contended` (`__lock_contended`) finds the task's held lock, starts its
+  wait clock (`waittime_stamp`), counts the contention point (where the
+  waiter is: the event's `at=`) and the contending point (where the holder
+  took the lock: the object's last acquire site, the kernel's `lock->ip`),
+  and a contended bounce if the object was last acquired on another CPU;
+- `acquired` (`__lock_acquired`) ends the wait -- a contention is counted
+  here, with its wait time -- and restarts the hold clock, counts an
+  acquired bounce if the object was last acquired on another CPU, and
+  records this CPU as the object's (`lock->cpu`);
+- `release` (`__lock_release` -> `lock_release_holdtime`) records the hold
+  time: `acquisitions` is the number of hold times, as in the kernel.
+
+Reads and writes are kept apart (`hlock->read`), giving the `-R`/`-W` rows.
+
+Where a trace differs from the kernel's view:
+
+- the kernel counts an acquired bounce only at `lock_acquired()`, which
+  trylocks and annotation-only maps (RCU, seqcounts, work items) never
+  call, and a kernel capture shows exactly those calls; a trace without
+  any `acquired` (a hand-written `.lt`, the pytest plugin) gets its
+  bounces counted at `acquire` instead (trylocks excluded), decided per
+  run (file) at its end;
+- times come from trace timestamps (`ts=`, microseconds in ftrace), so a
+  wait shorter than their resolution is 0 but still a contention;
+- a `contended` before the task's `acquire` of that lock (some producers
+  write the wait first) is held aside, one per task -- a task waits for
+  one lock at a time -- and applied when the `acquire` comes;
+- releases of locks taken before the trace began have no start: not
+  counted (`LockStats.unmatched_releases`); locks still held, and waits
+  still open, when a run ends are not counted either, as the kernel would
+  not have counted them yet (listed in the notes).
+
+Memory is bounded whatever the trace: per task at most `MAX_LOCK_DEPTH`
+held locks (the kernel's limit; deeper, the oldest is dropped) and one
+wait set aside; tasks holding nothing are forgotten; at most `MAX_TASKS`
+tasks, `MAX_LOCK_OBJECTS` lock objects (least recently used forgotten: a
+bounce may be missed) and `MAX_CLASSES` classes.  Every drop is counted in
+the notes.  `exit` ends a task, the end of a file ends a run (every task
+and object forgotten), a lost-events marker ends the tasks of its CPU.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Optional
+
+from lockcheck.events import ACQUIRE, ACQUIRED, CONTENDED, EXIT, LOST_EVENTS, RELEASE, WRITE, Event, class_name
+from lockcheck.stat.model import BOUNCE_ACQUIRED, BOUNCE_CONTENDED, ClassStats, count_point
+
+#: the kernel's MAX_LOCK_DEPTH: held locks per task
+MAX_LOCK_DEPTH = 48
+#: tasks with state (holding locks or waiting) at once
+MAX_TASKS = 1 << 16
+#: lock objects whose last CPU and acquire site are remembered
+MAX_LOCK_OBJECTS = 1 << 17
+#: lock classes counted (lockdep's MAX_LOCKDEP_KEYS is 8192)
+MAX_CLASSES = 1 << 15
+#: open waits named in the notes
+NAMED_WAITS = 5
+
+
+class _Class:
+    """A class's `ClassStats` plus what is decided only at a run's end (where bounces count)."""
+
+    __slots__ = ("stats", "acquire_bounces")
+
+    def __init__(self, name: str) -> None:
+        self.stats = ClassStats(name)
+        self.acquire_bounces = [0, 0]  # write, read: counted at `acquire`, kept if the run has no `acquired`
+
+
+class _Held:
+    """The lock_stat part of a `struct held_lock`."""
+
+    __slots__ = ("lock", "instance", "cls", "read", "at", "hold_ts", "waiting", "wait_ts", "refs")
+
+    def __init__(self, ev: Event, cls: _Class, hold_ts: Optional[int]) -> None:
+        self.lock = ev.lock
+        self.instance = ev.instance
+        self.cls = cls
+        self.read = ev.mode != WRITE
+        self.at = ev.at
+        self.hold_ts = hold_ts  # holdtime_stamp
+        self.waiting = False
+        self.wait_ts: Optional[int] = None  # waittime_stamp
+        self.refs = 0  # hlock->references: same-class acquisitions merged under a nest lock
+
+
+class _Wait:
+    """A `contended` that came before the task's `acquire` of that lock."""
+
+    __slots__ = ("ev", "ts", "acquired")
+
+    def __init__(self, ev: Event, ts: Optional[int]) -> None:
+        self.ev = ev
+        self.ts = ts
+        self.acquired: Optional[Event] = None
+
+
+class _Task:
+    __slots__ = ("held", "early", "cpu", "name")
+
+    def __init__(self, name: str) -> None:
+        self.held: list[_Held] = []
+        self.early: Optional[_Wait] = None
+        self.cpu: Optional[int] = None
+        self.name = name
+
+
+class _LockObject:
+    """What the kernel keeps in a `lockdep_map` for lock_stat: last CPU and acquire site."""
+
+    __slots__ = ("cpu", "ip", "acquire_cpu")
+
+    def __init__(self) -> None:
+        self.cpu: Optional[int] = None  # lock->cpu, set by __lock_acquired
+        self.ip: Optional[str] = None  # lock->ip: where it was last acquired
+        self.acquire_cpu: Optional[int] = None  # the same at `acquire`, for classes without `acquired`
+
+
+def _ns(ts: Optional[float]) -> Optional[int]:
+    return None if ts is None else round(ts * 1e9)
+
+
+class LockStats:
+    """Feed events in trace order with `feed`, then `finish()`; read `classes` and `notes()`."""
+
+    def __init__(self) -> None:
+        self._classes: dict[str, _Class] = {}
+        self._tasks: dict[str, _Task] = {}
+        self._objects: dict[tuple, _LockObject] = {}
+        self._file: Optional[str] = None
+        self._run_has_acquired = False  # this run's producer emits `acquired` (lock_stat's bounce point)
+        self._run_bounced: set[_Class] = set()  # classes with bounces counted at `acquire` this run
+        self.classes: dict[str, ClassStats] = {}
+        self.events = 0
+        self.timed = 0
+        # what was not counted, for the notes
+        self.unmatched_releases = 0
+        self.held_at_end = 0
+        self.open_waits = 0
+        self.open_wait_names: list[str] = []
+        self.dropped_deep = 0
+        self.dropped_tasks = 0
+        self.dropped_objects = 0
+        self.dropped_class_events = 0
+        self.held_at_exit = 0
+        self.lost_resets = 0
+
+    # -- the event loop -------------------------------------------------------------
+    def feed(self, ev: Event) -> None:
+        self.events += 1
+        if ev.ts is not None:
+            self.timed += 1
+        if ev.file != self._file:
+            if self._file is not None:
+                self.end_run()
+            self._file = ev.file
+        op = ev.op
+        if op == ACQUIRE:
+            self.lock_acquire(ev)
+        elif op == RELEASE:
+            self.lock_release(ev)
+        elif op == CONTENDED:
+            self.lock_contended(ev)
+        elif op == ACQUIRED:
+            self.lock_acquired(ev)
+        elif op == EXIT:
+            task = self._tasks.pop(ev.task, None)
+            if task is not None:
+                self.held_at_exit += len(task.held)
+        elif op == LOST_EVENTS:
+            self._lost_events(ev.cpu)
+
+    def lock_acquire(self, ev: Event) -> None:
+        """`__lock_acquire`: push a held lock, its hold clock started."""
+        cls = self._class(class_name(ev.lock, ev.subclass))
+        if cls is None:
+            return
+        task = self._task(ev)
+        held = task.held
+        if ev.nest is not None and held and held[-1].cls is cls:
+            top = held[-1]  # merged into the held lock: no hold time of its own (hlock->references)
+            top.refs = (top.refs or 1) + 1
+            return
+        if len(held) >= MAX_LOCK_DEPTH:
+            del held[0]
+            self.dropped_deep += 1
+        hlock = _Held(ev, cls, _ns(ev.ts))
+        held.append(hlock)
+        if not ev.trylock:  # a trylock does not wait, nor take the lock over (no lock_acquired)
+            obj = self._object(ev)
+            if ev.at:
+                obj.ip = ev.at
+            if ev.cpu is not None:
+                if obj.acquire_cpu is not None and obj.acquire_cpu != ev.cpu:
+                    cls.acquire_bounces[hlock.read] += 1
+                    self._run_bounced.add(cls)
+                obj.acquire_cpu = ev.cpu
+        early = task.early
+        if early is not None and early.ev.lock == ev.lock and early.ev.instance == ev.instance:
+            task.early = None
+            self._contended(hlock, early.ev, early.ts)
+            if early.acquired is not None:
+                self._acquired(hlock, early.acquired)
+
+    def lock_contended(self, ev: Event) -> None:
+        """`__lock_contended`: the task waits for a lock it is acquiring."""
+        task = self._task(ev)
+        hlock = self._find(task, ev)
+        if hlock is None:  # waiting before its acquire: kept until the acquire comes
+            if task.early is not None:
+                self._close_wait(task.early.ev.lock, task)
+            task.early = _Wait(ev, _ns(ev.ts))
+            return
+        if hlock.instance != ev.instance:
+            return  # a merged (nest_lock) acquisition: the kernel skips it too
+        self._contended(hlock, ev, _ns(ev.ts))
+
+    def lock_acquired(self, ev: Event) -> None:
+        """`__lock_acquired`: the wait, if any, is over; the lock is this CPU's now."""
+        task = self._tasks.get(ev.task)
+        if task is None:
+            return
+        if ev.cpu is not None:
+            task.cpu = ev.cpu
+        hlock = self._find(task, ev)
+        if hlock is None:
+            early = task.early
+            if early is not None and early.ev.lock == ev.lock and early.ev.instance == ev.instance:
+                early.acquired = ev
+            return
+        if hlock.instance != ev.instance:
+            return
+        self._acquired(hlock, ev)
+
+    def lock_release(self, ev: Event) -> None:
+        """`__lock_release`: record the hold time, pop the held lock."""
+        task = self._tasks.get(ev.task)
+        hlock = self._find(task, ev) if task is not None else None
+        if hlock is None:
+            if len(self._classes) >= MAX_CLASSES and ev.lock not in self._classes:
+                self.dropped_class_events += 1
+            else:
+                self.unmatched_releases += 1
+            return
+        if hlock.instance == ev.instance:  # lock_release_holdtime
+            end = _ns(ev.ts)
+            hold = end - hlock.hold_ts if end is not None and hlock.hold_ts is not None else 0
+            stats = hlock.cls.stats
+            (stats.read_holdtime if hlock.read else stats.write_holdtime).add(max(hold, 0))
+        if hlock.refs:
+            hlock.refs -= 1
+            if hlock.refs:
+                return
+        if hlock.waiting:
+            self._close_wait(hlock.lock, task)
+        task.held.remove(hlock)
+        self._forget_if_idle(ev.task, task)
+
+    # -- the shared steps -------------------------------------------------------------
+    def _contended(self, hlock: _Held, ev: Event, ts: Optional[int]) -> None:
+        hlock.waiting = True
+        hlock.wait_ts = ts
+        stats = hlock.cls.stats
+        if ev.at:
+            count_point(stats.contention_points, ("", ev.at))
+        obj = self._objects.get((ev.lock, ev.instance))
+        if obj is not None:
+            if obj.ip:
+                count_point(stats.contending_points, ("", obj.ip))
+            if obj.cpu is not None and ev.cpu is not None and obj.cpu != ev.cpu:
+                stats.bounces[BOUNCE_CONTENDED + hlock.read] += 1
+
+    def _acquired(self, hlock: _Held, ev: Event) -> None:
+        self._run_has_acquired = True
+        stats = hlock.cls.stats
+        if hlock.waiting:
+            now = _ns(ev.ts)
+            wait = now - hlock.wait_ts if now is not None and hlock.wait_ts is not None else 0
+            (stats.read_waittime if hlock.read else stats.write_waittime).add(max(wait, 0))
+            hlock.waiting = False
+            if now is not None:
+                hlock.hold_ts = now
+        obj = self._object(ev)
+        if ev.cpu is not None:
+            if obj.cpu is not None and obj.cpu != ev.cpu:
+                stats.bounces[BOUNCE_ACQUIRED + hlock.read] += 1
+            obj.cpu = ev.cpu
+        if hlock.at:
+            obj.ip = hlock.at
+
+    def _find(self, task: _Task, ev: Event) -> Optional[_Held]:
+        """`find_held_lock`: from the top; a merged held lock matches any lock of its class."""
+        for hlock in reversed(task.held):
+            if hlock.lock == ev.lock and (hlock.instance == ev.instance or hlock.refs):
+                return hlock
+        return None
+
+    def _close_wait(self, lock: str, task: _Task) -> None:
+        self.open_waits += 1
+        if len(self.open_wait_names) < NAMED_WAITS:
+            self.open_wait_names.append(f"{lock} ({task.name})")
+
+    # -- bounded tables ---------------------------------------------------------------
+    def _class(self, name: str) -> Optional[_Class]:
+        cls = self._classes.get(name)
+        if cls is None:
+            if len(self._classes) >= MAX_CLASSES:
+                self.dropped_class_events += 1
+                return None
+            cls = self._classes[name] = _Class(name)
+        return cls
+
+    def _task(self, ev: Event) -> _Task:
+        task = self._tasks.get(ev.task)
+        if task is None:
+            if len(self._tasks) >= MAX_TASKS:
+                oldest = next(iter(self._tasks))
+                self.dropped_tasks += 1
+                self._drop_task(self._tasks.pop(oldest))
+            task = self._tasks[ev.task] = _Task(ev.comm or ev.task)
+        if ev.cpu is not None:
+            task.cpu = ev.cpu
+        return task
+
+    def _forget_if_idle(self, key: str, task: _Task) -> None:
+        if not task.held and task.early is None:
+            del self._tasks[key]
+
+    def _object(self, ev: Event) -> _LockObject:
+        key = (ev.lock, ev.instance)
+        objects = self._objects
+        obj = objects.pop(key, None)  # re-inserted last: least recently used first
+        if obj is None:
+            obj = _LockObject()
+            if len(objects) >= MAX_LOCK_OBJECTS:
+                del objects[next(iter(objects))]
+                self.dropped_objects += 1
+        objects[key] = obj
+        return obj
+
+    def _lost_events(self, cpu: Optional[int]) -> None:
+        """What the tasks last seen on CPU hold is unknown after lost events: forget them."""
+        for key in [key for key, task in self._tasks.items() if task.cpu == cpu]:
+            self.lost_resets += 1
+            self._drop_task(self._tasks.pop(key))
+
+    def _drop_task(self, task: _Task) -> None:
+        self.held_at_end += len(task.held)
+        for hlock in task.held:
+            if hlock.waiting:
+                self._close_wait(hlock.lock, task)
+        if task.early is not None:
+            self._close_wait(task.early.ev.lock, task)
+
+    # -- the end ----------------------------------------------------------------------
+    def end_run(self) -> None:
+        """A run (one file) is over: what tasks still hold or wait for is not counted."""
+        for task in self._tasks.values():
+            self._drop_task(task)
+        self._tasks.clear()
+        self._objects.clear()
+        for cls in self._run_bounced:
+            if not self._run_has_acquired:
+                cls.stats.bounces[BOUNCE_ACQUIRED] += cls.acquire_bounces[0]
+                cls.stats.bounces[BOUNCE_ACQUIRED + 1] += cls.acquire_bounces[1]
+            cls.acquire_bounces = [0, 0]
+        self._run_bounced.clear()
+        self._run_has_acquired = False
+
+    def finish(self) -> "LockStats":
+        """End the last run and settle the per-class decisions; returns self."""
+        self.end_run()
+        self.classes = {}
+        for name, cls in self._classes.items():
+            stats = cls.stats
+            for points in (stats.contention_points, stats.contending_points):
+                ordered = sorted(points.items(), key=lambda item: -item[1])
+                points.clear()
+                points.update(ordered)
+            self.classes[name] = stats
+        return self
+
+    def notes(self) -> list[str]:
+        """What was not counted and why, one sentence each."""
+        out = []
+        if self.events and not self.timed:
+            out.append("the trace has no timestamps (ts=): wait and hold times are 0")
+        if self.unmatched_releases:
+            out.append(f"{self.unmatched_releases} releases of locks acquired before the trace began: "
+                       "no hold time, not counted")
+        if self.held_at_end:
+            out.append(f"{self.held_at_end} locks still held at the end of a run: not counted")
+        if self.open_waits:
+            named = ", ".join(self.open_wait_names) + (", ..." if self.open_waits > len(self.open_wait_names) else "")
+            out.append(f"{self.open_waits} contentions never acquired by the end of a run (contention points "
+                       f"and bounces counted, no wait time): {named}")
+        if self.held_at_exit:
+            out.append(f"{self.held_at_exit} locks held at a task's exit: not counted")
+        if self.lost_resets:
+            out.append(f"{self.lost_resets} tasks forgotten after lost events")
+        if self.dropped_deep:
+            out.append(f"{self.dropped_deep} held locks dropped beyond the kernel's depth of {MAX_LOCK_DEPTH}")
+        if self.dropped_tasks:
+            out.append(f"{self.dropped_tasks} tasks forgotten beyond {MAX_TASKS} at once")
+        if self.dropped_objects:
+            out.append(f"{self.dropped_objects} lock objects forgotten beyond {MAX_LOCK_OBJECTS} "
+                       "(a bounce may be missed)")
+        if self.dropped_class_events:
+            out.append(f"{self.dropped_class_events} events of classes beyond the first {MAX_CLASSES} not counted")
+        return out
+
+
+def collect(events: Iterable[Event]) -> LockStats:
+    """lock_stat's numbers for a stream of events (every file of it)."""
+    stats = LockStats()
+    feed = stats.feed
+    for ev in events:
+        feed(ev)
+    return stats.finish()

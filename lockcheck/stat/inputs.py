@@ -1,0 +1,172 @@
+"""The inputs of `lockcheck stat`: traces of any format and /proc/lock_stat dumps, as tables.
+
+Each input file is opened once (standard input too) and its first
+non-blank lines decide: a /proc/lock_stat dump (`lock_stat version ...`)
+is parsed by `dump`, anything else is a trace read by the format readers
+and replayed by `collect`.  Several inputs make one table: classes of the
+same name are added together (`ClassStats.merge`).
+
+`fold_name` strips what a trace cannot see from a dump's class names (the
+`#N` of the Nth class sharing a name, the `/N` subclass), so a dump and a
+capture of the same boot line up class by class.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from lockcheck.stat import dump
+from lockcheck.stat.collect import collect
+from lockcheck.stat.model import ClassStats
+
+
+@dataclass
+class Table:
+    """Lock classes with what they came from and what was not counted."""
+
+    classes: list[ClassStats] = field(default_factory=list)
+    #: one entry per input: {"file", "kind": "trace" | "lock_stat", "format", "events"}
+    sources: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    #: a dump said lock debugging was off (the kernel's `*WARNING*` line)
+    warning: bool = False
+    #: events read from traces, and how many had a timestamp
+    events: int = 0
+    timed: int = 0
+
+    @property
+    def label(self) -> str:
+        return ",".join(source["file"] for source in self.sources) or "-"
+
+    def add(self, other: "Table") -> None:
+        """Another input's classes into this table, same names added together."""
+        if not self.classes:
+            self.classes = list(other.classes)
+        else:
+            merge_into(self.classes, other.classes)
+        self.sources.extend(other.sources)
+        self.notes.extend(other.notes)
+        self.warning = self.warning or other.warning
+        self.events += other.events
+        self.timed += other.timed
+
+    def folded(self) -> "Table":
+        """The same table with `#N`/`/N` names folded (see `fold_name`)."""
+        classes: list[ClassStats] = []
+        merge_into(classes, (_renamed(stats, fold_name(stats.name)) for stats in self.classes))
+        return Table(classes, self.sources, self.notes, self.warning, self.events, self.timed)
+
+
+def fold_name(name: str) -> str:
+    """A class name without its `#N` version and `/N` subclass (what an ftrace line prints).
+
+    >>> fold_name("&type->i_mutex_dir_key#2/1"), fold_name("sb_writers#3"), fold_name("rcu_node_0")
+    ('&type->i_mutex_dir_key', 'sb_writers', 'rcu_node_0')
+    """
+    from lockcheck.kstate import split_class_name
+
+    return split_class_name(name)[0]
+
+
+def _renamed(stats: ClassStats, name: str, copy: bool = False) -> ClassStats:
+    if stats.name == name and not copy:
+        return stats
+    out = ClassStats(name)
+    out.merge(stats)
+    return out
+
+
+def merge_into(classes: list[ClassStats], more: Iterable[ClassStats]) -> None:
+    """Add MORE to CLASSES by name (the first of a name is copied before it is added to)."""
+    index = {stats.name: i for i, stats in enumerate(classes)}
+    owned: set[int] = set()  # entries already copied (the inputs' own objects are never changed)
+    for stats in more:
+        i = index.get(stats.name)
+        if i is None:
+            index[stats.name] = len(classes)
+            classes.append(stats)
+            continue
+        if i not in owned:
+            classes[i] = _renamed(classes[i], stats.name, copy=True)
+            owned.add(i)
+        classes[i].merge(stats)
+
+
+def load(paths: list[str], input_format: str = "auto") -> Table:
+    """One table from every input (directories expanded, each file classified on its own)."""
+    from lockcheck.readers import inputs
+
+    table = Table()
+    for item in inputs.expand(list(paths)):
+        table.add(_load_input(item, input_format))
+    return table
+
+
+def _load_input(item, input_format: str) -> Table:
+    """The table of an expanded input; a file of a directory that stat cannot read gives only a note."""
+    from lockcheck.readers import inputs
+
+    if item.kind == inputs.ERROR:
+        raise item.error
+    if item.kind in (inputs.SKIP, inputs.DUMP):
+        return Table(notes=[item.skip_note()])
+    return load_one(item.path, input_format)
+
+
+def load_one(path: str, input_format: str = "auto") -> Table:
+    """The table of one file: a /proc/lock_stat dump or a trace."""
+    from lockcheck import readers
+    from lockcheck.readers.ftrace import ReaderStats
+    from lockcheck.readers.source import open_lines
+
+    name, lines = open_lines(path)
+    try:
+        head, lines = readers._peek(lines)
+        if input_format == "auto" and head and dump.is_lock_stat(head[0]):
+            reader = dump.DumpReader(name)
+            classes = list(reader.parse(lines))
+            source = {"file": name, "kind": "lock_stat", "format": "lock_stat", "events": None}
+            return Table(classes, [source], warning=reader.warning)
+        module = _format(head, input_format)
+        if getattr(module, "TAKES_REPORTS", False):  # a kernel log: lockdep reports, no lock events
+            return Table(notes=[f"{name}: a kernel log holds no lock events (`lockcheck check` reads its "
+                                "lockdep reports)"])
+        reader_stats = ReaderStats()
+        if getattr(module, "TAKES_STATS", False):
+            events = module.parse(lines, name, stats=reader_stats)
+        else:
+            events = module.parse(lines, name)
+        stats = collect(events)
+    finally:
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
+    source = {"file": name, "kind": "trace", "format": module.NAME, "events": stats.events}
+    notes = [f"{name}: {note}" for note in reader_stats.notes() + stats.notes()]
+    return Table(list(stats.classes.values()), [source], notes, events=stats.events, timed=stats.timed)
+
+
+def _format(head: list[str], input_format: str):
+    from lockcheck import readers
+
+    if input_format == "auto":
+        return readers.detect(head)
+    return readers._forced(input_format)
+
+
+def runs(path: str, input_format: str = "auto") -> list[Table]:
+    """One side of a comparison: a file is one run, a directory one run per file in it.
+
+    `A,B,C` (when no file has that name) lists the runs' files.
+    """
+    import os
+
+    from lockcheck.readers import inputs
+
+    if "," in path and not os.path.exists(path):
+        parts: list[str] = [part for part in path.split(",") if part]
+    else:
+        parts = [path]
+    return [_load_input(item, input_format) for item in inputs.expand(parts)
+            if item.kind not in (inputs.SKIP, inputs.DUMP)]

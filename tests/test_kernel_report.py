@@ -1,0 +1,229 @@
+"""How far a boot's lockdep state is trusted: never past the kernel's own report.
+
+Lockdep adds a chain to its cache *before* validating it
+(`validate_chain` -> `lookup_chain_cache_add` -> `check_deadlock`), so the
+chain of the acquisition it reported is in /proc/lockdep_chains too, and
+after its first report it turns itself off (`debug_locks: 0`) and records
+nothing more.  These hand-made boots check that the state never explains a
+finding away that the kernel made, and that a capture going on after the
+report is checked as without a state.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+
+from lockcheck import kboot, kstate
+from lockcheck.cli import main
+
+HEADER = "# tracer: nop\n#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n"
+
+
+def trace(*rows: tuple) -> str:
+    """ftrace lines from (ts, comm, pid, op, address, name) rows; op is acquire/release."""
+    lines = []
+    for ts, comm, pid, op, addr, name in rows:
+        event = "lock_acquire" if op == "acquire" else "lock_release"
+        lines.append(f"{comm:>16}-{pid:<7} [000] ...1. {ts:12.6f}: {event}: {addr} {name}")
+    return HEADER + "\n".join(lines) + "\n"
+
+
+def proc_dumps(classes: list[tuple[str, list[str]]], chains: list[list[str]]) -> tuple[str, str]:
+    keys = {name: f"{i + 1:016x}" for i, (name, _) in enumerate(classes)}
+    lockdep = ["all lock classes:"]
+    for name, after in classes:
+        lockdep.append(f"{keys[name]} FD:    1 BD:    1 +.+.: {name}")
+        lockdep += [f" -> [{keys[a]}] {a}" for a in after]
+        lockdep.append("")
+    text = ["all lock chains:"]
+    for chain in chains:
+        text += ["irq_context: 0"] + [f"[{keys[name]}] {name}" for name in chain] + [""]
+    return "\n".join(lockdep) + "\n", "\n".join(text) + "\n"
+
+
+def report_log(ts: float, title: str, task: str, lock: str) -> str:
+    """A dmesg with one lockdep report, as lockdep prints it (the banner is line 3)."""
+    body = ["=" * 44, f"WARNING: {title}", "6.1.0 #1 Not tainted", "-" * 44,
+            f"{task} is trying to acquire lock:", f"ffff888003a0c0a8 ({lock}){{+.+.}}-{{3:3}}, at: demo+0x1c/0x30",
+            "", "but task is already holding lock:"]
+    return f"[{ts - 5:12.6f}] Linux version 6.1.0\n" + "".join(f"[{ts:12.6f}] {line}\n" for line in body)
+
+
+def boot(tmp_path, classes, chains, *, debug_locks=None, log=None, name="boot"):
+    folder = tmp_path / name
+    folder.mkdir()
+    lockdep, chains_text = proc_dumps(classes, chains)
+    (folder / "lockdep.txt").write_text(lockdep)
+    (folder / "lockdep_chains.txt").write_text(chains_text)
+    if debug_locks is not None:
+        (folder / "lockdep_stats.txt").write_text(f" lock-classes:   {len(classes)} [max: 8192]\n"
+                                                  f" debug_locks:    {debug_locks}\n")
+    if log is not None:
+        (folder / "dmesg.txt").write_text(log)
+    return folder
+
+
+def check(tmp_path, text: str, *args: str) -> tuple[int, dict]:
+    path = tmp_path / "trace.ftrace"
+    path.write_text(text)
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["check", "--format", "json", "--no-progress", "--no-config", str(path), *args],
+                  stdout=out, stderr=err)
+    assert status != 2, err.getvalue()
+    return status, json.loads(out.getvalue())
+
+
+# -- a module takes eight objects of one class under an outer mutex, without nest_lock ---------
+
+OUTER, OBJ = "&outer->mutex", "&obj->mutex"
+TAKE_ALL = trace(
+    (5.0, "demo_ba", 72, "acquire", "0100", OUTER),
+    *[(5.0 + i / 1000, "demo_ba", 72, "acquire", f"02{i}0", OBJ) for i in range(1, 9)],
+    *[(5.1 + i / 1000, "demo_ba", 72, "release", f"02{i}0", OBJ) for i in range(1, 9)],
+    (5.2, "demo_ba", 72, "release", "0100", OUTER),
+)
+# the kernel validated [outer, obj], then added [outer, obj, obj] and reported it
+TAKE_ALL_STATE = ([(OUTER, [OBJ]), (OBJ, [])], [[OUTER], [OUTER, OBJ], [OUTER, OBJ, OBJ]])
+RECURSIVE_LOG = report_log(5.0025, "possible recursive locking detected", "demo_ba/72", OBJ)
+
+
+def test_the_kernels_report_is_kept_when_its_log_says_so(tmp_path):
+    folder = boot(tmp_path, *TAKE_ALL_STATE, debug_locks=0, log=RECURSIVE_LOG)
+    status, doc = check(tmp_path, TAKE_ALL, "--lockdep-state", str(folder))
+    assert status == 1
+    [finding] = doc["findings"]
+    assert (finding["kind"], finding["lock"], finding["task"]) == ("recursive-locking", OBJ, "demo_ba/72")
+    # the kernel made it too: certain, and pointing at the kernel's own report
+    assert "uncertain" not in finding
+    assert finding["details"]["kernel_report"] == f"{folder / 'dmesg.txt'}:3"
+    assert any("reported 'possible recursive locking detected' by demo_ba/72" in n for n in doc["notes"])
+    assert not any("given nest_lock" in n for n in doc["notes"])
+
+
+def test_a_chain_alone_does_not_prove_the_kernel_accepted_a_repeated_class(tmp_path):
+    folder = boot(tmp_path, *TAKE_ALL_STATE)  # no lockdep_stats, no dmesg
+    status, doc = check(tmp_path, TAKE_ALL, "--lockdep-state", str(folder))
+    assert status == 1
+    [finding] = doc["findings"]
+    assert finding["kind"] == "recursive-locking" and "adds a chain before validating it" in finding["uncertain"]
+    # and it may have been the report: nothing after it is taken from the state (no lost trylocks)
+    assert not any("taken as trylocks" in n for n in doc["notes"])
+    assert any("may have been a report" in n for n in doc["notes"])
+
+
+def test_lockdep_off_at_an_unknown_point_means_no_state(tmp_path):
+    folder = boot(tmp_path, *TAKE_ALL_STATE, debug_locks=0)
+    status, doc = check(tmp_path, TAKE_ALL, "--lockdep-state", str(folder))
+    assert status == 1 and doc["findings"][0]["kind"] == "recursive-locking"
+    assert doc["findings"][0]["uncertain"]
+    assert any("debug_locks: 0" in n and "was not used" in n for n in doc["notes"])
+
+
+def test_a_lockdep_that_stayed_on_accepted_the_chain(tmp_path):
+    """The same chains with lockdep still on: the repeat had a nest_lock, as in mm_take_all_locks()."""
+    folder = boot(tmp_path, *TAKE_ALL_STATE, debug_locks=1)
+    status, doc = check(tmp_path, TAKE_ALL, "--lockdep-state", str(folder))
+    assert (status, doc["findings"]) == (0, [])
+    assert any(f"of {OBJ} given nest_lock {OUTER}" in n for n in doc["notes"])
+
+
+# -- a capture that goes on after the kernel's report ----------------------------------------
+
+AFTER = trace(
+    (5.0, "demo_ba", 72, "acquire", "0100", OUTER),
+    (5.001, "demo_ba", 72, "acquire", "0210", OBJ),
+    (5.002, "demo_ba", 72, "acquire", "0220", OBJ),
+    (5.003, "demo_ba", 72, "release", "0220", OBJ),
+    (5.004, "demo_ba", 72, "release", "0210", OBJ),
+    (5.005, "demo_ba", 72, "release", "0100", OUTER),
+    # lockdep is off from here on: no chain records what follows
+    (6.0, "worker", 80, "acquire", "0a00", "&a->lock"),
+    (6.001, "worker", 80, "acquire", "0b00", "&b->lock"),
+    (6.002, "worker", 80, "release", "0b00", "&b->lock"),
+    (6.003, "worker", 80, "release", "0a00", "&a->lock"),
+    (6.1, "other", 81, "acquire", "0b00", "&b->lock"),
+    (6.101, "other", 81, "acquire", "0a00", "&a->lock"),
+    (6.102, "other", 81, "release", "0a00", "&a->lock"),
+    (6.103, "other", 81, "release", "0b00", "&b->lock"),
+)
+AFTER_STATE = ([(OUTER, [OBJ]), (OBJ, []), ("&a->lock", []), ("&b->lock", [])],
+               [[OUTER], [OUTER, OBJ], [OUTER, OBJ, OBJ]])
+
+
+def test_after_the_report_the_capture_is_checked_without_the_state(tmp_path):
+    log = report_log(5.0025, "possible recursive locking detected", "demo_ba/72", OBJ)
+    folder = boot(tmp_path, *AFTER_STATE, debug_locks=0, log=log)
+    status, doc = check(tmp_path, AFTER, "--lockdep-state", str(folder))
+    kinds = sorted((f["kind"], f["lock"]) for f in doc["findings"])
+    # the kernel's report, and the AB-BA it could no longer see: not relabelled as lost trylocks
+    assert kinds == [("circular-dependency", "&a->lock"), ("recursive-locking", OBJ)]
+    assert not any("taken as trylocks" in n for n in doc["notes"])
+    cut = next(n for n in doc["notes"] if "turned lockdep off" in n)
+    assert "was used up to" in cut and "trace.ftrace:" in cut
+
+
+def test_before_the_report_the_state_still_resolves(tmp_path):
+    """The same boot: the acquisitions before the report are resolved from the state."""
+    early = trace(
+        (1.0, "init", 1, "acquire", "0a00", "&a->lock"),
+        (1.001, "init", 1, "acquire", "0a10", "&a->lock"),  # [&a->lock, &a->lock/1] is a chain
+        (1.002, "init", 1, "release", "0a10", "&a->lock"),
+        (1.003, "init", 1, "release", "0a00", "&a->lock"),
+    )
+    state = ([("&a->lock", ["&a->lock/1"]), ("&a->lock/1", [])], [["&a->lock"], ["&a->lock", "&a->lock/1"]])
+    folder = boot(tmp_path, *state, debug_locks=0, log=report_log(9.0, "possible recursive locking detected",
+                                                                  "x/9", "&z->lock"))
+    status, doc = check(tmp_path, early, "--lockdep-state", str(folder))
+    assert (status, doc["findings"]) == (0, [])
+    assert any("given subclass 1" in n for n in doc["notes"])
+    assert any("was used for the whole capture" in n for n in doc["notes"])
+
+
+# -- the detector --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("banner", "title"), [
+    ("WARNING: possible circular locking dependency detected", "possible circular locking dependency detected"),
+    ("WARNING: HARDIRQ-safe -> HARDIRQ-unsafe lock order detected",
+     "HARDIRQ-safe -> HARDIRQ-unsafe lock order detected"),
+    ("WARNING: bad unlock balance detected!", "bad unlock balance detected!"),
+    ("BUG: MAX_LOCKDEP_CHAINS too low!", "MAX_LOCKDEP_CHAINS too low!"),
+])
+def test_report_banners(banner, title):
+    report = kboot.find_report(["[    1.000000] boot", f"[    2.500000] {banner}"], "log")
+    assert (report.title, report.ts, report.line) == (title, 2.5, 2)
+
+
+def test_a_suspicious_rcu_warning_leaves_lockdep_on():
+    assert kboot.find_report(["[ 1.0] WARNING: suspicious RCU usage", "[ 1.0] x/1 is doing y"]) is None
+
+
+def test_report_without_stamps_and_with_caller_ids():
+    report = kboot.find_report([
+        "[    3.1] [  T42] WARNING: possible recursive locking detected",
+        "[    3.1] [  T42] kworker/0:1/42 is trying to acquire lock:",
+        "[    3.1] [  T42] ffff8880 (&(&zone->lock)->rlock#2/1){..-.}-{2:2}, at: f+0x1/0x2",
+    ])
+    assert (report.comm, report.pid, report.lock, report.task) == ("kworker/0:1", 42, "&(&zone->lock)->rlock#2/1",
+                                                                  "kworker/0:1/42")
+    plain = kboot.find_report(["WARNING: bad unlock balance detected!", "-----", "a/3 is trying to release lock "
+                                                                                 "(&x->lock) at:"])
+    assert (plain.ts, plain.pid, plain.lock) == (None, 3, "&x->lock")
+
+
+def test_state_directory_reads_stats_and_log(tmp_path):
+    folder = boot(tmp_path, *TAKE_ALL_STATE, debug_locks=0, log=RECURSIVE_LOG)
+    state = kstate.load(str(folder))
+    assert state.debug_locks == 0 and state.report.lock == OBJ and state.log_file.endswith("dmesg.txt")
+    assert len(state.files) == 2  # the dumps; stats and log are facts about them
+
+
+def test_kprobe_profile_in_meta_and_alone():
+    meta = ["scenario=none", "--- kprobe_events", "p:lockcheck/lock_acquire_args lock_acquire",
+            "--- kprobe_profile", "  lock_acquire_args                                    123456               7",
+            "--- trace_clock", "local [global]"]
+    assert kboot.parse_kprobe_profile(meta) == [kboot.ProbeProfile("lock_acquire_args", 123456, 7)]
+    assert kboot.parse_kprobe_profile(["  p  10  0"]) == [kboot.ProbeProfile("p", 10, 0)]
