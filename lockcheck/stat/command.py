@@ -39,6 +39,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", metavar="FILE",
                         help="also draw the top classes' wait and hold time (base vs new with --compare) "
                              "to FILE.png or FILE.svg (needs matplotlib: pip install 'pylockdep[plot]')")
+    parser.add_argument("--contention", choices=("auto", "lockdep", "tracepoint"), default="auto",
+                        help="where wait times come from: lockdep's lock_contended/lock_acquired (lock_stat's own), "
+                             "the contention_begin/contention_end tracepoints (perf lock contention's), or auto: "
+                             "lockdep's when a trace has them")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the table to FILE instead of stdout")
 
 
@@ -51,7 +55,7 @@ def run(args: argparse.Namespace, out: TextIO, stderr: TextIO) -> int:
         return run_compare(args, key, out, stderr)
     if args.metrics:
         raise UsageError("lockcheck stat: --metrics goes with --compare")
-    table = load(args.traces, args.input_format)
+    table = load(args.traces, args.input_format, args.contention)
     if args.fold:
         table = table.folded()
     classes = [stats for stats in render.ordered(table.classes, key) if stats.rows()]
@@ -76,7 +80,7 @@ def run_compare(args: argparse.Namespace, key: str, out: TextIO, stderr: TextIO)
                          "(each a file, a directory of runs, or runs joined by commas)")
     columns = _columns(args.metrics)
     labels = compare.side_labels(*args.traces)
-    base, new = (Side(label, runs(path, args.input_format)) for label, path in zip(labels, args.traces))
+    base, new = (Side(label, runs(path, args.input_format, args.contention)) for label, path in zip(labels, args.traces))
     every = base.runs + new.runs
     kinds = {source["kind"] for run in every for source in run.sources}
     if args.fold or len(kinds) > 1:
