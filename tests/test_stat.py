@@ -323,3 +323,11 @@ def test_freed_lock_object_starts_afresh() -> None:
              "T2 acquire A@1 ts=4 cpu=1\nT2 acquired A@1 ts=4 cpu=1\nT2 release A@1 ts=5 cpu=1\n")
     assert stats(trace).classes["A"].bounces == [0, 0, 0, 0]
     assert stats(trace.replace("T1 free A@1 ts=3 cpu=0\n", "")).classes["A"].bounces == [1, 0, 0, 0]
+
+
+def test_dump_and_trace_together_are_flagged(tmp_path: Path) -> None:
+    trace = tmp_path / "s.lt"
+    trace.write_text(TRACE)
+    err = io.StringIO()
+    assert main(["stat", str(DATA / "excerpt.txt"), str(trace)], stdout=io.StringIO(), stderr=err) == 0
+    assert "set them side by side with --compare DUMP TRACE" in err.getvalue()

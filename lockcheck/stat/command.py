@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="order classes by a lock_stat column (default contentions, the kernel's order), "
                              "'class name', or a perf lock report key (acquired, contended, avg_wait, wait_total, "
                              "wait_max, wait_min)")
-    parser.add_argument("--top", type=int, metavar="N", help="only the first N classes")
+    parser.add_argument("--top", type=int, metavar="N",
+                        help="only the first N classes (--compare and --plot: 10 unless given)")
     parser.add_argument("--fold", action="store_true",
                         help="fold classes that differ only by #N or /N (as a /proc/lock_stat dump names them) "
                              "into the name a trace shows")
@@ -56,6 +57,10 @@ def run(args: argparse.Namespace, out: TextIO, stderr: TextIO) -> int:
     if args.metrics:
         raise UsageError("lockcheck stat: --metrics goes with --compare")
     table = load(args.traces, args.input_format, args.contention)
+    kinds = {source["kind"] for source in table.sources}
+    if len(kinds) > 1:
+        table.notes.append("a /proc/lock_stat dump and traces were added together, but a boot's dump already "
+                           "counts its traces' events: set them side by side with --compare DUMP TRACE")
     if args.fold:
         table = table.folded()
     classes = [stats for stats in render.ordered(table.classes, key) if stats.rows()]
