@@ -133,6 +133,9 @@ def load_one(path: str, input_format: str = "auto", contention: str = "auto") ->
             source = {"file": name, "kind": "lock_stat", "format": "lock_stat", "events": None}
             return Table(classes, [source], warning=reader.warning)
         module = _format(head, input_format)
+        if getattr(module, "TAKES_REPORTS", False):  # a kernel log: lockdep reports, no lock events
+            return Table(notes=[f"{name}: a kernel log holds no lock events (`lockcheck check` reads its "
+                                "lockdep reports)"])
         reader_stats = ReaderStats()
         options: dict = {}
         if getattr(module, "TAKES_STATS", False):
