@@ -174,14 +174,12 @@ def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from lockcheck.readers import read_all
-    from lockcheck.readers.lt import format_event
+    from lockcheck.convert import convert
 
     with _output(None if args.output == "-" else args.output, stdout) as out:
-        out.write("#lockcheck-trace v1\n")
-        for ev in read_all(args.traces, args.input_format):
-            out.write(format_event(ev))
-            out.write("\n")
+        notes = convert(args.traces, args.input_format, out)
+    for note in notes:
+        print(wrap_note("lockcheck: note: ", note), file=stderr)
     return EXIT_CLEAN
 
 
