@@ -81,7 +81,8 @@ def _line(ev: Event, names: TaskNames) -> str:
     try:
         return format_event(ev)
     except ValueError as err:
-        raise TraceError(ev.file, ev.line, None, f"cannot be written as .lt: {err}") from None
+        # a name the format cannot spell (a blank in a task, a line break)
+        raise TraceError(ev.file, ev.line, 1, f"cannot convert to .lt: {err}") from None
 
 
 def _renamed(ev: Event, task: str) -> Event:
