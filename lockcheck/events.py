@@ -41,6 +41,11 @@ LOST_EVENTS = "lost-events"
 #: mid-flight, IRQ_STATE whether it carries irq context -- what a file start of that
 #: format means (`lockcheck.readers.run_rules`)
 RUN = "run"
+#: not `.lt` ops, yielded only to `lockcheck stat` (readers' `contention=True`): the kernel's
+#: lockdep-independent `contention_begin`/`contention_end` tracepoints (5.19+); `instance` is the
+#: lock's address, `lock` None, `at` the tracepoint's flags (`SPIN|MUTEX`) or return value
+CONTENTION_BEGIN = "contention-begin"
+CONTENTION_END = "contention-end"
 
 #: ops that name a lock
 LOCK_OPS = frozenset({ACQUIRE, RELEASE, CONTENDED, ACQUIRED, FREE})
