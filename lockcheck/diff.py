@@ -78,7 +78,7 @@ class Side:
             for checker in checkers:
                 checker.open_trace(bool(getattr(module, "CAPTURE", False)))
             if self.annotator is not None:
-                self.annotator.open_trace(module)
+                self.annotator.open_trace(name, module)
 
         self.context.on_open = opened
 
@@ -97,10 +97,14 @@ def load_side(spec: str, input_format: str = "auto", aliases=None, annotations=N
 
     context = ReadContext()
     annotator = None
+    paths = [spec]
     if annotations is not None:
-        annotator = annotations.annotator()
+        from lockcheck.boot import annotators_for
+
+        annotator, boot_traces, rest = annotators_for(paths, annotations)
+        paths = boot_traces + rest
         context.transform = annotator.transform
-    events: Iterable[Event] = read_all([spec], input_format, context)
+    events: Iterable[Event] = read_all(paths, input_format, context)
     if aliases is not None:
         events = aliases.apply_aliases(events)
     return Side(spec, DepGraph(), events=events, context=context, annotator=annotator)

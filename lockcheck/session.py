@@ -120,11 +120,10 @@ class CheckSession:
             checker: Checker = OrderChecker(order, graph, options)
         else:
             checker = Checker(graph, options)
-        self.context = ReadContext(on_open=lambda name, module: self._opened(checker, module), parallel=True)
+        self.context = ReadContext(on_open=lambda name, module: self._opened(checker, name, module), parallel=True)
         findings: list[Finding] = []
         try:
-            annotator = self.annotator = self._annotator()
-            traces, dumps = self._split_dumps(paths)
+            annotator, traces, dumps = self._inputs(paths)
             if dumps:
                 findings.extend(self._check_dumps(checker, dumps))
             if traces:
@@ -140,21 +139,29 @@ class CheckSession:
         kept, suppressed = self.config.filter(findings)
         return checker, kept, suppressed
 
-    def _opened(self, checker: Checker, module) -> None:
+    def _opened(self, checker: Checker, name: str, module) -> None:
         """A trace file begins (its format is known): a run of its own, where no task holds
         anything yet; a capture started mid-flight, so releases of locks taken before it
         began are expected (unless --strict-start)."""
         capture = bool(getattr(module, "CAPTURE", False))
         checker.open_trace(capture, self.options.strict_start)
         if self.annotator is not None:
-            self.annotator.open_trace(module)
+            self.annotator.open_trace(name, module)
 
-    def _annotator(self):
-        """The annotation transformer: `--lockdep-state`, `--annotations` and the built-in rules."""
+    def _inputs(self, paths: list[str]):
+        """(annotators, traces, /proc dumps): boot directories are read with their own state
+        (lockcheck.boot), everything else with `--lockdep-state`, `--annotations` and the
+        built-in rules."""
         from lockcheck.annotations import AnnotationOptions
+        from lockcheck.boot import annotators_for
 
         options = self.options
-        return AnnotationOptions(options.lockdep_state, options.annotations, options.builtin_annotations).annotator()
+        annotation_options = AnnotationOptions(options.lockdep_state, options.annotations,
+                                               options.builtin_annotations)
+        annotators, boot_traces, rest = annotators_for(paths, annotation_options)
+        self.annotator = annotators
+        traces, dumps = self._split_dumps(rest) if rest or not boot_traces else ([], [])
+        return annotators, boot_traces + traces, dumps
 
     def _split_dumps(self, paths: list[str]) -> tuple[list[str], list[str]]:
         """(traces, /proc/lockdep dumps) among the inputs; `--lockdep-state` alone is a dump input."""
