@@ -11,8 +11,10 @@ import argparse
 from typing import TextIO
 
 from lockcheck.errors import UsageError
-from lockcheck.stat import render
+from lockcheck.stat import compare, plot, render
+from lockcheck.stat.compare import Side
 from lockcheck.stat.inputs import Table, load, runs
+from lockcheck.stat.model import COLUMNS
 
 EXIT_CLEAN = 0
 
@@ -28,6 +30,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fold", action="store_true",
                         help="fold classes that differ only by #N or /N (as a /proc/lock_stat dump names them) "
                              "into the name a trace shows")
+    parser.add_argument("--compare", action="store_true",
+                        help="compare two sides, TRACE... = BASE NEW: each a trace or dump, a directory of runs, "
+                             "or runs joined by commas; prints the kernel test robot's BASE %%stddev %%change NEW table")
+    parser.add_argument("--metrics", metavar="COLUMNS",
+                        help="with --compare: the lock_stat columns to compare, comma-separated (default all)")
+    parser.add_argument("--plot", metavar="FILE",
+                        help="also draw the top classes' wait and hold time (base vs new with --compare) "
+                             "to FILE.png or FILE.svg (needs matplotlib: pip install 'pylockdep[plot]')")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the table to FILE instead of stdout")
 
 
@@ -36,6 +46,10 @@ def run(args: argparse.Namespace, out: TextIO, stderr: TextIO) -> int:
     key = render.sort_key(args.sort)
     if args.top is not None and args.top < 1:
         raise UsageError("lockcheck stat: --top takes a positive number")
+    if args.compare:
+        return run_compare(args, key, out, stderr)
+    if args.metrics:
+        raise UsageError("lockcheck stat: --metrics goes with --compare")
     table = load(args.traces, args.input_format)
     if args.fold:
         table = table.folded()
@@ -47,7 +61,49 @@ def run(args: argparse.Namespace, out: TextIO, stderr: TextIO) -> int:
     else:
         render.render_text(classes, out, table.warning)
     _notes(table, stderr)
+    if args.plot:
+        side = Side(table.label, [table])
+        chart = compare.compare(side, Side("", []), compare.PLOT_COLUMNS, key, args.top or compare.DEFAULT_TOP)
+        plot.plot(args.plot, side, None, chart, "lock contention")
     return EXIT_CLEAN
+
+
+def run_compare(args: argparse.Namespace, key: str, out: TextIO, stderr: TextIO) -> int:
+    """`lockcheck stat --compare BASE NEW`: the kernel test robot's table (or JSON), and the chart."""
+    if len(args.traces) != 2:
+        raise UsageError("lockcheck stat --compare: give exactly two sides, BASE and NEW "
+                         "(each a file, a directory of runs, or runs joined by commas)")
+    columns = _columns(args.metrics)
+    labels = compare.side_labels(*args.traces)
+    base, new = (Side(label, runs(path, args.input_format)) for label, path in zip(labels, args.traces))
+    every = base.runs + new.runs
+    kinds = {source["kind"] for run in every for source in run.sources}
+    if args.fold or len(kinds) > 1:
+        if not args.fold:
+            print("lockcheck: comparing /proc/lock_stat dumps with traces: classes folded to the names a trace "
+                  "shows (#N and /N merged; --fold does this always)", file=stderr)
+        base.runs = [run.folded() for run in base.runs]
+        new.runs = [run.folded() for run in new.runs]
+    metrics = compare.compare(base, new, columns, key, args.top or compare.DEFAULT_TOP)
+    if args.format == "json":
+        compare.render_json(base, new, metrics, out)
+    else:
+        compare.render_text(base, new, metrics, out)
+    for run in every:
+        _notes(run, stderr)
+    if args.plot:
+        chart = compare.compare(base, new, compare.PLOT_COLUMNS, key, args.top or compare.DEFAULT_TOP)
+        plot.plot(args.plot, base, new, chart, f"{base.label} vs {new.label}")
+    return EXIT_CLEAN
+
+
+def _columns(text: str | None) -> tuple[str, ...]:
+    if not text:
+        return COLUMNS
+    columns = tuple(render.sort_key(part) for part in text.split(",") if part.strip())
+    if "class name" in columns or not columns:
+        raise UsageError("lockcheck stat: --metrics takes lock_stat columns (contentions, waittime-total, ...)")
+    return columns
 
 
 def _notes(table: Table, stderr: TextIO) -> None:
