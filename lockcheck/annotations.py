@@ -180,6 +180,10 @@ class AnnotationOptions:
             rules = rules.merge(AnnotationRules.load(self.annotations))
         return rules
 
+    def annotators(self) -> "Annotators":
+        """The annotators of a run, before its inputs are known (`Annotators.add_boots` adds the boots')."""
+        return Annotators(self.annotator())
+
     def annotator(self, extra_state: Optional[LockdepState] = None) -> "Annotator":
         """An Annotator with these rules and state (EXTRA_STATE: a boot directory's own, used instead)."""
         state = extra_state
@@ -739,6 +743,14 @@ class Annotators:
     @property
     def rules(self) -> AnnotationRules:
         return self.default.rules
+
+    def add_boots(self, traces: list, options: AnnotationOptions) -> None:
+        """An annotator for each boot among TRACES (expanded `lockcheck.readers.inputs.Input`s)."""
+        from lockcheck import kstate
+        from lockcheck.boot import boots_of
+
+        for boot in boots_of(traces):
+            self.add(boot, options.annotator(kstate.load(*boot.state_files)))
 
     def add(self, boot, annotator: Annotator) -> None:
         """A boot (`lockcheck.boot.Boot`) whose traces go through ANNOTATOR."""

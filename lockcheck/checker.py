@@ -90,6 +90,8 @@ class Checker:
         self._inline_cache_hits = type(self).validate_chain is Checker.validate_chain
         self._nodes = self.graph.nx._node
         self.stopped = False
+        #: whether the trace being read carries irq context (`open_trace`)
+        self.irq_state = True
         self._pending: list[Finding] = []
         self._dispatch = {
             E.CONTENDED: _ignore,
@@ -116,6 +118,8 @@ class Checker:
             task = self.tasks[ev.task] = TaskState(ev.task, ev.comm or ev.task)
             if self.options.lenient_start:
                 task.acquired_ever = set()
+            if not self.irq_state:
+                task.set_irq_unknown()
         elif ev.comm is not None:
             task.name = ev.comm
         if ev.cpu is not None:
@@ -212,10 +216,17 @@ class Checker:
         self._tasks_before += len(self.tasks)
         self.tasks.clear()
 
-    def open_trace(self, capture: bool, strict_start: bool = False) -> None:
+    def open_trace(self, capture: bool, strict_start: bool = False, irq_state: bool = True) -> None:
         """A trace file begins (`start_trace`); a capture also switches to mid-flight rules
-        (`start_capture`) unless `strict_start`.  Readers call this through their context."""
+        (`start_capture`) unless `strict_start`.  Readers call this through their context.
+
+        `irq_state=False`: the trace carries no irq context at all (perf script), so
+        its acquisitions say nothing about irq usage: they mark only USED, never
+        irq-safe or irq-unsafe (taking them as "irqs on, process context" would
+        make any lock another trace saw in a handler inconsistent).
+        """
         self.start_trace()
+        self.irq_state = irq_state
         if capture and not strict_start:
             self.start_capture()
 

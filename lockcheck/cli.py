@@ -17,6 +17,7 @@ from typing import Iterator, Optional, Sequence, TextIO
 from lockcheck import __version__
 from lockcheck.errors import LockcheckError, UsageError
 from lockcheck.session import CheckSession, SessionOptions
+from lockcheck.wording import wrap_note
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 

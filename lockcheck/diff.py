@@ -39,6 +39,7 @@ from lockcheck.events import Event
 from lockcheck.findings import Evidence, Finding
 from lockcheck.graph import DEP_EN, DEP_ER, DEP_NAMES, DEP_SN, DEP_SR, DepGraph, dep_text
 from lockcheck.graphio import is_graph_file, load_graph_with_findings, record_key
+from lockcheck.wording import count, wrap_note
 from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK, USED_IN_HARDIRQ, USED_IN_SOFTIRQ
 
 #: the task key of replayed dependencies (the task *name* is the evidence's task)
@@ -74,9 +75,11 @@ class Side:
         if self.context is None:
             return
 
+        from lockcheck.readers import run_rules
+
         def opened(name: str, module: Any) -> None:
             for checker in checkers:
-                checker.open_trace(bool(getattr(module, "CAPTURE", False)))
+                checker.open_trace(**run_rules(module))
             if self.annotator is not None:
                 self.annotator.open_trace(name, module)
 
@@ -97,12 +100,13 @@ def load_side(spec: str, input_format: str = "auto", aliases=None, annotations=N
 
     context = ReadContext()
     annotator = None
-    paths = [spec]
+    paths: list = [spec]
     if annotations is not None:
-        from lockcheck.boot import annotators_for
+        from lockcheck.readers import inputs
 
-        annotator, boot_traces, rest = annotators_for(paths, annotations)
-        paths = boot_traces + rest
+        paths = inputs.expand(paths)
+        annotator = annotations.annotators()
+        annotator.add_boots(paths, annotations)
         context.transform = annotator.transform
     events: Iterable[Event] = read_all(paths, input_format, context)
     if aliases is not None:
@@ -277,6 +281,9 @@ def run_diff(base_spec: str, new_spec: str, input_format: str = "auto", config=N
     new = load_side(new_spec, input_format, config, annotations)
     run_side(base)
     result = diff_graphs(base, new)
+    for side in (base, new):
+        if side.context is not None:
+            result.notes.extend(side.context.notes())
     if config is not None:
         result.findings, result.suppressed = config.filter(result.findings)
         result.notes.extend(config.stale_notes())
@@ -315,13 +322,14 @@ def render_text(result: DiffResult, out: TextIO) -> None:
         w("  (none)\n")
     w("\n" + summary_line(result) + "\n")
     for note in result.notes:
-        w(f"lockcheck: note: {note}\n")
+        w(wrap_note("lockcheck: note: ", note) + "\n")
 
 
 def summary_line(result: DiffResult) -> str:
     n = len(result.findings)
-    text = (f"lockcheck diff: {len(result.added)} dependencies added, {len(result.widened)} widened, "
-            f"{len(result.removed)} no longer seen; {n} new finding{'s' if n != 1 else ''}")
+    text = (f"lockcheck diff: {count(len(result.added), 'dependency', 'dependencies')} added, "
+            f"{len(result.widened)} widened, {len(result.removed)} no longer seen; "
+            f"{count(n, 'new finding')}")
     if result.suppressed:
         text += f" ({len(result.suppressed)} suppressed)"
     return text

@@ -56,7 +56,7 @@ from lockcheck.checker import Checker
 from lockcheck.events import ACQUIRE, RELEASE, Event
 from lockcheck.findings import Evidence, Finding
 from lockcheck.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
-from lockcheck.report.text import count as _count
+from lockcheck.wording import count as _count
 
 PLUGIN_NAME = "lockcheck-session"
 MARKER = "lockcheck(skip=False): skip=True records this test's lock operations without checking them"

@@ -17,6 +17,7 @@ from lockcheck.errors import LockcheckError, TraceError, UsageError
 from lockcheck.events import Event
 from lockcheck.findings import Finding
 from lockcheck.graph import DepGraph
+from lockcheck.wording import count
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -55,6 +56,8 @@ class CheckSession:
         self.context = None
         self.annotator = None
         self.dump_notes: list[str] = []
+        #: traces read in a format without irq context (perf script)
+        self.no_irq_files: list[str] = []
 
     def run(self, paths: list[str], out: TextIO) -> int:
         from lockcheck.report import RENDERERS, Summary
@@ -72,6 +75,7 @@ class CheckSession:
             version=__version__,
             notes=self._notes(checker),
             suppressed=len(suppressed),
+            errors=[err.format() for err in self.errors],
         )
         if self.options.quiet:
             summary.notes = []
@@ -84,7 +88,12 @@ class CheckSession:
 
     def write_graph(self, paths: list[str], output: str, fmt: Optional[str] = None,
                     stdout: Optional[TextIO] = None) -> int:
-        """`lockcheck graph`: check the traces, write the merged graph, one summary line on stderr."""
+        """`lockcheck graph`: check the traces, write the merged graph, one summary line on stderr.
+
+        Exit 0 once the graph is written, findings or not: reporting them is
+        `check`'s job, and a CI step that caches the graph must not fail on
+        them.  Exit 2 (and no graph written) when an input could not be read.
+        """
         from lockcheck.graphio import format_of, save_graph
 
         format_of(output, fmt)  # a bad extension is a usage error before any reading
@@ -92,10 +101,14 @@ class CheckSession:
         if not self.errors:
             save_graph(checker.graph, output, findings, fmt, stdout)
         if not self.options.quiet:
-            n = len(findings)
-            print(f"lockcheck: {output}: {checker.graph.n_classes} classes, {checker.graph.n_dependencies} "
-                  f"dependencies, {n} finding{'s' if n != 1 else ''}", file=self.stderr)
-        return self._finish(findings)
+            graph = checker.graph
+            line = (f"lockcheck: {output}: {count(graph.n_classes, 'lock class', 'lock classes')}, "
+                    f"{count(graph.n_dependencies, 'dependency', 'dependencies')}")
+            if findings:
+                line += f", {count(len(findings), 'finding')} (`lockcheck check` reports them)"
+            print(line, file=self.stderr)
+        status = self._finish(findings)
+        return EXIT_ERROR if status == EXIT_ERROR else EXIT_CLEAN
 
     def check(self, paths: list[str]) -> tuple[Checker, list[Finding], list[Finding]]:
         """Read and check the traces: the checker, the findings kept, the findings suppressed.
@@ -120,10 +133,15 @@ class CheckSession:
             checker: Checker = OrderChecker(order, graph, options)
         else:
             checker = Checker(graph, options)
-        self.context = ReadContext(on_open=lambda name, module: self._opened(checker, name, module), parallel=True)
+        self.context = ReadContext(on_open=lambda name, module: self._opened(checker, name, module),
+                                   parallel=True, errors=self.errors)
         findings: list[Finding] = []
+        # option files are read before any input: a bad one is the only line printed
+        annotation_options = self._annotation_options()
+        annotator = self.annotator = annotation_options.annotators()
         try:
-            annotator, traces, dumps = self._inputs(paths)
+            traces, dumps = self._split_dumps(paths)
+            annotator.add_boots(traces, annotation_options)
             if dumps:
                 findings.extend(self._check_dumps(checker, dumps))
             if traces:
@@ -142,42 +160,37 @@ class CheckSession:
     def _opened(self, checker: Checker, name: str, module) -> None:
         """A trace file begins (its format is known): a run of its own, where no task holds
         anything yet; a capture started mid-flight, so releases of locks taken before it
-        began are expected (unless --strict-start)."""
-        capture = bool(getattr(module, "CAPTURE", False))
-        checker.open_trace(capture, self.options.strict_start)
+        began are expected (unless --strict-start); a format without irq context sets no
+        irq usage."""
+        from lockcheck.readers import run_rules
+
+        rules = run_rules(module)
+        checker.open_trace(strict_start=self.options.strict_start, **rules)
+        if not rules["irq_state"]:
+            self.no_irq_files.append(name)
         if self.annotator is not None:
             self.annotator.open_trace(name, module)
 
-    def _inputs(self, paths: list[str]):
-        """(annotators, traces, /proc dumps): boot directories are read with their own state
-        (lockcheck.boot), everything else with `--lockdep-state`, `--annotations` and the
-        built-in rules."""
+    def _annotation_options(self):
+        """What annotates captures: `--lockdep-state`, `--annotations`, the built-in rules; boot
+        directories among the inputs bring their own state (lockcheck.boot)."""
         from lockcheck.annotations import AnnotationOptions
-        from lockcheck.boot import annotators_for
 
         options = self.options
-        annotation_options = AnnotationOptions(options.lockdep_state, options.annotations,
-                                               options.builtin_annotations)
-        annotators, boot_traces, rest = annotators_for(paths, annotation_options)
-        self.annotator = annotators
-        traces, dumps = self._split_dumps(rest) if rest or not boot_traces else ([], [])
-        return annotators, boot_traces + traces, dumps
+        return AnnotationOptions(options.lockdep_state, options.annotations, options.builtin_annotations)
 
-    def _split_dumps(self, paths: list[str]) -> tuple[list[str], list[str]]:
-        """(traces, /proc/lockdep dumps) among the inputs; `--lockdep-state` alone is a dump input."""
-        from lockcheck.kstate import is_dump
-        from lockcheck.readers.source import expand_paths
+    def _split_dumps(self, paths: list[str]) -> tuple[list, list[str]]:
+        """(traces as `inputs.Input`s, /proc/lockdep dumps) among the inputs, directories
+        expanded; `--lockdep-state` alone is a dump input."""
+        from lockcheck.readers import inputs
 
         if not paths:
             if not self.options.lockdep_state:
                 raise UsageError("lockcheck check: give a trace, a /proc/lockdep dump or --lockdep-state")
             return [], list(self.options.lockdep_state)
-        if not any(p != "-" and not p.endswith((".lt", ".ftrace", ".perf", ".jsonl")) for p in paths):
-            return list(paths), []  # nothing that could be a dump: no sniffing
-        traces, dumps = [], []
-        for path in expand_paths(list(paths)):
-            (dumps if is_dump(path) else traces).append(path)
-        return traces, dumps
+        expanded = inputs.expand(list(paths))
+        return ([item for item in expanded if item.kind != inputs.DUMP],
+                [item.path for item in expanded if item.kind == inputs.DUMP])
 
     def _check_dumps(self, checker: Checker, dumps: list[str]) -> list[Finding]:
         """Merge /proc/lockdep dumps into the graph, one boot after the other, reporting the cycles they close.
@@ -195,8 +208,8 @@ class CheckSession:
             n_classes = len(state.class_names() | {name for chain in state.chains for name in chain.names})
             n_edges = len(kstate.dependencies(state, unchecked))
             if n_classes or n_edges:
-                self.dump_notes.append(f"merged {n_classes} classes and {n_edges} dependencies of "
-                                       f"{', '.join(state.files)}")
+                self.dump_notes.append(f"merged {count(n_classes, 'lock class', 'lock classes')} and "
+                                       f"{count(n_edges, 'dependency', 'dependencies')} of {', '.join(state.files)}")
         return found
 
     def _finish(self, findings: list[Finding]) -> int:
@@ -218,6 +231,11 @@ class CheckSession:
 
     def _notes(self, checker: Checker) -> list[str]:
         notes = list(self.context.stats.notes()) if self.context is not None else []
+        if self.context is not None:
+            notes += self.context.notes()
+        if self.no_irq_files:
+            notes.append(f"{', '.join(self.no_irq_files)}: perf script output carries no irq context, so no "
+                         "irq usage was inferred from it")
         notes += checker.stats.notes
         notes += self.dump_notes
         if self.annotator is not None:
@@ -225,10 +243,10 @@ class CheckSession:
         if self.config is not None:
             notes.extend(self.config.stale_notes())
         if checker.stats.unknown_releases:
-            notes.append(f"{checker.stats.unknown_releases} releases of locks never seen acquired "
+            notes.append(f"{count(checker.stats.unknown_releases, 'release')} of locks never seen acquired "
                          "(the capture started while they were held; --strict-start reports them)")
         if checker.stats.lost_resets:
-            notes.append(f"{checker.stats.lost_resets} task stacks reset after lost events")
+            notes.append(f"{count(checker.stats.lost_resets, 'task stack')} reset after lost events")
         return notes
 
     # -- progress on a terminal -------------------------------------------

@@ -58,6 +58,7 @@ class TaskState:
     __slots__ = (
         "key", "name", "held", "chain_key", "hardirq_depth", "softirq_depth",
         "hardirqs_enabled", "softirqs_enabled", "cpu", "acquired_ever", "irq_events", "usage_need",
+        "irq_known",
     )
 
     def __init__(self, key: str, name: str) -> None:
@@ -72,6 +73,13 @@ class TaskState:
         self.cpu: Optional[int] = None
         self.acquired_ever: Optional[set] = None
         self.irq_events: dict[str, object] = {}  # "stamp" and op -> (stamp, Evidence), see irq.py
+        #: False when the trace carries no irq context (`set_irq_unknown`)
+        self.irq_known = True
+        self.usage_need = usage_needs(self)
+
+    def set_irq_unknown(self) -> None:
+        """The trace never says this task's irq state: its acquisitions mark only USED."""
+        self.irq_known = False
         self.usage_need = usage_needs(self)
 
     @property
@@ -122,6 +130,8 @@ def usage_needs(task: "TaskState") -> list[int]:
     eight irq states), so the common acquisition costs one list index and
     one mask test.
     """
+    if not task.irq_known:
+        return _USED_ONLY
     return _USAGE_NEEDS[(bool(task.hardirq_depth), bool(task.softirq_depth), bool(task.softirqs_enabled))]
 
 
@@ -166,3 +176,5 @@ def task_finding(graph: DepGraph, kind: str, task: TaskState, ev: Event, lock: s
     """A finding about `task` at `ev`, with its held locks as they are now (`lockdep_print_held_locks`)."""
     fields.setdefault("held_locks", [snapshot(graph, h) for h in task.held])
     return Finding(kind=kind, task=task.name, lock=lock, held=held, location=ev.location, site=ev.at, **fields)
+#: a task whose irq state the trace does not tell: USED (or USED_READ) only
+_USED_ONLY = [1 << (USED + (index & 1)) for index in range(8)]

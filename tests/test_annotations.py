@@ -231,7 +231,7 @@ def test_two_acyclic_dumps_close_a_cycle_together(tmp_path):
     assert finding["kind"] == "circular-dependency" and sorted(finding["cycle"]) == ["A", "B"]
     files = {link["evidence"]["file"] for link in finding["chain"]} | {finding["location"].rsplit(":", 1)[0]}
     assert files == {str(one), str(two)}
-    assert any("merged 2 classes and 1 dependencies" in n for n in doc["notes"])
+    assert any("merged 2 lock classes and 1 dependency of" in n for n in doc["notes"])
 
 
 def test_a_state_dir_alone_is_an_input(tmp_path):

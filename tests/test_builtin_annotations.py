@@ -122,7 +122,7 @@ def test_a_chains_dump_builds_the_graph(tmp_path):
     assert (status, doc["findings"]) == (0, []), err
     edges = {(e["from"], e["to"]) for e in json.loads(graph.read_text())["dependencies"]}
     assert edges == {("A", "B"), ("A", "C"), ("sb_writers", "mount_lock"), ("sb_writers", "i_mutex")}
-    assert any("merged 7 classes and 4 dependencies" in n for n in doc["notes"])
+    assert any("merged 7 lock classes and 4 dependencies" in n for n in doc["notes"])
 
 
 def test_two_chains_dumps_close_a_cycle(tmp_path):

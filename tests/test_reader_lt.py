@@ -19,7 +19,8 @@ from lockcheck.events import (
 )
 from lockcheck.readers import read, read_all
 from lockcheck.readers import lt
-from lockcheck.readers.source import expand_paths, open_lines
+from lockcheck.readers import inputs
+from lockcheck.readers.source import open_lines
 
 from testdata import EXAMPLES
 
@@ -339,21 +340,28 @@ def test_permission_denied(tmp_path, monkeypatch):
     monkeypatch.undo()
 
 
-def test_directory_expands_to_sorted_traces(tmp_path):
+def test_directory_expands_to_every_file_sorted_each_classified(tmp_path):
     (tmp_path / "sub").mkdir()
     (tmp_path / ".hidden").mkdir()
-    for name in ("b.lt", "a.ftrace.gz", "sub/c.jsonl", "sub/d.txt.zst", "x.expect", ".h.lt", ".hidden/e.lt",
-                 "notes.md", "p.perf.xz", "t.trace"):
-        (tmp_path / name).write_text("")
-    got = [os.path.relpath(p, tmp_path) for p in expand_paths([str(tmp_path), "-", "other.lt"])[:-2]]
-    assert got == ["a.ftrace.gz", "b.lt", "p.perf.xz", "sub/c.jsonl", "sub/d.txt.zst", "t.trace"]
-    assert expand_paths([str(tmp_path), "-", "other.lt"])[-2:] == ["-", "other.lt"]
+    files = {"b.lt": "T1 acquire A\n", "sub/c.jsonl": '{"task": "T", "op": "exit"}\n',
+             "x.expect": '{"exit": 0}\n', ".h.lt": "T1 acquire A\n", ".hidden/e.lt": "T1 acquire A\n",
+             "notes.md": "# notes\n", "t.trace": "T1 exit\n", "dump": "all lock classes:\n"}
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "a.ftrace.gz").write_bytes(gzip.compress(HEADER_FTRACE.encode()))
+    got = [(os.path.relpath(i.path, tmp_path), i.kind) for i in inputs.expand([str(tmp_path), "-", "other.lt"])]
+    assert got == [("a.ftrace.gz", inputs.TRACE), ("b.lt", inputs.TRACE), ("dump", inputs.DUMP), ("notes.md", inputs.SKIP),
+                   ("sub/c.jsonl", inputs.TRACE), ("t.trace", inputs.TRACE), ("x.expect", inputs.SKIP),
+                   (os.path.relpath("-", tmp_path), inputs.TRACE), (os.path.relpath("other.lt", tmp_path), inputs.TRACE)]
+
+
+HEADER_FTRACE = "# tracer: nop\n#\n    bash-1 [000] ....  1.000000: lock_acquire: 0xff A\n"
 
 
 def test_directory_without_traces(tmp_path):
-    (tmp_path / "x.expect").write_text("")
-    with pytest.raises(TraceError, match="no trace files"):
-        expand_paths([str(tmp_path)])
+    (tmp_path / "x.expect").write_text("{}")
+    with pytest.raises(TraceError, match="no trace in this directory"):
+        list(read_all([str(tmp_path)]))
 
 
 def test_read_all_over_files_and_directories(tmp_path):

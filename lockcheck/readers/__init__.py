@@ -2,9 +2,12 @@
 
 `read(path)` and `read_all(paths)` are the only entries the rest of
 lockcheck uses.  They open the input (a file, possibly gzip/xz/zstd-compressed,
-`-` for standard input, or -- for `read_all` -- a directory of traces: see
-`source`), pick a format by sniffing the first non-blank lines unless one is
-forced (`.lt` when no format claims them), and stream events line by line.
+`-` for standard input, or -- for `read_all` -- a directory, each of its files
+classified on its own: see `inputs`), pick a format by sniffing the first
+non-blank lines unless one is forced, and stream events line by line.  When
+no format claims the lines, text that looks like something else (a kernel
+log, a JSON document) is "not a trace (looks like ...)"; anything else is
+read as `.lt`, whose parser then names the line and column that is wrong.
 
 A format is a module with:
 
@@ -17,8 +20,11 @@ A format is a module with:
 
 Optionally, a module sets `CAPTURE = True` when its traces are captures
 that start mid-flight (ftrace, perf: releases of locks taken before the
-capture began are expected), and `TAKES_STATS = True` when its `parse`
-accepts `stats=` (a `ReaderStats` it fills with skipped lines and the like).
+capture began are expected), `IRQ_STATE = False` when its traces carry no
+irq context at all (perf: nothing says whether a lock was taken in a
+handler or with irqs on, so no irq usage may be inferred), and
+`TAKES_STATS = True` when its `parse` accepts `stats=` (a `ReaderStats` it
+fills with skipped lines and the like).
 
 Register a new format by adding its module to `_FORMAT_MODULES`, in sniffing
 priority order.
@@ -30,11 +36,12 @@ import importlib
 import itertools
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Callable, Iterable, Iterator, Optional, Union
 
-from lockcheck.errors import UsageError
+from lockcheck.errors import TraceError, UsageError
 from lockcheck.events import Event
-from lockcheck.readers import parallel, source
+from lockcheck.readers import inputs, parallel, source
+from lockcheck.readers.inputs import Input
 
 #: format modules, in the order they are tried when sniffing (each rejects the others' lines)
 _FORMAT_MODULES = [
@@ -51,12 +58,17 @@ class ReadContext:
 
     `formats` lists `(file, format name)` as each input is opened;
     `on_open(file, module)` is called at that moment, before the file's
-    first event (the session switches to capture rules there); `stats`
-    collects what capture readers skipped or resolved.
+    first event (the session starts a run there, with capture rules for a
+    capture); `stats` collects what capture readers skipped or resolved.
     """
 
     formats: list[tuple[str, str]] = field(default_factory=list)
     on_open: Optional[Callable[[str, ModuleType], None]] = None
+    #: files of a directory that are no trace, as `inputs.Input`s (kind SKIP or DUMP)
+    skipped: list = field(default_factory=list)
+    #: when a list, an input that fails (unreadable, malformed) is recorded here and
+    #: the next input is read; when None, the TraceError propagates
+    errors: Optional[list] = None
     stats: object = None
     #: parse large files in a second process (`lockcheck.readers.parallel`)
     parallel: bool = False
@@ -69,6 +81,16 @@ class ReadContext:
             from lockcheck.readers.ftrace import ReaderStats
 
             self.stats = ReaderStats()
+
+    def notes(self) -> list[str]:
+        """What was left unread: files of directories that are no trace."""
+        return [item.skip_note() for item in self.skipped]
+
+
+def run_rules(module: ModuleType) -> dict[str, bool]:
+    """How a checker starts a run of a trace in this format (`Checker.open_trace` keywords)."""
+    return {"capture": bool(getattr(module, "CAPTURE", False)),
+            "irq_state": bool(getattr(module, "IRQ_STATE", True))}
 
 
 def formats() -> dict[str, ModuleType]:
@@ -94,17 +116,46 @@ def read(path: str, input_format: str = "auto", context: Optional[ReadContext] =
     return _events(path, module, context)
 
 
-def read_all(paths: Iterable[str], input_format: str = "auto",
+def read_all(paths: Iterable[Union[str, Input]], input_format: str = "auto",
              context: Optional[ReadContext] = None) -> Iterator[Event]:
-    """Events of every trace in `paths` (directories expanded), one file after the other."""
+    """Events of every trace in `paths`, one file after the other.
+
+    `paths` are command-line names (directories are expanded by
+    `inputs.expand`, each file classified) or `inputs.Input`s already
+    expanded.  Files of a directory that are no trace, and /proc/lockdep
+    dumps (the session merges those itself), are left out and listed in
+    `context.skipped`.
+    """
     if input_format != "auto":
         _forced(input_format)
     return _read_each(list(paths), input_format, context)
 
 
-def _read_each(paths: list[str], input_format: str, context: Optional[ReadContext]) -> Iterator[Event]:
-    for path in source.expand_paths(paths):
-        yield from read(path, input_format, context)
+def _read_each(paths: list[Union[str, Input]], input_format: str,
+               context: Optional[ReadContext]) -> Iterator[Event]:
+    for path in paths:
+        try:
+            items = inputs.expand([path]) if isinstance(path, str) else [path]
+        except TraceError as err:  # a directory without files
+            items = [Input(path if isinstance(path, str) else path.path, inputs.ERROR, error=err)]
+        for item in items:
+            yield from _read_input(item, input_format, context)
+
+
+def _read_input(item: Input, input_format: str, context: Optional[ReadContext]) -> Iterator[Event]:
+    """The events of one input; a skipped one noted, a failing one recorded when the context collects errors."""
+    if item.kind in (inputs.SKIP, inputs.DUMP, inputs.LOCK_STAT):
+        if context is not None:
+            context.skipped.append(item)
+        return
+    try:
+        if item.kind == inputs.ERROR:
+            raise item.error  # type: ignore[misc]
+        yield from read(item.path, input_format, context)
+    except TraceError as err:
+        if context is None or context.errors is None:
+            raise
+        context.errors.append(err)
 
 
 def _forced(input_format: str) -> ModuleType:
@@ -120,7 +171,7 @@ def _events(path: str, module: Optional[ModuleType], context: Optional[ReadConte
     try:
         if module is None:
             head, lines = _peek(lines)
-            module = detect(head)
+            module = detect(head, name)
         if context is None:
             yield from module.parse(lines, name)
             return
@@ -145,13 +196,28 @@ def _events(path: str, module: Optional[ModuleType], context: Optional[ReadConte
             close()
 
 
-def detect(head: list[str]) -> ModuleType:
-    """The first registered format whose `sniff` accepts these non-blank lines, else `.lt`."""
-    known = formats()
-    for module in known.values():
+def detect(head: list[str], name: str = "<trace>") -> ModuleType:
+    """The format of a trace whose first non-blank lines are `head`.
+
+    The first registered format whose `sniff` accepts them; else, when they
+    look like something known that is no trace (a kernel log, JSON, ...), a
+    TraceError saying so; else `.lt`, whose parser names what is wrong.
+    """
+    module = sniff_format(head)
+    if module is not None:
+        return module
+    what = inputs.looks_like(head)
+    if head and what != inputs.PLAIN_TEXT:
+        raise TraceError(name, None, None, f"not a trace (looks like {what})")
+    return formats()["lt"]
+
+
+def sniff_format(head: list[str]) -> Optional[ModuleType]:
+    """The first registered format whose `sniff` accepts these non-blank lines, or None."""
+    for module in formats().values():
         if module.sniff(head):
             return module
-    return known["lt"]
+    return None
 
 
 def _peek(lines: Iterator[str]) -> tuple[list[str], Iterator[str]]:

@@ -445,8 +445,12 @@ def _explain_quoted(line: str, quote_col: int) -> tuple[int, str]:
 
 
 def _blank_split(text: str) -> list[str]:
-    """Fields separated by spaces and tabs (only the first three are ever unquoted)."""
-    return text.replace("\t", " ").split()
+    """Fields separated by spaces and tabs (only the first three are ever unquoted).
+
+    Not `str.split()`: that also splits at characters the grammar keeps in a
+    field (`\x1f`, `\x0b`, `\x0c`), and the fields would not line up with it.
+    """
+    return [f for f in text.replace("\t", " ").split(" ") if f]
 
 
 def _field_start(line: str, col: int) -> int:

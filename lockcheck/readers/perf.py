@@ -14,7 +14,9 @@ other events skipped and counted in `ReaderStats`), with these differences:
   or the comm when `-F` has no tid; pid 0 is per CPU as in ftrace;
 - perf prints no irq flags, so no irq context events: every lock event is
   seen as process context (a known limit: handler locks nest under the
-  interrupted task's locks; prefer ftrace captures for irq-heavy code);
+  interrupted task's locks; prefer ftrace captures for irq-heavy code), and
+  no irq usage is inferred (`IRQ_STATE = False`: a lock that another trace
+  saw in a handler is not "inconsistent" because perf could not say);
 - there is no fast scanner: perf input is parsed by the grammar (LALR,
   about 10k lines/s; perf captures of the lock events are small next to
   ftrace's).
@@ -34,6 +36,8 @@ NAME = "perf"
 #: captures start mid-flight; parse() takes stats= (see lockcheck.readers)
 CAPTURE = True
 TAKES_STATS = True
+#: perf script prints no irq flags: nothing tells a handler's lock from a task's
+IRQ_STATE = False
 
 _TERMINALS = {"TASK_ID": "a tid or pid/tid", "EVENT_NAME": "an event (system:name)", "ACQUIRE": "lock:lock_acquire"}
 

@@ -1,4 +1,4 @@
-"""Opening trace inputs: files, `-` (stdin), compressed files, directories of traces.
+"""Opening trace inputs: files, `-` (stdin), compressed files.
 
 Every format module reads decoded lines with their endings removed; this
 module is the only place that deals with bytes.  It streams: a file is read
@@ -24,10 +24,6 @@ STDIN_NAME = "<stdin>"
 
 #: longest line accepted, in bytes; longer is taken for binary data
 MAX_LINE = 1 << 20
-
-#: suffixes of the files a directory expands to (each optionally compressed)
-TRACE_SUFFIXES = (".lt", ".ftrace", ".trace", ".perf", ".jsonl", ".txt")
-COMPRESSED_SUFFIXES = (".gz", ".xz", ".zst")
 
 _GZIP_MAGIC = b"\x1f\x8b"
 _XZ_MAGIC = b"\xfd7zXZ\x00"
@@ -237,44 +233,3 @@ def _decode(raw: bytes, name: str, lineno: int) -> str:
     if lineno == 1 and text.startswith("\ufeff"):
         text = text[1:]  # a byte order mark some Windows editors write
     return text
-
-
-# -- directories ----------------------------------------------------------------------
-def is_trace_name(filename: str) -> bool:
-    """Whether a file in a directory is a trace: a known suffix, maybe compressed, not hidden."""
-    if filename.startswith("."):
-        return False
-    for suffix in COMPRESSED_SUFFIXES:
-        if filename.endswith(suffix):
-            filename = filename[:-len(suffix)]
-            break
-    return filename.endswith(TRACE_SUFFIXES)
-
-
-def expand_paths(paths: list[str]) -> list[str]:
-    """Each path as is, except a directory: every trace file under it, sorted.
-
-    Hidden files and directories are skipped (`.git`), and so are expectation
-    files such as `abba.expect`.  A directory without traces is an error:
-    `lockcheck check results/` on the wrong folder must not pass silently.
-    """
-    expanded: list[str] = []
-    for path in paths:
-        if path != STDIN and os.path.isdir(path):
-            expanded.extend(_traces_under(path))
-        else:
-            expanded.append(path)
-    return expanded
-
-
-def _traces_under(directory: str) -> list[str]:
-    """Trace files under `directory`, recursively, in sorted path order."""
-    found = []
-    for root, dirs, files in os.walk(directory):
-        dirs[:] = [d for d in dirs if not d.startswith(".")]
-        found.extend(os.path.join(root, f) for f in files if is_trace_name(f))
-    found.sort()
-    if not found:
-        raise TraceError(directory, None, None, "no trace files in this directory "
-                                                f"(looked for {', '.join(TRACE_SUFFIXES)})")
-    return found

@@ -23,7 +23,9 @@ class Summary:
 
     `files` are the trace files read, `notes` free-form remarks printed
     after the summary (e.g. "3 releases of locks never seen acquired"),
-    `suppressed` the number of findings dropped by `--suppress`.
+    `suppressed` the number of findings dropped by `--suppress`, `errors`
+    the `FILE:LINE:COL: message` of each input that could not be read (the
+    findings are then those of the rest: no renderer may call that clean).
     """
 
     events: int = 0
@@ -34,6 +36,7 @@ class Summary:
     version: str = __version__
     notes: list[str] = field(default_factory=list)
     suppressed: int = 0
+    errors: list[str] = field(default_factory=list)
 
 
 # Imported after `Summary` so the renderers may import it from here.

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional, TextIO
 
 from lockcheck.findings import Finding
+from lockcheck.wording import count
 from lockcheck.report.sarif import _FILE_LINE, message_text
 
 if TYPE_CHECKING:
@@ -68,12 +69,16 @@ def render(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
         level = "warning" if finding.uncertain else "error"
         out.write(command(level, "\n".join(lines), file=file, line=line, col=col,
                           title=f"lockcheck: {finding.message}") + "\n")
+    for error in summary.errors:
+        out.write(command("error", error, title="lockcheck: input not read") + "\n")
     for note in summary.notes:
         out.write(command("notice", note, title="lockcheck") + "\n")
-    n = len(findings)
-    text = f"lockcheck: {n} finding{'s' if n != 1 else ''} in {summary.events} events"
+    text = f"lockcheck: {count(len(findings), 'finding')} in {count(summary.events, 'event')}"
     if summary.suppressed:
         text += f" ({summary.suppressed} suppressed)"
+    if summary.errors:
+        text += f"; incomplete: {count(len(summary.errors), 'input')} could not be read"
+    n = len(findings)
     if n > ANNOTATIONS_PER_STEP:
         text += f"; GitHub shows only the first {ANNOTATIONS_PER_STEP} annotations of a step, all are listed above"
     out.write(text + "\n")

@@ -42,5 +42,7 @@ def document(findings: list[Finding], summary: "Summary") -> dict[str, Any]:
         doc["notes"] = list(summary.notes)
     if summary.suppressed:
         doc["suppressed"] = summary.suppressed
+    if summary.errors:
+        doc["errors"] = list(summary.errors)
     return doc
 

@@ -70,11 +70,11 @@ def document(findings: list[Finding], summary: "Summary") -> dict[str, Any]:
             "traces": list(summary.files),
         },
     }
-    invocation: dict[str, Any] = {"executionSuccessful": True}
-    if summary.notes:
-        invocation["toolExecutionNotifications"] = [
-            {"level": "note", "message": {"text": note}} for note in summary.notes
-        ]
+    invocation: dict[str, Any] = {"executionSuccessful": not summary.errors}
+    notifications = [{"level": "error", "message": {"text": error}} for error in summary.errors]
+    notifications += [{"level": "note", "message": {"text": note}} for note in summary.notes]
+    if notifications:
+        invocation["toolExecutionNotifications"] = notifications
     run["invocations"] = [invocation]
     return {"$schema": SARIF_SCHEMA, "version": SARIF_VERSION, "runs": [run]}
 

@@ -119,6 +119,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO
 
+from lockcheck.wording import count, wrap_note
 from lockcheck.findings import (
     CIRCULAR,
     HELD_AT_EXIT,
@@ -192,7 +193,7 @@ def print_header(pr: _Out, title: str, finding: Finding, summary: "Summary") -> 
     print_kernel_ident(pr, finding, summary)
     pr("-" * len(title))
     if finding.uncertain:
-        pr(f"NOTE: uncertain: {finding.uncertain}")
+        pr(wrap_note("NOTE: uncertain: ", finding.uncertain))
 
 
 def print_kernel_ident(pr: _Out, finding: Finding, summary: "Summary") -> None:
@@ -588,7 +589,7 @@ def print_lock_depth_bug(finding: Finding, summary: "Summary", pr: _Out) -> None
     pr("", f"BUG: {finding.message}")
     print_kernel_ident(pr, finding, summary)
     if finding.uncertain:
-        pr(f"NOTE: uncertain: {finding.uncertain}")
+        pr(wrap_note("NOTE: uncertain: ", finding.uncertain))
     depth = details.get("depth", len(finding.held_locks))
     pr(f"depth: {depth}  max: {details.get('max', MAX_LOCK_DEPTH)}!")
     lockdep_print_held_locks(pr, finding)
@@ -633,9 +634,12 @@ def print_generic_bug(finding: Finding, summary: "Summary", pr: _Out) -> None:
 
 
 def print_summary(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
-    """One line for the run, then `lockcheck: note: ...` lines.
+    """One line for the run, then `lockcheck: note: ...` lines (wrapped at 80 columns).
 
     `lockcheck: 2 findings (1 circular-dependency, 1 recursive-locking) in 8 events, ...`
+
+    When an input could not be read the line never says "no problems found":
+    what was read is only part of the answer (the errors follow on stderr).
     """
     pr = _Out(out)
     scope = (
@@ -643,25 +647,25 @@ def print_summary(findings: list[Finding], summary: "Summary", out: TextIO) -> N
         f"{count(summary.classes, 'lock class', 'lock classes')}, "
         f"{count(summary.dependencies, 'dependency', 'dependencies')}"
     )
+    failed = count(len(summary.errors), "input")
     if findings:
         kinds = Counter(finding.kind for finding in findings)
         per_kind = ", ".join(f"{kinds[kind]} {kind}" for kind in sorted(kinds))
         line = f"lockcheck: {count(len(findings), 'finding')} ({per_kind}) in {scope}"
+        if summary.errors:
+            line += f"; incomplete: {failed} could not be read"
+    elif summary.errors:
+        line = f"lockcheck: no verdict: {failed} could not be read ({scope} read)"
     else:
         line = f"lockcheck: no problems found in {scope}"
     if summary.suppressed:
         line += f"; {summary.suppressed} suppressed"
     pr(line)
     for note in summary.notes:
-        pr(f"lockcheck: note: {note}")
+        pr(wrap_note("lockcheck: note: ", note))
 
 
 # -- helpers -----------------------------------------------------------------------
-
-
-def count(n: int, singular: str, plural: Optional[str] = None) -> str:
-    """`1 task`, `2 tasks`: a number with its noun agreeing."""
-    return f"{n} {singular if n == 1 else (plural or singular + 's')}"
 
 
 def _file_of(location: str) -> str:

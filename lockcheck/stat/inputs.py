@@ -94,13 +94,24 @@ def merge_into(classes: list[ClassStats], more: Iterable[ClassStats]) -> None:
 
 
 def load(paths: list[str], input_format: str = "auto") -> Table:
-    """One table from every input (directories expanded)."""
-    from lockcheck.readers.source import expand_paths
+    """One table from every input (directories expanded, each file classified on its own)."""
+    from lockcheck.readers import inputs
 
     table = Table()
-    for path in expand_paths(list(paths)):
-        table.add(load_one(path, input_format))
+    for item in inputs.expand(list(paths)):
+        table.add(_load_input(item, input_format))
     return table
+
+
+def _load_input(item, input_format: str) -> Table:
+    """The table of an expanded input; a file of a directory that stat cannot read gives only a note."""
+    from lockcheck.readers import inputs
+
+    if item.kind == inputs.ERROR:
+        raise item.error
+    if item.kind in (inputs.SKIP, inputs.DUMP):
+        return Table(notes=[item.skip_note()])
+    return load_one(item.path, input_format)
 
 
 def load_one(path: str, input_format: str = "auto") -> Table:
@@ -148,10 +159,11 @@ def runs(path: str, input_format: str = "auto") -> list[Table]:
     """
     import os
 
-    from lockcheck.readers.source import expand_paths
+    from lockcheck.readers import inputs
 
     if "," in path and not os.path.exists(path):
         parts: list[str] = [part for part in path.split(",") if part]
     else:
         parts = [path]
-    return [load_one(one, input_format) for one in expand_paths(parts)]
+    return [_load_input(item, input_format) for item in inputs.expand(parts)
+            if item.kind not in (inputs.SKIP, inputs.DUMP)]

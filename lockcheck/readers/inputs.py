@@ -1,0 +1,197 @@
+"""What each input is: a trace, a /proc/lockdep dump, or a file that is no trace.
+
+A command line names files, directories and `-`.  `expand` turns them into
+`Input`s, one per file, in order:
+
+- a file or `-` named on the command line is taken as a trace (or, when its
+  first line says so, a dump) and read; what does not read is an error;
+- a directory is walked (hidden entries left out, sorted), and each file in
+  it is looked at on its own: its first lines decide whether it is a trace
+  (some registered format claims them), a dump, or neither.  A file that is
+  neither is *skipped* with a note saying what it looks like (`not a trace
+  (looks like a kernel log)`), so a boot directory with its dmesg.txt next to
+  the trace just works; a file that cannot be opened is an error `Input`,
+  reported in its turn while the others are still read.
+
+`DIRECTORY_HOOKS` is the place to give a whole directory a meaning beyond
+its files (a boot: a trace with the /proc/lockdep dumps of the same boot):
+each hook gets the directory and its inputs and returns them, changed or not.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from lockcheck.errors import TraceError
+from lockcheck.readers import source
+
+TRACE = "trace"
+DUMP = "dump"
+LOCK_STAT = "lock_stat"
+SKIP = "skip"
+ERROR = "error"
+
+#: how many non-blank lines are looked at (ftrace output opens with ~12 comment lines)
+HEAD_LINES = 32
+
+
+@dataclass
+class Input:
+    """One file to read, and what it is.
+
+    `kind` is TRACE, DUMP (/proc/lockdep or /proc/lockdep_chains: `check`
+    merges it), LOCK_STAT (a /proc/lock_stat dump: `stat` reads it), SKIP (a
+    file of a directory that is no trace) or ERROR (`error` says why it
+    cannot be read).  `looks_like` says what a file that is not a trace is.  `directory` is the
+    directory named on the command line that it was found in (None for a
+    file named itself); `state` lists dumps a directory hook attached to this
+    trace (the /proc/lockdep of its boot).
+    """
+
+    path: str
+    kind: str = TRACE
+    directory: Optional[str] = None
+    looks_like: str = ""
+    error: Optional[TraceError] = None
+    state: list[str] = field(default_factory=list)
+
+    def skip_note(self) -> str:
+        """The note for a command that leaves this input out."""
+        return f"{self.path}: not a trace (looks like {self.looks_like})"
+
+
+def _boots(directory: str, inputs: list[Input]) -> list[Input]:
+    """A folder with a trace and /proc/lockdep dumps is a boot (`lockcheck.boot.boot_hook`)."""
+    from lockcheck.boot import boot_hook
+
+    return boot_hook(directory, inputs)
+
+
+#: `hook(directory, inputs) -> inputs`, applied in order to every directory expanded
+DIRECTORY_HOOKS: list[Callable[[str, list[Input]], list[Input]]] = [_boots]
+
+#: suffixes that name a trace: such a file named on the command line is not sniffed for a dump
+TRACE_SUFFIXES = (".lt", ".ftrace", ".perf", ".jsonl")
+
+
+def expand(paths: list[str]) -> list[Input]:
+    """One `Input` per file: directories walked and each file classified, named files kept."""
+    inputs: list[Input] = []
+    for path in paths:
+        if path != source.STDIN and os.path.isdir(path):
+            inputs.extend(expand_directory(path))
+        elif path != source.STDIN and not path.endswith(TRACE_SUFFIXES) and _is_dump(path):
+            inputs.append(Input(path, DUMP))
+        else:
+            inputs.append(Input(path, TRACE))
+    return inputs
+
+
+def expand_directory(directory: str) -> list[Input]:
+    """Every file under `directory`, each classified by its first lines; hooks applied."""
+    inputs = [classify(path, directory) for path in _files_under(directory)]
+    for hook in DIRECTORY_HOOKS:
+        inputs = hook(directory, inputs)
+    if not any(item.kind in (TRACE, DUMP) for item in inputs):
+        # `lockcheck check results/` on the wrong folder must not pass silently
+        what = f"none of its {len(inputs)} files is" if len(inputs) != 1 else "its one file is not"
+        error = TraceError(directory, None, None, f"no trace in this directory ({what} a trace)"
+                           if inputs else "no trace in this directory (it holds no files)")
+        inputs.append(Input(directory, ERROR, directory, error=error))
+    return inputs
+
+
+def _files_under(directory: str) -> list[str]:
+    found = []
+    for root, dirs, files in os.walk(directory):
+        dirs[:] = [d for d in dirs if not d.startswith(".")]
+        found.extend(os.path.join(root, f) for f in files if not f.startswith("."))
+    found.sort()
+    return found
+
+
+def classify(path: str, directory: Optional[str] = None) -> Input:
+    """What the file at `path` is, from its first non-blank lines."""
+    try:
+        head = head_lines(path)
+    except TraceError as err:
+        if err.line is None:  # could not even be opened
+            return Input(path, ERROR, directory, error=err)
+        return Input(path, SKIP, directory, looks_like=_unreadable(err))
+    if _dump_title(head):
+        return Input(path, DUMP, directory, looks_like=looks_like(head))
+    if head and head[0].startswith(LOCK_STAT_TITLE):
+        return Input(path, LOCK_STAT, directory, looks_like=looks_like(head))
+    from lockcheck.readers import sniff_format
+
+    if sniff_format(head) is not None:
+        return Input(path, TRACE, directory)
+    return Input(path, SKIP, directory, looks_like=looks_like(head))
+
+
+def head_lines(path: str, count: int = HEAD_LINES) -> list[str]:
+    """The first `count` non-blank lines of a file (decompressed); TraceError if it does not read."""
+    _, lines = source.open_lines(path)
+    head: list[str] = []
+    try:
+        for line in lines:
+            if line.strip():
+                head.append(line)
+                if len(head) >= count:
+                    break
+    finally:
+        lines.close()  # type: ignore[attr-defined]
+    return head
+
+
+def _unreadable(err: TraceError) -> str:
+    """What a file whose first lines do not decode looks like."""
+    if "NUL byte" in err.message or "UTF-8" in err.message or "longer than" in err.message:
+        return "binary data"
+    return f"something unreadable ({err.message})"
+
+
+def _is_dump(path: str) -> bool:
+    try:
+        return _dump_title(head_lines(path, 1))
+    except TraceError:
+        return False  # reading it as a trace reports the problem
+
+
+def _dump_title(head: list[str]) -> bool:
+    return bool(head) and head[0].strip() in _DUMP_TITLES
+
+
+# -- what a file that is no trace looks like -----------------------------------------------
+PLAIN_TEXT = "plain text"
+#: first lines of the kernel's dumps (kstate.LOCKDEP_TITLE, CHAINS_TITLE; stat.dump.TITLE)
+_DUMP_TITLES = {"all lock classes:": "/proc/lockdep", "all lock chains:": "/proc/lockdep_chains"}
+LOCK_STAT_TITLE = "lock_stat version"
+_DMESG = re.compile(r"^\s*(<\d+>)?\[\s*\d+\.\d+\]")
+_KERNEL_LOG_WORDS = ("Linux version ", "Kernel command line:", "Command line:", "BUG:", "WARNING:", "Call Trace:")
+
+
+def looks_like(head: list[str]) -> str:
+    """A few words naming what these first lines are, for `not a trace (looks like ...)`."""
+    if not head:
+        return "an empty file"
+    first = head[0].strip()
+    if sum(1 for line in head if _DMESG.match(line)) * 2 > len(head) or any(
+            line.startswith(_KERNEL_LOG_WORDS) for line in head[:3]):
+        return "a kernel log"
+    if first.startswith(("{", "[")):
+        return "a JSON document"
+    if first.startswith("<?xml") or first.startswith("<graphml"):
+        return "an XML document"
+    if first.startswith(("digraph", "graph ", "strict digraph")):
+        return "a Graphviz graph"
+    if first in _DUMP_TITLES:
+        return f"a {_DUMP_TITLES[first]} dump"
+    if first.startswith(LOCK_STAT_TITLE):
+        return "a /proc/lock_stat dump"
+    if first.startswith("lock-classes:"):
+        return "a /proc/lockdep_stats dump"
+    return PLAIN_TEXT
