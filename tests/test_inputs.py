@@ -105,10 +105,15 @@ def test_plain_text_named_on_the_command_line_still_gets_the_lt_parsers_error(tm
 def test_a_boot_directory_reads_its_trace_and_dumps_and_skips_the_rest(tmp_path):
     boot = tmp_path / "boot"
     shutil.copytree(CAPTURES / "clean", boot)
-    kinds = {Path(i.path).name: i.kind for i in inputs.expand([str(boot)])}
-    assert kinds == {"dmesg.txt": inputs.SKIP, "lock_stat.txt.xz": inputs.LOCK_STAT, "lockdep.txt.xz": inputs.DUMP,
-                     "lockdep_chains.txt.xz": inputs.DUMP, "lockdep_stats.txt": inputs.SKIP,
+    expanded = inputs.expand([str(boot)])
+    kinds = {Path(i.path).name: i.kind for i in expanded}
+    # the dumps are the trace's state (lockcheck.boot), not dumps to merge
+    assert kinds == {"dmesg.txt": inputs.SKIP, "lock_stat.txt.xz": inputs.LOCK_STAT, "lockdep.txt.xz": inputs.SKIP,
+                     "lockdep_chains.txt.xz": inputs.SKIP, "lockdep_stats.txt": inputs.SKIP,
                      "meta.txt": inputs.SKIP, "trace.ftrace.xz": inputs.TRACE}
+    [trace] = [i for i in expanded if i.kind == inputs.TRACE]
+    assert sorted(Path(p).name for p in trace.state) == ["dmesg.txt", "lockdep.txt.xz", "lockdep_chains.txt.xz",
+                                                         "lockdep_stats.txt", "meta.txt"]
 
 
 def test_directory_hooks_see_and_may_change_a_directory(tmp_path, monkeypatch):
@@ -277,4 +282,4 @@ def test_stat_of_a_boot_directory_reads_the_trace_and_the_lock_stat_dump(tmp_pat
     assert status == 0, err
     kinds = sorted(source["kind"] for source in json.loads(out)["sources"])
     assert kinds == ["lock_stat", "trace"]
-    assert f"{CAPTURES / 'clean' / 'dmesg.txt'}: not a trace (looks like a kernel log)" in err
+    assert f"{CAPTURES / 'clean' / 'dmesg.txt'}: not a trace (looks like the kernel log, the state of this boot" in err
