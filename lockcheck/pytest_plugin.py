@@ -19,7 +19,12 @@ Options (command line / ini):
 - `--lockcheck` / `lockcheck = true`: enable;
 - `--lockcheck-trace=FILE`: write the events as a `.lt` trace (under xdist,
   one per worker: `FILE` with `.gw0` before its extension) for
-  `lockcheck check FILE`;
+  `lockcheck check FILE`; gzip-, xz- or zstd-compressed when FILE ends in
+  `.gz`, `.xz` or `.zst` (`lockcheck.traceout`);
+- `--lockcheck-mode=warn` / `lockcheck_mode = warn`: report every finding
+  (the test's report section, the terminal summary) without failing a test
+  or the session, so a project can turn lockcheck on before it is clean;
+  `fail` (the default) fails the test whose lock operation raised it;
 - `--lockcheck-graph=FILE`: save the session's graph (`lockcheck.graphio`;
   merged over all workers under xdist);
 - `lockcheck_suppress` (ini, lines `KIND CLASSGLOB...`): findings of that
@@ -40,6 +45,12 @@ pytest-xdist: each worker records its own graph and sends it (as graphio
 JSON) to the controller, which replays every worker's dependencies into one
 checker and reports the cycles that only exist across workers; they fail
 the session (exit status 1) and are printed in the terminal summary.
+
+Findings that belong to no test (cycles across xdist workers, lock
+operations outside any test) fail the session in `fail` mode; pytest's
+closing line then counts one error named `lockcheck` ("2 passed, 1 error"),
+the short summary and the lockcheck section say why, so what the terminal
+says agrees with the exit status.
 """
 
 from __future__ import annotations
@@ -59,6 +70,10 @@ from lockcheck.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
 from lockcheck.wording import count as _count
 
 PLUGIN_NAME = "lockcheck-session"
+#: --lockcheck-mode / lockcheck_mode values
+FAIL, WARN = "fail", "warn"
+MODES = (FAIL, WARN)
+DEFAULT_STACK_DEPTH = 5
 MARKER = "lockcheck(skip=False): skip=True records this test's lock operations without checking them"
 
 
@@ -70,7 +85,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="write the recorded lock events as a .lt trace (for `lockcheck check FILE`)")
     group.addoption("--lockcheck-graph", metavar="FILE", default=None,
                     help="save the session's dependency graph (.json, .graphml, .dot)")
+    group.addoption("--lockcheck-mode", choices=MODES, default=None,
+                    help="fail (default): findings fail their test and the session; "
+                         "warn: report them without failing anything")
+    group.addoption("--lockcheck-stack-depth", metavar="N", type=int, default=None,
+                    help="Python frames shown for each acquisition site in reports (default 5; 0: none)")
     parser.addini("lockcheck", type="bool", default=False, help="enable lockcheck (as --lockcheck)")
+    parser.addini("lockcheck_mode", default="fail", help="fail (default) or warn (as --lockcheck-mode)")
+    parser.addini("lockcheck_stack_depth", default=str(DEFAULT_STACK_DEPTH),
+                  help="Python frames shown for each acquisition site (as --lockcheck-stack-depth)")
     parser.addini("lockcheck_suppress", type="linelist", default=[],
                   help="findings not to report: lines of `KIND CLASSGLOB...`")
     parser.addini("lockcheck_grace", default="1.0",
@@ -105,20 +128,27 @@ class LockcheckPlugin:
             self.worker_id = workerinput.get("workerid", "gw")
         self.controller = workerinput is None and config.getoption("dist", "no") not in ("no", None) \
             and not config.getoption("collectonly", False)
-        self.trace_file: Optional[io.TextIOBase] = None
+        self.trace_file: Optional[Any] = None
         self.trace_path: Optional[str] = None
         self.recorder: Optional[pylocks.Recorder] = None
         self.merger: Optional[Checker] = None
         self.merged: list[Finding] = []
         self.worker_reports: list[dict] = []
         self.unattributed: list[tuple[Finding, Optional[str]]] = []
+        self.mode = _mode(config)
+        self.stack_depth = _stack_depth(config)
         if self.controller:
             self.merger = Checker()
             return
         trace = config.getoption("lockcheck_trace")
         if trace:
+            from lockcheck.traceout import open_trace_output
+
             self.trace_path = _per_worker(trace, self.worker_id)
-            self.trace_file = open(self.trace_path, "w", encoding="utf-8")
+            try:
+                self.trace_file = open_trace_output(self.trace_path)
+            except OSError as err:
+                raise pytest.UsageError(f"--lockcheck-trace: {self.trace_path}: {err.strerror or err}") from None
         mode = str(config.getini("lockcheck_timed_acquire")).strip().lower()
         if mode not in ("try", "blocking"):
             raise pytest.UsageError(f"lockcheck_timed_acquire: expected `try` or `blocking`, not {mode!r}")
@@ -165,6 +195,10 @@ class LockcheckPlugin:
         if found:
             kinds = ", ".join(sorted({f.message for f in found}))
             text = f"lockcheck: {kinds}\n{self._render(found)}"
+            if self.mode == WARN:
+                # reported (the section, and the terminal summary), but the outcome is the test's own
+                report.sections.append(("lockcheck (warn mode: not failing the test)", text))
+                return report
             report.outcome = "failed"
             if report.longrepr:
                 text = f"{text}\n\n{report.longrepr}"
@@ -184,17 +218,45 @@ class LockcheckPlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         rec = self.recorder
+        if self.trace_file is not None:
+            # finished now, not at unconfigure: an xdist worker may be ended before it unconfigures,
+            # and a compressed trace is unreadable without its last block
+            self.trace_file.close()
         if rec is not None:
             self.unattributed = [(f, ctx) for f, ctx in rec.findings if ctx is None]
             if self.worker_id is not None:
                 self.config.workeroutput["lockcheck"] = self._worker_output()
-            elif self.unattributed and session.exitstatus == 0:
+        reasons = self._session_failures()
+        if reasons and self.mode == FAIL:
+            if session.exitstatus == 0:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
-        if self.controller and self.merged and session.exitstatus == 0:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            _report_session_error(self.config, reasons)
         graph_path = self.config.getoption("lockcheck_graph")
         if graph_path and self.worker_id is None:
             self._save_graph(graph_path)
+
+    def _session_failures(self) -> list[str]:
+        """Why lockcheck fails the session beyond the tests it failed (empty: it does not).
+
+        Findings made outside any test (at import, in a fixture of session
+        scope that outlived its test, in a thread still running at the end)
+        and cycles that only exist across xdist workers belong to no test,
+        so no test report can carry them: the session fails instead, and
+        says so (see `_report_session_error`).
+        """
+        if self.worker_id is not None:
+            return []  # a worker's findings go to the controller, which decides
+        reasons = []
+        unattributed = len(self.unattributed) + sum(
+            report.get("n_unattributed", bool(report["unattributed"])) for report in self.worker_reports)
+        if unattributed:
+            reasons.append(f"{_count(unattributed, 'finding')} made outside any test")
+        if self.merged:
+            kinds = Counter(f.kind for f in self.merged)
+            listed = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
+            reasons.append(f"{listed} across xdist workers (each worker's graph alone is acyclic, "
+                           f"so no test failed)")
+        return reasons
 
     def _save_graph(self, path: str) -> None:
         from lockcheck.graphio import save_graph
@@ -212,6 +274,9 @@ class LockcheckPlugin:
             "graph": _graph_to_text(rec.checker.graph),
             "findings": [_headline(f, ctx) for f, ctx in rec.findings],
             "unattributed": self._render([f for f, _ in self.unattributed]) if self.unattributed else "",
+            "n_unattributed": len(self.unattributed),
+            # warn mode: no failed test carries the reports, so the controller prints them
+            "reports": [self._render([f]) for f, ctx in rec.findings if ctx is not None] if self.mode == WARN else [],
             "stats": [summary.events, summary.tasks, summary.suppressed],
             "trace": self.trace_path,
         }
@@ -246,10 +311,31 @@ class LockcheckPlugin:
             tr.write_line(f"  {line}")
         for note in summary.notes:
             tr.write_line(f"  note: {note}")
+        if self.mode == WARN:
+            self._write_reports(tr, [self._render([f]) for f, ctx in rec.findings if ctx is not None])
         if self.unattributed:
             tr.write_line("findings outside any test:")
             tr.write_line(self._render([f for f, _ in self.unattributed]))
+        self._write_verdict(tr, len(headlines))
         self._write_paths(tr, [self.trace_path] if self.trace_path else [])
+
+    def _write_reports(self, tr: Any, reports: list[str]) -> None:
+        """Warn mode: the reports no failed test shows."""
+        if reports:
+            tr.write_line("findings in tests (warn mode: reported, not failing the tests):")
+            for report in reports:
+                tr.write_line(report)
+
+    def _write_verdict(self, tr: Any, findings: int) -> None:
+        """The last word: what lockcheck did to the outcome, so it agrees with the exit status."""
+        reasons = self._session_failures()
+        if self.mode == WARN:
+            if findings:
+                tr.write_line(f"lockcheck: warn mode: {_count(findings, 'finding')} reported; neither the tests "
+                              f"nor the session fail because of them (`lockcheck_mode = fail` makes them fail)")
+        elif reasons:
+            tr.write_line(f"lockcheck: the session FAILED (exit status 1) because of {'; '.join(reasons)}; "
+                          f"the reports are above")
 
     def _controller_summary(self, tr: Any) -> None:
         headlines = [line for report in self.worker_reports for line in report["findings"]]
@@ -261,6 +347,8 @@ class LockcheckPlugin:
                                     workers=len(self.worker_reports)))
         for line in headlines + merged:
             tr.write_line(f"  {line}")
+        if self.mode == WARN:
+            self._write_reports(tr, [text for report in self.worker_reports for text in report.get("reports", ())])
         for report in self.worker_reports:
             if report["unattributed"]:
                 tr.write_line("findings outside any test:")
@@ -268,6 +356,7 @@ class LockcheckPlugin:
         if self.merged:
             tr.write_line("cycles across workers (each worker's graph alone is acyclic):")
             tr.write_line(self._render(self.merged))
+        self._write_verdict(tr, len(headlines) + len(merged))
         self._write_paths(tr, [report["trace"] for report in self.worker_reports if report.get("trace")])
 
     def _write_paths(self, tr: Any, traces: list[str]) -> None:
@@ -281,10 +370,76 @@ class LockcheckPlugin:
 # -- helpers ----------------------------------------------------------------------------
 
 
+def _mode(config: pytest.Config) -> str:
+    mode = config.getoption("lockcheck_mode") or str(config.getini("lockcheck_mode")).strip().lower() or FAIL
+    if mode not in MODES:
+        raise pytest.UsageError(f"lockcheck_mode: expected `fail` or `warn`, not {mode!r}")
+    return mode
+
+
+def _stack_depth(config: pytest.Config) -> int:
+    depth = config.getoption("lockcheck_stack_depth")
+    if depth is None:
+        try:
+            depth = int(str(config.getini("lockcheck_stack_depth")).strip())
+        except ValueError:
+            raise pytest.UsageError("lockcheck_stack_depth: expected a number of frames") from None
+    if depth < 0:
+        raise pytest.UsageError("--lockcheck-stack-depth: expected 0 or more frames")
+    return depth
+
+
+class _SessionErrorRepr:
+    """A longrepr for `_report_session_error`: its text, and the one-line message of the short summary."""
+
+    def __init__(self, text: str, message: str) -> None:
+        self.text = text
+        self.reprcrash = _Crash(message)
+
+    def toterminal(self, out: Any) -> None:
+        for line in self.text.splitlines():
+            out.line(line)
+
+    def __str__(self) -> str:
+        return self.text
+
+
+class _Crash:
+    def __init__(self, message: str) -> None:
+        self.message = message
+
+
+def _report_session_error(config: pytest.Config, reasons: list[str]) -> None:
+    """Make the terminal's last line agree with the exit status lockcheck set: one error.
+
+    pytest's closing line counts test reports ("2 passed in 0.5s"); a
+    session failed by lockcheck alone would print that over exit status 1.
+    An error report named `lockcheck` joins the terminal's statistics, so the
+    line reads "2 passed, 1 error", the ERRORS section and the short summary
+    say why, and the full reports follow in the `lockcheck` section.
+    """
+    tr = config.pluginmanager.get_plugin("terminalreporter")
+    if tr is None:
+        return
+    why = "; ".join(reasons)
+    text = (f"lockcheck fails the session (exit status 1): {why}.\n"
+            f"The reports are in the `lockcheck` section of the summary below; "
+            f"`--lockcheck-mode=warn` reports without failing.")
+    report = pytest.TestReport(
+        nodeid="lockcheck", location=("lockcheck", None, "lockcheck"), keywords={}, outcome="failed",
+        longrepr=_SessionErrorRepr(text, f"fails the session: {why}"), when="teardown",
+    )
+    tr.stats.setdefault("error", []).append(report)
+
+
 def _per_worker(path: str, worker_id: Optional[str]) -> str:
+    """`locks.lt` -> `locks.gw0.lt`, `locks.lt.gz` -> `locks.gw0.lt.gz`: each worker its own file."""
     if not worker_id:
         return path
     base, ext = os.path.splitext(path)
+    if ext.lower() in (".gz", ".xz", ".zst"):
+        inner_base, inner_ext = os.path.splitext(base)
+        return f"{inner_base}.{worker_id}{inner_ext}{ext}"
     return f"{base}.{worker_id}{ext}"
 
 
