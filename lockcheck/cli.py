@@ -85,7 +85,13 @@ def build_parser() -> argparse.ArgumentParser:
     stat_command.add_arguments(stat)
 
     capture = sub.add_parser("capture", help="print (or --run) the set-up of a kernel capture with lockdep's "
-                                             "arguments, and collect the boot into a directory")
+                                             "arguments, and collect the boot into a directory",
+                             formatter_class=argparse.RawDescriptionHelpFormatter, epilog=(
+                                 "examples:\n"
+                                 "  lockcheck capture > capture.sh                     # the set-up, to read or run\n"
+                                 "  sudo lockcheck capture --run -o boot1 -- ./stress  # capture while ./stress runs\n"
+                                 "  sudo lockcheck capture --run -o boot1 --duration 30\n"
+                                 "  lockcheck check boot1                              # check it as a boot"))
     capture.add_argument("--run", action="store_true",
                          help="perform it (as root): set up, run the workload, stop, collect into -o DIR, clean up")
     capture.add_argument("--output", "-o", metavar="DIR", help="the boot directory to write (`lockcheck check DIR`)")
