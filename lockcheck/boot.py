@@ -88,10 +88,13 @@ def boot_hook(directory: str, inputs: list) -> list:
     """The `lockcheck.readers.inputs` directory hook: each folder holding a trace and a
     /proc/lockdep or /proc/lockdep_chains dump is a boot.
 
-    Its traces get the folder's state files (`Input.state`: the dumps,
+    A folder is a boot when it holds a capture (ftrace, perf) and a dump.
+    Its captures get the folder's state files (`Input.state`: the dumps,
     /proc/lockdep_stats, the kernel log, and meta.txt or kprobe_profile for
     the probe's misses); those files are then skipped, with a note saying
-    they are the boot's state, instead of being merged as dumps.
+    they are the boot's state, instead of being merged as dumps -- except
+    the kernel log, which is also read as an input of its own (its lockdep
+    reports are findings).
     """
     from lockcheck import kstate
     from lockcheck.readers import inputs as kinds
@@ -100,21 +103,21 @@ def boot_hook(directory: str, inputs: list) -> list:
     for item in inputs:
         folders.setdefault(os.path.dirname(item.path), []).append(item)
     for folder_items in folders.values():
-        traces = [item for item in folder_items if item.kind == kinds.TRACE]
-        if not traces or not any(item.kind == kinds.DUMP for item in folder_items):
+        captures = [item for item in folder_items if item.kind == kinds.TRACE and _is_capture(item.path)]
+        if not captures or not any(item.kind == kinds.DUMP for item in folder_items):
             continue
         state = []
         for item in folder_items:
-            if item.kind == kinds.TRACE:
-                continue
             name = os.path.basename(item.path)
-            kind = None
-            if item.kind in (kinds.DUMP, kinds.SKIP):
-                try:
-                    kind = kstate.dump_kind(kinds.head_lines(item.path, 8))
-                except TraceError:
-                    kind = None
-            if kind in _STATE_KINDS:
+            try:
+                kind = kstate.dump_kind(kinds.head_lines(item.path, 8))
+            except TraceError:
+                kind = None
+            if item.kind == kinds.TRACE:
+                if kind == "log":  # the kernel log: read as an input of its own, and the state's report
+                    state.append(item.path)
+                continue
+            if item.kind in (kinds.DUMP, kinds.SKIP) and kind in _STATE_KINDS:
                 what = _STATE_KINDS[kind]
             elif name.startswith(PROFILE_FILES) and item.kind == kinds.SKIP:
                 what = "capture metadata" if name.startswith("meta") else "kprobe_profile"
@@ -122,10 +125,21 @@ def boot_hook(directory: str, inputs: list) -> list:
                 continue
             state.append(item.path)
             item.kind = kinds.SKIP
-            item.looks_like = f"{what}, the state of this boot's trace"
-        for trace in traces:
-            trace.state = list(state)
+            item.looks_like = f"{what}, the state of this boot's capture"
+        for capture in captures:
+            capture.state = list(state)
     return inputs
+
+
+def _is_capture(path: str) -> bool:
+    """Whether a trace is a capture (ftrace, perf): a kernel log or a `.lt` trace is no boot's capture."""
+    from lockcheck.readers import inputs, sniff_format
+
+    try:
+        module = sniff_format(inputs.head_lines(path))
+    except TraceError:
+        return False
+    return bool(getattr(module, "CAPTURE", False))
 
 
 def boots_of(traces: list) -> list[Boot]:

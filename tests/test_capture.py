@@ -155,7 +155,7 @@ def test_run_against_a_fake_kernel_collects_a_boot(tmp_path):
     assert "the kprobe lock_acquire_args missed 1 of 6 hits" in notes
     assert "5 of 6 acquisitions carried lockdep's own arguments" in notes
     assert "lock_stat.txt: not a trace (looks like a /proc/lock_stat dump)" in notes
-    assert "lockdep_chains.txt: not a trace (looks like /proc/lockdep_chains, the state of this boot" in notes
+    assert "lockdep_chains.txt: not a trace (looks like /proc/lockdep_chains, the state of this boot's capture" in notes
 
 
 def test_run_needs_an_output_and_a_lockdep_kernel(tmp_path):

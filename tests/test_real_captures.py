@@ -119,7 +119,7 @@ def test_both_boot_directories_at_once_are_clean():
     for boot in BOOTS:
         assert f"{CAPTURES / boot} is a boot: trace.ftrace.xz checked with its own state" in notes
         assert f"{CAPTURES / boot}/lockdep_chains.txt.xz: not a trace (looks like /proc/lockdep_chains, the " \
-               "state of this boot's trace)" in notes
+               "state of this boot's capture)" in notes
 
 
 def test_diffing_the_two_clean_boots_finds_nothing_new():
