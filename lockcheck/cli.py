@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff = sub.add_parser("diff", help="what NEW adds to BASE: dependencies and findings (exit 1 on a new finding)")
     diff.add_argument("base", metavar="BASE", help="saved graph, trace or directory of traces")
     diff.add_argument("new", metavar="NEW", help="saved graph, trace or directory of traces")
-    diff.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf or jsonl")
+    diff.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf, jsonl or kernel-log")
     diff.add_argument("--format", default="text",
                       help="text (default) or json; sarif or github print only the new findings")
     diff.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
@@ -130,7 +130,7 @@ def _add_input_args(parser: argparse.ArgumentParser, traces_required: bool = Tru
     parser.add_argument("traces", nargs="+" if traces_required else "*", metavar="TRACE",
                         help="trace file, directory, or - for stdin"
                              + ("" if traces_required else "; /proc/lockdep dumps enter the graph directly"))
-    parser.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf or jsonl")
+    parser.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf, jsonl or kernel-log")
     parser.add_argument("--strict-start", action="store_true",
                         help="report releases of locks never seen acquired even in captures (ftrace, perf)")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
@@ -221,19 +221,12 @@ def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from lockcheck.errors import TraceError
-    from lockcheck.readers import read_all
-    from lockcheck.readers.lt import format_event
+    from lockcheck.convert import convert
 
     with _output(args.output, stdout, args) as out:
-        out.write("#lockcheck-trace v1\n")
-        for ev in read_all(args.traces, args.input_format):
-            try:
-                line = format_event(ev)
-            except ValueError as err:  # a name the format cannot spell (a blank in a task, a line break)
-                raise TraceError(ev.file, ev.line, 1, f"cannot convert to .lt: {err}") from None
-            out.write(line)
-            out.write("\n")
+        notes = convert(args.traces, args.input_format, out)
+    for note in notes:
+        print(wrap_note("lockcheck: note: ", note), file=stderr)
     return EXIT_CLEAN
 
 
