@@ -32,7 +32,8 @@ def test_every_help_page_ends_with_examples_of_its_own_command(prog):
     head, sep, examples = text.partition("\nexamples:\n")
     assert sep, f"{prog} --help has no examples"
     lines = [line.strip() for line in examples.splitlines() if line.strip()]
-    assert lines and all(line.startswith(prog) for line in lines), lines
+    assert lines and all("lockcheck " in line for line in lines), lines
+    assert any(line.removeprefix("sudo ").startswith(prog) for line in lines), lines
 
 
 def test_graph_help_says_it_exits_0_with_findings():
