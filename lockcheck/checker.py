@@ -163,6 +163,12 @@ class Checker:
                 if self.stopped:
                     return
 
+    def flush_reports(self) -> list[Finding]:
+        """Findings reported outside `feed` (while merging a saved graph): queued until now, now kept."""
+        new, self._pending = self._pending, []
+        self.findings.extend(new)
+        return new
+
     def report(self, finding: Finding) -> None:
         """Queue a finding unless the same problem was reported before."""
         key = finding.key()

@@ -10,11 +10,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
+import os
 import sys
 from typing import Iterator, Optional, Sequence, TextIO
 
 from lockcheck import __version__
 from lockcheck.errors import LockcheckError, UsageError
+from lockcheck.escape import visible
+from lockcheck.output import output_stream, refuse_inputs, stdout_stream
 from lockcheck.session import CheckSession, SessionOptions
 from lockcheck.wording import wrap_note
 
@@ -112,21 +116,36 @@ def _add_input_args(parser: argparse.ArgumentParser, traces_required: bool = Tru
 def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
          stderr: Optional[TextIO] = None) -> int:
     """Run the command line; return the exit status (the console script exits with it)."""
-    stdout = stdout or sys.stdout
-    stderr = stderr or sys.stderr
+    out = stdout_stream(stdout if stdout is not None else sys.stdout)
+    stderr = stderr or sys.stderr or io.StringIO()
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
             raise UsageError(f"lockcheck: a command is required ({', '.join(COMMANDS)}); see lockcheck --help")
-        return COMMANDS[args.command](args, stdout, stderr)
+        status = COMMANDS[args.command](args, out, stderr)
+        out.flush()  # a full or closed stdout fails here when the report fit in the buffer
+        return status
     except LockcheckError as err:
-        print(err.format(), file=stderr)
+        _print_error(err.format(), stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
-        print("lockcheck: interrupted", file=stderr)
+        _print_error("lockcheck: interrupted", stderr)
         return 130
-    except BrokenPipeError:
+    except Exception as err:  # noqa: BLE001 - the exit-status contract: a bug is one line too
+        if os.environ.get("LOCKCHECK_DEBUG"):
+            raise
+        _print_error(f"lockcheck: internal error: {type(err).__name__}: {err} "
+                     "(a bug: please report it with the input; LOCKCHECK_DEBUG=1 shows the traceback)", stderr)
         return EXIT_ERROR
+
+
+def _print_error(line: str, stderr: TextIO) -> None:
+    """One line on stderr, escaped for the terminal; a failing stderr is ignored (nowhere else to say it)."""
+    try:
+        print(visible(line), file=stderr)
+        stderr.flush()
+    except (OSError, ValueError):
+        pass
 
 
 def _session_options(args: argparse.Namespace, **extra) -> SessionOptions:
@@ -155,12 +174,17 @@ def _annotation_options(args: argparse.Namespace):
 
 def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     options = _session_options(args, output_format=args.format, first=args.first, save_graph=args.save_graph)
+    if args.save_graph and args.output and args.save_graph not in ("-",) and \
+            os.path.abspath(args.save_graph) == os.path.abspath(args.output):
+        raise UsageError(f"{args.output}: given as both --output and --save-graph")
+    refuse_inputs(args.save_graph, _inputs(args))
     session = CheckSession(options, stderr=stderr)
-    with _output(args.output, stdout) as out:
+    with _output(args.output, stdout, args) as out:
         return session.run(args.traces, out)
 
 
 def cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    refuse_inputs(args.output, _inputs(args))
     session = CheckSession(_session_options(args), stderr=stderr)
     return session.write_graph(args.traces, args.output, args.graph_format, stdout)
 
@@ -168,41 +192,54 @@ def cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from lockcheck.diff import run_diff_command
 
-    with _output(args.output, stdout) as out:
+    with _output(args.output, stdout, args) as out:
         return run_diff_command(args.base, args.new, args.format, out, stderr, args.input_format,
                                 args.suppress, not args.no_config, annotations=_annotation_options(args))
 
 
 def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from lockcheck.errors import TraceError
     from lockcheck.readers import read_all
     from lockcheck.readers.lt import format_event
 
-    with _output(None if args.output == "-" else args.output, stdout) as out:
+    with _output(args.output, stdout, args) as out:
         out.write("#lockcheck-trace v1\n")
         for ev in read_all(args.traces, args.input_format):
-            out.write(format_event(ev))
+            try:
+                line = format_event(ev)
+            except ValueError as err:  # a name the format cannot spell (a blank in a task, a line break)
+                raise TraceError(ev.file, ev.line, 1, f"cannot convert to .lt: {err}") from None
+            out.write(line)
             out.write("\n")
     return EXIT_CLEAN
 
 
+def _inputs(args: argparse.Namespace) -> list[str]:
+    """Every file a command reads: no output may replace one of them."""
+    inputs: list[str] = []
+    for name in ("traces", "baseline", "lockdep_state"):
+        inputs.extend(getattr(args, name, None) or [])
+    for name in ("base", "new", "suppress", "order", "annotations", "compare"):
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            inputs.append(value)
+        elif isinstance(value, list):
+            inputs.extend(v for v in value if isinstance(v, str))
+    return inputs
+
+
 @contextlib.contextmanager
-def _output(path: Optional[str], stdout: TextIO) -> Iterator[TextIO]:
-    """The report stream: `path` opened for writing, or stdout; an unwritable path is a usage error."""
-    if not path:
-        yield stdout
-        return
-    try:
-        out = open(path, "w", encoding="utf-8")
-    except OSError as err:
-        raise UsageError(f"{path}: {err.strerror}") from None
-    with out:
+def _output(path: Optional[str], stdout: TextIO, args: argparse.Namespace) -> Iterator[TextIO]:
+    """The report stream: `path` written atomically, or stdout; never one of the command's inputs."""
+    refuse_inputs(path, _inputs(args))
+    with output_stream(path, stdout) as out:
         yield out
 
 
 def cmd_stat(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     from lockcheck.stat import command as stat_command
 
-    with _output(args.output, stdout) as out:
+    with _output(args.output, stdout, args) as out:
         return stat_command.run(args, out, stderr)
 
 

@@ -35,6 +35,7 @@ from typing import Any, Iterable, Iterator, Optional, TextIO
 from lockcheck import __version__
 from lockcheck import events as E
 from lockcheck.checker import Checker, CheckerOptions
+from lockcheck.escape import visible
 from lockcheck.events import Event
 from lockcheck.findings import Evidence, Finding
 from lockcheck.graph import DEP_EN, DEP_ER, DEP_NAMES, DEP_SN, DEP_SR, DepGraph, dep_text
@@ -291,7 +292,7 @@ def run_diff(base_spec: str, new_spec: str, input_format: str = "auto", config=N
 def render_text(result: DiffResult, out: TextIO) -> None:
     """A readable table: dependencies added / widened / removed, then the findings NEW adds."""
     w = out.write
-    w(f"lockcheck diff: BASE {result.base.name}  NEW {result.new.name}\n")
+    w(f"lockcheck diff: BASE {visible(result.base.name)}  NEW {visible(result.new.name)}\n")
     _edge_table(w, f"dependencies NEW adds ({len(result.added)})", [(p, n, d["dep"], d) for p, n, d in result.added])
     if result.widened:
         _edge_table(w, f"dependencies NEW widens ({len(result.widened)})",
@@ -308,16 +309,17 @@ def render_text(result: DiffResult, out: TextIO) -> None:
         for f in result.findings:
             if not f.chain:
                 continue
-            w(f"\n  {f.kind} {_classes_text(f)}:\n")
+            w(f"\n  {f.kind} {visible(_classes_text(f))}:\n")
             for link in f.chain:
                 ev = link.evidence
                 site = f", {ev.at}" if ev.at else ""
-                w(f"    -> #{link.depth} ({link.cls}): {ev.location} ({ev.task}{site})  [{result.link_origin(ev)}]\n")
+                w(visible(f"    -> #{link.depth} ({link.cls}): {ev.location} ({ev.task}{site})  "
+                          f"[{result.link_origin(ev)}]") + "\n")
     else:
         w("  (none)\n")
     w("\n" + summary_line(result) + "\n")
     for note in result.notes:
-        w(wrap_note("lockcheck: note: ", note) + "\n")
+        w(wrap_note("lockcheck: note: ", visible(note)) + "\n")
 
 
 def summary_line(result: DiffResult) -> str:
@@ -344,6 +346,7 @@ def _edge_table(w, title: str, rows: list[tuple[str, str, int, dict]]) -> None:
 
 
 def _table(w, rows: list[tuple[str, ...]]) -> None:
+    rows = [tuple(visible(cell) for cell in row) for row in rows]  # names from traces: one cell, one line
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         w("  " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
@@ -401,7 +404,7 @@ def render(result: DiffResult, fmt: str, out: TextIO) -> None:
         render_text(result, out)
         return
     if fmt == "json":
-        json.dump(document(result), out, indent=2)
+        json.dump(document(result), out, indent=2, allow_nan=False)
         out.write("\n")
         return
     from lockcheck.report import RENDERERS, Summary

@@ -223,8 +223,17 @@ class DepGraph:
         """Fold `other` into this graph: union of classes, usage bits and edges.
 
         Earliest evidence wins where both have one (ordered by file, line), so
-        merging is associative and order-independent.
+        merging is associative and order-independent.  Nothing is validated:
+        `lockcheck.baseline.merge_checked` merges edge by edge through a
+        checker, reporting the cycles the union closes.
         """
+        self.merge_classes(other)
+        for prev, next, data in other.nx.edges(data=True):
+            self.merge_edge(prev, next, data, origin)
+        self.invalidate_order()
+
+    def merge_classes(self, other: "DepGraph") -> None:
+        """The classes of `other` with their usage bits (earliest trace of each bit kept)."""
         for name, data in other.nx.nodes(data=True):
             self.add_class(name)
             node = self.nx._node[name]
@@ -233,23 +242,28 @@ class DepGraph:
             for bit, ev in data.get("usage_traces", {}).items():
                 if bit not in traces or _order(ev) < _order(traces[bit]):
                     traces[bit] = ev
-        for prev, next, data in other.nx.edges(data=True):
-            attrs = self.nx._succ[prev].get(next)
-            if attrs is None:
-                copy = dict(data)
-                if origin is not None and "origin" not in copy:
-                    copy["origin"] = origin
-                self.nx.add_edge(prev, next, **copy)
-                continue
-            attrs["dep"] |= data["dep"]
-            attrs["distance"] = min(attrs.get("distance", 1), data.get("distance", 1))
-            if _edge_order(data) < _edge_order(attrs):
-                for key in ("evidence", "held", "origin"):
-                    if key in data:
-                        attrs[key] = data[key]
-                    else:
-                        attrs.pop(key, None)
-        self.invalidate_order()
+        self.irq_safe_classes = sum(1 for _, usage in self.nx.nodes(data="usage") if (usage or 0) & _USED_IN_MASK)
+
+    def merge_edge(self, prev: str, next: str, data: dict, origin: Optional[str] = None) -> None:
+        """One edge of another graph: added (its origin set), or OR-ed into ours with the earliest evidence."""
+        self.add_class(prev)
+        self.add_class(next)
+        attrs = self.nx._succ[prev].get(next)
+        if attrs is None:
+            copy = dict(data)
+            if origin is not None and "origin" not in copy:
+                copy["origin"] = origin
+            self.nx.add_edge(prev, next, **copy)
+            self._order_edge(prev, next)
+            return
+        attrs["dep"] |= data["dep"]
+        attrs["distance"] = min(attrs.get("distance", 1), data.get("distance", 1))
+        if _edge_order(data) < _edge_order(attrs):
+            for key in ("evidence", "held", "origin"):
+                if key in data:
+                    attrs[key] = data[key]
+                else:
+                    attrs.pop(key, None)
 
 
 def _order(evidence: Evidence) -> tuple:

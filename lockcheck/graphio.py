@@ -30,6 +30,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import sys
 from typing import Any, Iterable, Optional, TextIO
 
@@ -37,8 +38,13 @@ import networkx as nx
 
 from lockcheck import __version__
 from lockcheck.errors import TraceError, UsageError
+from lockcheck.escape import visible
+from lockcheck.output import stdout_stream, write_file
 from lockcheck.findings import CIRCULAR, Evidence, Finding
 from lockcheck.graph import DEP_NAMES, DepGraph, dep_text
+from lockcheck.graphschema import MAX_DEP, MAX_USAGE, SchemaError, check_evidence, check_int, check_json
+from lockcheck.jsontext import JsonError, loads, locate
+from lockcheck.textfile import read_text
 from lockcheck.usage import USED_READ, usage_str
 
 #: the value of the `lockcheck-graph` key: bump on an incompatible change
@@ -80,20 +86,16 @@ def save_graph(graph: DepGraph, path: str, findings: Iterable[Finding] = (), fmt
     findings = list(findings)
     buf = io.StringIO()
     if kind == "json":
-        json.dump(graph_to_json(graph, findings), buf, indent=1)
+        json.dump(graph_to_json(graph, findings), buf, indent=1, allow_nan=False)
         buf.write("\n")
     elif kind == "graphml":
         buf.write(graph_to_graphml(graph))
     else:
         write_dot(graph, buf, findings)
     if path == "-":
-        (stdout or sys.stdout).write(buf.getvalue())
+        stdout_stream(stdout if stdout is not None else sys.stdout).write(buf.getvalue())
         return
-    try:
-        with open(path, "w", encoding="utf-8") as out:
-            out.write(buf.getvalue())
-    except OSError as err:
-        raise UsageError(f"{path}: cannot write graph: {err.strerror}") from None
+    write_file(path, buf.getvalue())  # atomic: the old graph survives a full disk or a kill
 
 
 def load_graph(path: str) -> DepGraph:
@@ -102,22 +104,22 @@ def load_graph(path: str) -> DepGraph:
 
 
 def load_graph_with_findings(path: str) -> tuple[DepGraph, list[dict[str, Any]]]:
-    """The graph and the `findings` records saved with it (JSON only; [] otherwise)."""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
-    except OSError as err:
-        raise TraceError(path, None, None, f"cannot read graph: {err.strerror}") from None
-    except UnicodeDecodeError as err:
-        raise TraceError(path, None, None, f"not a graph file (not UTF-8 text: {err.reason})") from None
+    """The graph and the `findings` records saved with it (JSON only; [] otherwise).
+
+    The file is checked against the schema before anything is built
+    (`lockcheck.graphschema`); every problem is one TraceError with the
+    line and column of the offending value.
+    """
+    text = read_text(path, "graph")
     head = text.lstrip()[:1]
     if head == "<":
         return graph_from_graphml(text, path), []
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise TraceError(path, err.lineno, err.colno, f"not a lockcheck graph: {err.msg}") from None
-    return graph_from_json(doc, path), list(doc.get("findings", [])) if isinstance(doc, dict) else []
+        doc = loads(text)
+    except JsonError as err:
+        raise TraceError(path, err.line, err.col, f"not a lockcheck graph: {err.message}") from None
+    graph = graph_from_json(doc, path, text)
+    return graph, list(doc.get("findings", []))
 
 
 def is_graph_file(path: str) -> bool:
@@ -194,97 +196,52 @@ def record_key(record: dict[str, Any]) -> tuple:
     return (record["kind"], record.get("lock"), record.get("held"), record.get("dedup"))
 
 
-def graph_from_json(doc: Any, file: str = "<graph>") -> DepGraph:
-    """Build a DepGraph from a JSON document; `TraceError` naming the bad entry otherwise."""
-    if not isinstance(doc, dict) or "lockcheck-graph" not in doc:
-        raise TraceError(file, None, None, 'not a lockcheck graph (no "lockcheck-graph" key)')
-    version = doc["lockcheck-graph"]
-    if version != SCHEMA_VERSION:
-        raise TraceError(file, None, None, f"unsupported lockcheck-graph version {version!r} "
-                                           f"(this lockcheck reads version {SCHEMA_VERSION})")
+def graph_from_json(doc: Any, file: str = "<graph>", text: Optional[str] = None) -> DepGraph:
+    """Build a DepGraph from a JSON document; `TraceError` naming the bad entry otherwise.
+
+    `text`, the document's source, lets the error give the line and column
+    of the value; without it the error names the value's path only.
+    """
+    try:
+        check_json(doc)
+    except SchemaError as err:
+        line, col = locate(text, err.path) if text is not None else (None, None)
+        raise TraceError(file, line, col, str(err)) from None
     graph = DepGraph()
-    for i, entry in enumerate(_list(doc, "classes", file)):
-        where = f"classes[{i}]"
-        name = _field(entry, "name", str, file, where)
+    for entry in doc.get("classes", []):
+        name = entry["name"]
         graph.add_class(name)
         node = graph.nx._node[name]
-        node["usage"] = _usage_mask(entry.get("usage", 0), file, where)
+        node["usage"] = _usage_mask(entry.get("usage", 0))
         for bit_name, ev in (entry.get("usage_traces") or {}).items():
-            bit = _USAGE_BITS.get(bit_name)
-            if bit is None:
-                raise TraceError(file, None, None, f"{where}: unknown usage bit {bit_name!r}")
-            node["usage_traces"][bit] = _evidence(ev, file, f"{where}.usage_traces")
-    for i, entry in enumerate(_list(doc, "dependencies", file)):
-        where = f"dependencies[{i}]"
-        prev = _field(entry, "from", str, file, where)
-        nxt = _field(entry, "to", str, file, where)
-        dep = _dep_mask(entry.get("dep"), file, where)
-        evidence = _evidence(entry.get("evidence"), file, f"{where}.evidence")
-        held = _evidence(entry["held"], file, f"{where}.held") if entry.get("held") is not None else None
-        origin = entry.get("origin")
-        if origin is not None and not isinstance(origin, str):
-            raise TraceError(file, None, None, f"{where}.origin: expected a string")
-        distance = entry.get("distance", 1)
-        if not isinstance(distance, int) or distance < 1:
-            raise TraceError(file, None, None, f"{where}.distance: expected a positive integer")
-        if graph.nx.has_edge(prev, nxt):
-            raise TraceError(file, None, None, f"{where}: dependency {prev} -> {nxt} listed twice")
-        graph.add_dependency(prev, nxt, dep, evidence, distance=distance, held=held, origin=origin)
+            node["usage_traces"][_USAGE_BITS[bit_name]] = Evidence.from_json(ev)
+    for entry in doc.get("dependencies", []):
+        held = entry.get("held")
+        graph.add_dependency(entry["from"], entry["to"], _dep_mask(entry["dep"]), Evidence.from_json(entry["evidence"]),
+                             distance=entry.get("distance", 1),
+                             held=Evidence.from_json(held) if held is not None else None,
+                             origin=entry.get("origin"))
     return graph
 
 
-def _list(doc: dict, key: str, file: str) -> list:
-    value = doc.get(key, [])
-    if not isinstance(value, list):
-        raise TraceError(file, None, None, f'"{key}": expected a list')
-    return value
-
-
-def _field(entry: Any, key: str, kind: type, file: str, where: str) -> Any:
-    if not isinstance(entry, dict):
-        raise TraceError(file, None, None, f"{where}: expected an object")
-    value = entry.get(key)
-    if not isinstance(value, kind):
-        raise TraceError(file, None, None, f'{where}: "{key}" missing or not a {kind.__name__}')
-    return value
-
-
-def _evidence(doc: Any, file: str, where: str) -> Evidence:
-    if not isinstance(doc, dict):
-        raise TraceError(file, None, None, f"{where}: expected an evidence object")
-    try:
-        if not isinstance(doc["file"], str) or not isinstance(doc["task"], str):
-            raise TypeError
-        return Evidence.from_json(doc)
-    except (KeyError, TypeError, ValueError):
-        raise TraceError(file, None, None, f"{where}: evidence needs file (str), line (int), task (str)") from None
-
-
-def _dep_mask(value: Any, file: str, where: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 16:
+def _dep_mask(value: Any) -> int:
+    """A checked `dep`: an integer mask or a list of type names."""
+    if isinstance(value, int):
         return value
-    if isinstance(value, list) and value:
-        mask = 0
-        for name in value:
-            if name not in _DEP_BITS:
-                raise TraceError(file, None, None, f"{where}.dep: unknown dependency type {name!r} "
-                                                   f"(expected {', '.join(_DEP_BITS)})")
-            mask |= _DEP_BITS[name]
-        return mask
-    raise TraceError(file, None, None, f'{where}: "dep" must be a non-empty list of {", ".join(_DEP_BITS)}')
+    mask = 0
+    for name in value:
+        mask |= _DEP_BITS[name]
+    return mask
 
 
-def _usage_mask(value: Any, file: str, where: str) -> int:
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
+def _usage_mask(value: Any) -> int:
+    """A checked `usage`: an integer mask or a list of usage bit names."""
+    if isinstance(value, int):
         return value
-    if isinstance(value, list):
-        mask = 0
-        for name in value:
-            if name not in _USAGE_BITS:
-                raise TraceError(file, None, None, f"{where}.usage: unknown usage bit {name!r}")
-            mask |= 1 << _USAGE_BITS[name]
-        return mask
-    raise TraceError(file, None, None, f"{where}.usage: expected a list of usage bit names")
+    mask = 0
+    for name in value:
+        mask |= 1 << _USAGE_BITS[name]
+    return mask
 
 
 # -- GraphML -------------------------------------------------------------------------
@@ -316,28 +273,69 @@ def graph_to_graphml(graph: DepGraph) -> str:
 
 
 def graph_from_graphml(text: str, file: str = "<graph>") -> DepGraph:
-    """Read back what `graph_to_graphml` wrote."""
+    """Read back what `graph_to_graphml` wrote, checking every attribute as the JSON schema does.
+
+    networkx converts attributes by their declared GraphML types; a wrong
+    type, a missing evidence key or a number out of range is one
+    TraceError at the element's line (found in the text by its id).
+    """
     try:
         flat = nx.read_graphml(io.BytesIO(text.encode("utf-8")), node_type=str)
-    except Exception as err:  # networkx raises bare XML and key errors for bad input
-        raise TraceError(file, None, None, f"not a GraphML graph: {err}") from None
+    except Exception as err:  # noqa: BLE001 - networkx raises bare XML, key and value errors for bad input
+        line, col = getattr(err, "position", (None, None))
+        if line is not None:
+            col += 1  # expat counts columns from 0
+        else:  # a value networkx could not convert: a number of thousands of digits, or no place at all
+            long_number = re.search(r"[0-9]{1000,}", text)
+            line, col = _offset_position(text, long_number.start()) if long_number else (1, 1)
+        message = str(err).split("\n")[0].split(": value has")[0][:200] or type(err).__name__
+        raise TraceError(file, line, col, f"not a GraphML graph: {message}") from None
     graph = DepGraph()
-    try:
-        for name, data in flat.nodes(data=True):
-            graph.add_class(name)
-            node = graph.nx._node[name]
-            node["usage"] = int(data.get("usage", 0))
-            for bit_name, ev in json.loads(data.get("usage_traces") or "{}").items():
-                node["usage_traces"][_USAGE_BITS[bit_name]] = Evidence.from_json(ev)
-        for prev, nxt, data in flat.edges(data=True):
-            evidence = _flat_evidence(data, "evidence")
-            if evidence is None:
-                raise KeyError("evidence_file")
-            graph.add_dependency(prev, nxt, int(data["dep"]), evidence, distance=int(data.get("distance", 1)),
-                                 held=_flat_evidence(data, "held"), origin=data.get("origin"))
-    except (KeyError, TypeError, ValueError) as err:
-        raise TraceError(file, None, None, f"not a lockcheck GraphML graph: missing or bad {err}") from None
+    for name, data in flat.nodes(data=True):
+        try:
+            _checked_node(graph, name, data)
+        except SchemaError as err:
+            line, col = _xml_position(text, f'<node id="{_xml_attr(name)}"')
+            raise TraceError(file, line, col, f"node {name!r}: {err}") from None
+    for prev, nxt, data in flat.edges(data=True):
+        try:
+            _checked_edge(graph, prev, nxt, data)
+        except SchemaError as err:
+            line, col = _xml_position(text, f'source="{_xml_attr(prev)}" target="{_xml_attr(nxt)}"')
+            raise TraceError(file, line, col, f"edge {prev!r} -> {nxt!r}: {err}") from None
     return graph
+
+
+def _checked_node(graph: DepGraph, name: str, data: dict) -> None:
+    graph.add_class(name)
+    node = graph.nx._node[name]
+    node["usage"] = check_int(data.get("usage", 0), ["usage"], 0, MAX_USAGE)
+    raw = data.get("usage_traces") or "{}"
+    if not isinstance(raw, str):
+        raise SchemaError(["usage_traces"], "expected a JSON object in a string")
+    try:
+        traces = loads(raw)
+    except JsonError as err:
+        raise SchemaError(["usage_traces"], f"not JSON: {err.message}") from None
+    if not isinstance(traces, dict):
+        raise SchemaError(["usage_traces"], "expected a JSON object of usage bit -> evidence")
+    for bit_name, ev in traces.items():
+        if bit_name not in _USAGE_BITS:
+            raise SchemaError(["usage_traces", bit_name], f"unknown usage bit {bit_name!r}")
+        check_evidence(ev, ["usage_traces", bit_name])
+        node["usage_traces"][_USAGE_BITS[bit_name]] = Evidence.from_json(ev)
+
+
+def _checked_edge(graph: DepGraph, prev: str, nxt: str, data: dict) -> None:
+    if "evidence_file" not in data:
+        raise SchemaError(["evidence_file"], "missing")
+    evidence = _flat_evidence(data, "evidence")
+    held = _flat_evidence(data, "held")
+    origin = data.get("origin")
+    if origin is not None and not isinstance(origin, str):
+        raise SchemaError(["origin"], "expected a string")
+    graph.add_dependency(prev, nxt, check_int(data.get("dep"), ["dep"], 1, MAX_DEP), evidence,
+                         distance=check_int(data.get("distance", 1), ["distance"], 1), held=held, origin=origin)
 
 
 def _flat_evidence(data: dict, prefix: str) -> Optional[Evidence]:
@@ -345,8 +343,29 @@ def _flat_evidence(data: dict, prefix: str) -> Optional[Evidence]:
         return None
     doc = {key: data[f"{prefix}_{key}"] for key in _EVIDENCE_KEYS if f"{prefix}_{key}" in data}
     if f"{prefix}_stack" in data:
-        doc["stack"] = json.loads(data[f"{prefix}_stack"])
+        try:
+            doc["stack"] = json.loads(data[f"{prefix}_stack"])
+        except (TypeError, ValueError):
+            raise SchemaError([f"{prefix}_stack"], "expected a JSON list of frames") from None
+    check_evidence(doc, [prefix])
     return Evidence.from_json(doc)
+
+
+def _xml_attr(value: str) -> str:
+    """`value` as an XML attribute writes it (what to search the text for)."""
+    from xml.sax.saxutils import quoteattr
+
+    return quoteattr(value)[1:-1]
+
+
+def _xml_position(text: str, needle: str) -> tuple[int, int]:
+    """Where the element containing `needle` starts (1, 1 when it cannot be found)."""
+    at = text.find(needle)
+    return _offset_position(text, text.rfind("<", 0, at + 1)) if at >= 0 else (1, 1)
+
+
+def _offset_position(text: str, offset: int) -> tuple[int, int]:
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
 
 
 # -- DOT -----------------------------------------------------------------------------
@@ -392,10 +411,10 @@ def write_dot(graph: DepGraph, out: TextIO, findings: Iterable[Finding] = ()) ->
 
 
 def _dot_id(name: str) -> str:
-    """A DOT quoted string (names like `&mm->mmap_sem` are not DOT identifiers)."""
-    return '"' + name.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n") + '"'
+    """A DOT quoted string (names like `&mm->mmap_sem` are not DOT identifiers), control characters shown."""
+    return '"' + visible(name).replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _dot_label(text: str) -> str:
-    """A label that already holds `\\n` line breaks: quote only `"`."""
-    return '"' + text.replace('"', '\\"') + '"'
+    """A label that already holds `\\n` line breaks: quote only `"`, show control characters."""
+    return '"' + visible(text).replace('"', '\\"') + '"'

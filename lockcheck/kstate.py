@@ -50,13 +50,18 @@ def split_class_name(name: str) -> tuple[str, int, int]:
     """
     base, subclass = name, 0
     head, slash, tail = base.rpartition("/")
-    if slash and head and tail.isdigit():
+    if slash and head and _small_number(tail):
         base, subclass = head, int(tail)
     version = 1
     head, hash_, tail = base.rpartition("#")
-    if hash_ and head and tail.isdigit():
+    if hash_ and head and _small_number(tail):
         base, version = head, int(tail)
     return base, version, subclass
+
+
+def _small_number(text: str) -> bool:
+    """ASCII digits the kernel could have printed (`#²` or a 5000-digit tail is part of the name)."""
+    return 0 < len(text) <= 9 and text.isascii() and text.isdigit()
 
 
 @dataclass(frozen=True)

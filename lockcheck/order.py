@@ -241,12 +241,9 @@ def parse_order(text: str, file: str = "lockcheck.order") -> OrderFile:
 
 def load_order(path: str) -> OrderFile:
     """Read and parse an order file from disk."""
-    try:
-        with open(path, encoding="utf-8") as stream:
-            text = stream.read()
-    except OSError as err:
-        raise TraceError(path, None, None, f"cannot read order file: {err.strerror}") from None
-    return parse_order(text, path)
+    from lockcheck.textfile import read_text
+
+    return parse_order(read_text(path, "order file"), path)
 
 
 def _syntax_message(err: UnexpectedInput) -> str:

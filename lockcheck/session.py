@@ -14,6 +14,7 @@ from typing import Iterable, Iterator, Optional, TextIO
 from lockcheck import __version__
 from lockcheck.checker import Checker, CheckerOptions
 from lockcheck.errors import LockcheckError, TraceError, UsageError
+from lockcheck.escape import visible
 from lockcheck.events import Event
 from lockcheck.findings import Finding
 from lockcheck.graph import DepGraph
@@ -102,7 +103,7 @@ class CheckSession:
             save_graph(checker.graph, output, findings, fmt, stdout)
         if not self.options.quiet:
             graph = checker.graph
-            line = (f"lockcheck: {output}: {count(graph.n_classes, 'lock class', 'lock classes')}, "
+            line = (f"lockcheck: {visible(output)}: {count(graph.n_classes, 'lock class', 'lock classes')}, "
                     f"{count(graph.n_dependencies, 'dependency', 'dependencies')}")
             if findings:
                 line += f", {count(len(findings), 'finding')} (`lockcheck check` reports them)"
@@ -121,7 +122,7 @@ class CheckSession:
         from lockcheck.suppress import load_config
 
         self.config = load_config(self.options.suppress, use_pyproject=self.options.use_pyproject)
-        graph = self._baseline_graph()
+        graph, baseline_findings, reported = self._baseline_graph()
         options = CheckerOptions(first=self.options.first)
         order_path = self.options.order or self.config.order
         if order_path:
@@ -133,9 +134,10 @@ class CheckSession:
             checker: Checker = OrderChecker(order, graph, options)
         else:
             checker = Checker(graph, options)
+        checker.reported |= reported  # a cycle the baselines closed is not reported again by a trace
         self.context = ReadContext(on_open=lambda name, module: self._opened(checker, name, module),
                                    parallel=True, errors=self.errors)
-        findings: list[Finding] = []
+        findings: list[Finding] = list(baseline_findings)
         # option files are read before any input: a bad one is the only line printed
         annotator = self.annotator = self._annotator()
         try:
@@ -151,7 +153,7 @@ class CheckSession:
             self.errors.append(err)
         self._clear_progress()
         if checker.stats.events == 0 and not self.errors and not self.dump_notes:
-            print(f"lockcheck: {', '.join(paths)}: empty trace (no events)", file=self.stderr)
+            print(visible(f"lockcheck: {', '.join(paths)}: empty trace (no events)"), file=self.stderr)
         kept, suppressed = self.config.filter(findings)
         return checker, kept, suppressed
 
@@ -211,20 +213,24 @@ class CheckSession:
 
     def _finish(self, findings: list[Finding]) -> int:
         for err in self.errors:
-            print(err.format(), file=self.stderr)
+            print(visible(err.format()), file=self.stderr)
         if self.errors:
             return EXIT_ERROR
         return EXIT_FINDINGS if findings else EXIT_CLEAN
 
-    def _baseline_graph(self) -> Optional[DepGraph]:
+    def _baseline_graph(self) -> tuple[Optional[DepGraph], list[Finding], set]:
+        """The saved graphs merged, each dependency validated as it is added (`lockcheck.baseline`):
+        the graph, the cycles their union closes, and the keys of those findings."""
         if not self.options.baselines:
-            return None
+            return None, [], set()
+        from lockcheck.baseline import merge_checked
         from lockcheck.graphio import load_graph
 
-        graph = DepGraph()
+        merger = Checker(DepGraph())
+        found: list[Finding] = []
         for path in self.options.baselines:
-            graph.merge(load_graph(path), origin=path)
-        return graph
+            found.extend(merge_checked(merger, load_graph(path), origin=path))
+        return merger.graph, found, merger.reported
 
     def _notes(self, checker: Checker) -> list[str]:
         notes = list(self.context.stats.notes()) if self.context is not None else []
@@ -264,7 +270,7 @@ class CheckSession:
                 if now - last >= 0.5:
                     last = now
                     rate = count / max(now - start, 1e-9)
-                    self.stderr.write(f"\rlockcheck: {count:,} events ({rate:,.0f}/s) {ev.file}:{ev.line}  ")
+                    self.stderr.write(f"\rlockcheck: {count:,} events ({rate:,.0f}/s) {visible(ev.file)}:{ev.line}  ")
                     self.stderr.flush()
                     self._shown = True
             yield ev

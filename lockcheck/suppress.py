@@ -12,7 +12,11 @@ A suppression accepts a known finding by kind and classes (glob patterns,
     ]
 
     [[tool.lockcheck.alias]]
-    pattern = 'inode#\\d+'           # a regex matched against the whole lock name
+    glob = "conn-*"                   # a glob matched against the whole lock name
+    class = "conn"
+
+    [[tool.lockcheck.alias]]
+    pattern = 'inode#\\d+'           # or a bounded regex (see `bounded_regex`)
     class = "inode"                   # may use \\1 / \\g<name> from the pattern
 
 A suppression matches a finding when its `kind` (a glob, default `*`)
@@ -41,6 +45,7 @@ from typing import Any, Iterable, Iterator, Optional
 from lockcheck.errors import TraceError, UsageError
 from lockcheck.events import Event
 from lockcheck.findings import Finding
+from lockcheck.textfile import read_text
 
 _MISS = object()
 
@@ -72,17 +77,24 @@ class Suppression:
 
 @dataclass
 class Alias:
-    """`pattern` (a regex matched against a whole lock name) -> `cls`."""
+    """`pattern` (a bounded regex, or a glob translated to one) matched against a whole lock name -> `cls`."""
 
     pattern: re.Pattern
     cls: str
     origin: str
     hits: int = 0
+    #: the pattern as written (a glob's text, not its translation)
+    source: str = ""
+    glob: bool = False
 
     def apply(self, name: str) -> Optional[str]:
+        if not self.glob and len(name) > MAX_ALIASED_NAME:
+            return None  # a bounded regex is polynomial in the name's length: keep that bounded too
         match = self.pattern.fullmatch(name)
         if match is None:
             return None
+        if self.glob:
+            return self.cls
         try:
             return match.expand(self.cls)
         except (re.error, IndexError) as err:
@@ -173,7 +185,7 @@ class Config:
                 notes.append(f"{rule.origin} ({rule.describe()}) matched nothing; remove it if stale")
         for alias in self.aliases:
             if not alias.hits:
-                notes.append(f"{alias.origin} ({alias.pattern.pattern!r} -> {alias.cls!r}) "
+                notes.append(f"{alias.origin} ({alias.source!r} -> {alias.cls!r}) "
                              "matched no lock; remove it if stale")
         return notes
 
@@ -190,21 +202,23 @@ def finding_classes(finding: Finding) -> list[str]:
 
 def load_suppress_file(path: str) -> Config:
     """A `--suppress` TOML file: the keys of `[tool.lockcheck]` at its top level (or a pyproject.toml)."""
-    doc = _read_toml(path)
+    doc, text = _read_toml(path)
     table = doc.get("tool", {}).get("lockcheck") if isinstance(doc.get("tool"), dict) else None
-    return config_from_table(table if isinstance(table, dict) else doc, path)
+    return config_from_table(table if isinstance(table, dict) else doc, path, text)
 
 
 def find_pyproject(start: str = ".") -> Optional[str]:
-    """The nearest pyproject.toml at or above `start` that has a `[tool.lockcheck]` table."""
+    """The nearest pyproject.toml at or above `start` that has a `[tool.lockcheck]` table.
+
+    The search stops at the first pyproject.toml: one that does not parse is
+    an error (`TraceError`), not a file without settings, because the
+    suppressions it may hold must not be dropped silently.
+    """
     here = os.path.abspath(start)
     while True:
         candidate = os.path.join(here, "pyproject.toml")
         if os.path.isfile(candidate):
-            try:
-                doc = _read_toml(candidate)
-            except TraceError:
-                return None
+            doc, _ = _read_toml(candidate)
             return candidate if isinstance(doc.get("tool"), dict) and "lockcheck" in doc["tool"] else None
         parent = os.path.dirname(here)
         if parent == here:
@@ -214,8 +228,8 @@ def find_pyproject(start: str = ".") -> Optional[str]:
 
 def load_pyproject(path: str) -> Config:
     """`[tool.lockcheck]` of a pyproject.toml (relative paths in it are relative to its folder)."""
-    doc = _read_toml(path)
-    config = config_from_table(doc.get("tool", {}).get("lockcheck", {}), path)
+    doc, text = _read_toml(path)
+    config = config_from_table(doc.get("tool", {}).get("lockcheck", {}), path, text)
     if config.order is not None and not os.path.isabs(config.order):
         config.order = os.path.join(os.path.dirname(path), config.order)
     return config
@@ -234,68 +248,211 @@ def load_config(suppress: Optional[str] = None, pyproject: Optional[str] = None,
     return config
 
 
-def config_from_table(table: Any, file: str) -> Config:
-    """Build a Config from the `[tool.lockcheck]` table (a dict), naming the bad key on error."""
+def config_from_table(table: Any, file: str, text: str = "") -> Config:
+    """Build a Config from the `[tool.lockcheck]` table (a dict), naming the bad key on error.
+
+    `text` is the file's TOML source, used only to give an error the line
+    and column of the key it is about.
+    """
+    def bad(key: str, message: str, nth: int = 0) -> TraceError:
+        line, col = _key_position(text, key, nth)
+        return TraceError(file, line, col, message)
+
     if not isinstance(table, dict):
-        raise TraceError(file, None, None, "[tool.lockcheck] must be a table")
+        raise bad("lockcheck", "[tool.lockcheck] must be a table")
     config = Config(files=[file])
     unknown = sorted(set(table) - {"suppress", "alias", "order"})
     if unknown:
-        raise TraceError(file, None, None, f"unknown lockcheck setting {unknown[0]!r} "
-                                           "(expected suppress, alias, order)")
+        raise bad(unknown[0], f"unknown lockcheck setting {unknown[0]!r} (expected suppress, alias, order)")
     rules = table.get("suppress", [])
     if not isinstance(rules, list):
-        raise TraceError(file, None, None, "suppress: expected a list of {kind=..., classes=[...]} tables")
+        raise bad("suppress", "suppress: expected a list of {kind=..., classes=[...]} tables")
     for i, rule in enumerate(rules):
         where = f"{file}: suppress[{i}]"
         if not isinstance(rule, dict):
-            raise TraceError(file, None, None, f"suppress[{i}]: expected a table {{kind=..., classes=[...]}}")
+            raise bad("suppress", f"suppress[{i}]: expected a table {{kind=..., classes=[...]}}")
         extra = sorted(set(rule) - {"kind", "classes", "reason"})
         if extra:
-            raise TraceError(file, None, None, f"suppress[{i}]: unknown key {extra[0]!r} (expected kind, classes, reason)")
+            raise bad(extra[0], f"suppress[{i}]: unknown key {extra[0]!r} (expected kind, classes, reason)")
         kind = rule.get("kind", "*")
         classes = rule.get("classes", [])
         if isinstance(classes, str):
             classes = [classes]
         if not isinstance(kind, str) or not isinstance(classes, list) or not all(isinstance(c, str) for c in classes):
-            raise TraceError(file, None, None, f"suppress[{i}]: kind must be a string and classes a list of strings")
+            raise bad("suppress", f"suppress[{i}]: kind must be a string and classes a list of strings")
         if kind == "*" and not classes:
-            raise TraceError(file, None, None, f"suppress[{i}]: give a kind or classes (this would accept everything)")
-        config.suppressions.append(Suppression(kind, tuple(classes), where, rule.get("reason")))
+            raise bad("suppress", f"suppress[{i}]: give a kind or classes (this would accept everything)")
+        reason = rule.get("reason")
+        if reason is not None and not isinstance(reason, str):
+            raise bad("reason", f"suppress[{i}]: reason must be a string")
+        config.suppressions.append(Suppression(kind, tuple(classes), where, reason))
     aliases = table.get("alias", [])
     if isinstance(aliases, dict):
         aliases = [aliases]
     if not isinstance(aliases, list):
-        raise TraceError(file, None, None, "alias: expected [[alias]] tables with pattern and class")
+        raise bad("alias", "alias: expected [[alias]] tables with pattern (or glob) and class")
     for i, alias in enumerate(aliases):
-        if not isinstance(alias, dict) or not isinstance(alias.get("pattern"), str) \
-                or not isinstance(alias.get("class"), str):
-            raise TraceError(file, None, None, f"alias[{i}]: needs pattern (a regex) and class (a string)")
-        try:
-            pattern = re.compile(alias["pattern"])
-            pattern.fullmatch("")  # compile-time errors only; expand() is checked on first use
-        except re.error as err:
-            raise TraceError(file, None, None, f"alias[{i}]: bad pattern {alias['pattern']!r}: {err}") from None
-        config.aliases.append(Alias(pattern, alias["class"], f"{file}: alias[{i}]"))
+        config.aliases.append(_alias(alias, i, file, bad))
     order = table.get("order")
     if order is not None and not isinstance(order, str):
-        raise TraceError(file, None, None, "order: expected the path of a lockcheck.order file")
+        raise bad("order", "order: expected the path of a lockcheck.order file")
     config.order = order
     return config
 
 
-_TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
-
-
-def _read_toml(path: str) -> dict:
+def _alias(alias: Any, i: int, file: str, bad) -> Alias:
+    """One `[[alias]]` table: `glob` or `pattern` (a bounded regex), and `class`."""
+    if not isinstance(alias, dict) or set(alias) - {"pattern", "glob", "class"} \
+            or ("pattern" in alias) == ("glob" in alias) or not isinstance(alias.get("class"), str) \
+            or not isinstance(alias.get("pattern", alias.get("glob")), str):
+        raise bad("alias", f"alias[{i}]: needs pattern (a regex) or glob, and class (a string)", i)
+    origin = f"{file}: alias[{i}]"
+    if "glob" in alias:
+        return Alias(re.compile(fnmatch.translate(alias["glob"])), alias["class"], origin, source=alias["glob"],
+                     glob=True)
     try:
-        with open(path, "rb") as stream:
-            return tomllib.load(stream)
-    except OSError as err:
-        raise TraceError(path, None, None, f"cannot read: {err.strerror}") from None
+        pattern = bounded_regex(alias["pattern"])
+    except (re.error, ValueError) as err:
+        raise bad("pattern", f"alias[{i}]: bad pattern {alias['pattern']!r}: {err}", i) from None
+    return Alias(pattern, alias["class"], origin, source=alias["pattern"])
+
+
+# -- bounded regular expressions ------------------------------------------------------
+
+#: regex aliases only look at names up to this length (the kernel's KSYM_NAME_LEN)
+MAX_ALIASED_NAME = 512
+#: quantifiers with no small upper bound (`*`, `+`, `{2,}`, `{1,100}`) a pattern may have
+MAX_UNBOUNDED = 2
+#: the product of small quantifier ranges and alternatives, a bound on backtracking per position
+MAX_CHOICES = 4096
+
+if sys.version_info >= (3, 11):
+    from re import _constants as _sre, _parser as _sre_parse  # type: ignore[attr-defined]
+else:  # pragma: no cover - Python 3.10
+    import sre_constants as _sre
+    import sre_parse as _sre_parse
+
+_REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT} | ({_sre.POSSESSIVE_REPEAT} if hasattr(_sre, "POSSESSIVE_REPEAT") else set())
+_ONE_CHAR = {_sre.LITERAL, _sre.NOT_LITERAL, _sre.ANY, _sre.IN, _sre.CATEGORY}
+_HARMLESS = _ONE_CHAR | {_sre.AT}
+
+
+def bounded_regex(pattern: str) -> re.Pattern:
+    """Compile an alias regex whose matching time is bounded, or raise ValueError saying why not.
+
+    Python's `re` backtracks: `(a+)+b` takes seconds on a 29-character
+    name.  An alias pattern may use literals, character classes, `.`,
+    anchors, groups and alternation; a quantifier applies to one character
+    or class (`\\d+`, `[a-z]*`), never to a group; at most MAX_UNBOUNDED
+    quantifiers are unbounded; no backreferences or lookarounds.  Matching
+    is then at worst MAX_CHOICES x n^2 steps for a name of n characters
+    (n <= MAX_ALIASED_NAME).  Globs (`glob = "inode#*"`) have no such limits.
+
+    >>> bounded_regex(r"inode#(\\d+)").fullmatch("inode#12").group(1)
+    '12'
+    >>> bounded_regex(r"(a+)+b")
+    Traceback (most recent call last):
+    ...
+    ValueError: a quantifier may only follow one character or class, not a group (as in (a+)+)
+    """
+    compiled = re.compile(pattern)
+    choices, unbounded = _cost(_sre_parse.parse(pattern))
+    if unbounded > MAX_UNBOUNDED:
+        raise ValueError(f"more than {MAX_UNBOUNDED} unbounded quantifiers (use a glob)")
+    if choices > MAX_CHOICES:
+        raise ValueError("too many alternatives and optional parts")
+    return compiled
+
+
+def _cost(items) -> tuple[int, int]:
+    """(choices, unbounded quantifiers) of a parsed pattern; ValueError for constructs that backtrack."""
+    choices, unbounded = 1, 0
+    for op, arg in items:
+        if op in _REPEATS:
+            low, high, body = arg
+            inner = list(body)
+            if len(inner) == 1 and inner[0][0] is _sre.SUBPATTERN:
+                inner = list(inner[0][1][-1])
+            if len(inner) != 1 or inner[0][0] not in _ONE_CHAR:
+                raise ValueError("a quantifier may only follow one character or class, not a group (as in (a+)+)")
+            if high is _sre.MAXREPEAT or high > 64:
+                unbounded += 1
+            else:
+                choices *= high - low + 1
+        elif op is _sre.SUBPATTERN:
+            sub_choices, sub_unbounded = _cost(arg[-1])
+            choices *= sub_choices
+            unbounded += sub_unbounded
+        elif op is _sre.BRANCH:
+            costs = [_cost(branch) for branch in arg[1]]
+            choices *= sum(c for c, _ in costs)
+            unbounded += max(u for _, u in costs)
+        elif op not in _HARMLESS:
+            raise ValueError(f"{str(op).lower().replace('_', ' ')} is not allowed in an alias pattern")
+        if choices > MAX_CHOICES:
+            raise ValueError("too many alternatives and optional parts")
+    return choices, unbounded
+
+
+# -- TOML -------------------------------------------------------------------------------
+
+_TOML_POSITION = re.compile(r"\(at line (\d+), column (\d+)\)")
+#: what a bracket-depth scan of TOML skips: strings (all four kinds) and comments
+_TOML_SKIP = r'"""(?:[^\\]|\\.)*?"""|\'\'\'.*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'[^\'\n]*\'|#[^\n]*'
+
+
+def _read_toml(path: str) -> tuple[dict, str]:
+    """The parsed TOML document of `path` and its text; every problem is a TraceError with a position."""
+    text = read_text(path, "TOML file")
+    try:
+        return tomllib.loads(text), text
     except tomllib.TOMLDecodeError as err:
         message = str(err)
         where = _TOML_POSITION.search(message)
         line = int(where.group(1)) if where else None
         col = int(where.group(2)) if where else None
         raise TraceError(path, line, col, f"invalid TOML: {_TOML_POSITION.sub('', message).strip()}") from None
+    except RecursionError:
+        line, col = _offset_position(text, _deepest_bracket(text))
+        raise TraceError(path, line, col, "invalid TOML: arrays or tables nested too deeply") from None
+    except ValueError as err:  # Python's int-string limit on a number of thousands of digits
+        match = re.search(r"\d{1000,}", text)
+        line, col = _offset_position(text, match.start() if match else -1)
+        raise TraceError(path, line, col, f"invalid TOML: number too long ({str(err).split(':')[0]})") from None
+
+
+def _deepest_bracket(text: str) -> int:
+    depth = best = 0
+    at = -1
+    for match in re.finditer(_TOML_SKIP + r"|[\[\]{}]", text, re.DOTALL):
+        char = match.group()
+        if char in ("[", "{"):
+            depth += 1
+            if depth > best:
+                best, at = depth, match.start()
+        elif char in ("]", "}"):
+            depth -= 1
+    return at
+
+
+def _offset_position(text: str, offset: int) -> tuple[Optional[int], Optional[int]]:
+    if offset < 0:
+        return None, None
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _key_position(text: str, key: str, nth: int = 0) -> tuple[Optional[int], Optional[int]]:
+    """Where a TOML key (or the nth `[[alias]]` header for `alias`) is written, for error lines."""
+    if not text:
+        return None, None
+    if key == "alias":
+        headers = list(re.finditer(r"(?m)^[ \t]*\[\[(?:tool\.lockcheck\.)?alias\]\]", text))
+        if headers:
+            return _offset_position(text, headers[min(nth, len(headers) - 1)].start())
+    if key == "lockcheck":
+        match = re.search(r"(?m)^[ \t]*\[tool\.lockcheck\]|lockcheck\s*=", text)
+        return _offset_position(text, match.start() if match else -1)
+    matches = list(re.finditer(r"(?:^|(?<=[\s{,.]))[\"']?" + re.escape(key) + r"[\"']?\s*=", text, re.M))
+    if not matches:
+        return None, None
+    return _offset_position(text, matches[min(nth, len(matches) - 1)].start())

@@ -95,12 +95,12 @@ def test_dot_highlights_cycles():
 
 @pytest.mark.parametrize("text, line, message", [
     ("{\n  \"lockcheck-graph\": 1,\n  oops\n}", 3, "not a lockcheck graph"),
-    ('{"classes": []}', None, 'no "lockcheck-graph" key'),
-    ('{"lockcheck-graph": 99}', None, "unsupported lockcheck-graph version 99"),
+    ('{"classes": []}', 1, 'no "lockcheck-graph" key'),
+    ('{"lockcheck-graph": 99}', 1, "unsupported lockcheck-graph version 99"),
     ('{"lockcheck-graph": 1, "dependencies": [{"from": "A", "to": "B", "dep": ["XX"], '
-     '"evidence": {"file": "f", "line": 1, "task": "T"}}]}', None, "unknown dependency type 'XX'"),
-    ('{"lockcheck-graph": 1, "dependencies": [{"from": "A", "to": "B", "dep": ["EN"]}]}', None,
-     "dependencies[0].evidence"),
+     '"evidence": {"file": "f", "line": 1, "task": "T"}}]}', 1, "unknown dependency type 'XX'"),
+    ('{"lockcheck-graph": 1, "dependencies": [{"from": "A", "to": "B", "dep": ["EN"]}]}', 1,
+     "dependencies[0].evidence: missing"),
 ])
 def test_bad_graph_files_are_trace_errors(tmp_path: Path, text: str, line, message: str):
     path = tmp_path / "bad.json"

@@ -115,11 +115,15 @@ def test_pyproject_without_section_is_ignored(tmp_path: Path):
 
 @pytest.mark.parametrize("text, line, message", [
     ("suppress = [\n  {kind = \n]\n", 2, "invalid TOML"),
-    ('suppress = "x"\n', None, "suppress: expected a list"),
-    ('suppress = [{kind = "x", colour = "red"}]\n', None, "unknown key 'colour'"),
-    ('suppress = [{}]\n', None, "would accept everything"),
-    ('[[alias]]\npattern = "("\nclass = "x"\n', None, "bad pattern"),
-    ('typo = 1\n', None, "unknown lockcheck setting 'typo'"),
+    ('suppress = "x"\n', 1, "suppress: expected a list"),
+    ('suppress = [{kind = "x", colour = "red"}]\n', 1, "unknown key 'colour'"),
+    ('suppress = [{}]\n', 1, "would accept everything"),
+    ('[[alias]]\npattern = "("\nclass = "x"\n', 2, "bad pattern"),
+    ('[[alias]]\npattern = "(a+)+b"\nclass = "x"\n', 2, "not a group"),
+    ('[[alias]]\nglob = "a*"\npattern = "a"\nclass = "x"\n', 1, "pattern (a regex) or glob"),
+    ('typo = 1\n', 1, "unknown lockcheck setting 'typo'"),
+    ('x = ' + '[' * 100000 + ']' * 100000 + '\n', 1, "nested too deeply"),
+    ('order = ' + '9' * 5000 + '\n', 1, "number too long"),
 ])
 def test_bad_config_is_trace_error(tmp_path: Path, text: str, line, message: str):
     path = tmp_path / "s.toml"

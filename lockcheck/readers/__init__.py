@@ -101,6 +101,8 @@ def formats() -> dict[str, ModuleType]:
 
 #: how many non-blank lines `sniff` sees (ftrace output opens with ~12 comment lines)
 SNIFF_LINES = 32
+#: how many lines, blank ones included, format detection reads at most
+SNIFF_MAX_LINES = 100_000
 
 
 def read(path: str, input_format: str = "auto", context: Optional[ReadContext] = None) -> Iterator[Event]:
@@ -221,13 +223,32 @@ def sniff_format(head: list[str]) -> Optional[ModuleType]:
 
 
 def _peek(lines: Iterator[str]) -> tuple[list[str], Iterator[str]]:
-    """The first SNIFF_LINES non-blank lines, and an iterator that still yields every line."""
-    buffered: list[str] = []
+    """The first SNIFF_LINES non-blank lines, and an iterator that still yields every line.
+
+    Blank lines are counted, not kept, and at most SNIFF_MAX_LINES lines are
+    looked at: a file that opens with a gigabyte of newlines (a few hundred
+    KB compressed) must not be held in memory to decide its format.
+    """
     head: list[str] = []
-    for line in lines:
-        buffered.append(line)
+    blanks_before: list[int] = []  # blank lines before each line of `head`
+    blank = 0
+    for seen, line in enumerate(lines, 1):
         if line.strip(" \t"):
             head.append(line)
+            blanks_before.append(blank)
+            blank = 0
             if len(head) >= SNIFF_LINES:
                 break
-    return head, itertools.chain(buffered, lines)
+        else:
+            blank += 1
+        if seen >= SNIFF_MAX_LINES:
+            break
+    return head, itertools.chain(_replay(head, blanks_before, blank), lines)
+
+
+def _replay(head: list[str], blanks_before: list[int], trailing: int) -> Iterator[str]:
+    """The lines `_peek` consumed, blank ones as "" (every reader skips a blank line alike)."""
+    for line, blanks in zip(head, blanks_before):
+        yield from itertools.repeat("", blanks)
+        yield line
+    yield from itertools.repeat("", trailing)

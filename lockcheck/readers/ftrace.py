@@ -431,6 +431,16 @@ def scan_slow(line: str, file: str = "<trace>", lineno: int = 0) -> tuple:
 
 # -- the reader ---------------------------------------------------------------------
 
+#: most digits of a CPU number (Python refuses to convert numbers of thousands of digits)
+MAX_CPU_DIGITS = 9
+
+
+def _check_number(text: str, line: str, file: str, lineno: int, what: str, limit: int = MAX_CPU_DIGITS) -> None:
+    """A TraceError at `text` in `line` when it is longer than `limit` characters."""
+    if len(text) > limit:
+        raise TraceError(file, lineno, line.find(text) + 1, f"{what} too long ({len(text)} digits)", source=line)
+
+
 
 class FtraceReader:
     """Events from the lines of one ftrace capture; `stats` fills as it goes.
@@ -499,6 +509,7 @@ class FtraceReader:
                     record = scan_slow(line, file, lineno)
                     if record[0] == "lost":
                         stats.lost_markers += 1
+                        _check_number(record[1], line, file, lineno, "CPU number")
                         yield make("", LOST_EVENTS, None, None, WRITE, False, 0, None, True, None, None,
                                    int(record[1]), file, lineno, None)
                         continue
@@ -522,12 +533,19 @@ class FtraceReader:
                 op, instance, name, trylock, read = known_body
                 task_info = tasks.get(head)
                 if task_info is None or head[0] == "<...>":
+                    if head[2] is not None:
+                        _check_number(head[2], line, file, lineno, "CPU number")
                     task_info = self._task(*head)
                     if len(tasks) >= _CACHE_LIMIT:
                         tasks.clear()
                     tasks[head] = task_info
                 task, display, cpu = task_info
-                ts = float(timestamp) if timestamp is not None else None
+                if timestamp is None:
+                    ts = None
+                elif len(timestamp) <= 40:
+                    ts = float(timestamp)
+                else:  # 1e40 s: a corrupt line, and float() would make it inf
+                    _check_number(timestamp, line, file, lineno, "timestamp", 40)
                 in_irq = False
                 if flags is not None:
                     state = flag_states.get(flags)

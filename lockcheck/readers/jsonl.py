@@ -11,7 +11,8 @@ null), `mode` (`write`/`read`/`rread`), `try` (bool), `subclass` (0..7),
 its inverse), `at` (string), `ts` (number), `cpu` (integer), `comm` (display
 name, optional).  `mode`, `try`, `subclass`, `nest`, `nocheck`/`check` are
 for `acquire` only.  Anything else is an error naming the line and the
-column of the JSON error or of the offending key.  Blank lines and lines
+column of the JSON error or of the offending key.  Numbers are finite
+(`NaN`, `Infinity` and `1e999` are errors), strings valid Unicode.  Blank lines and lines
 starting with `#` are ignored.  No grammar file: JSON is the grammar.
 """
 
@@ -22,6 +23,10 @@ from typing import Any, Iterable, Iterator, Optional
 
 from lockcheck.errors import TraceError
 from lockcheck.events import ACQUIRE, ALL_OPS, LOCK_OPS, MAX_SUBCLASS, MODES_BY_NAME, WRITE, Event
+from lockcheck.jsontext import JsonError, finite, loads, valid_text
+
+#: largest `cpu` accepted (as the `.lt` reader: at most 9 digits)
+MAX_CPU = 10**9 - 1
 
 NAME = "jsonl"
 
@@ -114,31 +119,49 @@ def event_from_json(obj: Any, file: str = "<trace>", line: int = 0) -> Event:
             raise _Bad("nocheck", "give 'nocheck' or 'check', not both")
         check = not _bool(obj, "nocheck", False)
     ts = obj.get("ts")
-    if ts is not None and (isinstance(ts, bool) or not isinstance(ts, (int, float))):
-        raise _Bad("ts", "'ts' must be a number")
+    if ts is not None and not finite(ts):
+        raise _Bad("ts", "'ts' must be a finite number")
     cpu = obj.get("cpu")
-    if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, int) or cpu < 0):
-        raise _Bad("cpu", "'cpu' must be a non-negative integer")
+    if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, int) or not 0 <= cpu <= MAX_CPU):
+        raise _Bad("cpu", f"'cpu' must be an integer 0..{MAX_CPU}")
     return Event(task, op, lock, instance, MODES_BY_NAME[mode_name], _bool(obj, "try", False), subclass,
                  _nest(obj.get("nest")), check, _string(obj, "at"), float(ts) if ts is not None else None, cpu,
                  file, line, _string(obj, "comm"))
 
 
 def parse(lines: Iterable[str], file: str = "<trace>") -> Iterator[Event]:
-    """Events from JSON Lines (the format-module entry)."""
-    decode = json.loads
+    """Events from JSON Lines (the format-module entry).
+
+    Lines are strict JSON (`lockcheck.jsontext`: no NaN or Infinity, no
+    runaway nesting or number length), and every string must be valid
+    Unicode: a `\\ud800` escape decodes to a lone surrogate, which no
+    renderer or output file could carry.
+    """
     for lineno, line in enumerate(lines, 1):
         text = line.strip()
         if not text or text[0] == "#":
             continue
         try:
-            obj = decode(line)
-        except json.JSONDecodeError as exc:
-            raise TraceError(file, lineno, exc.colno, f"invalid JSON: {exc.msg}", source=line) from None
+            obj = loads(line)
+        except JsonError as exc:
+            raise TraceError(file, lineno, exc.col, f"invalid JSON: {exc.message}", source=line) from None
         try:
-            yield event_from_json(obj, file, lineno)
+            event = event_from_json(obj, file, lineno)
+            if "\\u" in line:
+                _check_unicode(event)
         except _Bad as exc:
             raise TraceError(file, lineno, _column(line, exc.key), exc.message, source=line) from None
+        yield event
+
+
+def _check_unicode(event: Event) -> None:
+    """Raise `_Bad` for a string field that holds a lone surrogate."""
+    for key in ("task", "lock", "instance", "at", "comm"):
+        value = getattr(event, key)
+        if value is not None and not valid_text(value):
+            raise _Bad(key, f"{key!r} holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text")
+    if event.nest is not None and not all(valid_text(part) for part in event.nest if part is not None):
+        raise _Bad("nest", "'nest' holds a lone surrogate (an unpaired \\ud800-\\udfff escape): not text")
 
 
 def sniff(lines: list[str]) -> bool:
@@ -150,9 +173,9 @@ def sniff(lines: list[str]) -> bool:
         if text[0] != "{":
             return False
         try:
-            obj = json.loads(text)
-        except ValueError:
-            return False
+            obj = loads(text)
+        except JsonError:
+            return '"op"' in text  # a JSON object with an op that does not parse: a JSON Lines error
         return isinstance(obj, dict) and "op" in obj
     return False
 

@@ -68,9 +68,14 @@ _SHAPES: dict[str, tuple[str, bool, frozenset[str]]] = {op: (op, op in LOCK_OPS,
 
 
 # -- values shared by both parsers ---------------------------------------------
+#: most digits a `cpu=` value may have (no machine has a billion CPUs; Python refuses
+#: to convert numbers of thousands of digits)
+MAX_CPU_DIGITS = 9
+
+
 def _subclass(text: str) -> Optional[int]:
     """`subclass=` value: a decimal 0..MAX_SUBCLASS, else None."""
-    if text.isascii() and text.isdigit():
+    if len(text) <= 2 and text.isascii() and text.isdigit():
         value = int(text)
         if value <= MAX_SUBCLASS:
             return value
@@ -78,13 +83,13 @@ def _subclass(text: str) -> Optional[int]:
 
 
 def _cpu(text: str) -> Optional[int]:
-    """`cpu=` value: a non-negative decimal integer, else None."""
-    return int(text) if text.isascii() and text.isdigit() else None
+    """`cpu=` value: a non-negative decimal integer of at most MAX_CPU_DIGITS digits, else None."""
+    return int(text) if len(text) <= MAX_CPU_DIGITS and text.isascii() and text.isdigit() else None
 
 
 def _seconds(text: str) -> Optional[float]:
     """`ts=` value: a finite decimal number of seconds (no `_`, `nan`, `inf`), else None."""
-    if "_" in text:
+    if "_" in text or len(text) > 64:
         return None
     try:
         value = float(text)
@@ -311,7 +316,7 @@ def _check_option(op: str, option: _Option, seen: dict[str, object]) -> None:
     """Reject an unknown key, an option `op` does not take, or a repeated one."""
     name = option.name
     if name not in MODES_BY_NAME and name not in _FLAGS and name not in _KEYS:
-        raise _Invalid(option.col, f"unknown key '{name}'{_suggest(name, _KEYS)}")
+        raise _Invalid(option.col, f"unknown key '{clip(name)}'{_suggest(name, _KEYS)}")
     if name not in _ALLOWED[op]:
         raise _Invalid(option.col, f"{_spelled(name)} {_where_valid(name)}")
     slot = _slot(name)
@@ -332,6 +337,11 @@ def _where_valid(name: str) -> str:
     return "is only valid on " + ", ".join(sorted(_SITE_OPS))
 
 
+def clip(text: str, limit: int = 40) -> str:
+    """`text` shortened for an error message (a 5000-digit value is not worth repeating)."""
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
 def _option_value(option: _Option) -> object:
     """The Event value of a checked option; bad numbers raise `_Invalid` at the value."""
     name = option.name
@@ -342,7 +352,7 @@ def _option_value(option: _Option) -> object:
     if name == "subclass":
         return _checked(_subclass(option.value), option, f"subclass must be 0..{MAX_SUBCLASS}")
     if name == "cpu":
-        return _checked(_cpu(option.value), option, "cpu must be a non-negative integer")
+        return _checked(_cpu(option.value), option, "cpu must be a non-negative integer below 10**9")
     if name == "ts":
         return _checked(_seconds(option.value), option, "ts must be a number of seconds")
     return option.value  # nest (a lock pair), at (a site)
@@ -350,7 +360,7 @@ def _option_value(option: _Option) -> object:
 
 def _checked(value: object, option: _Option, message: str) -> object:
     if value is None:
-        raise _Invalid(option.value_col, f"{message}, not '{option.value}'")
+        raise _Invalid(option.value_col, f"{message}, not '{clip(str(option.value))}'")
     return value
 
 
@@ -374,7 +384,7 @@ def _explain(line: str, err: UnexpectedInput) -> tuple[int, str]:
     field = _field(line, start)
     index = len(_blank_split(line[:start - 1]))
     if index == 1:
-        return start, f"unknown op '{field}'{_suggest(field, sorted(ALL_OPS))}"
+        return start, f"unknown op '{clip(field)}'{_suggest(field, sorted(ALL_OPS))}"
     op = fields[1]
     if index == 2 and op in LOCK_OPS:
         return _explain_lock(line, start, col)
@@ -392,10 +402,10 @@ def _explain_lock(line: str, start: int, col: int) -> tuple[int, str]:
         return start, "missing lock class before '@'"
     name = field.partition("@")[0]
     if "=" in name:
-        return start, f"missing lock (found '{field}'; quote a class name that contains '=')"
+        return start, f"missing lock (found '{clip(field)}'; quote a class name that contains '=')"
     if field.endswith("@"):
         return col, "missing instance after '@'"
-    return col, f"unexpected character {line[col - 1]!r} in lock '{field}'"
+    return col, f"unexpected character {line[col - 1]!r} in lock '{clip(field)}'"
 
 
 def _explain_option(line: str, start: int, col: int) -> tuple[int, str]:
@@ -405,16 +415,16 @@ def _explain_option(line: str, start: int, col: int) -> tuple[int, str]:
     if field.startswith('"'):
         return start, "unexpected quoted string (only a lock class or an 'at=' site is quoted)"
     if not eq and field in _KEYS:
-        return start + len(field), f"missing '=' and value after '{field}'"
+        return start + len(field), f"missing '=' and value after '{clip(field)}'"
     if not eq:
         choices = [*MODES_BY_NAME, *_FLAGS, *_KEYS]
-        return start, f"unknown option '{field}'{_suggest(field, choices)}"
+        return start, f"unknown option '{clip(field)}'{_suggest(field, choices)}"
     if not key:
         return start, "missing key before '='"
     if key in MODES_BY_NAME or key in _FLAGS:
-        return start, f"'{key}' takes no value"
+        return start, f"'{clip(key)}' takes no value"
     if key not in _KEYS:
-        return start, f"unknown key '{key}'{_suggest(key, _KEYS)}"
+        return start, f"unknown key '{clip(key)}'{_suggest(key, _KEYS)}"
     value_col = start + len(key) + 1
     if not value:
         what = {"nest": "lock", "at": "site"}.get(key, "value")

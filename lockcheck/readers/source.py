@@ -15,6 +15,7 @@ import lzma
 import os
 import sys
 import zlib
+from itertools import repeat
 from typing import BinaryIO, Callable, Iterator
 
 from lockcheck.errors import TraceError
@@ -110,8 +111,47 @@ def _zstd_reader(stream: BinaryIO, name: str) -> BinaryIO:
     except ImportError:
         raise TraceError(name, None, None, "zstd-compressed input needs the 'zstandard' package "
                                            "(pip install 'pylockdep[zstd]')") from None
-    reader = zstandard.ZstdDecompressor().stream_reader(stream, read_across_frames=True)
-    return io.BufferedReader(reader)  # type: ignore[arg-type]
+    return io.BufferedReader(_ZstdFrames(stream, zstandard.ZstdDecompressor()))  # type: ignore[arg-type]
+
+
+class _ZstdFrames(io.RawIOBase):
+    """zstd frames decompressed one after the other; input that ends inside a frame is an EOFError.
+
+    zstandard's own `stream_reader` reports a truncated frame as a clean end
+    of data: a half-copied `.zst` trace would read as a shorter (or empty)
+    trace with exit status 0.  Here each frame's decompressor says whether
+    its frame ended (`eof`), as gzip and lzma do.
+    """
+
+    def __init__(self, stream: BinaryIO, decompressor) -> None:
+        super().__init__()
+        self._stream = stream
+        self._new = decompressor.decompressobj
+        self._frame = None  # the current frame's decompressor, None between frames
+        self._pending = b""  # compressed bytes not fed yet (the start of the next frame)
+        self._out = b""
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: bytearray) -> int:  # type: ignore[override]
+        while not self._out:
+            data = self._pending or self._stream.read(BLOCK)
+            self._pending = b""
+            if not data:
+                if self._frame is not None:
+                    raise EOFError("compressed data is truncated")
+                return 0
+            if self._frame is None:
+                self._frame = self._new()
+            self._out = self._frame.decompress(data)
+            if self._frame.eof:
+                self._pending = self._frame.unused_data
+                self._frame = None
+        size = min(len(buffer), len(self._out))
+        buffer[:size] = self._out[:size]
+        self._out = self._out[size:]
+        return size
 
 
 class _Prefixed(io.RawIOBase):
@@ -160,17 +200,22 @@ def _lines(stream: BinaryIO, name: str, close: Callable[[], None]) -> Iterator[s
             try:
                 block = read(BLOCK)
             except _DECOMPRESS_ERRORS as err:
-                raise TraceError(name, lineno + 1, None, f"cannot read: {_reason(err)}") from None
+                raise TraceError(name, lineno + 1, _column_after(carry), f"cannot read: {_reason(err)}") from None
             if not block:
                 break
             end = block.rfind(b"\n")
             if end < 0:
                 carry += block
                 if len(carry) >= MAX_LINE:
-                    raise TraceError(name, lineno + 1, None, f"line longer than {MAX_LINE} bytes: not a text trace")
+                    raise _too_long(name, lineno + 1, carry)
                 continue
             chunk = carry + block[:end] if carry else block[:end]
             carry = block[end + 1:]
+            if not chunk.strip(b"\n"):  # a run of empty lines: no decoding, no list
+                blanks = len(chunk) + 1
+                lineno += blanks
+                yield from repeat("", blanks)
+                continue
             lines = _decode_block(chunk, name, lineno)
             lineno += len(lines)
             yield from lines
@@ -198,8 +243,19 @@ def _decode_block(chunk: bytes, name: str, lineno: int) -> list[str]:
     if len(chunk) >= MAX_LINE and max(map(len, lines)) >= MAX_LINE:
         for i, line in enumerate(lines):
             if len(line) >= MAX_LINE:
-                raise TraceError(name, lineno + i + 1, None, f"line longer than {MAX_LINE} bytes: not a text trace")
+                raise _too_long(name, lineno + i + 1, line.encode("utf-8"))
     return lines
+
+
+def _too_long(name: str, lineno: int, start: bytes) -> TraceError:
+    """The error for a line of MAX_LINE bytes or more, at the column where the limit is passed."""
+    return TraceError(name, lineno, _column_after(start[:MAX_LINE]),
+                      f"line longer than {MAX_LINE} bytes: not a text trace")
+
+
+def _column_after(partial: bytes) -> int:
+    """The column just after the characters of `partial`, the bytes of a line read so far."""
+    return len(partial.decode("utf-8", "replace")) + 1
 
 
 def _raise_line_error(chunk: bytes, name: str, lineno: int) -> None:

@@ -14,8 +14,9 @@ limit is passed.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, TextIO
+from typing import TYPE_CHECKING, Optional, Sequence, TextIO, Union
 
+from lockcheck.escape import visible, workflow_data, workflow_property
 from lockcheck.findings import Finding
 from lockcheck.wording import count
 from lockcheck.report.sarif import _FILE_LINE, message_text
@@ -28,19 +29,28 @@ ANNOTATIONS_PER_STEP = 10
 
 
 def escape_data(text: str) -> str:
-    """A workflow command's message."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    """A workflow command's message (see `lockcheck.escape.workflow_data`)."""
+    return workflow_data(text)
 
 
 def escape_property(text: str) -> str:
     """A workflow command's property value (`file=`, `title=`...)."""
-    return escape_data(text).replace(":", "%3A").replace(",", "%2C")
+    return workflow_property(text)
 
 
-def command(level: str, message: str, **props: Optional[object]) -> str:
-    """`::LEVEL k=v,...::MESSAGE` with everything escaped; None properties are left out."""
-    parts = ",".join(f"{key}={escape_property(str(value))}" for key, value in props.items() if value is not None)
-    return f"::{level}{' ' + parts if parts else ''}::{escape_data(message)}"
+def command(level: str, message: Union[str, Sequence[str]], **props: Optional[object]) -> str:
+    """`::LEVEL k=v,...::MESSAGE` with everything escaped; None properties are left out.
+
+    `message` is one line, or a list of lines.  Each line, and each
+    property, is first made visible (`lockcheck.escape.visible`: a name's
+    own newline or escape sequence is shown, not obeyed); the lines are then
+    joined by the encoded line breaks the runner expects.
+    """
+    parts = ",".join(f"{key}={workflow_property(visible(str(value)))}" for key, value in props.items()
+                     if value is not None)
+    lines = [message] if isinstance(message, str) else list(message)
+    text = "\n".join(visible(line) for line in lines)
+    return f"::{level}{' ' + parts if parts else ''}::{workflow_data(text)}"
 
 
 def where(finding: Finding) -> tuple[str, Optional[int], Optional[int]]:
@@ -67,7 +77,7 @@ def render(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
         if finding.site and (file, line) != where_trace(finding):
             lines.append(f"trace: {finding.location}")
         level = "warning" if finding.uncertain else "error"
-        out.write(command(level, "\n".join(lines), file=file, line=line, col=col,
+        out.write(command(level, lines, file=file, line=line, col=col,
                           title=f"lockcheck: {finding.message}") + "\n")
     for error in summary.errors:
         out.write(command("error", error, title="lockcheck: input not read") + "\n")
@@ -81,7 +91,7 @@ def render(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
     n = len(findings)
     if n > ANNOTATIONS_PER_STEP:
         text += f"; GitHub shows only the first {ANNOTATIONS_PER_STEP} annotations of a step, all are listed above"
-    out.write(text + "\n")
+    out.write(visible(text) + "\n")
 
 
 def where_trace(finding: Finding) -> tuple[str, Optional[int]]:

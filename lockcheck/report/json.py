@@ -22,7 +22,7 @@ FORMAT_VERSION = 1
 
 def render(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
     """Write the whole document, indented by 2, with a trailing newline."""
-    json.dump(document(findings, summary), out, indent=2)
+    json.dump(document(findings, summary), out, indent=2, allow_nan=False)
     out.write("\n")
 
 

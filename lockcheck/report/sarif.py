@@ -38,11 +38,12 @@ SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 INFORMATION_URI = "https://pypi.org/project/pylockdep/"
 
 #: FILE:LINE or FILE:LINE:COL, where FILE has no blanks and is not a `func+0x..` symbol
-_FILE_LINE = re.compile(r"^(?P<file>[^\s:+][^\s:]*?):(?P<line>\d+)(?::(?P<col>\d+))?$")
+#: (numbers of at most 9 digits: a longer one is no line number, and Python would refuse it)
+_FILE_LINE = re.compile(r"^(?P<file>[^\s:+][^\s:]*?):(?P<line>[0-9]{1,9})(?::(?P<col>[0-9]{1,9}))?$")
 
 
 def render(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
-    json.dump(document(findings, summary), out, indent=2)
+    json.dump(document(findings, summary), out, indent=2, allow_nan=False)
     out.write("\n")
 
 

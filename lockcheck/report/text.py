@@ -17,7 +17,9 @@ kernel engineer finds `print_deadlock_bug`, `print_circular_bug`,
   the event and its site are printed as frames (`print_lock_trace`), and
   `stack backtrace:` is followed by the same for the reported event;
 - `NOTE: uncertain: REASON` follows the header when `Finding.uncertain`;
-- after all findings, one summary line (`print_summary`).
+- after all findings, one summary line (`print_summary`);
+- every line is printed through `lockcheck.escape.visible`: a name holding a
+  newline or an escape sequence shows it as `\\n` or `\\x1b`.
 
 Where the kernel fills `%s` in a title (the bad-irq-dependency title and
 `%s/%d still has locks held!`) its rule keeps the length of the format
@@ -138,6 +140,8 @@ from lockcheck.findings import (
     LockSnapshot,
 )
 
+from lockcheck.escape import visible
+
 if TYPE_CHECKING:
     from lockcheck.report import Summary
 
@@ -168,8 +172,12 @@ class _Out:
         self._out = out
 
     def __call__(self, *lines: str) -> None:
-        for line in lines:
-            self._out.write(line + "\n")
+        for line in lines:  # names from the trace may hold newlines or escape sequences
+            self._out.write(visible(line) + "\n")
+
+    def wrapped(self, prefix: str, text: str) -> None:
+        """A note wrapped to the page: escaped first, so the wrap's line breaks are the only ones."""
+        self._out.write(wrap_note(prefix, visible(text)) + "\n")
 
     def frames(self, evidence: Evidence, indent: str) -> bool:
         """Print `evidence` as frames of a program's stack; False: print it as a trace location."""
@@ -211,7 +219,7 @@ def print_header(pr: _Out, title: str, finding: Finding, summary: "Summary") -> 
     print_kernel_ident(pr, finding, summary)
     pr("-" * len(title))
     if finding.uncertain:
-        pr(wrap_note("NOTE: uncertain: ", finding.uncertain))
+        pr.wrapped("NOTE: uncertain: ", finding.uncertain)
 
 
 def print_kernel_ident(pr: _Out, finding: Finding, summary: "Summary") -> None:
@@ -611,7 +619,7 @@ def print_lock_depth_bug(finding: Finding, summary: "Summary", pr: _Out) -> None
     pr("", f"BUG: {finding.message}")
     print_kernel_ident(pr, finding, summary)
     if finding.uncertain:
-        pr(wrap_note("NOTE: uncertain: ", finding.uncertain))
+        pr.wrapped("NOTE: uncertain: ", finding.uncertain)
     depth = details.get("depth", len(finding.held_locks))
     pr(f"depth: {depth}  max: {details.get('max', MAX_LOCK_DEPTH)}!")
     lockdep_print_held_locks(pr, finding)
@@ -684,7 +692,7 @@ def print_summary(findings: list[Finding], summary: "Summary", out: TextIO) -> N
         line += f"; {summary.suppressed} suppressed"
     pr(line)
     for note in summary.notes:
-        pr(wrap_note("lockcheck: note: ", note))
+        pr.wrapped("lockcheck: note: ", note)
 
 
 # -- helpers -----------------------------------------------------------------------

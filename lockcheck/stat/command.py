@@ -11,6 +11,7 @@ import argparse
 from typing import TextIO
 
 from lockcheck.errors import UsageError
+from lockcheck.escape import visible
 from lockcheck.stat import compare, plot, render
 from lockcheck.stat.compare import Side
 from lockcheck.stat.inputs import Table, load, runs
@@ -108,6 +109,6 @@ def _columns(text: str | None) -> tuple[str, ...]:
 
 def _notes(table: Table, stderr: TextIO) -> None:
     for note in table.notes:
-        print(f"lockcheck: {note}", file=stderr)
+        print(visible(f"lockcheck: {note}"), file=stderr)
     if table.events == 0 and not any(source["kind"] == "lock_stat" for source in table.sources):
-        print(f"lockcheck: {table.label}: empty trace (no events)", file=stderr)
+        print(visible(f"lockcheck: {table.label}: empty trace (no events)"), file=stderr)

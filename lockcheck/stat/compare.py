@@ -32,6 +32,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Sequence, TextIO
 
+from lockcheck.escape import visible
 from lockcheck.stat.inputs import Table
 from lockcheck.stat.model import COLUMNS, TIME_COLUMNS, ClassStats, us
 
@@ -166,16 +167,16 @@ def render_text(base: Side, new: Side, metrics: list[Metric], out: TextIO) -> No
     first = ABS_WIDTH + ERR_WIDTH
     width = first + REL_WIDTH + 1
     out.write("runs: \n")
-    for side in (base, new):
-        out.write(f"  {side.label} ({len(side.runs)} run{'s' if len(side.runs) != 1 else ''}: "
-                  f"{', '.join(run.label for run in side.runs)})\n")
+    for side in (base, new):  # labels and class names come from file names and traces: shown visibly
+        out.write(visible(f"  {side.label} ({len(side.runs)} run{'s' if len(side.runs) != 1 else ''}: "
+                          f"{', '.join(run.label for run in side.runs)})") + "\n")
     out.write("\n")
-    out.write(f"{base.label[:first]:>{first}} {new.label[:width]:>{width}} \n")
+    out.write(visible(f"{base.label[:first]:>{first}} {new.label[:width]:>{width}} ") + "\n")
     out.write(f"{'-' * first} {'-' * width} \n")
     out.write("         %stddev     %change         %stddev\n")
     out.write("             \\          |                \\  \n")
     for metric in metrics:
-        out.write(metric_text(metric) + "\n")
+        out.write(visible(metric_text(metric)) + "\n")
 
 
 def render_json(base: Side, new: Side, metrics: list[Metric], out: TextIO) -> None:

@@ -18,6 +18,7 @@ import json
 from typing import Iterable, Optional, TextIO
 
 from lockcheck.errors import UsageError
+from lockcheck.escape import visible
 from lockcheck.stat.model import COLUMNS, ClassStats, Row, Site, format_us, printed_points
 
 VERSION_LINE = "lock_stat version 0.4"
@@ -126,7 +127,7 @@ def class_text(stats: ClassStats) -> str:
                 contending += kind
         if contending:
             lines.extend(["", "." * RULE, ""])
-    return "".join(line + "\n" for line in lines)
+    return "".join(visible(line) + "\n" for line in lines)  # a name's newline or escape is shown, not obeyed
 
 
 def render_text(classes: Iterable[ClassStats], out: TextIO, warning: bool = False) -> None:
@@ -164,5 +165,5 @@ def render_json(classes: Iterable[ClassStats], out: TextIO, sources: list[dict],
         "classes": [class_json(stats) for stats in classes],
         "notes": list(notes or ()),
     }
-    json.dump(doc, out, indent=2, ensure_ascii=False)
+    json.dump(doc, out, indent=2, allow_nan=False)  # strict JSON, every control and bidi character escaped
     out.write("\n")
