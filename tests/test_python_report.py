@@ -165,3 +165,21 @@ def test_split_task_finds_the_test() -> None:
     assert python.split_task("T1") == ("T1", None)
     assert python.by_whom("gw0:Thread-3/7 [t.py::test_b]") == "by gw0:Thread-3/7 in test t.py::test_b"
     assert python.by_whom("MainThread/1") == "by MainThread/1 (outside any test)"
+
+
+def test_a_saved_graph_with_a_bad_stack_is_one_error_line(tmp_path) -> None:
+    from lockcheck.errors import LockcheckError
+    from lockcheck.graphio import load_graph
+
+    doc = {"lockcheck-graph": 1, "classes": [{"name": "A"}, {"name": "B"}],
+           "dependencies": [{"from": "A", "to": "B", "dep": ["EN"],
+                             "evidence": {"file": "t.py", "line": 3, "task": "T1",
+                                          "stack": [{"file": "t.py", "line": "three", "function": "f"}]}}]}
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(doc))
+    try:
+        load_graph(str(path))
+    except LockcheckError as err:
+        assert "stack" in str(err) and "line" in str(err) and str(err).startswith(str(path))
+    else:
+        raise AssertionError("a bad stack was accepted")
