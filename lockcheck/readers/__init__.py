@@ -25,6 +25,10 @@ irq context at all (perf: nothing says whether a lock was taken in a
 handler or with irqs on, so no irq usage may be inferred), and
 `TAKES_STATS = True` when its `parse` accepts `stats=` (a `ReaderStats` it
 fills with skipped lines and the like).
+A format whose inputs hold reports rather than events (`kernel-log`: the
+kernel's own lockdep reports) sets `TAKES_REPORTS = True`: its `parse`
+takes `reports=`, the context's `ReportSink`, and yields no events;
+`PARALLEL = False` keeps a module's files out of the reader process.
 
 Register a new format by adding its module to `_FORMAT_MODULES`, in sniffing
 priority order.
@@ -49,6 +53,7 @@ _FORMAT_MODULES = [
     "lockcheck.readers.jsonl",
     "lockcheck.readers.ftrace",
     "lockcheck.readers.perf",
+    "lockcheck.readers.kernel_log",
 ]
 
 
@@ -75,6 +80,8 @@ class ReadContext:
     #: `transform(module, events) -> events`, applied to each file's events once
     #: its format is known (the session's annotations for captures)
     transform: Optional[Callable[[ModuleType, Iterator[Event]], Iterable[Event]]] = None
+    #: where formats that hold reports (`kernel-log`) send them (a `kernel_log.ReportSink`)
+    reports: Optional[object] = None
 
     def __post_init__(self) -> None:
         if self.stats is None:
@@ -171,8 +178,8 @@ def _forced(input_format: str) -> ModuleType:
 def _events(path: str, module: Optional[ModuleType], context: Optional[ReadContext]) -> Iterator[Event]:
     name, lines = source.open_lines(path)
     try:
+        head, lines = _peek(lines)
         if module is None:
-            head, lines = _peek(lines)
             module = detect(head, name)
         if context is None:
             yield from module.parse(lines, name)
@@ -180,22 +187,41 @@ def _events(path: str, module: Optional[ModuleType], context: Optional[ReadConte
         context.formats.append((name, module.NAME))
         if context.on_open is not None:
             context.on_open(name, module)
-        if context.parallel and parallel.worth_it(path):
+        if context.parallel and getattr(module, "PARALLEL", True) and parallel.worth_it(path):
             close = getattr(lines, "close", None)
             if close is not None:
                 close()
             events = parallel.read_in_worker(path, module, context.stats)
-        elif getattr(module, "TAKES_STATS", False):
-            events = module.parse(lines, name, stats=context.stats)
         else:
-            events = module.parse(lines, name)
+            kwargs: dict = {}
+            if getattr(module, "TAKES_STATS", False):
+                kwargs["stats"] = context.stats
+            if getattr(module, "TAKES_REPORTS", False):
+                kwargs["reports"] = context.reports
+            events = module.parse(lines, name, **kwargs)
         if context.transform is not None:
-            events = context.transform(module, events)
+            events = context.transform(_runs_format(module, head), events)
         yield from events
     finally:
         close = getattr(lines, "close", None)
         if close is not None:
             close()
+
+
+def _runs_format(module: ModuleType, head: list[str]) -> ModuleType:
+    """The format whose rules a file's transform follows: a `.lt` file that `convert`
+    wrote from a capture says so on its `#lockcheck-run format=...` lines (the first
+    capture format among those in its first lines wins)."""
+    if module.NAME != "lt":
+        return module
+    known = formats()
+    for line in head:
+        if line.lstrip().startswith("#lockcheck-run"):
+            for word in line.split():
+                other = known.get(word[len("format="):]) if word.startswith("format=") else None
+                if other is not None and getattr(other, "CAPTURE", False):
+                    return other
+    return module
 
 
 def detect(head: list[str], name: str = "<trace>") -> ModuleType:
