@@ -22,7 +22,7 @@ from lockcheck.readers import lt
 from lockcheck.readers import inputs
 from lockcheck.readers.source import open_lines
 
-from testdata import EXAMPLES
+from testdata import EXAMPLES, deny_open
 
 
 def one(line: str) -> Event:
@@ -324,17 +324,7 @@ def test_permission_denied(tmp_path, monkeypatch):
     path.write_text(TRACE)
     path.chmod(0)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
-        # root reads every file: make open() fail the way it does for other users
-        import builtins
-
-        real_open = builtins.open
-
-        def denied(file, *args, **kwargs):
-            if str(file) == str(path):
-                raise PermissionError(13, "Permission denied", str(file))
-            return real_open(file, *args, **kwargs)
-
-        monkeypatch.setattr(builtins, "open", denied)
+        deny_open(monkeypatch, path)  # root reads every file
     with pytest.raises(TraceError, match="Permission denied"):
         open_lines(str(path))
     monkeypatch.undo()
