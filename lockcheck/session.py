@@ -157,6 +157,7 @@ class CheckSession:
                 for finding in checker.run(self._progress(events)):
                     findings.append(finding)
                 annotator.mark_uncertain(findings)
+                findings[:] = annotator.fold_kernel_reports(findings)
         except TraceError as err:
             self.errors.append(err)
         self._clear_progress()
