@@ -160,7 +160,13 @@ CPU1 = " " * 31
 
 
 class _Out:
-    """`printk` for one report: every call writes whole lines to `out`."""
+    """`printk` for one report: every call writes whole lines to `out`.
+
+    Also the extension points of a renderer for live programs
+    (`lockcheck.report.python` subclasses it): where the kernel prints a
+    stack trace or its nesting-notation hint, these say what to print
+    instead; here they keep the kernel's layout.
+    """
 
     def __init__(self, out: TextIO) -> None:
         self._out = out
@@ -172,6 +178,18 @@ class _Out:
     def wrapped(self, prefix: str, text: str) -> None:
         """A note wrapped to the page: escaped first, so the wrap's line breaks are the only ones."""
         self._out.write(wrap_note(prefix, visible(text)) + "\n")
+
+    def frames(self, evidence: Evidence, indent: str) -> bool:
+        """Print `evidence` as frames of a program's stack; False: print it as a trace location."""
+        return False
+
+    def backtrace(self, finding: Finding) -> bool:
+        """Print the reported event's stack after `stack backtrace:`; False: the trace location."""
+        return False
+
+    def nesting_notation(self) -> None:
+        """The hint after a recursive-locking scenario."""
+        self(" May be due to missing lock nesting notation", "")
 
 
 # -- entry point -----------------------------------------------------------------
@@ -251,6 +269,8 @@ def print_lock_trace(pr: _Out, evidence: Optional[Evidence], spaces: int) -> Non
     if evidence is None:
         return
     indent = " " * (spaces + 1)
+    if pr.frames(evidence, indent):
+        return
     pr(f"{indent}{evidence.location} ({evidence.task})")
     if evidence.at is not None and evidence.at != evidence.location:
         pr(f"{indent}{evidence.at}")
@@ -259,6 +279,8 @@ def print_lock_trace(pr: _Out, evidence: Optional[Evidence], spaces: int) -> Non
 def dump_stack(pr: _Out, finding: Finding) -> None:
     """`"\\nstack backtrace:\\n"` + `dump_stack()`: the reported event, as one-blank frames."""
     pr("", "stack backtrace:")
+    if pr.backtrace(finding):
+        return
     pr(f" {finding.location} ({finding.task})")
     site = _site(finding)
     if site is not None and site != finding.location:
@@ -297,7 +319,7 @@ def print_deadlock_scenario(pr: _Out, nxt: LockSnapshot, prv: LockSnapshot) -> N
     pr("       CPU0", "       ----")
     pr(f"  lock({prv.name});", f"  lock({nxt.name});")
     pr("", " *** DEADLOCK ***", "")
-    pr(" May be due to missing lock nesting notation", "")
+    pr.nesting_notation()
 
 
 # -- 1.2 possible circular locking dependency detected ---------------------------
