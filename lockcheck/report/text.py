@@ -253,12 +253,14 @@ def print_lock(lock: LockSnapshot, where: Optional[str] = None) -> str:
 
     A lock without an instance prints with the leading blank of OLD kernels;
     without a site, where in the trace it was taken (`acquired`, else `where`,
-    the current event, for a lock being acquired).
+    the current event, for a lock being acquired); with neither, no `at:`
+    (the kernel would print a 0x0 address; a trace has none to show).
     """
     site = lock.at
     if site is None:
-        site = lock.acquired.location if lock.acquired is not None else (where or "0x0")
-    return f"{lock.instance or ''}{print_lock_name(lock.name, lock.usage)}, at: {site}"
+        site = lock.acquired.location if lock.acquired is not None else where
+    text = f"{lock.instance or ''}{print_lock_name(lock.name, lock.usage)}"
+    return f"{text}, at: {site}" if site else text
 
 
 def print_lock_trace(pr: _Out, evidence: Optional[Evidence], spaces: int) -> None:
@@ -411,8 +413,8 @@ def print_irqtrace_events(pr: _Out, events: Optional[dict[str, Any]]) -> None:
         if entry:
             stamp, evidence = entry
             pr(f"{label} ({stamp}): {_where(evidence)}")
-        else:
-            pr(f"{label} (0): 0x0")
+        else:  # the kernel prints `(0): 0x0`; a trace has no address to show
+            pr(f"{label} (0): none in the trace")
 
 
 def print_usage_bug_scenario(pr: _Out, this: LockSnapshot) -> None:
