@@ -34,6 +34,11 @@ EXIT = "exit"
 #: not a `.lt` op: a capture lost events on CPU `cpu` (ftrace's `CPU:N [LOST EVENTS]`),
 #: so what that CPU's tasks hold is unknown
 LOST_EVENTS = "lost-events"
+#: not `.lt` ops, yielded only to `lockcheck stat` (readers' `contention=True`): the kernel's
+#: lockdep-independent `contention_begin`/`contention_end` tracepoints (5.19+); `instance` is the
+#: lock's address, `lock` None, `at` the tracepoint's flags (`SPIN|MUTEX`) or return value
+CONTENTION_BEGIN = "contention-begin"
+CONTENTION_END = "contention-end"
 
 #: ops that name a lock
 LOCK_OPS = frozenset({ACQUIRE, RELEASE, CONTENDED, ACQUIRED, FREE})

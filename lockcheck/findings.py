@@ -107,6 +107,33 @@ class ChainLink:
 
 
 @dataclass
+class ReportOrigin:
+    """A finding read from the kernel's own lockdep report, not found by lockcheck's checker.
+
+    Reports of one problem (same kind and lock classes, `lockcheck.grouping`)
+    are one finding: `count` reports, the `first` and `last` of them (file,
+    line of the title, the report's task, the log's time stamp where there is
+    one).  `kernel` is the report's `print_kernel_ident()` line; `notes` say
+    what the log lost of the first report (cut short, lines lost).
+    """
+
+    kernel: Optional[str]
+    first: Evidence
+    last: Evidence
+    count: int = 1
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"from_report": True, "count": self.count,
+                               "first": self.first.to_json(), "last": self.last.to_json()}
+        if self.kernel is not None:
+            doc["kernel"] = self.kernel
+        if self.notes:
+            doc["report_notes"] = list(self.notes)
+        return doc
+
+
+@dataclass
 class Finding:
     """One distinct problem, as reported.
 
@@ -129,6 +156,8 @@ class Finding:
     site: Optional[str] = None
     uncertain: Optional[str] = None
     details: dict[str, Any] = field(default_factory=dict)
+    #: set when the finding is the kernel's own report read from a log (lockcheck.splats)
+    report: Optional[ReportOrigin] = None
 
     @property
     def message(self) -> str:
@@ -162,6 +191,8 @@ class Finding:
             doc["at"] = self.site
         if self.uncertain is not None:
             doc["uncertain"] = self.uncertain
+        if self.report is not None:
+            doc.update(self.report.to_json())
         details = {key: value for key, value in self.details.items() if key != "dedup"}
         if details:
             doc["details"] = to_plain(details)

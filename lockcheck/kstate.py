@@ -446,7 +446,6 @@ def to_graph(state: LockdepState, graph=None, checker=None, unchecked=None) -> l
     is reported as `circular-dependency` (its chain names each dependency's
     file and line) and not added.  The findings are returned.
     """
-    from lockcheck.events import Event
     from lockcheck.findings import Evidence
     from lockcheck.graph import DEP_EN, DepGraph
 
@@ -469,34 +468,17 @@ def to_graph(state: LockdepState, graph=None, checker=None, unchecked=None) -> l
             graph.add_dependency(dep.before_name, dep.after_name, DEP_EN, Evidence(dep.file, dep.line, PROC_TASK),
                                  dep.distance, origin=dep.file)
         return found
-    from lockcheck.tasks import HeldLock, TaskState
+    from lockcheck.observed import add_checked_dependency
+    from lockcheck.tasks import TaskState
 
     tasks: dict[str, TaskState] = {}
     for dep in edges:
-        attrs = graph.nx._succ.get(dep.before_name, {}).get(dep.after_name)
-        if attrs is not None:
-            attrs["distance"] = min(attrs["distance"], dep.distance)
-            continue
         task = tasks.get(dep.file)
         if task is None:
             task = tasks[dep.file] = TaskState(dep.file, PROC_TASK)
-        ev = Event(dep.file, "acquire", dep.after_name, file=dep.file, line=dep.line)
-        prev = HeldLock(dep.before_name, dep.before_name, None, 0, 0, False, True, None, 0, False, 0, ev)
-        nxt = HeldLock(dep.after_name, dep.after_name, None, 0, 0, False, True, None, 0, False, 0, ev)
-        graph.add_class(dep.before_name)
-        graph.add_class(dep.after_name)
-        target = checker.check_noncircular(nxt, prev)
-        if target is not None:
-            if target.cls == nxt.cls and target.parent is None:
-                checker.print_deadlock_bug(task, prev, nxt, ev)
-            else:
-                checker.print_circular_bug(task, target, nxt, prev, ev)
-            new, checker._pending = checker._pending, []
-            checker.findings.extend(new)
-            found.extend(new)
-            continue
-        graph.add_dependency(dep.before_name, dep.after_name, DEP_EN, Evidence(dep.file, dep.line, PROC_TASK),
-                             dep.distance, origin=dep.file)
+        found.extend(add_checked_dependency(checker, task, dep.before_name, dep.after_name,
+                                            Evidence(dep.file, dep.line, PROC_TASK), dep.distance,
+                                            origin=dep.file))
     return found
 
 

@@ -57,6 +57,7 @@ class CheckSession:
         self.context = None
         self.annotator = None
         self.dump_notes: list[str] = []
+        self.reports = None
         #: traces read in a format without irq context (perf script)
         self.no_irq_files: list[str] = []
 
@@ -140,6 +141,10 @@ class CheckSession:
         findings: list[Finding] = list(baseline_findings)
         # option files are read before any input: a bad one is the only line printed
         annotator = self.annotator = self._annotator()
+        from lockcheck.logreports import ReportCollector
+
+        # kernel logs send their lockdep reports here, in reading order (lockcheck.logreports)
+        self.context.reports = self.reports = ReportCollector(checker, findings)
         try:
             traces, dumps = self._split_dumps(paths)
             if dumps:
@@ -147,12 +152,16 @@ class CheckSession:
             if traces:
                 self.context.transform = annotator.transform
                 events = self.config.apply_aliases(read_all(traces, self.options.input_format, self.context))
-                findings.extend(checker.run(self._progress(events)))
+                for finding in checker.run(self._progress(events)):
+                    findings.append(finding)
                 annotator.mark_uncertain(findings)
         except TraceError as err:
             self.errors.append(err)
         self._clear_progress()
-        if checker.stats.events == 0 and not self.errors and not self.dump_notes:
+        if options.first:
+            del findings[1:]
+        if (checker.stats.events == 0 and not self.errors and not self.dump_notes
+                and not self.reports.stats.files):
             print(visible(f"lockcheck: {', '.join(paths)}: empty trace (no events)"), file=self.stderr)
         kept, suppressed = self.config.filter(findings)
         return checker, kept, suppressed
@@ -241,6 +250,8 @@ class CheckSession:
                          "irq usage was inferred from it")
         notes += checker.stats.notes
         notes += self.dump_notes
+        if self.reports is not None:
+            notes += self.reports.notes()
         if self.annotator is not None:
             notes += self.annotator.notes()
         if self.config is not None:

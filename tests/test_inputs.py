@@ -45,8 +45,6 @@ def check_json(*args: str) -> tuple[int, dict, str]:
 
 # -- what a file looks like ---------------------------------------------------------------
 @pytest.mark.parametrize("text, what", [
-    (DMESG, "a kernel log"),
-    ("<6>[    1.5] usb 1-1: new device\n", "a kernel log"),
     ('{"lockcheck-graph": 1, "classes": []}\n', "a JSON document"),
     ("[1, 2, 3]\n", "a JSON document"),
     ('<?xml version="1.0"?>\n<graphml>\n', "an XML document"),
@@ -85,13 +83,16 @@ def test_each_file_of_a_directory_gets_its_own_format(tmp_path):
     assert context.skipped == []
 
 
-def test_a_kernel_log_named_on_the_command_line_is_an_error_not_a_parse_error(tmp_path):
+@pytest.mark.parametrize("text", [DMESG, "<6>[    1.5] usb 1-1: new device\n"])
+def test_a_kernel_log_is_read_for_its_lockdep_reports_named_or_in_a_directory(tmp_path, text):
+    # the kernel-log format (lockcheck.readers.kernel_log): a dmesg without reports is clean
     path = tmp_path / "dmesg.txt"
-    path.write_text(DMESG)
-    status, out, err = run("check", str(path))
-    assert status == 2
-    assert err == f"{path}: not a trace (looks like a kernel log)\n"
-    assert "no problems found" not in out
+    path.write_text(text)
+    assert inputs.classify(str(path)).kind == inputs.TRACE
+    for arg in (str(path), str(tmp_path)):
+        status, out, err = run("check", arg)
+        assert (status, err) == (0, "")
+        assert "read 0 lockdep reports (0 distinct problems) from 1 kernel log" in out
 
 
 def test_plain_text_named_on_the_command_line_still_gets_the_lt_parsers_error(tmp_path):
@@ -106,7 +107,7 @@ def test_a_boot_directory_reads_its_trace_and_dumps_and_skips_the_rest(tmp_path)
     boot = tmp_path / "boot"
     shutil.copytree(CAPTURES / "clean", boot)
     kinds = {Path(i.path).name: i.kind for i in inputs.expand([str(boot)])}
-    assert kinds == {"dmesg.txt": inputs.SKIP, "lock_stat.txt.xz": inputs.LOCK_STAT, "lockdep.txt.xz": inputs.DUMP,
+    assert kinds == {"dmesg.txt": inputs.TRACE, "lock_stat.txt.xz": inputs.LOCK_STAT, "lockdep.txt.xz": inputs.DUMP,
                      "lockdep_chains.txt.xz": inputs.DUMP, "lockdep_stats.txt": inputs.SKIP,
                      "meta.txt": inputs.SKIP, "trace.ftrace.xz": inputs.TRACE}
 
@@ -244,7 +245,7 @@ def test_a_bad_option_file_is_the_only_line_printed(tmp_path, option):
 
 
 def test_a_directory_without_any_trace_is_an_error(tmp_path):
-    (tmp_path / "dmesg.txt").write_text(DMESG)
+    (tmp_path / "graph.json").write_text('{"lockcheck-graph": 1}\n')
     status, out, err = run("check", str(tmp_path))
     assert status == 2
     assert err == f"{tmp_path}: no trace in this directory (its one file is not a trace)\n"
@@ -267,7 +268,7 @@ def test_compressed_members_are_classified_by_their_content(tmp_path):
     (tmp_path / "log.xz").write_bytes(lzma.compress(DMESG.encode()))
     (tmp_path / "t.xz").write_bytes(lzma.compress(b"T1 acquire A\nT1 release A\n"))
     got = {Path(i.path).name: i.kind for i in inputs.expand([str(tmp_path)])}
-    assert got == {"log.xz": inputs.SKIP, "t.xz": inputs.TRACE}
+    assert got == {"log.xz": inputs.TRACE, "t.xz": inputs.TRACE}
 
 
 def test_stat_of_a_boot_directory_reads_the_trace_and_the_lock_stat_dump(tmp_path):
@@ -277,4 +278,4 @@ def test_stat_of_a_boot_directory_reads_the_trace_and_the_lock_stat_dump(tmp_pat
     assert status == 0, err
     kinds = sorted(source["kind"] for source in json.loads(out)["sources"])
     assert kinds == ["lock_stat", "trace"]
-    assert f"{CAPTURES / 'clean' / 'dmesg.txt'}: not a trace (looks like a kernel log)" in err
+    assert f"{CAPTURES / 'clean' / 'dmesg.txt'}: a kernel log holds no lock events" in err

@@ -25,6 +25,10 @@ irq context at all (perf: nothing says whether a lock was taken in a
 handler or with irqs on, so no irq usage may be inferred), and
 `TAKES_STATS = True` when its `parse` accepts `stats=` (a `ReaderStats` it
 fills with skipped lines and the like).
+A format whose inputs hold reports rather than events (`kernel-log`: the
+kernel's own lockdep reports) sets `TAKES_REPORTS = True`: its `parse`
+takes `reports=`, the context's `ReportSink`, and yields no events;
+`PARALLEL = False` keeps a module's files out of the reader process.
 
 Register a new format by adding its module to `_FORMAT_MODULES`, in sniffing
 priority order.
@@ -49,6 +53,7 @@ _FORMAT_MODULES = [
     "lockcheck.readers.jsonl",
     "lockcheck.readers.ftrace",
     "lockcheck.readers.perf",
+    "lockcheck.readers.kernel_log",
 ]
 
 
@@ -75,6 +80,8 @@ class ReadContext:
     #: `transform(module, events) -> events`, applied to each file's events once
     #: its format is known (the session's annotations for captures)
     transform: Optional[Callable[[ModuleType, Iterator[Event]], Iterable[Event]]] = None
+    #: where formats that hold reports (`kernel-log`) send them (a `kernel_log.ReportSink`)
+    reports: Optional[object] = None
 
     def __post_init__(self) -> None:
         if self.stats is None:
@@ -180,15 +187,18 @@ def _events(path: str, module: Optional[ModuleType], context: Optional[ReadConte
         context.formats.append((name, module.NAME))
         if context.on_open is not None:
             context.on_open(name, module)
-        if context.parallel and parallel.worth_it(path):
+        if context.parallel and getattr(module, "PARALLEL", True) and parallel.worth_it(path):
             close = getattr(lines, "close", None)
             if close is not None:
                 close()
             events = parallel.read_in_worker(path, module, context.stats)
-        elif getattr(module, "TAKES_STATS", False):
-            events = module.parse(lines, name, stats=context.stats)
         else:
-            events = module.parse(lines, name)
+            kwargs: dict = {}
+            if getattr(module, "TAKES_STATS", False):
+                kwargs["stats"] = context.stats
+            if getattr(module, "TAKES_REPORTS", False):
+                kwargs["reports"] = context.reports
+            events = module.parse(lines, name, **kwargs)
         if context.transform is not None:
             events = context.transform(module, events)
         yield from events

@@ -19,7 +19,9 @@ What a line becomes
   the event is still yielded, with the class `UNKNOWN_LOCK`, so the checker
   counts it among the releases of locks never seen acquired.
 - `contention_begin`/`contention_end` (lockdep-independent, 5.19+) and every
-  other event: skipped and counted in `ReaderStats`.
+  other event: skipped and counted in `ReaderStats` -- except that with
+  `contention=True` (`lockcheck stat`) the contention tracepoints become
+  `CONTENTION_BEGIN`/`CONTENTION_END` events (address, flags, task, time).
 - `CPU:N [LOST EVENTS]`: an `Event` with op `LOST_EVENTS`, task `""` and
   `cpu=N`: the checker forgets what tasks last seen on CPU N hold.
 - `#` header lines, blank lines and the `trace-cmd report` preamble: nothing.
@@ -90,7 +92,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from lockcheck.errors import TraceError
 from lockcheck.events import (
-    ACQUIRE, ACQUIRED, CONTENDED, HARDIRQ_ENTER, HARDIRQ_EXIT, IRQS_OFF, IRQS_ON, READ, RELEASE, RREAD,
+    ACQUIRE, ACQUIRED, CONTENDED, CONTENTION_BEGIN, CONTENTION_END, HARDIRQ_ENTER, HARDIRQ_EXIT, IRQS_OFF, IRQS_ON, READ, RELEASE, RREAD,
     SOFTIRQ_ENTER, SOFTIRQ_EXIT, SOFTIRQS_OFF, SOFTIRQS_ON, WRITE, Event,
 )
 from lockcheck.events import LOST_EVENTS as E_LOST_EVENTS
@@ -114,8 +116,11 @@ LOCK_EVENTS = {
     "lock_contended": CONTENDED,
     "lock_acquired": ACQUIRED,
 }
-#: lockdep-independent contention tracepoints (5.19+): skipped, counted apart
+#: lockdep-independent contention tracepoints (5.19+): skipped, counted apart (or yielded, see parse)
 CONTENTION_EVENTS = frozenset({"contention_begin", "contention_end"})
+_CONTENTION_OPS = {"contention_begin": CONTENTION_BEGIN, "contention_end": CONTENTION_END}
+#: parse() takes contention= (lockcheck stat asks for the contention tracepoints)
+TAKES_CONTENTION = True
 
 
 # -- statistics -------------------------------------------------------------------
@@ -453,8 +458,9 @@ class FtraceReader:
     """
 
     def __init__(self, file: str = "<trace>", read_policy: Optional[ReadPolicy] = None,
-                 stats: Optional[ReaderStats] = None) -> None:
+                 stats: Optional[ReaderStats] = None, contention: bool = False) -> None:
         self.file = file
+        self.contention = contention  # yield contention_begin/end as events
         self.read_policy = read_policy or read_mode
         self.stats = stats if stats is not None else ReaderStats()
         self.held: dict[tuple[str, str], list] = {}  # (task, instance) -> [name, count]
@@ -521,8 +527,12 @@ class FtraceReader:
                     event = body[0]
                     op = LOCK_EVENTS.get(event)
                     if op is None:
-                        if event in CONTENTION_EVENTS:
+                        tracepoint = event.rpartition(":")[2]  # perf keeps the `lock:` system
+                        if tracepoint in CONTENTION_EVENTS:
                             stats.contention += 1
+                            if self.contention:
+                                yield self._contention(line, head, timestamp, event, lineno)
+                                continue
                         skipped[event] += 1
                         continue
                     address = body[1]
@@ -605,6 +615,17 @@ class FtraceReader:
             stats.softirq_lines += softirq_lines
             stats.names_resolved += resolved
 
+    def _contention(self, line: str, head: tuple, timestamp: Optional[str], event: str, lineno: int) -> Event:
+        """A contention_begin/end line as an event: `ADDR (flags=F)` / `ADDR (ret=N)` after the name."""
+        payload = line.partition(event + ":")[2].split(None, 1)
+        address = payload[0] if payload else ""
+        detail = payload[1].strip(" ()") if len(payload) > 1 else ""
+        task, display, cpu = self._task(*head)
+        op = _CONTENTION_OPS[event.rpartition(":")[2]]
+        return Event(task, op, None, address if address[:2] == "0x" else "0x" + address, WRITE, False, 0, None,
+                     True, detail.partition("=")[2] or None, float(timestamp) if timestamp is not None else None,
+                     cpu, self.file, lineno, display)
+
     def _holder(self, instance: str) -> Optional[str]:
         """The name any task holds INSTANCE under (a linear search; rare)."""
         for (_, address), entry in self.held.items():
@@ -636,9 +657,10 @@ def _fields(*args):
 
 
 def parse(lines: Iterable[str], file: str = "<trace>", stats: Optional[ReaderStats] = None,
-          read_policy: Optional[ReadPolicy] = None, fields: bool = False) -> Iterator[Event]:
+          read_policy: Optional[ReadPolicy] = None, fields: bool = False,
+          contention: bool = False) -> Iterator[Event]:
     """Events from ftrace text lines (the format-module entry; see `FtraceReader`)."""
-    return FtraceReader(file, read_policy, stats).parse(lines, fields)
+    return FtraceReader(file, read_policy, stats, contention).parse(lines, fields)
 
 
 def sniff(lines: list[str]) -> bool:

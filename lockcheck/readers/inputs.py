@@ -9,8 +9,9 @@ A command line names files, directories and `-`.  `expand` turns them into
   it is looked at on its own: its first lines decide whether it is a trace
   (some registered format claims them), a dump, or neither.  A file that is
   neither is *skipped* with a note saying what it looks like (`not a trace
-  (looks like a kernel log)`), so a boot directory with its dmesg.txt next to
-  the trace just works; a file that cannot be opened is an error `Input`,
+  (looks like a JSON document)`); a kernel log is an input of its own format
+  (`kernel-log`: its lockdep reports are read), so a boot directory with its
+  dmesg.txt next to the trace just works; a file that cannot be opened is an error `Input`,
   reported in its turn while the others are still read.
 
 `DIRECTORY_HOOKS` is the place to give a whole directory a meaning beyond

@@ -103,10 +103,14 @@ class PerfReader(FtraceReader):
     scan_slow = staticmethod(scan_slow)
 
 
+#: parse() takes contention= (see the ftrace reader)
+TAKES_CONTENTION = True
+
+
 def parse(lines: Iterable[str], file: str = "<trace>", stats: Optional[ReaderStats] = None,
-          read_policy: Optional[ReadPolicy] = None) -> Iterator[Event]:
+          read_policy: Optional[ReadPolicy] = None, contention: bool = False) -> Iterator[Event]:
     """Events from `perf script` lines (the format-module entry)."""
-    return PerfReader(file, read_policy, stats).parse(lines)
+    return PerfReader(file, read_policy, stats, contention).parse(lines)
 
 
 def sniff(lines: list[str]) -> bool:

@@ -202,6 +202,22 @@ def print_header(pr: _Out, title: str, finding: Finding, summary: "Summary") -> 
     pr("-" * len(title))
     if finding.uncertain:
         pr.wrapped("NOTE: uncertain: ", finding.uncertain)
+    print_report_origin(pr, finding)
+
+
+def print_report_origin(pr: _Out, finding: Finding) -> None:
+    """For a finding read from a kernel report: which kernel printed it, how often, first and last."""
+    origin = finding.report
+    if origin is None:
+        return
+    kernel = f" ({origin.kernel})" if origin.kernel else ""
+    if origin.count == 1:
+        pr(f"NOTE: read from a kernel report{kernel}, seen once: {_when(origin.first)}")
+    else:
+        pr(f"NOTE: read from a kernel report{kernel}, seen {origin.count} times: "
+           f"first {_when(origin.first)}, last {_when(origin.last)}")
+    for note in origin.notes:
+        pr(f"NOTE: {note}")
 
 
 def print_kernel_ident(pr: _Out, finding: Finding, summary: "Summary") -> None:
@@ -598,6 +614,7 @@ def print_lock_depth_bug(finding: Finding, summary: "Summary", pr: _Out) -> None
     print_kernel_ident(pr, finding, summary)
     if finding.uncertain:
         pr.wrapped("NOTE: uncertain: ", finding.uncertain)
+    print_report_origin(pr, finding)
     depth = details.get("depth", len(finding.held_locks))
     pr(f"depth: {depth}  max: {details.get('max', MAX_LOCK_DEPTH)}!")
     lockdep_print_held_locks(pr, finding)
@@ -704,6 +721,11 @@ def _verb(lock: LockSnapshot) -> str:
 def _task_irq(finding: Finding) -> str:
     state = finding.details.get("irq_state")
     return f"{finding.task} {state}" if state else finding.task
+
+
+def _when(evidence: Evidence) -> str:
+    """Where a report was read: `FILE:LINE`, and the log's time stamp when it had one."""
+    return f"{evidence.location} [{evidence.ts:.6f}]" if evidence.ts is not None else evidence.location
 
 
 def _where(evidence: Evidence) -> str:

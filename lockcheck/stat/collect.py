@@ -43,7 +43,9 @@ held locks (the kernel's limit; deeper, the oldest is dropped) and one
 wait set aside; tasks holding nothing are forgotten; at most `MAX_TASKS`
 tasks, `MAX_LOCK_OBJECTS` lock objects (least recently used forgotten: a
 bounce may be missed) and `MAX_CLASSES` classes.  Every drop is counted in
-the notes.  `exit` ends a task, the end of a file ends a run (every task
+the notes.  `free` forgets a lock object: the kernel re-initialises a lock
+at a reused address (`lockdep_init_map` sets `lock->cpu` anew), which a
+capture without `free` cannot show.  `exit` ends a task, the end of a file ends a run (every task
 and object forgotten), a lost-events marker ends the tasks of its CPU.
 """
 
@@ -51,8 +53,11 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from lockcheck.events import ACQUIRE, ACQUIRED, CONTENDED, EXIT, LOST_EVENTS, RELEASE, WRITE, Event, class_name
-from lockcheck.stat.model import BOUNCE_ACQUIRED, BOUNCE_CONTENDED, ClassStats, count_point
+from lockcheck.events import (
+    ACQUIRE, ACQUIRED, CONTENDED, CONTENTION_BEGIN, CONTENTION_END, EXIT, FREE, LOST_EVENTS, RELEASE, WRITE, Event,
+    class_name,
+)
+from lockcheck.stat.model import BOUNCE_ACQUIRED, BOUNCE_CONTENDED, ClassStats, LockTime, count_point
 
 #: the kernel's MAX_LOCK_DEPTH: held locks per task
 MAX_LOCK_DEPTH = 48
@@ -67,19 +72,21 @@ NAMED_WAITS = 5
 
 
 class _Class:
-    """A class's `ClassStats` plus what is decided only at a run's end (where bounces count)."""
+    """A class's `ClassStats`, plus what is decided only at the end: where bounces count, which waits."""
 
-    __slots__ = ("stats", "acquire_bounces")
+    __slots__ = ("stats", "acquire_bounces", "tp_wait", "tp_bounces")
 
     def __init__(self, name: str) -> None:
         self.stats = ClassStats(name)
         self.acquire_bounces = [0, 0]  # write, read: counted at `acquire`, kept if the run has no `acquired`
+        self.tp_wait = [LockTime(), LockTime()]  # write, read: from contention_begin/end
+        self.tp_bounces = [0, 0]  # write, read: contended bounces at contention_begin
 
 
 class _Held:
     """The lock_stat part of a `struct held_lock`."""
 
-    __slots__ = ("lock", "instance", "cls", "read", "at", "hold_ts", "waiting", "wait_ts", "refs")
+    __slots__ = ("lock", "instance", "cls", "read", "at", "hold_ts", "waiting", "wait_ts", "refs", "taken")
 
     def __init__(self, ev: Event, cls: _Class, hold_ts: Optional[int]) -> None:
         self.lock = ev.lock
@@ -91,6 +98,7 @@ class _Held:
         self.waiting = False
         self.wait_ts: Optional[int] = None  # waittime_stamp
         self.refs = 0  # hlock->references: same-class acquisitions merged under a nest lock
+        self.taken = False  # `acquired` seen: a contention_begin now is about another lock
 
 
 class _Wait:
@@ -105,13 +113,15 @@ class _Wait:
 
 
 class _Task:
-    __slots__ = ("held", "early", "cpu", "name")
+    __slots__ = ("held", "early", "cpu", "name", "tracepoint")
 
     def __init__(self, name: str) -> None:
         self.held: list[_Held] = []
         self.early: Optional[_Wait] = None
         self.cpu: Optional[int] = None
         self.name = name
+        #: an open contention_begin: (ts, class, read, lock object key)
+        self.tracepoint: Optional[tuple] = None
 
 
 class _LockObject:
@@ -130,9 +140,18 @@ def _ns(ts: Optional[float]) -> Optional[int]:
 
 
 class LockStats:
-    """Feed events in trace order with `feed`, then `finish()`; read `classes` and `notes()`."""
+    """Feed events in trace order with `feed`, then `finish()`; read `classes` and `notes()`.
 
-    def __init__(self) -> None:
+    CONTENTION chooses the wait times: `lockdep` (lock_contended/lock_acquired,
+    lock_stat's own), `tracepoint` (contention_begin/contention_end, what
+    `perf lock contention` reads), or `auto`: lockdep's when the trace has
+    any `contended`, else the tracepoints'.
+    """
+
+    def __init__(self, contention: str = "auto") -> None:
+        self.contention = contention
+        self.contended_events = 0
+        self.tracepoint_waits = 0
         self._classes: dict[str, _Class] = {}
         self._tasks: dict[str, _Task] = {}
         self._objects: dict[tuple, _LockObject] = {}
@@ -169,9 +188,16 @@ class LockStats:
         elif op == RELEASE:
             self.lock_release(ev)
         elif op == CONTENDED:
+            self.contended_events += 1
             self.lock_contended(ev)
         elif op == ACQUIRED:
             self.lock_acquired(ev)
+        elif op == CONTENTION_BEGIN:
+            self.contention_begin(ev)
+        elif op == CONTENTION_END:
+            self.contention_end(ev)
+        elif op == FREE:  # the object is gone; one at the same address is initialised afresh (lock->cpu)
+            self._objects.pop((ev.lock, ev.instance), None)
         elif op == EXIT:
             task = self._tasks.pop(ev.task, None)
             if task is not None:
@@ -265,6 +291,42 @@ class LockStats:
         task.held.remove(hlock)
         self._forget_if_idle(ev.task, task)
 
+    def contention_begin(self, ev: Event) -> None:
+        """The tracepoint in the lock's slow path: the wait is for the lock the task is acquiring.
+
+        That is the task's innermost held lock not yet `acquired` (lockdep
+        pushes it before the slow path); with none (a kernel without lockdep,
+        or a lock lockdep does not track) the lock is known by its address and
+        the tracepoint's type, `mutex@0xffff...`.
+        """
+        task = self._task(ev)
+        top = task.held[-1] if task.held else None
+        flags = ev.at or ""
+        if top is not None and not top.taken:
+            cls, read, key = top.cls, top.read, (top.lock, top.instance)
+        else:
+            cls = self._class(f"{_lock_type(flags)}@{ev.instance}")
+            if cls is None:
+                return
+            read, key = "READ" in flags.split("|"), (None, ev.instance)
+        obj = self._objects.get(key)
+        if obj is not None and obj.cpu is not None and ev.cpu is not None and obj.cpu != ev.cpu:
+            cls.tp_bounces[read] += 1
+        task.tracepoint = (_ns(ev.ts), cls, read, key)
+
+    def contention_end(self, ev: Event) -> None:
+        task = self._tasks.get(ev.task)
+        if task is None or task.tracepoint is None:
+            return
+        start, cls, read, key = task.tracepoint
+        task.tracepoint = None
+        end = _ns(ev.ts)
+        cls.tp_wait[read].add(max(end - start, 0) if end is not None and start is not None else 0)
+        self.tracepoint_waits += 1
+        if key[0] is None and ev.cpu is not None:  # a lock only the tracepoints know: it is this CPU's now
+            self._object_at(key).cpu = ev.cpu
+        self._forget_if_idle(ev.task, task)
+
     # -- the shared steps -------------------------------------------------------------
     def _contended(self, hlock: _Held, ev: Event, ts: Optional[int]) -> None:
         hlock.waiting = True
@@ -281,6 +343,7 @@ class LockStats:
 
     def _acquired(self, hlock: _Held, ev: Event) -> None:
         self._run_has_acquired = True
+        hlock.taken = True
         stats = hlock.cls.stats
         if hlock.waiting:
             now = _ns(ev.ts)
@@ -332,11 +395,13 @@ class LockStats:
         return task
 
     def _forget_if_idle(self, key: str, task: _Task) -> None:
-        if not task.held and task.early is None:
+        if not task.held and task.early is None and task.tracepoint is None:
             del self._tasks[key]
 
     def _object(self, ev: Event) -> _LockObject:
-        key = (ev.lock, ev.instance)
+        return self._object_at((ev.lock, ev.instance))
+
+    def _object_at(self, key: tuple) -> _LockObject:
         objects = self._objects
         obj = objects.pop(key, None)  # re-inserted last: least recently used first
         if obj is None:
@@ -380,8 +445,15 @@ class LockStats:
         """End the last run and settle the per-class decisions; returns self."""
         self.end_run()
         self.classes = {}
+        if self.contention == "auto":
+            self.contention = "tracepoint" if self.tracepoint_waits and not self.contended_events else "lockdep"
         for name, cls in self._classes.items():
             stats = cls.stats
+            if self.contention == "tracepoint":
+                stats.write_waittime, stats.read_waittime = cls.tp_wait
+                stats.bounces[BOUNCE_CONTENDED:BOUNCE_CONTENDED + 2] = cls.tp_bounces
+                stats.contention_points.clear()
+                stats.contending_points.clear()
             for points in (stats.contention_points, stats.contending_points):
                 ordered = sorted(points.items(), key=lambda item: -item[1])
                 points.clear()
@@ -394,6 +466,12 @@ class LockStats:
         out = []
         if self.events and not self.timed:
             out.append("the trace has no timestamps (ts=): wait and hold times are 0")
+        if self.contention == "tracepoint":
+            out.append(f"wait times from {self.tracepoint_waits} contention_begin/contention_end pairs (the "
+                       "tracepoints perf lock contention reads), not lock_stat's lock_contended/lock_acquired")
+        elif self.tracepoint_waits:
+            out.append(f"{self.tracepoint_waits} contention_begin/contention_end pairs not used: wait times are "
+                       "lock_stat's, from lock_contended/lock_acquired (--contention tracepoint uses them)")
         if self.unmatched_releases:
             out.append(f"{self.unmatched_releases} releases of locks acquired before the trace began: "
                        "no hold time, not counted")
@@ -419,9 +497,20 @@ class LockStats:
         return out
 
 
-def collect(events: Iterable[Event]) -> LockStats:
-    """lock_stat's numbers for a stream of events (every file of it)."""
-    stats = LockStats()
+def _lock_type(flags: str) -> str:
+    """The kind of lock a contention_begin's flags say (`LCB_F_*`), named as perf lock contention does."""
+    bits = set(flags.split("|"))
+    for flag, name in (("MUTEX", "mutex"), ("PERCPU", "percpu-rwsem"), ("RT", "rtmutex")):
+        if flag in bits:
+            return name
+    if bits & {"READ", "WRITE"}:
+        return "rwlock" if "SPIN" in bits else "rwsem"
+    return "spinlock" if "SPIN" in bits else (flags or "lock")
+
+
+def collect(events: Iterable[Event], contention: str = "auto") -> LockStats:
+    """lock_stat's numbers for a stream of events (every file of it); see `LockStats` for CONTENTION."""
+    stats = LockStats(contention)
     feed = stats.feed
     for ev in events:
         feed(ev)

@@ -27,7 +27,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="order classes by a lock_stat column (default contentions, the kernel's order), "
                              "'class name', or a perf lock report key (acquired, contended, avg_wait, wait_total, "
                              "wait_max, wait_min)")
-    parser.add_argument("--top", type=int, metavar="N", help="only the first N classes")
+    parser.add_argument("--top", type=int, metavar="N",
+                        help="only the first N classes (--compare and --plot: 10 unless given)")
     parser.add_argument("--fold", action="store_true",
                         help="fold classes that differ only by #N or /N (as a /proc/lock_stat dump names them) "
                              "into the name a trace shows")
@@ -39,6 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", metavar="FILE",
                         help="also draw the top classes' wait and hold time (base vs new with --compare) "
                              "to FILE.png or FILE.svg (needs matplotlib: pip install 'pylockdep[plot]')")
+    parser.add_argument("--contention", choices=("auto", "lockdep", "tracepoint"), default="auto",
+                        help="where wait times come from: lockdep's lock_contended/lock_acquired (lock_stat's own), "
+                             "the contention_begin/contention_end tracepoints (perf lock contention's), or auto: "
+                             "lockdep's when a trace has them")
     parser.add_argument("--output", "-o", metavar="FILE", help="write the table to FILE instead of stdout")
 
 
@@ -51,7 +56,11 @@ def run(args: argparse.Namespace, out: TextIO, stderr: TextIO) -> int:
         return run_compare(args, key, out, stderr)
     if args.metrics:
         raise UsageError("lockcheck stat: --metrics goes with --compare")
-    table = load(args.traces, args.input_format)
+    table = load(args.traces, args.input_format, args.contention)
+    kinds = {source["kind"] for source in table.sources}
+    if len(kinds) > 1:
+        table.notes.append("a /proc/lock_stat dump and traces were added together, but a boot's dump already "
+                           "counts its traces' events: set them side by side with --compare DUMP TRACE")
     if args.fold:
         table = table.folded()
     classes = [stats for stats in render.ordered(table.classes, key) if stats.rows()]
@@ -76,7 +85,7 @@ def run_compare(args: argparse.Namespace, key: str, out: TextIO, stderr: TextIO)
                          "(each a file, a directory of runs, or runs joined by commas)")
     columns = _columns(args.metrics)
     labels = compare.side_labels(*args.traces)
-    base, new = (Side(label, runs(path, args.input_format)) for label, path in zip(labels, args.traces))
+    base, new = (Side(label, runs(path, args.input_format, args.contention)) for label, path in zip(labels, args.traces))
     every = base.runs + new.runs
     kinds = {source["kind"] for run in every for source in run.sources}
     if args.fold or len(kinds) > 1:

@@ -7,8 +7,9 @@ and replayed by `collect`.  Several inputs make one table: classes of the
 same name are added together (`ClassStats.merge`).
 
 `fold_name` strips what a trace cannot see from a dump's class names (the
-`#N` of the Nth class sharing a name, the `/N` subclass), so a dump and a
-capture of the same boot line up class by class.
+`#N` of the Nth class sharing a name, the `/N` subclass) and cuts a
+trace's long names where the dump cuts them, so a dump and a capture of
+the same boot line up class by class.
 """
 
 from __future__ import annotations
@@ -59,14 +60,17 @@ class Table:
 
 
 def fold_name(name: str) -> str:
-    """A class name without its `#N` version and `/N` subclass (what an ftrace line prints).
+    """A class name as both a dump and a trace can show it: cut as lock_stat cuts it, no `#N`, no `/N`.
 
     >>> fold_name("&type->i_mutex_dir_key#2/1"), fold_name("sb_writers#3"), fold_name("rcu_node_0")
     ('&type->i_mutex_dir_key', 'sb_writers', 'rcu_node_0')
+    >>> fold_name("(work_completion)(&(&map->track.rwork)->work)")
+    '(work_completion)(&(&map->track.rwork'
     """
     from lockcheck.kstate import split_class_name
+    from lockcheck.stat.render import display_name
 
-    return split_class_name(name)[0]
+    return split_class_name(display_name(name))[0]
 
 
 def _renamed(stats: ClassStats, name: str, copy: bool = False) -> ClassStats:
@@ -93,17 +97,17 @@ def merge_into(classes: list[ClassStats], more: Iterable[ClassStats]) -> None:
         classes[i].merge(stats)
 
 
-def load(paths: list[str], input_format: str = "auto") -> Table:
+def load(paths: list[str], input_format: str = "auto", contention: str = "auto") -> Table:
     """One table from every input (directories expanded, each file classified on its own)."""
     from lockcheck.readers import inputs
 
     table = Table()
     for item in inputs.expand(list(paths)):
-        table.add(_load_input(item, input_format))
+        table.add(_load_input(item, input_format, contention))
     return table
 
 
-def _load_input(item, input_format: str) -> Table:
+def _load_input(item, input_format: str, contention: str = "auto") -> Table:
     """The table of an expanded input; a file of a directory that stat cannot read gives only a note."""
     from lockcheck.readers import inputs
 
@@ -111,11 +115,11 @@ def _load_input(item, input_format: str) -> Table:
         raise item.error
     if item.kind in (inputs.SKIP, inputs.DUMP):
         return Table(notes=[item.skip_note()])
-    return load_one(item.path, input_format)
+    return load_one(item.path, input_format, contention)
 
 
-def load_one(path: str, input_format: str = "auto") -> Table:
-    """The table of one file: a /proc/lock_stat dump or a trace."""
+def load_one(path: str, input_format: str = "auto", contention: str = "auto") -> Table:
+    """The table of one file: a /proc/lock_stat dump or a trace (CONTENTION: see `collect.LockStats`)."""
     from lockcheck import readers
     from lockcheck.readers.ftrace import ReaderStats
     from lockcheck.readers.source import open_lines
@@ -129,12 +133,16 @@ def load_one(path: str, input_format: str = "auto") -> Table:
             source = {"file": name, "kind": "lock_stat", "format": "lock_stat", "events": None}
             return Table(classes, [source], warning=reader.warning)
         module = _format(head, input_format)
+        if getattr(module, "TAKES_REPORTS", False):  # a kernel log: lockdep reports, no lock events
+            return Table(notes=[f"{name}: a kernel log holds no lock events (`lockcheck check` reads its "
+                                "lockdep reports)"])
         reader_stats = ReaderStats()
+        options: dict = {}
         if getattr(module, "TAKES_STATS", False):
-            events = module.parse(lines, name, stats=reader_stats)
-        else:
-            events = module.parse(lines, name)
-        stats = collect(events)
+            options["stats"] = reader_stats
+        if getattr(module, "TAKES_CONTENTION", False):  # used or counted (see collect.LockStats)
+            options["contention"] = True
+        stats = collect(module.parse(lines, name, **options), contention)
     finally:
         close = getattr(lines, "close", None)
         if close is not None:
@@ -152,7 +160,7 @@ def _format(head: list[str], input_format: str):
     return readers._forced(input_format)
 
 
-def runs(path: str, input_format: str = "auto") -> list[Table]:
+def runs(path: str, input_format: str = "auto", contention: str = "auto") -> list[Table]:
     """One side of a comparison: a file is one run, a directory one run per file in it.
 
     `A,B,C` (when no file has that name) lists the runs' files.
@@ -165,5 +173,5 @@ def runs(path: str, input_format: str = "auto") -> list[Table]:
         parts: list[str] = [part for part in path.split(",") if part]
     else:
         parts = [path]
-    return [_load_input(item, input_format) for item in inputs.expand(parts)
+    return [_load_input(item, input_format, contention) for item in inputs.expand(parts)
             if item.kind not in (inputs.SKIP, inputs.DUMP)]

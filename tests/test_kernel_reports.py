@@ -1,0 +1,173 @@
+"""Kernel logs through the whole program: grouping, JSON, text, the graph, cycles across reports."""
+
+from __future__ import annotations
+
+import doctest
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from lockcheck import cli, grouping, logreports, observed, splat_graph, splats
+from lockcheck.readers import kernel_log
+
+from test_reader_kernel_log import DATA, LOGS, expectations, lines_of, raw, stamped, with_callers
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = cli.main(list(argv), stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def write(path: Path, lines: list[str]) -> str:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("module", [splats, grouping, observed, splat_graph, logreports, kernel_log])
+def test_docstring_examples(module) -> None:
+    assert doctest.testmod(module).failed == 0
+
+
+def test_a_log_holding_every_report_twice_reports_each_problem_once_with_count_two(tmp_path: Path) -> None:
+    once = [line for log in LOGS for line in ["random: crng init done"] + raw(lines_of(log))]
+    log = write(tmp_path / "console.log", stamped(once + once))
+    status, out, _ = run("check", "--format", "json", log)
+    assert status == 1
+    doc = json.loads(out)
+    found = doc["findings"]
+    assert len(found) == len(LOGS)
+    per_report = len(once)
+    for finding, source in zip(found, LOGS):
+        expect = expectations(source)
+        assert (finding["kind"], finding["lock"], finding["task"]) == (expect["kind"], expect["lock"], expect["task"])
+        assert finding["from_report"] is True and finding["count"] == 2
+        assert finding["first"]["file"] == finding["last"]["file"] == log
+        assert finding["last"]["line"] == finding["first"]["line"] + per_report
+        assert finding["last"]["ts"] > finding["first"]["ts"]
+        assert finding["location"] == f"{log}:{finding['first']['line']}"
+    assert any(note.startswith(f"read {2 * len(LOGS)} lockdep reports ({len(LOGS)} distinct problems)")
+               for note in doc["notes"])
+
+
+def test_grouping_leaves_the_per_boot_class_numbers_out_across_a_directory(tmp_path: Path) -> None:
+    boots = tmp_path / "boots"
+    boots.mkdir()
+    report = raw(lines_of(DATA / "circular-6-classes.log"))
+    renumbered = [line.replace("sb_writers#3", "sb_writers#7") for line in report]
+    write(boots / "boot1.log", with_callers(report, "T6618", 57.0))
+    write(boots / "boot2.log", stamped(["Linux version 5.14.0-rc7+"] + renumbered, 3.0))
+    write(boots / "clean.log", stamped(["Linux version 5.14.0-rc7+", "Freeing unused kernel memory"]))
+    status, out, _ = run("check", str(boots))
+    assert status == 1
+    assert out.count("WARNING: possible circular locking dependency detected") == 1
+    first, last = str(boots / "boot1.log"), str(boots / "boot2.log")
+    assert (f"NOTE: read from a kernel report (5.14.0-rc7+ #749 Tainted: G            E), seen 2 times: "
+            f"first {first}:6 [57.005000], last {last}:7 [3.006000]") in out
+    assert "read 2 lockdep reports (1 distinct problem) from 3 kernel logs" in out
+
+
+def test_the_text_report_is_lockcheck_s_layout_and_says_where_the_report_was_read(tmp_path: Path) -> None:
+    log = write(tmp_path / "dmesg.txt", lines_of(DATA / "circular-3-classes.log"))
+    status, out, _ = run("check", log)
+    assert status == 1
+    lines = out.splitlines()
+    assert lines[1:5] == ["=" * 54, "WARNING: possible circular locking dependency detected",
+                          f"lockcheck {__import__('lockcheck').__version__}  {log}", "-" * 54]
+    assert lines[5] == (f"NOTE: read from a kernel report (5.5.0-rc7-next-20200124+ #10 Not tainted), "
+                        f"seen once: {log}:2 [2718.380180]")
+    assert "-> #1 ((work_completion)(&peer->transmit_handshake_work)){+.+.}:" in lines
+    assert "  (wq_completion)wg-kex-wireguard1 --> (work_completion)(&peer->transmit_handshake_work) --> " \
+           "&wg->static_identity.lock" in lines
+    assert " #4: ffff88805ffdce80 (&wg->static_identity.lock){++++}, at: wg_set_device+0xfb7/0x1490" in lines
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "github"])
+def test_every_renderer_takes_findings_read_from_reports(tmp_path: Path, fmt: str) -> None:
+    logs = [write(tmp_path / f"{log.stem}.log", lines_of(log)) for log in LOGS]
+    status, out, err = run("check", "--format", fmt, *logs)
+    assert status == 1, err
+    assert err == ""
+    if fmt in ("json", "sarif"):
+        json.loads(out)
+
+
+def test_a_dmesg_without_reports_is_a_clean_kernel_log(tmp_path: Path) -> None:
+    log = write(tmp_path / "dmesg.txt", stamped(["Linux version 6.8.0", "Command line: ro quiet splash"]))
+    status, out, err = run("check", log)
+    assert (status, err) == (0, "")
+    assert "read 0 lockdep reports (0 distinct problems) from 1 kernel log" in out
+
+
+# -- dependencies into the graph -----------------------------------------------------------
+
+
+def circular(task: str, classes: list[str], ts: float) -> list[str]:
+    """A circular report in the modern layout: `classes` is the cycle from `-> #0` (the lock acquired)."""
+    n = len(classes) - 1
+    lines = ["=" * 54, "WARNING: possible circular locking dependency detected", "6.8.0 #1 Not tainted", "-" * 54,
+             f"{task} is trying to acquire lock:", f"ffff888000000001 ({classes[0]}){{+.+.}}-{{3:3}}, at: g+0x1/0x2",
+             "", "but task is already holding lock:",
+             f"ffff888000000002 ({classes[-1]}){{+.+.}}-{{3:3}}, at: f+0x1/0x2", "",
+             "which lock already depends on the new lock.", "", "",
+             "the existing dependency chain (in reverse order) is:"]
+    for depth in range(n, -1, -1):
+        lines += ["", f"-> #{depth} ({classes[depth]}){{+.+.}}-{{3:3}}:", "       __mutex_lock+0x9f/0xed0",
+                  f"       site_{depth}+0x10/0x40"]
+    lines += ["", "other info that might help us debug this:", "", f"1 lock held by {task}:",
+              f" #0: ffff888000000002 ({classes[-1]}){{+.+.}}-{{3:3}}, at: f+0x1/0x2", "", "stack backtrace:"]
+    return stamped(lines, ts)
+
+
+def test_two_reports_whose_chains_together_close_a_cycle_give_that_cycle(tmp_path: Path) -> None:
+    # boot 1: A -> B -> C (its own cycle closes with C -> A); boot 2: C -> D -> A (closes with A -> C).
+    # Neither report shows A -> B -> C -> D -> A; their chains together do.
+    boot1 = write(tmp_path / "boot1.log", circular("t1/11", ["&a->lock", "&b->lock", "&c->lock"], 5.0))
+    boot2 = write(tmp_path / "boot2.log", circular("t2/22", ["&c->lock", "&d->lock", "&a->lock"], 7.0))
+    status, out, _ = run("check", "--format", "json", boot1, boot2)
+    assert status == 1
+    found = json.loads(out)["findings"]
+    assert [f.get("from_report", False) for f in found] == [True, True, False]
+    joined = found[2]
+    assert joined["kind"] == "circular-dependency"
+    rotated = grouping.group_key_of("circular-dependency", None, None, joined["cycle"], {})
+    assert rotated == ("circular-dependency", ("&a->lock", "&b->lock", "&c->lock", "&d->lock"))
+    links = {(link["class"], link["evidence"]["file"]) for link in joined["chain"]}
+    assert {file for _, file in links} == {boot1, boot2}
+    # each report alone: no such cycle
+    for log in (boot1, boot2):
+        alone = json.loads(run("check", "--format", "json", log)[1])["findings"]
+        assert [f.get("from_report") for f in alone] == [True]
+
+
+def test_a_saved_graph_of_one_boot_is_a_baseline_for_the_next(tmp_path: Path) -> None:
+    boot1 = write(tmp_path / "boot1.log", circular("t1/11", ["&a->lock", "&b->lock", "&c->lock"], 5.0))
+    boot2 = write(tmp_path / "boot2.log", circular("t2/22", ["&c->lock", "&d->lock", "&a->lock"], 7.0))
+    graph = str(tmp_path / "boot1.json")
+    status, _, err = run("graph", boot1, "-o", graph)
+    assert status == 0 and "3 lock classes, 2 dependencies, 1 finding" in err
+    doc = json.loads(Path(graph).read_text())
+    edges = {(e["from"], e["to"]) for e in doc["dependencies"]}
+    assert edges == {("&a->lock", "&b->lock"), ("&b->lock", "&c->lock")}
+    status, out, _ = run("check", "--format", "json", "--baseline", graph, boot2)
+    kinds = [(f["kind"], f.get("from_report", False)) for f in json.loads(out)["findings"]]
+    assert kinds == [("circular-dependency", True), ("circular-dependency", False)]
+
+
+def test_held_lists_enter_the_graph_in_order_past_unvalidated_locks(tmp_path: Path) -> None:
+    log = write(tmp_path / "dmesg.log", lines_of(DATA / "irq-safe-unsafe.log"))
+    graph = str(tmp_path / "g.json")
+    run("graph", log, "-o", graph)
+    doc = json.loads(Path(graph).read_text())
+    edges = {(e["from"], e["to"]) for e in doc["dependencies"]}
+    # held: &evdev->mutex, &dev->event_lock, rcu_read_lock x3 (passed over), &client->buffer_lock, rcu_read_lock
+    assert ("&evdev->mutex", "&dev->event_lock") in edges
+    assert ("&dev->event_lock", "&client->buffer_lock") in edges
+    assert not any("rcu_read_lock" in edge for edge in edges)
+    # the reported dependency itself is not added
+    assert ("&client->buffer_lock", "&new->fa_lock") not in edges
+    usage = {cls["name"]: cls["usage"] for cls in doc["classes"]}
+    assert usage["&dev->event_lock"] == ["IN-HARDIRQ-W", "IN-SOFTIRQ-W", "INITIAL USE"]
+    assert usage["&new->fa_lock"] == ["IN-HARDIRQ-R", "HARDIRQ-ON-R", "SOFTIRQ-ON-R", "INITIAL USE"]
