@@ -321,10 +321,10 @@ class Annotator:
         held_of = self.held
         idle = self.index is None and self.rules.empty  # only captures need watching then
         for ev in events:
-            if idle and not self.capture:
+            op = ev.op
+            if idle and not self.capture and op != E.RUN:
                 yield ev
                 continue
-            op = ev.op
             if op is E.ACQUIRE or op == E.ACQUIRE:
                 held = held_of.get(ev.task)
                 if held is None:
@@ -345,6 +345,9 @@ class Annotator:
                     if cpu == ev.cpu:
                         held_of.pop(task, None)
                         self.ctx.pop(task, None)
+            elif op == E.RUN:  # `#lockcheck-run` in a .lt file: a file start inside the file
+                self.start_trace()
+                self.capture = ev.trylock
             yield ev
 
     def _check_cut(self, ev: Event) -> None:

@@ -29,7 +29,7 @@ from typing import Iterable, Iterator, Optional, Sequence
 
 from lockcheck import events as E
 from lockcheck import findings as F
-from lockcheck.events import ACQUIRE, LOST_EVENTS, RELEASE, Event, class_name
+from lockcheck.events import ACQUIRE, LOST_EVENTS, RELEASE, RUN, Event, class_name
 from lockcheck.findings import ChainLink, Evidence, Finding, LockSnapshot
 from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, calc_dep
 from lockcheck.irq import IrqValidator
@@ -49,6 +49,8 @@ class CheckerOptions:
     lenient_start: bool = False
     #: stop checking after the first finding, as the kernel does
     first: bool = False
+    #: report releases of locks never seen acquired even in captures (`--strict-start`)
+    strict_start: bool = False
 
 
 @dataclass
@@ -92,6 +94,7 @@ class Checker:
         self.stopped = False
         #: whether the trace being read carries irq context (`open_trace`)
         self.irq_state = True
+        self._lenient_always = self.options.lenient_start
         self._pending: list[Finding] = []
         self._dispatch = {
             E.CONTENDED: _ignore,
@@ -114,6 +117,10 @@ class Checker:
         if task is None:
             if op == LOST_EVENTS:
                 self._op_lost_events(ev)
+                return _NOTHING
+            if op == RUN:  # `#lockcheck-run`: a run begins inside the file (a boundary, not an event)
+                self.stats.events -= 1
+                self.open_trace(ev.trylock, irq_state=ev.check)
                 return _NOTHING
             task = self.tasks[ev.task] = TaskState(ev.task, ev.comm or ev.task)
             if self.options.lenient_start:
@@ -222,9 +229,11 @@ class Checker:
         self._tasks_before += len(self.tasks)
         self.tasks.clear()
 
-    def open_trace(self, capture: bool, strict_start: bool = False, irq_state: bool = True) -> None:
+    def open_trace(self, capture: bool, strict_start: Optional[bool] = None, irq_state: bool = True) -> None:
         """A trace file begins (`start_trace`); a capture also switches to mid-flight rules
-        (`start_capture`) unless `strict_start`.  Readers call this through their context.
+        (`start_capture`) unless `strict_start` (default: the option), and a trace that
+        is no capture switches back.  Readers call this through their context; a RUN
+        event (`#lockcheck-run`) does the same inside a file.
 
         `irq_state=False`: the trace carries no irq context at all (perf script), so
         its acquisitions say nothing about irq usage: they mark only USED, never
@@ -233,6 +242,9 @@ class Checker:
         """
         self.start_trace()
         self.irq_state = irq_state
+        if strict_start is None:
+            strict_start = self.options.strict_start
+        self.options.lenient_start = self._lenient_always
         if capture and not strict_start:
             self.start_capture()
 

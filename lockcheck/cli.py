@@ -253,19 +253,12 @@ def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 
 def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    from lockcheck.errors import TraceError
-    from lockcheck.readers import read_all
-    from lockcheck.readers.lt import format_event
+    from lockcheck.convert import convert
 
     with _output(args.output, stdout, args) as out:
-        out.write("#lockcheck-trace v1\n")
-        for ev in read_all(args.traces, args.input_format):
-            try:
-                line = format_event(ev)
-            except ValueError as err:  # a name the format cannot spell (a blank in a task, a line break)
-                raise TraceError(ev.file, ev.line, 1, f"cannot convert to .lt: {err}") from None
-            out.write(line)
-            out.write("\n")
+        notes = convert(args.traces, args.input_format, out)
+    for note in notes:
+        print(wrap_note("lockcheck: note: ", note), file=stderr)
     return EXIT_CLEAN
 
 

@@ -31,9 +31,16 @@ SOFTIRQS_ON = "softirqs-on"
 SOFTIRQS_OFF = "softirqs-off"
 FREE = "free"
 EXIT = "exit"
-#: not a `.lt` op: a capture lost events on CPU `cpu` (ftrace's `CPU:N [LOST EVENTS]`),
-#: so what that CPU's tasks hold is unknown
+#: not a `.lt` op: a capture lost events on CPU `cpu` (ftrace's `CPU:N [LOST EVENTS]`,
+#: `#lockcheck-lost-events cpu=N` in a `.lt` file), so what that CPU's tasks hold is unknown
 LOST_EVENTS = "lost-events"
+#: not a `.lt` op: a run begins inside a file (`#lockcheck-run` in a `.lt` file, as
+#: `lockcheck convert` writes one run per input).  `Event(task="", op=RUN, lock=SOURCE,
+#: at=FORMAT, trylock=CAPTURE, check=IRQ_STATE)`: SOURCE is what the run was read from
+#: (or None), FORMAT the input format it was read in (or None), CAPTURE whether it started
+#: mid-flight, IRQ_STATE whether it carries irq context -- what a file start of that
+#: format means (`lockcheck.readers.run_rules`)
+RUN = "run"
 #: not `.lt` ops, yielded only to `lockcheck stat` (readers' `contention=True`): the kernel's
 #: lockdep-independent `contention_begin`/`contention_end` tracepoints (5.19+); `instance` is the
 #: lock's address, `lock` None, `at` the tracepoint's flags (`SPIN|MUTEX`) or return value

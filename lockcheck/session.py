@@ -124,7 +124,7 @@ class CheckSession:
 
         self.config = load_config(self.options.suppress, use_pyproject=self.options.use_pyproject)
         graph, baseline_findings, reported = self._baseline_graph()
-        options = CheckerOptions(first=self.options.first)
+        options = CheckerOptions(first=self.options.first, strict_start=self.options.strict_start)
         order_path = self.options.order or self.config.order
         if order_path:
             from lockcheck.order import OrderChecker, load_order
@@ -174,7 +174,7 @@ class CheckSession:
         from lockcheck.readers import run_rules
 
         rules = run_rules(module)
-        checker.open_trace(strict_start=self.options.strict_start, **rules)
+        checker.open_trace(**rules)
         if not rules["irq_state"]:
             self.no_irq_files.append(name)
         if self.annotator is not None:

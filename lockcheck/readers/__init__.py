@@ -178,8 +178,8 @@ def _forced(input_format: str) -> ModuleType:
 def _events(path: str, module: Optional[ModuleType], context: Optional[ReadContext]) -> Iterator[Event]:
     name, lines = source.open_lines(path)
     try:
+        head, lines = _peek(lines)
         if module is None:
-            head, lines = _peek(lines)
             module = detect(head, name)
         if context is None:
             yield from module.parse(lines, name)
@@ -200,12 +200,28 @@ def _events(path: str, module: Optional[ModuleType], context: Optional[ReadConte
                 kwargs["reports"] = context.reports
             events = module.parse(lines, name, **kwargs)
         if context.transform is not None:
-            events = context.transform(module, events)
+            events = context.transform(_runs_format(module, head), events)
         yield from events
     finally:
         close = getattr(lines, "close", None)
         if close is not None:
             close()
+
+
+def _runs_format(module: ModuleType, head: list[str]) -> ModuleType:
+    """The format whose rules a file's transform follows: a `.lt` file that `convert`
+    wrote from a capture says so on its `#lockcheck-run format=...` lines (the first
+    capture format among those in its first lines wins)."""
+    if module.NAME != "lt":
+        return module
+    known = formats()
+    for line in head:
+        if line.lstrip().startswith("#lockcheck-run"):
+            for word in line.split():
+                other = known.get(word[len("format="):]) if word.startswith("format=") else None
+                if other is not None and getattr(other, "CAPTURE", False):
+                    return other
+    return module
 
 
 def detect(head: list[str], name: str = "<trace>") -> ModuleType:

@@ -31,8 +31,8 @@ from lark.exceptions import UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from lockcheck.errors import TraceError
 from lockcheck.events import (
-    ACQUIRE, ALL_OPS, CONTENDED, IRQS_OFF, IRQS_ON, LOCK_OPS, MAX_SUBCLASS, MODE_NAMES,
-    MODES_BY_NAME, RELEASE, SOFTIRQS_OFF, SOFTIRQS_ON, WRITE, Event, lock_text, quote_token,
+    ACQUIRE, ALL_OPS, CONTENDED, IRQS_OFF, IRQS_ON, LOCK_OPS, LOST_EVENTS, MAX_SUBCLASS, MODE_NAMES,
+    MODES_BY_NAME, RELEASE, RUN, SOFTIRQS_OFF, SOFTIRQS_ON, WRITE, Event, lock_text, quote_token,
 )
 from lockcheck.grammar import grammar_text
 
@@ -44,15 +44,21 @@ HEADER = "#lockcheck-trace v1"
 # -- the op table of the spec ----------------------------------------------------
 #: op text -> the interned constant of lockcheck.events (the checker compares with `is`)
 _OPS: dict[str, str] = {op: op for op in ALL_OPS}
+#: the directive lines (`#lockcheck-run`, `#lockcheck-lost-events`) and their ops
+DIRECTIVES: dict[str, str] = {"#lockcheck-run": RUN, "#lockcheck-lost-events": LOST_EVENTS}
+_OPS.update({op: op for op in DIRECTIVES.values()})
+_DIRECTIVE_NAMES = {op: mark for mark, op in DIRECTIVES.items()}
 
 _FLAGS = ("try", "nocheck")
-_KEYS = ("subclass", "nest", "at", "ts", "cpu")
+_KEYS = ("subclass", "nest", "at", "ts", "cpu", "format", "from")
 _ACQUIRE_ONLY = frozenset({*MODES_BY_NAME, *_FLAGS, "subclass", "nest"})
 _SITE_OPS = frozenset({ACQUIRE, RELEASE, CONTENDED, IRQS_ON, IRQS_OFF, SOFTIRQS_ON, SOFTIRQS_OFF})
 
 
 def _allowed(op: str) -> frozenset[str]:
-    """The modes, flags and keys `op` accepts (the spec's table; ts/cpu everywhere)."""
+    """The modes, flags and keys `op` accepts (the spec's table; ts/cpu on every event)."""
+    if op == RUN:
+        return frozenset({"format", "from"})
     names = {"ts", "cpu"}
     if op is ACQUIRE:
         names |= _ACQUIRE_ONLY
@@ -62,7 +68,7 @@ def _allowed(op: str) -> frozenset[str]:
 
 
 #: op -> names of the options it accepts
-_ALLOWED: dict[str, frozenset[str]] = {op: _allowed(op) for op in ALL_OPS}
+_ALLOWED: dict[str, frozenset[str]] = {op: _allowed(op) for op in _OPS}
 #: op text -> (op constant, whether a lock follows, options accepted): one look-up per line
 _SHAPES: dict[str, tuple[str, bool, frozenset[str]]] = {op: (op, op in LOCK_OPS, _ALLOWED[op]) for op in ALL_OPS}
 
@@ -233,6 +239,10 @@ class _LineTransformer(Transformer):
         task, op, *options = children
         return _Line(str(task), op, None, options)
 
+    def directive(self, children: list) -> _Line:
+        mark, *options = children
+        return _Line("", Token(mark.type, DIRECTIVES[str(mark)]), None, options)
+
     def lock(self, children: list) -> tuple[str, Optional[str]]:
         name = children[0]
         cls = _unquote(name) if name.type == "QUOTED" else str(name)
@@ -253,7 +263,7 @@ class _LineTransformer(Transformer):
     def site(self, children: list) -> _Option:
         key, value = children
         text = _unquote(value) if value.type == "QUOTED" else str(value)
-        return _Option("at", text, key.column, value.column)
+        return _Option(str(key), text, key.column, value.column)
 
     def pair(self, children: list) -> _Option:
         key, value = children
@@ -299,12 +309,26 @@ def _build(parsed: _Line, file: str, lineno: int) -> Event:
     for option in parsed.options:
         _check_option(op, option, fields)
         fields[_slot(option.name)] = _option_value(option)
+    if op is RUN:
+        return _run_event(fields, file, lineno)
+    if op is LOST_EVENTS and "cpu" not in fields:
+        raise _Invalid(len("#lockcheck-lost-events") + 1, "missing 'cpu=': the CPU that lost events")
     return Event(
         parsed.task, op, lock, instance,
         mode=MODES_BY_NAME[fields.get("mode", "write")], trylock="try" in fields,
         subclass=fields.get("subclass", 0), nest=fields.get("nest"), check="nocheck" not in fields,
         at=fields.get("at"), ts=fields.get("ts"), cpu=fields.get("cpu"), file=file, line=lineno,
     )
+
+
+def _run_event(fields: dict[str, object], file: str, lineno: int) -> Event:
+    """The RUN event of a `#lockcheck-run` line: its format's rules for a file start."""
+    from lockcheck.readers import formats, run_rules
+
+    fmt = fields.get("format")
+    rules = run_rules(formats()[fmt]) if fmt is not None else {"capture": False, "irq_state": True}
+    return Event("", RUN, fields.get("from"), at=fmt, trylock=rules["capture"], check=rules["irq_state"],  # type: ignore[arg-type]
+                 file=file, line=lineno)
 
 
 def _slot(name: str) -> str:
@@ -317,6 +341,9 @@ def _check_option(op: str, option: _Option, seen: dict[str, object]) -> None:
     name = option.name
     if name not in MODES_BY_NAME and name not in _FLAGS and name not in _KEYS:
         raise _Invalid(option.col, f"unknown key '{clip(name)}'{_suggest(name, _KEYS)}")
+    if name not in _ALLOWED[op] and op in _DIRECTIVE_NAMES:
+        takes = " and ".join(_spelled(key) for key in sorted(_ALLOWED[op]))
+        raise _Invalid(option.col, f"{_DIRECTIVE_NAMES[op]} takes only {takes}")
     if name not in _ALLOWED[op]:
         raise _Invalid(option.col, f"{_spelled(name)} {_where_valid(name)}")
     slot = _slot(name)
@@ -332,9 +359,9 @@ def _spelled(name: str) -> str:
 
 def _where_valid(name: str) -> str:
     """Which ops take an option, for 'not valid here' messages."""
-    if name in _ACQUIRE_ONLY:
-        return "is only valid on acquire"
-    return "is only valid on " + ", ".join(sorted(_SITE_OPS))
+    ops = sorted(op for op in ALL_OPS if name in _ALLOWED[op])
+    ops += [mark for mark, op in DIRECTIVES.items() if name in _ALLOWED[op]]
+    return "is only valid on " + ", ".join(ops)
 
 
 def clip(text: str, limit: int = 40) -> str:
@@ -355,7 +382,13 @@ def _option_value(option: _Option) -> object:
         return _checked(_cpu(option.value), option, "cpu must be a non-negative integer below 10**9")
     if name == "ts":
         return _checked(_seconds(option.value), option, "ts must be a number of seconds")
-    return option.value  # nest (a lock pair), at (a site)
+    if name == "format":
+        from lockcheck.readers import formats
+
+        known = formats()
+        if option.value not in known:
+            raise _Invalid(option.value_col, f"unknown format '{option.value}' (one of {', '.join(known)})")
+    return option.value  # nest (a lock pair), at and from (text), format (a format name)
 
 
 def _checked(value: object, option: _Option, message: str) -> object:
@@ -374,6 +407,8 @@ def _explain(line: str, err: UnexpectedInput) -> tuple[int, str]:
     at_end = isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken) and err.token.type == "$END")
     col = len(line) + 1 if at_end else err.column
     fields = _blank_split(line)
+    if fields and fields[0] in DIRECTIVES:  # only its options can be wrong
+        return _explain_option(line, _field_start(line, col), col)
     if at_end and len(fields) < 2:
         return col, "missing op"
     if at_end and len(fields) == 2 and fields[1] in LOCK_OPS:
@@ -427,11 +462,11 @@ def _explain_option(line: str, start: int, col: int) -> tuple[int, str]:
         return start, f"unknown key '{clip(key)}'{_suggest(key, _KEYS)}"
     value_col = start + len(key) + 1
     if not value:
-        what = {"nest": "lock", "at": "site"}.get(key, "value")
+        what = {"nest": "lock", "at": "site", "from": "source"}.get(key, "value")
         return value_col, f"missing {what} after '{key}='"
     if key == "nest":
         return _explain_lock(line, value_col, col)
-    if value.startswith('"') and key == "at":
+    if value.startswith('"') and key in ("at", "from"):
         return _explain_quoted(line, value_col)
     if value.startswith('"'):
         return value_col, f"the value of '{key}=' cannot be quoted"
@@ -515,7 +550,14 @@ def parse(lines: Iterable[str], file: str = "<trace>", fields: bool = False) -> 
     scan = scan_fast
     for lineno, line in enumerate(lines, 1):
         line = line.rstrip("\r\n")
-        if not line or line[0] == "#":
+        if not line:
+            continue
+        if line[0] == "#":
+            if not line.startswith(_DIRECTIVE_MARKS):
+                continue
+            event = parse_line(line, file, lineno)
+            if event is not None:
+                yield _FIELDS(event) if fields else event
             continue
         event = scan(line, file, lineno, fields)
         if event is None:
@@ -528,6 +570,7 @@ def parse(lines: Iterable[str], file: str = "<trace>", fields: bool = False) -> 
 
 
 _FIELDS = operator.attrgetter(*Event.__slots__)
+_DIRECTIVE_MARKS = tuple(DIRECTIVES)
 
 
 # -- writing ------------------------------------------------------------------------------
@@ -539,6 +582,10 @@ def format_event(event: Event) -> str:
     not part of the format.  Raises ValueError for a task or instance the
     format cannot carry (blanks, quotes, line breaks).
     """
+    if event.op is RUN or event.op == RUN:
+        return format_run(event.at, event.lock)
+    if event.op == LOST_EVENTS:
+        return f"#lockcheck-lost-events cpu={event.cpu}"
     _check_token("task", event.task)
     parts = [event.task, event.op]
     if event.op in LOCK_OPS:
@@ -553,6 +600,17 @@ def format_event(event: Event) -> str:
         parts.append(f"ts={float(event.ts)!r}")
     if event.cpu is not None:
         parts.append(f"cpu={event.cpu}")
+    return " ".join(parts)
+
+
+def format_run(fmt: Optional[str] = None, source: Optional[str] = None) -> str:
+    """The `#lockcheck-run` line that starts a run read in format `fmt` from `source`."""
+    parts = ["#lockcheck-run"]
+    if fmt is not None:
+        parts.append(f"format={fmt}")
+    if source is not None:
+        _check_text("from", source)
+        parts.append("from=" + quote_token(source))
     return " ".join(parts)
 
 

@@ -54,7 +54,7 @@ from __future__ import annotations
 from typing import Iterable, Optional
 
 from lockcheck.events import (
-    ACQUIRE, ACQUIRED, CONTENDED, CONTENTION_BEGIN, CONTENTION_END, EXIT, FREE, LOST_EVENTS, RELEASE, WRITE, Event,
+    ACQUIRE, ACQUIRED, CONTENDED, CONTENTION_BEGIN, CONTENTION_END, EXIT, FREE, LOST_EVENTS, RELEASE, RUN, WRITE, Event,
     class_name,
 )
 from lockcheck.stat.model import BOUNCE_ACQUIRED, BOUNCE_CONTENDED, ClassStats, LockTime, count_point
@@ -204,6 +204,8 @@ class LockStats:
                 self.held_at_exit += len(task.held)
         elif op == LOST_EVENTS:
             self._lost_events(ev.cpu)
+        elif op == RUN:  # `#lockcheck-run`: a run of its own inside a .lt file
+            self.end_run()
 
     def lock_acquire(self, ev: Event) -> None:
         """`__lock_acquire`: push a held lock, its hold clock started."""
