@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff = sub.add_parser("diff", help="what NEW adds to BASE: dependencies and findings (exit 1 on a new finding)")
     diff.add_argument("base", metavar="BASE", help="saved graph, trace or directory of traces")
     diff.add_argument("new", metavar="NEW", help="saved graph, trace or directory of traces")
-    diff.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf or jsonl")
+    diff.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf, jsonl or kernel-log")
     diff.add_argument("--format", default="text",
                       help="text (default) or json; sarif or github print only the new findings")
     diff.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
@@ -108,7 +108,7 @@ def _add_input_args(parser: argparse.ArgumentParser, traces_required: bool = Tru
     parser.add_argument("traces", nargs="+" if traces_required else "*", metavar="TRACE",
                         help="trace file, directory, or - for stdin"
                              + ("" if traces_required else "; /proc/lockdep dumps enter the graph directly"))
-    parser.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf or jsonl")
+    parser.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf, jsonl or kernel-log")
     parser.add_argument("--strict-start", action="store_true",
                         help="report releases of locks never seen acquired even in captures (ftrace, perf)")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")

@@ -69,12 +69,15 @@ class Side:
     context: Optional[Any] = None
     #: a trace side's annotations (lockcheck.annotations.Annotator), applied as in `check`
     annotator: Optional[Any] = None
+    #: the kernel reports of a side's kernel logs, fanned out to its checkers (`feeds`)
+    reports: Optional["_ReportFan"] = None
 
     def feeds(self, *checkers: Checker) -> None:
         """Each trace file is a run of its own for `checkers`, and a capture starts mid-flight
-        (as in `lockcheck check`)."""
+        (as in `lockcheck check`); each kernel log's reports reach every checker."""
         if self.context is None:
             return
+        self.context.reports = self.reports = _ReportFan(checkers)
 
         from lockcheck.readers import run_rules
 
@@ -85,6 +88,33 @@ class Side:
                 self.annotator.open_trace(module)
 
         self.context.on_open = opened
+
+
+class _ReportFan:
+    """A kernel log's reports into each checker of a side (`logreports.ReportCollector` each):
+    their findings, grouped, and their dependencies, joined with whatever that checker holds."""
+
+    def __init__(self, checkers: tuple) -> None:
+        from lockcheck.logreports import ReportCollector
+
+        self.collectors = [(checker, ReportCollector(checker)) for checker in checkers]
+
+    def report(self, splat) -> None:
+        for _, collector in self.collectors:
+            collector.report(splat)
+
+    def log_done(self, file: str, stats) -> None:
+        for _, collector in self.collectors:
+            collector.log_done(file, stats)
+
+    def found(self, checker: Checker) -> list[Finding]:
+        """The findings the reports gave `checker`: the reports' own, and cycles they closed there."""
+        return next(collector.found for owner, collector in self.collectors if owner is checker)
+
+
+def reports_of(side: Side, checker: Checker) -> list[Finding]:
+    """What a side's kernel logs reported to `checker` (nothing for a side without logs)."""
+    return side.reports.found(checker) if side.reports is not None else []
 
 
 def load_side(spec: str, input_format: str = "auto", aliases=None, annotations=None) -> Side:
@@ -115,7 +145,7 @@ def run_side(side: Side) -> Side:
     checker = Checker(DepGraph(), CheckerOptions())
     side.feeds(checker)
     source = side.events if side.events is not None else replay_events(side.graph)
-    side.findings = list(checker.run(source))
+    side.findings = list(checker.run(source)) + reports_of(side, checker)
     if side.annotator is not None:
         side.annotator.mark_uncertain(side.findings)
     side.events_read = checker.stats.events
@@ -235,6 +265,8 @@ def diff_graphs(base: Side, new: Side) -> DiffResult:
     for ev in new.events if is_trace else replay_events(new.graph):
         found_alone.extend(alone.feed(ev))
         found_joined.extend(joined.feed(ev))
+    found_alone += reports_of(new, alone)
+    found_joined += reports_of(new, joined)
     if is_trace:
         new.graph = alone.graph
         new.events = None

@@ -164,7 +164,16 @@ class Finding:
         return MESSAGES[self.kind]
 
     def key(self) -> tuple:
-        """Identity for de-duplication: kind, lock and held classes; cycles up to rotation."""
+        """Identity for de-duplication: kind, lock and held classes; cycles up to rotation.
+
+        A finding read from kernel reports is keyed as reports are grouped
+        (`lockcheck.grouping`: the per-boot `#N` of class names left out), so
+        the same problem in two boots' logs is one.
+        """
+        if self.report is not None:
+            from lockcheck.grouping import group_key
+
+            return group_key(self)
         if self.cycle:
             pivot = min(range(len(self.cycle)), key=lambda i: self.cycle[i])
             rotated = tuple(self.cycle[pivot:] + self.cycle[:pivot])

@@ -185,15 +185,24 @@ def finding_record(finding: Finding) -> dict[str, Any]:
     dedup = finding.details.get("dedup")
     if isinstance(dedup, (str, int, float)):
         record["dedup"] = dedup
+    if finding.report is not None:  # keyed as kernel reports are grouped
+        record["report_key"] = json.loads(json.dumps(finding.key()))
     return record
 
 
 def record_key(record: dict[str, Any]) -> tuple:
     """`Finding.key()` of a saved finding record."""
+    if isinstance(record.get("report_key"), list):
+        return _tuples(record["report_key"])
     cycle = record.get("cycle")
     if cycle:
         return Finding(kind=record["kind"], task="", lock=record.get("lock", ""), location="", cycle=list(cycle)).key()
     return (record["kind"], record.get("lock"), record.get("held"), record.get("dedup"))
+
+
+def _tuples(value: Any) -> Any:
+    """JSON lists back into the tuples a key is made of."""
+    return tuple(_tuples(item) for item in value) if isinstance(value, list) else value
 
 
 def graph_from_json(doc: Any, file: str = "<graph>", text: Optional[str] = None) -> DepGraph:

@@ -109,7 +109,7 @@ def check_json(doc: Any) -> None:
 
 
 def check_finding(record: Any, path: Path) -> None:
-    """A saved finding: kind, lock, held, location, cycle, dedup (what `diff` compares)."""
+    """A saved finding: kind, lock, held, location, cycle, dedup, report_key (what `diff` compares)."""
     _object(record, path)
     _name(record, "kind", path, required=True)
     for key in ("lock", "held", "location"):
@@ -127,6 +127,12 @@ def check_finding(record: Any, path: Path) -> None:
             _text(dedup, path + ["dedup"])
         elif not finite(dedup):
             raise SchemaError(path + ["dedup"], "expected a string or a finite number")
+    if record.get("report_key") is not None:
+        key = record["report_key"]
+        flat = [item for part in key for item in (part if isinstance(part, list) else [part])] \
+            if isinstance(key, list) else None
+        if not key or flat is None or not all(item is None or isinstance(item, str) for item in flat):
+            raise SchemaError(path + ["report_key"], "expected a list of class names and words (a report's key)")
 
 
 def check_evidence(doc: Any, path: Path) -> None:

@@ -171,3 +171,57 @@ def test_held_lists_enter_the_graph_in_order_past_unvalidated_locks(tmp_path: Pa
     usage = {cls["name"]: cls["usage"] for cls in doc["classes"]}
     assert usage["&dev->event_lock"] == ["IN-HARDIRQ-W", "IN-SOFTIRQ-W", "INITIAL USE"]
     assert usage["&new->fa_lock"] == ["IN-HARDIRQ-R", "HARDIRQ-ON-R", "SOFTIRQ-ON-R", "INITIAL USE"]
+
+
+def test_diff_of_two_boots_logs_lists_what_the_second_adds(tmp_path: Path) -> None:
+    boot1 = write(tmp_path / "boot1.log", circular("t1/11", ["&a->lock", "&b->lock", "&c->lock"], 5.0)
+                  + stamped(raw(lines_of(DATA / "recursive.log")), 9.0))
+    # boot 2 hits boot 1's recursive locking again, and closes a new cycle with boot 1's chain
+    boot2 = write(tmp_path / "boot2.log", stamped(raw(lines_of(DATA / "recursive.log")), 3.0)
+                  + circular("t2/22", ["&c->lock", "&d->lock", "&a->lock"], 7.0))
+    status, out, err = run("diff", "--format", "json", boot1, boot2)
+    assert status == 1, err
+    doc = json.loads(out)
+    added = {(e["from"], e["to"]) for e in doc["dependencies"]["added"]}
+    assert added == {("&c->lock", "&d->lock"), ("&d->lock", "&a->lock")}
+    new = [(f["kind"], f.get("from_report", False), f["only_with_base"]) for f in doc["findings"]]
+    assert sorted(new) == [("circular-dependency", False, True), ("circular-dependency", True, False)]
+    # a saved graph of boot 1 is the same BASE, its reports included
+    graph = str(tmp_path / "boot1.json")
+    run("graph", boot1, "-o", graph)
+    status, out, _ = run("diff", "--format", "json", graph, boot2)
+    assert sorted((f["kind"], f.get("from_report", False)) for f in json.loads(out)["findings"]) == [
+        ("circular-dependency", False), ("circular-dependency", True)]
+
+
+def test_sarif_and_github_say_a_finding_is_the_kernels_report_and_how_often(tmp_path: Path) -> None:
+    once = raw(lines_of(DATA / "recursive.log"))
+    log = write(tmp_path / "console.log", stamped(once + once))
+    sarif = json.loads(run("check", "--format", "sarif", log)[1])
+    (result,) = sarif["runs"][0]["results"]
+    props = result["properties"]
+    assert (props["fromReport"], props["count"], props["kernel"]) == (True, 2, "4.16.0+ #174 Not tainted")
+    assert props["lastReport"] == f"{log}:{2 + len(once)}"
+    assert "the kernel's own report, seen 2 times" in result["message"]["text"]
+    github = run("check", "--format", "github", log)[1]
+    assert "the kernel's own report, seen 2 times" in github
+
+
+def test_the_readmes_dmesg_example_is_what_lockcheck_prints() -> None:
+    import os
+
+    import lockcheck
+
+    root = Path(__file__).parent.parent
+    readme = (root / "README.md").read_text(encoding="utf-8")
+    command = "$ lockcheck check tests/data/kernel-log/recursive.log\n"
+    shown = readme[readme.index(command) + len(command):]
+    shown = shown[:shown.index("```")]
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        status, out, _ = run("check", "tests/data/kernel-log/recursive.log")
+    finally:
+        os.chdir(cwd)
+    assert status == 1
+    assert out == shown.replace("lockcheck 0.1.0", f"lockcheck {lockcheck.__version__}")

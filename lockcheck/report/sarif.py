@@ -106,6 +106,12 @@ def _result(finding: Finding, index: int) -> dict[str, Any]:
         result["properties"]["cycle"] = list(finding.cycle)
     if finding.uncertain:
         result["properties"]["uncertain"] = finding.uncertain
+    if finding.report is not None:  # the kernel's own report, read from a log
+        origin = finding.report
+        result["properties"].update({"fromReport": True, "count": origin.count,
+                                     "firstReport": origin.first.location, "lastReport": origin.last.location})
+        if origin.kernel:
+            result["properties"]["kernel"] = origin.kernel
     primary, related = locate(finding.site, finding.location)
     result["locations"] = [primary]
     if related is not None:
@@ -127,6 +133,10 @@ def message_text(finding: Finding) -> str:
     else:
         text += f": {finding.lock}"
     text += f" (task {finding.task}, {finding.location})"
+    if finding.report is not None:
+        origin = finding.report
+        text += (f"; the kernel's own report, seen {origin.count} time{'s' if origin.count != 1 else ''}"
+                 + (f", last at {origin.last.location}" if origin.count > 1 else ""))
     declared = finding.details.get("declared")
     if declared:
         text += f"; declared order: {' < '.join(declared)}"
