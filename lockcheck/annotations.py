@@ -180,6 +180,10 @@ class AnnotationOptions:
             rules = rules.merge(AnnotationRules.load(self.annotations))
         return rules
 
+    def annotators(self) -> "Annotators":
+        """The annotators of a run, before its inputs are known (`Annotators.add_boots` adds the boots')."""
+        return Annotators(self.annotator())
+
     def annotator(self, extra_state: Optional[LockdepState] = None) -> "Annotator":
         """An Annotator with these rules and state (EXTRA_STATE: a boot directory's own, used instead)."""
         state = extra_state
@@ -722,6 +726,61 @@ class Annotator:
             return [text]
         return []
 
+
+
+class Annotators:
+    """The Annotator of each input: one per boot directory (its own state), one for all the rest.
+
+    Stands in for a single Annotator in a run (`open_trace`, `transform`,
+    `mark_uncertain`, `notes`): the file being opened picks the annotator
+    that its events go through, and a finding is marked by the annotator of
+    the file it was found in.
+    """
+
+    def __init__(self, default: Annotator) -> None:
+        self.default = default
+        self.current = default
+        self.by_file: dict[str, Annotator] = {}
+        self.boots: list[tuple[object, Annotator]] = []
+
+    @property
+    def rules(self) -> AnnotationRules:
+        return self.default.rules
+
+    def add_boots(self, traces: list, options: AnnotationOptions) -> None:
+        """An annotator for each boot among TRACES (expanded `lockcheck.readers.inputs.Input`s)."""
+        from lockcheck import kstate
+        from lockcheck.boot import boots_of
+
+        for boot in boots_of(traces):
+            self.add(boot, options.annotator(kstate.load(*boot.state_files)))
+
+    def add(self, boot, annotator: Annotator) -> None:
+        """A boot (`lockcheck.boot.Boot`) whose traces go through ANNOTATOR."""
+        self.boots.append((boot, annotator))
+        for path in boot.traces:
+            self.by_file[path] = annotator
+
+    def open_trace(self, name: str, module) -> None:
+        self.current = self.by_file.get(name, self.default)
+        self.current.open_trace(module)
+
+    def transform(self, module, events: Iterable[Event]) -> Iterable[Event]:
+        return self.current.transform(module, events)
+
+    def mark_uncertain(self, findings: list[Finding]) -> int:
+        groups: dict[int, tuple[Annotator, list[Finding]]] = {}
+        for finding in findings:
+            annotator = self.by_file.get(finding.location.rpartition(":")[0], self.default)
+            groups.setdefault(id(annotator), (annotator, []))[1].append(finding)
+        return sum(annotator.mark_uncertain(group) for annotator, group in groups.values())
+
+    def notes(self) -> list[str]:
+        out = self.default.notes() if self.default.sources or self.default.changes else []
+        for boot, annotator in self.boots:
+            out += boot.notes()  # type: ignore[attr-defined]
+            out += [f"{boot.name}: {note}" for note in annotator.notes()]  # type: ignore[attr-defined]
+        return out
 
 
 def annotate(events: Iterable[Event], state: Optional[LockdepState] = None,

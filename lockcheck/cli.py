@@ -12,6 +12,7 @@ import argparse
 import contextlib
 import io
 import os
+import shlex
 import signal
 import sys
 from typing import Iterator, Optional, Sequence, TextIO
@@ -83,6 +84,28 @@ def build_parser() -> argparse.ArgumentParser:
     from lockcheck.stat import command as stat_command
 
     stat_command.add_arguments(stat)
+
+    capture = sub.add_parser("capture", help="print (or --run) the set-up of a kernel capture with lockdep's "
+                                             "arguments, and collect the boot into a directory",
+                             formatter_class=argparse.RawDescriptionHelpFormatter, epilog=(
+                                 "examples:\n"
+                                 "  lockcheck capture > capture.sh                     # the set-up, to read or run\n"
+                                 "  sudo lockcheck capture --run -o boot1 -- ./stress  # capture while ./stress runs\n"
+                                 "  sudo lockcheck capture --run -o boot1 --duration 30\n"
+                                 "  lockcheck check boot1                              # check it as a boot"))
+    capture.add_argument("--run", action="store_true",
+                         help="perform it (as root): set up, run the workload, stop, collect into -o DIR, clean up")
+    capture.add_argument("--output", "-o", metavar="DIR", help="the boot directory to write (`lockcheck check DIR`)")
+    capture.add_argument("--arch", default=None, help="argument registers: x86_64 or arm64 (default: this machine)")
+    capture.add_argument("--buffer-kb", type=int, default=None, metavar="KB", help="per-CPU ring buffer (65536)")
+    capture.add_argument("--name-offset", type=int, default=None, metavar="N",
+                         help="offset of `name` in struct lockdep_map (24 on 64-bit kernels)")
+    capture.add_argument("--no-kprobe", action="store_true", help="lock tracepoints only, no kprobe on lock_acquire")
+    capture.add_argument("--duration", type=float, default=10.0, metavar="SECONDS",
+                         help="with --run and no COMMAND: how long to capture (10)")
+    capture.add_argument("--root", default="/", metavar="DIR", help="look for /sys and /proc under DIR (for tests)")
+    capture.add_argument("workload", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                         help="with --run: the workload to run while capturing")
 
     convert = sub.add_parser("convert", help="write any supported trace as .lt")
     _add_input_args(convert)
@@ -291,7 +314,31 @@ def cmd_stat(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return stat_command.run(args, out, stderr)
 
 
-COMMANDS = {"check": cmd_check, "graph": cmd_graph, "diff": cmd_diff, "stat": cmd_stat, "convert": cmd_convert}
+def cmd_capture(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from lockcheck import capture
+
+    command = args.workload[1:] if args.workload[:1] == ["--"] else args.workload
+    if command and not args.run:
+        raise UsageError("lockcheck capture: a workload COMMAND needs --run")
+    arch = capture.ARCH_ALIASES.get(args.arch, args.arch) if args.arch else capture.machine_arch()
+    if not args.no_kprobe and arch not in capture.ARG_REGISTERS:
+        raise UsageError(f"lockcheck capture: no argument registers known for {arch} "
+                         f"(choose --arch {' or '.join(capture.ARG_REGISTERS)}, or --no-kprobe)")
+    options = capture.CaptureOptions(
+        arch=arch, kprobe=not args.no_kprobe, output=args.output, duration=args.duration, command=command,
+        root=args.root, buffer_kb=args.buffer_kb or capture.DEFAULT_BUFFER_KB,
+        name_offset=capture.NAME_OFFSET if args.name_offset is None else args.name_offset,
+    )
+    if not args.run:
+        capture.print_script(options, stdout)
+        return EXIT_CLEAN
+    boot = capture.Capture(options, stderr).run()
+    print(f"lockcheck capture: wrote {boot}; check it with: lockcheck check {shlex.quote(boot)}", file=stderr)
+    return EXIT_CLEAN
+
+
+COMMANDS = {"check": cmd_check, "graph": cmd_graph, "diff": cmd_diff, "stat": cmd_stat, "convert": cmd_convert,
+            "capture": cmd_capture}
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -140,13 +140,15 @@ class CheckSession:
                                    parallel=True, errors=self.errors)
         findings: list[Finding] = list(baseline_findings)
         # option files are read before any input: a bad one is the only line printed
-        annotator = self.annotator = self._annotator()
+        annotation_options = self._annotation_options()
+        annotator = self.annotator = annotation_options.annotators()
         from lockcheck.logreports import ReportCollector
 
         # kernel logs send their lockdep reports here, in reading order (lockcheck.logreports)
         self.context.reports = self.reports = ReportCollector(checker, findings)
         try:
             traces, dumps = self._split_dumps(paths)
+            annotator.add_boots(traces, annotation_options)
             if dumps:
                 findings.extend(self._check_dumps(checker, dumps))
             if traces:
@@ -178,14 +180,15 @@ class CheckSession:
         if not rules["irq_state"]:
             self.no_irq_files.append(name)
         if self.annotator is not None:
-            self.annotator.open_trace(module)
+            self.annotator.open_trace(name, module)
 
-    def _annotator(self):
-        """The annotation transformer: `--lockdep-state`, `--annotations` and the built-in rules."""
+    def _annotation_options(self):
+        """What annotates captures: `--lockdep-state`, `--annotations`, the built-in rules; boot
+        directories among the inputs bring their own state (lockcheck.boot)."""
         from lockcheck.annotations import AnnotationOptions
 
         options = self.options
-        return AnnotationOptions(options.lockdep_state, options.annotations, options.builtin_annotations).annotator()
+        return AnnotationOptions(options.lockdep_state, options.annotations, options.builtin_annotations)
 
     def _split_dumps(self, paths: list[str]) -> tuple[list, list[str]]:
         """(traces as `inputs.Input`s, /proc/lockdep dumps) among the inputs, directories

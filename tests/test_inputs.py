@@ -106,10 +106,15 @@ def test_plain_text_named_on_the_command_line_still_gets_the_lt_parsers_error(tm
 def test_a_boot_directory_reads_its_trace_and_dumps_and_skips_the_rest(tmp_path):
     boot = tmp_path / "boot"
     shutil.copytree(CAPTURES / "clean", boot)
-    kinds = {Path(i.path).name: i.kind for i in inputs.expand([str(boot)])}
-    assert kinds == {"dmesg.txt": inputs.TRACE, "lock_stat.txt.xz": inputs.LOCK_STAT, "lockdep.txt.xz": inputs.DUMP,
-                     "lockdep_chains.txt.xz": inputs.DUMP, "lockdep_stats.txt": inputs.SKIP,
+    expanded = inputs.expand([str(boot)])
+    kinds = {Path(i.path).name: i.kind for i in expanded}
+    # the dumps are the capture's state (lockcheck.boot), not dumps to merge; the log is both
+    assert kinds == {"dmesg.txt": inputs.TRACE, "lock_stat.txt.xz": inputs.LOCK_STAT, "lockdep.txt.xz": inputs.SKIP,
+                     "lockdep_chains.txt.xz": inputs.SKIP, "lockdep_stats.txt": inputs.SKIP,
                      "meta.txt": inputs.SKIP, "trace.ftrace.xz": inputs.TRACE}
+    [trace] = [i for i in expanded if i.path.endswith("trace.ftrace.xz")]
+    assert sorted(Path(p).name for p in trace.state) == ["dmesg.txt", "lockdep.txt.xz", "lockdep_chains.txt.xz",
+                                                         "lockdep_stats.txt", "meta.txt"]
 
 
 def test_directory_hooks_see_and_may_change_a_directory(tmp_path, monkeypatch):

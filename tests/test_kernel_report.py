@@ -227,3 +227,13 @@ def test_kprobe_profile_in_meta_and_alone():
             "--- trace_clock", "local [global]"]
     assert kboot.parse_kprobe_profile(meta) == [kboot.ProbeProfile("lock_acquire_args", 123456, 7)]
     assert kboot.parse_kprobe_profile(["  p  10  0"]) == [kboot.ProbeProfile("p", 10, 0)]
+
+
+def test_docstring_examples():
+    import doctest
+
+    from lockcheck import annotations
+
+    for module in (kboot, kstate, annotations):
+        failed, tried = doctest.testmod(module)
+        assert tried and not failed, module.__name__

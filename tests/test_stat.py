@@ -331,3 +331,15 @@ def test_dump_and_trace_together_are_flagged(tmp_path: Path) -> None:
     err = io.StringIO()
     assert main(["stat", str(DATA / "excerpt.txt"), str(trace)], stdout=io.StringIO(), stderr=err) == 0
     assert "set them side by side with --compare DUMP TRACE" in err.getvalue()
+
+
+@pytest.mark.parametrize("boot", ["clean", "clean-nohash"])
+def test_real_dumps_render_back_byte_for_byte(boot: str) -> None:
+    import lzma
+
+    from testdata import CAPTURES
+
+    path = CAPTURES / boot / "lock_stat.txt.xz"
+    out = io.StringIO()
+    assert main(["stat", str(path)], stdout=out, stderr=io.StringIO()) == 0
+    assert out.getvalue() == lzma.open(path, "rt").read()
