@@ -68,6 +68,7 @@ from lockcheck import findings as F
 from lockcheck.events import Event, MAX_SUBCLASS
 from lockcheck.findings import Finding
 from lockcheck.kstate import LockdepState, split_class_name
+from lockcheck.wording import count as plural
 
 # -- rules ------------------------------------------------------------------------
 
@@ -686,14 +687,14 @@ class Annotator:
             elif what == "unexplained":
                 out.append(f"{acq} repeat a held class with nothing held below that could be its nest_lock")
         if self.rules.other_statements:
-            out.append(f"the annotation file also declares {self.rules.other_statements} lock orders; "
+            out.append(f"the annotation file also declares {plural(self.rules.other_statements, 'lock order')}; "
                        "give it to --order to enforce them")
         total = sum(self.sources.values())
         if total:
             parts = [f"{self.sources[key]} {label}" for key, label in (
                 ("capture", "from the capture (lock_acquire arguments)"), ("state", "from the kernel's state"),
                 ("rule", "by rule"), ("none", "left as captured")) if self.sources[key]]
-            out.append(f"annotations of {total} captured acquisitions: {', '.join(parts)}")
+            out.append(f"annotations of {plural(total, 'captured acquisition')}: {', '.join(parts)}")
         return out
 
     def _validity_notes(self) -> list[str]:

@@ -34,12 +34,70 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+#: the examples at the end of each `--help` page (argparse epilogs), by command
+EXAMPLES = {
+    None: """\
+examples:
+  lockcheck check traces/abba.lt          report an AB-BA deadlock in lockdep's layout
+  lockcheck check --format json boot/     a directory: each file read on its own
+  lockcheck graph traces/ -o main.json    save the dependency graph for later diffs
+  lockcheck diff main.json pr-traces/     what a change adds (exit 1 on a new finding)
+  lockcheck COMMAND --help                the options of one command""",
+    "check": """\
+exit status: 0 nothing found, 1 findings, 2 an input could not be read
+
+examples:
+  lockcheck check traces/abba.lt
+  lockcheck check --format json --first trace.ftrace.xz
+  lockcheck check --lockdep-state boot/ boot/trace.ftrace.xz
+  lockcheck check --baseline main.json --suppress known.toml traces/""",
+    "graph": """\
+graph exits 0 once it wrote the graph, findings or not: reporting them is
+`lockcheck check`'s job (its summary line on stderr counts them); 2 when an
+input could not be read (and nothing is written).
+
+examples:
+  lockcheck graph traces/ -o main.json
+  lockcheck graph trace.ftrace.xz -o locks.dot && dot -Tsvg locks.dot > locks.svg""",
+    "diff": """\
+exit status: 0 nothing new, 1 NEW adds a finding, 2 an input could not be read
+
+examples:
+  lockcheck diff main.json traces/
+  lockcheck diff --format github main.json pr-traces/""",
+    "stat": """\
+examples:
+  lockcheck stat trace.ftrace.xz --top 10
+  lockcheck stat --format json /proc/lock_stat""",
+    "capture": """\
+examples:
+  lockcheck capture > capture.sh                     # the set-up, to read or run
+  sudo lockcheck capture --run -o boot1 -- ./stress  # capture while ./stress runs
+  sudo lockcheck capture --run -o boot1 --duration 30
+  lockcheck check boot1                              # check it as a boot""",
+    "convert": """\
+Each input stays a run of its own (a `#lockcheck-run` line), and tasks keep
+the names reports print.
+
+examples:
+  lockcheck convert trace.ftrace.xz -o trace.lt
+  lockcheck convert traces/ > all.lt""",
+}
+
+
+def _command(sub, name: str, help: str) -> argparse.ArgumentParser:
+    """A subcommand whose `--help` ends with its examples."""
+    return sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".",
+                          epilog=EXAMPLES.get(name), formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="lockcheck", description="Lockdep for lock traces: finds deadlocks that have not happened yet.")
+    parser = _Parser(prog="lockcheck", description="Lockdep for lock traces: finds deadlocks that have not happened yet.",
+                     epilog=EXAMPLES[None], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"lockcheck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    check = sub.add_parser("check", help="check traces and report problems in lockdep's format")
+    check = _command(sub, "check", "check traces and report problems in lockdep's format")
     _add_input_args(check, traces_required=False)
     check.add_argument("--format", default="text", help="text (default), json, sarif or github")
     check.add_argument("--first", action="store_true", help="stop after the first finding, like the kernel")
@@ -54,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
 
-    graph = sub.add_parser("graph", help="write the dependency graph of traces (.json, .graphml, .dot)")
+    graph = _command(sub, "graph", "write the dependency graph of traces (.json, .graphml, .dot)")
     _add_input_args(graph)
     graph.add_argument("--output", "-o", metavar="OUT", required=True,
                        help="graph file: .json (lockcheck's format), .graphml or .dot; - for JSON on stdout")
@@ -68,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
     _add_annotation_args(graph)
 
-    diff = sub.add_parser("diff", help="what NEW adds to BASE: dependencies and findings (exit 1 on a new finding)")
+    diff = _command(sub, "diff", "what NEW adds to BASE: dependencies and findings (exit 1 on a new finding)")
     diff.add_argument("base", metavar="BASE", help="saved graph, trace or directory of traces")
     diff.add_argument("new", metavar="NEW", help="saved graph, trace or directory of traces")
     diff.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf, jsonl or kernel-log")
@@ -79,20 +137,14 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     _add_annotation_args(diff, sides=True)
 
-    stat = sub.add_parser("stat", help="contention and hold-time statistics per class, as /proc/lock_stat")
+    stat = _command(sub, "stat", "contention and hold-time statistics per class, as /proc/lock_stat")
     _add_input_args(stat)
     from lockcheck.stat import command as stat_command
 
     stat_command.add_arguments(stat)
 
-    capture = sub.add_parser("capture", help="print (or --run) the set-up of a kernel capture with lockdep's "
-                                             "arguments, and collect the boot into a directory",
-                             formatter_class=argparse.RawDescriptionHelpFormatter, epilog=(
-                                 "examples:\n"
-                                 "  lockcheck capture > capture.sh                     # the set-up, to read or run\n"
-                                 "  sudo lockcheck capture --run -o boot1 -- ./stress  # capture while ./stress runs\n"
-                                 "  sudo lockcheck capture --run -o boot1 --duration 30\n"
-                                 "  lockcheck check boot1                              # check it as a boot"))
+    capture = _command(sub, "capture", "print (or --run) the set-up of a kernel capture with lockdep's "
+                                        "arguments, and collect the boot into a directory")
     capture.add_argument("--run", action="store_true",
                          help="perform it (as root): set up, run the workload, stop, collect into -o DIR, clean up")
     capture.add_argument("--output", "-o", metavar="DIR", help="the boot directory to write (`lockcheck check DIR`)")
@@ -107,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     capture.add_argument("workload", nargs=argparse.REMAINDER, metavar="-- COMMAND",
                          help="with --run: the workload to run while capturing")
 
-    convert = sub.add_parser("convert", help="write any supported trace as .lt")
+    convert = _command(sub, "convert", "write any supported trace as .lt")
     _add_input_args(convert)
     convert.add_argument("--output", "-o", metavar="OUT", default="-", help="output .lt file (default stdout)")
     return parser

@@ -202,6 +202,10 @@ EVIDENCE = {"file": "x.lt", "line": 1, "task": "T"}
     ({"lockcheck-graph": 1, "dependencies": [{"from": "A", "to": "B", "dep": 99, "evidence": EVIDENCE}]}, "dep: expected"),
     ({"lockcheck-graph": 1, "findings": [{"kind": "x", "cycle": [1]}]}, "findings[0].cycle[0]: expected a string"),
     ({"lockcheck-graph": True}, "unsupported lockcheck-graph version"),
+    ({"lockcheck-graph": 1, "dependencies": [{"from": "A", "to": "B", "dep": ["EN"],
+                                              "evidence": dict(EVIDENCE, stack=[{"file": "f.py", "line": "x",
+                                                                                 "function": "f"}])}]},
+     "evidence.stack[0].line: expected an integer"),
     ({"lockcheck-graph": 1, "classes": [{"name": "A"}, {"name": "A"}]}, "listed twice"),
 ])
 def test_saved_graph_of_wrong_types(tmp_path, doc, message):

@@ -214,7 +214,7 @@ def test_lost_console_lines_are_noted() -> None:
     del lines[held + 1]
     (splat,) = read_back(lines)[0]
     assert "lost lines: chain entries -> #2 are missing" in splat.notes
-    assert "lost lines: 0 of 1 held locks printed" in splat.notes
+    assert "lost lines: 0 of 1 held lock printed" in splat.notes
     finding = to_finding(splat)
     assert finding.cycle is None and finding.lock == "console_lock" and len(finding.chain) == 3
 

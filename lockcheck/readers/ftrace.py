@@ -111,6 +111,7 @@ from lockcheck.events import (
 )
 from lockcheck.events import LOST_EVENTS as E_LOST_EVENTS
 from lockcheck.grammar import grammar_text
+from lockcheck.wording import count
 
 NAME = "ftrace"
 #: captures start mid-flight; parse() takes stats= (see lockcheck.readers)
@@ -179,10 +180,10 @@ class ReaderStats:
         """Sentences for the closing note, e.g. `skipped 444 lines of other events (...)`."""
         out = []
         if self.skipped:
-            kinds = ", ".join(f"{name}: {count}" for name, count in self.skipped.most_common())
-            out.append(f"skipped {self.skipped_lines} lines of other events ({kinds})")
+            kinds = ", ".join(f"{name}: {n}" for name, n in self.skipped.most_common())
+            out.append(f"skipped {count(self.skipped_lines, 'line')} of other events ({kinds})")
         if self.names_resolved or self.names_unresolved:
-            out.append(f"resolved {self.names_resolved} nameless lock lines by address"
+            out.append(f"resolved {count(self.names_resolved, 'nameless lock line')} by address"
                        + (f", {self.names_unresolved} unresolved" if self.names_unresolved else ""))
         if self.probe_lines:
             missing = self.acquisitions - self.args_paired
@@ -195,7 +196,7 @@ class ReaderStats:
                 text += f"; {self.args_unpaired} argument lines had no lock_acquire line after them"
             out.append(text)
         if self.lost_markers:
-            out.append(f"{self.lost_markers} lost-events markers: the stacks of those CPUs were reset")
+            out.append(f"{count(self.lost_markers, 'lost-events marker')}: the stacks of those CPUs were reset")
         return out
 
 

@@ -45,6 +45,7 @@ from lockcheck import findings as F
 from lockcheck.events import Event
 from lockcheck.grammar import grammar_text
 from lockcheck.splats import Splat, SplatLink, SplatLock
+from lockcheck.wording import count
 
 NAME = "kernel-log"
 #: parse() takes stats= and reports= (see lockcheck.readers)
@@ -551,7 +552,7 @@ class _Builder:
             elif not depths and self.complete:
                 splat.notes.append("lost lines: no dependency chain")
         if splat.held_count is not None and len(splat.held_locks) < splat.held_count and self.complete:
-            splat.notes.append(f"lost lines: {len(splat.held_locks)} of {splat.held_count} held locks printed")
+            splat.notes.append(f"lost lines: {len(splat.held_locks)} of {count(splat.held_count, 'held lock')} printed")
         return splat
 
 

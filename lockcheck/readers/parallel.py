@@ -45,11 +45,13 @@ def worth_it(path: str) -> bool:
         return False
 
 
-def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None) -> Iterator[Event]:
+def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None,
+                   position: Optional[list] = None) -> Iterator[Event]:
     """The events of `path` parsed by `module` in a worker process, in order.
 
     `stats`, when given, is updated (merged) with the worker's reader
-    statistics once the file has been read.
+    statistics once the file has been read; `position[0]`, when given, is
+    kept at the bytes of the file the worker has read (for a progress line).
     """
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
@@ -68,7 +70,10 @@ def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None
             except EOFError:
                 raise TraceError(path, None, None, "the reader process ended unexpectedly") from None
             if kind == "events":
-                yield from starmap(Event, payload)
+                batch, offset = payload
+                if position is not None:
+                    position[0] = offset
+                yield from starmap(Event, batch)
             elif kind == "done":
                 if stats is not None and payload is not None:
                     stats.merge(payload)
@@ -153,7 +158,9 @@ def _work(path: str, module_name: str, sender, want_stats: bool, receiver=None,
         follow_parent(parent)
     try:
         module = importlib.import_module(module_name)
-        name, lines = source.open_lines(path)
+        tells: list = []
+        name, lines = source.open_lines(path, tells)
+        tell = tells[0]
         kwargs = {}
         stats = None
         if want_stats and getattr(module, "TAKES_STATS", False):
@@ -172,16 +179,16 @@ def _work(path: str, module_name: str, sender, want_stats: bool, receiver=None,
             for item in items:
                 append(item)
                 if len(batch) >= BATCH:
-                    sender.send(("events", batch))
+                    sender.send(("events", (batch, tell())))
                     batch = []
                     append = batch.append
         except TraceError as err:
             if batch:
-                sender.send(("events", batch))
+                sender.send(("events", (batch, tell())))
             sender.send(("error", (err.file, err.line, err.col, err.message, err.source)))
             return
         if batch:
-            sender.send(("events", batch))
+            sender.send(("events", (batch, tell())))
         sender.send(("done", stats))
     except TraceError as err:
         sender.send(("error", (err.file, err.line, err.col, err.message, err.source)))
