@@ -776,6 +776,26 @@ class Annotators:
             groups.setdefault(id(annotator), (annotator, []))[1].append(finding)
         return sum(annotator.mark_uncertain(group) for annotator, group in groups.values())
 
+    @staticmethod
+    def fold_kernel_reports(findings: list[Finding]) -> list[Finding]:
+        """FINDINGS without the capture's copies of a report the kernel log also gave.
+
+        A boot's kernel log is read as an input too: its lockdep report is a
+        finding of its own.  The capture's finding that matched it
+        (`details["kernel_report"]`, the report's `FILE:LINE`) is the same
+        problem; it is left out, and the report's finding says where the
+        capture shows it (`details["captured_at"]`).
+        """
+        at_report = {f.location: f for f in findings if "kernel_report" not in f.details}
+        kept = []
+        for finding in findings:
+            report = at_report.get(finding.details.get("kernel_report", ""))
+            if report is not None and report.kind == finding.kind:
+                report.details.setdefault("captured_at", finding.location)
+                continue
+            kept.append(finding)
+        return kept
+
     def notes(self) -> list[str]:
         out = self.default.notes() if self.default.sources or self.default.changes else []
         for boot, annotator in self.boots:

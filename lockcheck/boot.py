@@ -40,6 +40,8 @@ class Boot:
     state_files: list[str] = field(default_factory=list)
     probes: list[ProbeProfile] = field(default_factory=list)
     probe_file: Optional[str] = None
+    #: per-CPU ring-buffer losses meta.txt shows: (cpu, overrun, dropped)
+    losses: list[tuple[str, int, int]] = field(default_factory=list)
 
     @property
     def name(self) -> str:
@@ -51,9 +53,11 @@ class Boot:
         boot = cls(os.path.dirname(traces[0]) or ".", list(traces))
         for path in state:
             if os.path.basename(path).startswith(PROFILE_FILES):
-                probes = parse_kprobe_profile(_all_lines(path))
+                lines = _all_lines(path)
+                probes = parse_kprobe_profile(lines)
                 if probes:
                     boot.probes, boot.probe_file = probes, path
+                boot.losses = ring_buffer_losses(lines)
             else:
                 boot.state_files.append(path)
         return boot
@@ -62,12 +66,37 @@ class Boot:
         """What was done with the boot, and what the probe missed."""
         out = [f"{self.directory} is a boot: {', '.join(os.path.basename(t) for t in self.traces)} checked with "
                f"its own state ({', '.join(os.path.basename(f) for f in self.state_files)})"]
+        for cpu, overrun, dropped in self.losses:
+            lost = [f"{overrun} overwritten (the capture starts later there)" if overrun else "",
+                    f"{dropped} dropped" if dropped else ""]
+            out.append(f"{self.directory}: the ring buffer of {cpu} lost events: "
+                       f"{', '.join(part for part in lost if part)} (meta.txt)")
         for probe in self.probes:
             if probe.misses:
                 out.append(f"{self.probe_file}: the kprobe {probe.event} missed {probe.misses} of "
                            f"{probe.hits + probe.misses} hits: those acquisitions have no arguments and are "
                            "annotated as in a capture without them")
         return out
+
+
+def ring_buffer_losses(lines: list[str]) -> list[tuple[str, int, int]]:
+    """(cpu, overrun, dropped events) of each `--- per_cpu/cpuN/stats` section of a meta.txt that lost any.
+
+    >>> ring_buffer_losses(["--- per_cpu/cpu1/stats", "entries: 5", "overrun: 7", "dropped events: 0"])
+    [('cpu1', 7, 0)]
+    """
+    found: dict[str, list[int]] = {}
+    cpu = None
+    for line in lines:
+        if line.startswith("--- "):
+            parts = line[4:].split("/")
+            cpu = parts[1] if len(parts) == 3 and parts[0] == "per_cpu" and parts[2] == "stats" else None
+        elif cpu is not None:
+            name, _, value = line.partition(":")
+            value = value.strip()
+            if name.strip() in ("overrun", "dropped events") and value.isdigit():
+                found.setdefault(cpu, [0, 0])[name.strip() == "dropped events"] = int(value)
+    return [(cpu, overrun, dropped) for cpu, (overrun, dropped) in found.items() if overrun or dropped]
 
 
 #: files whose kprobe_profile says what the lock_acquire probe missed

@@ -13,6 +13,7 @@ import contextlib
 import io
 import os
 import shlex
+import signal
 import sys
 from typing import Iterator, Optional, Sequence, TextIO
 
@@ -189,11 +190,18 @@ def _add_input_args(parser: argparse.ArgumentParser, traces_required: bool = Tru
 
 
 def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
-         stderr: Optional[TextIO] = None) -> int:
-    """Run the command line; return the exit status (the console script exits with it)."""
+         stderr: Optional[TextIO] = None, handle_signals: bool = False) -> int:
+    """Run the command line; return the exit status (the console script exits with it).
+
+    `handle_signals` (the command, `lockcheck.entry`): Ctrl-C, SIGTERM and
+    SIGHUP end the run in order -- one line on stderr, temporary files
+    removed, the reader process stopped -- with status 128 + the signal.
+    """
     out = stdout_stream(stdout if stdout is not None else sys.stdout)
     stderr = stderr or sys.stderr or io.StringIO()
     try:
+        if handle_signals:
+            _take_signals()
         args = build_parser().parse_args(argv)
         if args.command is None:
             raise UsageError(f"lockcheck: a command is required ({', '.join(COMMANDS)}); see lockcheck --help")
@@ -205,13 +213,60 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
         return EXIT_ERROR
     except KeyboardInterrupt:
         _print_error("lockcheck: interrupted", stderr)
-        return 130
+        return 128 + signal.SIGINT
+    except Terminated as ended:
+        _print_error(f"lockcheck: terminated by {signal.Signals(ended.signum).name}", stderr)
+        return 128 + ended.signum
     except Exception as err:  # noqa: BLE001 - the exit-status contract: a bug is one line too
         if os.environ.get("LOCKCHECK_DEBUG"):
             raise
         _print_error(f"lockcheck: internal error: {type(err).__name__}: {err} "
                      "(a bug: please report it with the input; LOCKCHECK_DEBUG=1 shows the traceback)", stderr)
         return EXIT_ERROR
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind like an interrupt (a BaseException, so no `except Exception` stops it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+def _take_signals() -> None:
+    """From here on Ctrl-C is a KeyboardInterrupt and SIGTERM/SIGHUP a Terminated, both caught by `main`.
+
+    Python runs a signal handler wherever the main thread is, also inside a
+    finalizer or a garbage-collected generator's `finally`, where an
+    exception is printed as "Exception ignored" and lost; there the signal
+    is raised again (`_redeliver`), to be handled at the next ordinary line.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _terminate)
+    if sys.unraisablehook is not _redeliver:
+        global _unraisable_before
+        _unraisable_before = sys.unraisablehook
+        sys.unraisablehook = _redeliver
+
+
+_unraisable_before = sys.unraisablehook
+
+
+def _redeliver(unraisable) -> None:
+    """An interrupt that hit a finalizer is not lost: the signal is raised again."""
+    exc = unraisable.exc_value
+    if isinstance(exc, KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+    elif isinstance(exc, Terminated):
+        signal.raise_signal(exc.signum)
+    else:
+        _unraisable_before(unraisable)
 
 
 def _print_error(line: str, stderr: TextIO) -> None:
@@ -339,4 +394,6 @@ COMMANDS = {"check": cmd_check, "graph": cmd_graph, "diff": cmd_diff, "stat": cm
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from lockcheck.entry import run
+
+    run()

@@ -158,6 +158,7 @@ class CheckSession:
                 for finding in checker.run(self._progress(events, traces)):
                     findings.append(finding)
                 annotator.mark_uncertain(findings)
+                findings[:] = annotator.fold_kernel_reports(findings)
         except TraceError as err:
             self.errors.append(err)
         if self.progress_line is not None:

@@ -89,7 +89,7 @@ def fake_kernel(root: Path, *, lock_events: bool = True) -> Path:
     """A tracefs and /proc laid out like a lockdep kernel's, and /dev/kmsg."""
     tracefs = root / "sys" / "kernel" / "tracing"
     for sub in (["events", "lock"] if lock_events else ["events"]), ["events", "lockcheck", "lock_acquire_args"], \
-            ["per_cpu", "cpu0"]:
+            ["per_cpu", "cpu0"], ["per_cpu", "cpu1"]:
         (tracefs.joinpath(*sub)).mkdir(parents=True, exist_ok=True)
     for name in ("tracing_on", "trace", "buffer_size_kb", "kprobe_events", "trace_marker",
                  "events/lockcheck/lock_acquire_args/enable"):
@@ -100,6 +100,7 @@ def fake_kernel(root: Path, *, lock_events: bool = True) -> Path:
     (tracefs / "trace_options").write_text("print-parent\nhash-ptr\n")
     (tracefs / "trace_clock").write_text("local [global]\n")
     (tracefs / "per_cpu/cpu0/stats").write_text("entries: 14\noverrun: 0\n")
+    (tracefs / "per_cpu/cpu1/stats").write_text("entries: 0\noverrun: 3\ndropped events: 0\n")
     proc = root / "proc"
     proc.mkdir()
     (proc / "lockdep").write_text("all lock classes:\n0000000000000001 FD:    2 BD:    1 +.+.: mm_all_locks_mutex\n"
@@ -154,6 +155,7 @@ def test_run_against_a_fake_kernel_collects_a_boot(tmp_path):
     assert f"{out} is a boot: trace.ftrace.xz checked with its own state" in notes
     assert "the kprobe lock_acquire_args missed 1 of 6 hits" in notes
     assert "5 of 6 acquisitions carried lockdep's own arguments" in notes
+    assert "the ring buffer of cpu1 lost events: 3 overwritten" in notes
     assert "lock_stat.txt: not a trace (looks like a /proc/lock_stat dump)" in notes
     assert "lockdep_chains.txt: not a trace (looks like /proc/lockdep_chains, the state of this boot's capture" in notes
 
