@@ -1,7 +1,5 @@
 """`python -m lockcheck` is the same program as the `lockcheck` command."""
 
-import sys
+from lockcheck.entry import run
 
-from lockcheck.cli import main
-
-sys.exit(main())
+run()

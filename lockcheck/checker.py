@@ -316,7 +316,8 @@ class Checker:
             chain_key = INITIAL_CHAIN_KEY
             chain_head = True
         chain_key = hash((chain_key, cls, read))
-        if nest is not None and not self.lock_is_held(task, nest[0], nest[1]):
+        if nest is not None and not self.lock_is_held(task, nest[0], nest[1]) \
+                and not self.held_before_capture(task, nest):
             self.print_lock_nested_lock_not_held(task, hlock, ev)
         elif ok:
             if self._inline_cache_hits and chain_key in self.chain_cache and check and not trylock:
@@ -329,6 +330,11 @@ class Checker:
             self.report(self._finding(F.MAX_DEPTH, task, ev, lock=cls, next=self.snapshot(hlock),
                                       details={"depth": len(held), "max": MAX_LOCK_DEPTH}))
         return True
+
+    def held_before_capture(self, task: TaskState, lock: tuple) -> bool:
+        """A capture that started mid-flight: a lock (a nest_lock) the task was never seen to take
+        may be held since before it began; given the benefit of the doubt, as its releases are."""
+        return task.acquired_ever is not None and tuple(lock) not in task.acquired_ever
 
     def lock_is_held(self, task: TaskState, lock: str, instance: Optional[str]) -> bool:
         return any(h.matches(lock, instance) for h in task.held)
@@ -367,7 +373,7 @@ class Checker:
             # read-after-read recursion of the same class is allowed
             if nxt.read == 2 and prev.read:
                 continue
-            if nest is not None:
+            if nest is not None or (nest_key is not None and self.held_before_capture(task, nest_key)):
                 return 2
             self.print_deadlock_bug(task, prev, nxt, ev)
             return 0

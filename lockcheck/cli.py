@@ -12,6 +12,8 @@ import argparse
 import contextlib
 import io
 import os
+import shlex
+import signal
 import sys
 from typing import Iterator, Optional, Sequence, TextIO
 
@@ -32,12 +34,70 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+#: the examples at the end of each `--help` page (argparse epilogs), by command
+EXAMPLES = {
+    None: """\
+examples:
+  lockcheck check traces/abba.lt          report an AB-BA deadlock in lockdep's layout
+  lockcheck check --format json boot/     a directory: each file read on its own
+  lockcheck graph traces/ -o main.json    save the dependency graph for later diffs
+  lockcheck diff main.json pr-traces/     what a change adds (exit 1 on a new finding)
+  lockcheck COMMAND --help                the options of one command""",
+    "check": """\
+exit status: 0 nothing found, 1 findings, 2 an input could not be read
+
+examples:
+  lockcheck check traces/abba.lt
+  lockcheck check --format json --first trace.ftrace.xz
+  lockcheck check --lockdep-state boot/ boot/trace.ftrace.xz
+  lockcheck check --baseline main.json --suppress known.toml traces/""",
+    "graph": """\
+graph exits 0 once it wrote the graph, findings or not: reporting them is
+`lockcheck check`'s job (its summary line on stderr counts them); 2 when an
+input could not be read (and nothing is written).
+
+examples:
+  lockcheck graph traces/ -o main.json
+  lockcheck graph trace.ftrace.xz -o locks.dot && dot -Tsvg locks.dot > locks.svg""",
+    "diff": """\
+exit status: 0 nothing new, 1 NEW adds a finding, 2 an input could not be read
+
+examples:
+  lockcheck diff main.json traces/
+  lockcheck diff --format github main.json pr-traces/""",
+    "stat": """\
+examples:
+  lockcheck stat trace.ftrace.xz --top 10
+  lockcheck stat --format json /proc/lock_stat""",
+    "capture": """\
+examples:
+  lockcheck capture > capture.sh                     # the set-up, to read or run
+  sudo lockcheck capture --run -o boot1 -- ./stress  # capture while ./stress runs
+  sudo lockcheck capture --run -o boot1 --duration 30
+  lockcheck check boot1                              # check it as a boot""",
+    "convert": """\
+Each input stays a run of its own (a `#lockcheck-run` line), and tasks keep
+the names reports print.
+
+examples:
+  lockcheck convert trace.ftrace.xz -o trace.lt
+  lockcheck convert traces/ > all.lt""",
+}
+
+
+def _command(sub, name: str, help: str) -> argparse.ArgumentParser:
+    """A subcommand whose `--help` ends with its examples."""
+    return sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".",
+                          epilog=EXAMPLES.get(name), formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="lockcheck", description="Lockdep for lock traces: finds deadlocks that have not happened yet.")
+    parser = _Parser(prog="lockcheck", description="Lockdep for lock traces: finds deadlocks that have not happened yet.",
+                     epilog=EXAMPLES[None], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"lockcheck {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
 
-    check = sub.add_parser("check", help="check traces and report problems in lockdep's format")
+    check = _command(sub, "check", "check traces and report problems in lockdep's format")
     _add_input_args(check, traces_required=False)
     check.add_argument("--format", default="text", help="text (default), json, sarif or github")
     check.add_argument("--first", action="store_true", help="stop after the first finding, like the kernel")
@@ -52,7 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
 
-    graph = sub.add_parser("graph", help="write the dependency graph of traces (.json, .graphml, .dot)")
+    graph = _command(sub, "graph", "write the dependency graph of traces (.json, .graphml, .dot)")
     _add_input_args(graph)
     graph.add_argument("--output", "-o", metavar="OUT", required=True,
                        help="graph file: .json (lockcheck's format), .graphml or .dot; - for JSON on stdout")
@@ -66,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
     _add_annotation_args(graph)
 
-    diff = sub.add_parser("diff", help="what NEW adds to BASE: dependencies and findings (exit 1 on a new finding)")
+    diff = _command(sub, "diff", "what NEW adds to BASE: dependencies and findings (exit 1 on a new finding)")
     diff.add_argument("base", metavar="BASE", help="saved graph, trace or directory of traces")
     diff.add_argument("new", metavar="NEW", help="saved graph, trace or directory of traces")
     diff.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf, jsonl or kernel-log")
@@ -77,13 +137,29 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     _add_annotation_args(diff, sides=True)
 
-    stat = sub.add_parser("stat", help="contention and hold-time statistics per class, as /proc/lock_stat")
+    stat = _command(sub, "stat", "contention and hold-time statistics per class, as /proc/lock_stat")
     _add_input_args(stat)
     from lockcheck.stat import command as stat_command
 
     stat_command.add_arguments(stat)
 
-    convert = sub.add_parser("convert", help="write any supported trace as .lt")
+    capture = _command(sub, "capture", "print (or --run) the set-up of a kernel capture with lockdep's "
+                                        "arguments, and collect the boot into a directory")
+    capture.add_argument("--run", action="store_true",
+                         help="perform it (as root): set up, run the workload, stop, collect into -o DIR, clean up")
+    capture.add_argument("--output", "-o", metavar="DIR", help="the boot directory to write (`lockcheck check DIR`)")
+    capture.add_argument("--arch", default=None, help="argument registers: x86_64 or arm64 (default: this machine)")
+    capture.add_argument("--buffer-kb", type=int, default=None, metavar="KB", help="per-CPU ring buffer (65536)")
+    capture.add_argument("--name-offset", type=int, default=None, metavar="N",
+                         help="offset of `name` in struct lockdep_map (24 on 64-bit kernels)")
+    capture.add_argument("--no-kprobe", action="store_true", help="lock tracepoints only, no kprobe on lock_acquire")
+    capture.add_argument("--duration", type=float, default=10.0, metavar="SECONDS",
+                         help="with --run and no COMMAND: how long to capture (10)")
+    capture.add_argument("--root", default="/", metavar="DIR", help="look for /sys and /proc under DIR (for tests)")
+    capture.add_argument("workload", nargs=argparse.REMAINDER, metavar="-- COMMAND",
+                         help="with --run: the workload to run while capturing")
+
+    convert = _command(sub, "convert", "write any supported trace as .lt")
     _add_input_args(convert)
     convert.add_argument("--output", "-o", metavar="OUT", default="-", help="output .lt file (default stdout)")
     return parser
@@ -114,11 +190,18 @@ def _add_input_args(parser: argparse.ArgumentParser, traces_required: bool = Tru
 
 
 def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
-         stderr: Optional[TextIO] = None) -> int:
-    """Run the command line; return the exit status (the console script exits with it)."""
+         stderr: Optional[TextIO] = None, handle_signals: bool = False) -> int:
+    """Run the command line; return the exit status (the console script exits with it).
+
+    `handle_signals` (the command, `lockcheck.entry`): Ctrl-C, SIGTERM and
+    SIGHUP end the run in order -- one line on stderr, temporary files
+    removed, the reader process stopped -- with status 128 + the signal.
+    """
     out = stdout_stream(stdout if stdout is not None else sys.stdout)
     stderr = stderr or sys.stderr or io.StringIO()
     try:
+        if handle_signals:
+            _take_signals()
         args = build_parser().parse_args(argv)
         if args.command is None:
             raise UsageError(f"lockcheck: a command is required ({', '.join(COMMANDS)}); see lockcheck --help")
@@ -130,13 +213,60 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
         return EXIT_ERROR
     except KeyboardInterrupt:
         _print_error("lockcheck: interrupted", stderr)
-        return 130
+        return 128 + signal.SIGINT
+    except Terminated as ended:
+        _print_error(f"lockcheck: terminated by {signal.Signals(ended.signum).name}", stderr)
+        return 128 + ended.signum
     except Exception as err:  # noqa: BLE001 - the exit-status contract: a bug is one line too
         if os.environ.get("LOCKCHECK_DEBUG"):
             raise
         _print_error(f"lockcheck: internal error: {type(err).__name__}: {err} "
                      "(a bug: please report it with the input; LOCKCHECK_DEBUG=1 shows the traceback)", stderr)
         return EXIT_ERROR
+
+
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind like an interrupt (a BaseException, so no `except Exception` stops it)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminate(signum: int, frame: object) -> None:
+    raise Terminated(signum)
+
+
+def _take_signals() -> None:
+    """From here on Ctrl-C is a KeyboardInterrupt and SIGTERM/SIGHUP a Terminated, both caught by `main`.
+
+    Python runs a signal handler wherever the main thread is, also inside a
+    finalizer or a garbage-collected generator's `finally`, where an
+    exception is printed as "Exception ignored" and lost; there the signal
+    is raised again (`_redeliver`), to be handled at the next ordinary line.
+    """
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    for name in ("SIGTERM", "SIGHUP"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), _terminate)
+    if sys.unraisablehook is not _redeliver:
+        global _unraisable_before
+        _unraisable_before = sys.unraisablehook
+        sys.unraisablehook = _redeliver
+
+
+_unraisable_before = sys.unraisablehook
+
+
+def _redeliver(unraisable) -> None:
+    """An interrupt that hit a finalizer is not lost: the signal is raised again."""
+    exc = unraisable.exc_value
+    if isinstance(exc, KeyboardInterrupt):
+        signal.raise_signal(signal.SIGINT)
+    elif isinstance(exc, Terminated):
+        signal.raise_signal(exc.signum)
+    else:
+        _unraisable_before(unraisable)
 
 
 def _print_error(line: str, stderr: TextIO) -> None:
@@ -236,8 +366,34 @@ def cmd_stat(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
         return stat_command.run(args, out, stderr)
 
 
-COMMANDS = {"check": cmd_check, "graph": cmd_graph, "diff": cmd_diff, "stat": cmd_stat, "convert": cmd_convert}
+def cmd_capture(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
+    from lockcheck import capture
+
+    command = args.workload[1:] if args.workload[:1] == ["--"] else args.workload
+    if command and not args.run:
+        raise UsageError("lockcheck capture: a workload COMMAND needs --run")
+    arch = capture.ARCH_ALIASES.get(args.arch, args.arch) if args.arch else capture.machine_arch()
+    if not args.no_kprobe and arch not in capture.ARG_REGISTERS:
+        raise UsageError(f"lockcheck capture: no argument registers known for {arch} "
+                         f"(choose --arch {' or '.join(capture.ARG_REGISTERS)}, or --no-kprobe)")
+    options = capture.CaptureOptions(
+        arch=arch, kprobe=not args.no_kprobe, output=args.output, duration=args.duration, command=command,
+        root=args.root, buffer_kb=args.buffer_kb or capture.DEFAULT_BUFFER_KB,
+        name_offset=capture.NAME_OFFSET if args.name_offset is None else args.name_offset,
+    )
+    if not args.run:
+        capture.print_script(options, stdout)
+        return EXIT_CLEAN
+    boot = capture.Capture(options, stderr).run()
+    print(f"lockcheck capture: wrote {boot}; check it with: lockcheck check {shlex.quote(boot)}", file=stderr)
+    return EXIT_CLEAN
+
+
+COMMANDS = {"check": cmd_check, "graph": cmd_graph, "diff": cmd_diff, "stat": cmd_stat, "convert": cmd_convert,
+            "capture": cmd_capture}
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    from lockcheck.entry import run
+
+    run()

@@ -55,10 +55,13 @@ def convert(paths: list[str], input_format: str, out: TextIO) -> list[str]:
 
     names = TaskNames()
     pending: list[Optional[str]] = [None]  # the run line to write before the run's first event
+    logs: list[str] = []
 
     def opened(name: str, module) -> None:
         pending[0] = format_run(module.NAME, name)
         names.reset()
+        if getattr(module, "TAKES_REPORTS", False):
+            logs.append(f"{name}: a kernel log holds no lock events (`lockcheck check` reads its lockdep reports)")
 
     context = ReadContext(on_open=opened)
     out.write(HEADER + "\n")
@@ -71,7 +74,7 @@ def convert(paths: list[str], input_format: str, out: TextIO) -> list[str]:
             out.write(pending[0] + "\n")
             pending[0] = None
         out.write(_line(ev, names) + "\n")
-    return context.notes()
+    return context.notes() + logs
 
 
 def _line(ev: Event, names: TaskNames) -> str:

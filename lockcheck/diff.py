@@ -85,7 +85,7 @@ class Side:
             for checker in checkers:
                 checker.open_trace(**run_rules(module))
             if self.annotator is not None:
-                self.annotator.open_trace(module)
+                self.annotator.open_trace(name, module)
 
         self.context.on_open = opened
 
@@ -131,10 +131,15 @@ def load_side(spec: str, input_format: str = "auto", aliases=None, annotations=N
 
     context = ReadContext()
     annotator = None
+    paths: list = [spec]
     if annotations is not None:
-        annotator = annotations.annotator()
+        from lockcheck.readers import inputs
+
+        paths = inputs.expand(paths)
+        annotator = annotations.annotators()
+        annotator.add_boots(paths, annotations)
         context.transform = annotator.transform
-    events: Iterable[Event] = read_all([spec], input_format, context)
+    events: Iterable[Event] = read_all(paths, input_format, context)
     if aliases is not None:
         events = aliases.apply_aliases(events)
     return Side(spec, DepGraph(), events=events, context=context, annotator=annotator)

@@ -10,7 +10,7 @@ and the checker line that raises it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, NamedTuple, Optional
 
 # -- kinds (the JSON `kind` values of docs/cli.md) -------------------
 RECURSIVE = "recursive-locking"
@@ -53,10 +53,19 @@ class Evidence:
     task: str
     at: Optional[str] = None
     ts: Optional[float] = None
+    #: the program's call stack where a live program (the pytest plugin) did it: `Frame`s,
+    #: innermost first; None for traces, which carry no stacks
+    stack: Optional[tuple["Frame", ...]] = field(default=None, repr=False)
 
     @property
     def location(self) -> str:
         return f"{self.file}:{self.line}"
+
+    def with_stack(self, stack: Optional[tuple["Frame", ...]]) -> "Evidence":
+        """This evidence with `stack` (itself when there is none to add)."""
+        if not stack:
+            return self
+        return Evidence(self.file, self.line, self.task, self.at, self.ts, stack)
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"file": self.file, "line": self.line, "task": self.task}
@@ -64,11 +73,33 @@ class Evidence:
             doc["at"] = self.at
         if self.ts is not None:
             doc["ts"] = self.ts
+        if self.stack:
+            doc["stack"] = [frame.to_json() for frame in self.stack]
         return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> "Evidence":
-        return cls(doc["file"], int(doc["line"]), doc["task"], doc.get("at"), doc.get("ts"))
+        stack = doc.get("stack")
+        return cls(doc["file"], int(doc["line"]), doc["task"], doc.get("at"), doc.get("ts"),
+                   tuple(Frame.from_json(frame) for frame in stack) if stack else None)
+
+
+class Frame(NamedTuple):
+    """One frame of a program's call stack: `file:line in function`."""
+
+    file: str
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} in {self.function}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "function": self.function}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "Frame":
+        return cls(str(doc["file"]), int(doc["line"]), str(doc["function"]))
 
 
 @dataclass(frozen=True)
@@ -212,6 +243,8 @@ def to_plain(value: Any) -> Any:
     """Plain JSON data for a value that may hold Evidence, ChainLink or LockSnapshot objects."""
     if isinstance(value, dict):
         return {str(key): to_plain(item) for key, item in value.items()}
+    if isinstance(value, Frame):
+        return value.to_json()
     if isinstance(value, (list, tuple)):
         return [to_plain(item) for item in value]
     if isinstance(value, (set, frozenset)):

@@ -28,7 +28,7 @@ visits dependencies in first-seen order, as lockdep's list walk does.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 import networkx as nx
 
@@ -94,6 +94,9 @@ class DepGraph:
         #: class -> the USED_IN bits of it and of every class with a path to it (`irq_safe_reach`);
         #: None: not computed yet (built on first use, then kept up to date)
         self._irq_reach: Optional[dict] = None
+        #: called with the evidence of each new dependency; what it returns is kept instead.  The
+        #: pytest plugin adds the program's call stack there: only new dependencies pay for one
+        self.evidence_hook: Optional[Callable[[Evidence], Evidence]] = None
         if graph is not None:
             self.invalidate_order()
 
@@ -184,6 +187,8 @@ class DepGraph:
             if distance == 1:
                 attrs["distance"] = 1
             return False
+        if self.evidence_hook is not None:
+            evidence = self.evidence_hook(evidence)
         data = {"dep": dep, "distance": distance, "evidence": evidence}
         if held is not None:
             data["held"] = held
@@ -354,7 +359,7 @@ def _only_self(adjacent: dict, node: str) -> bool:
 def _order(evidence: Evidence) -> tuple:
     """A total order of evidence: earliest file and line first; ties broken by every other field."""
     return (evidence.file, evidence.line, evidence.task, evidence.at or "",
-            evidence.ts is not None, evidence.ts or 0.0)
+            evidence.ts is not None, evidence.ts or 0.0, evidence.stack or ())
 
 
 def _edge_order(data: dict) -> tuple:

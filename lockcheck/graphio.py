@@ -271,7 +271,8 @@ def graph_to_graphml(graph: DepGraph) -> str:
             if ev is None:
                 continue
             for key, value in ev.to_json().items():
-                attrs[f"{prefix}_{key}"] = value
+                # GraphML attributes are scalars: a Python stack goes as its JSON text
+                attrs[f"{prefix}_{key}"] = json.dumps(value) if key == "stack" else value
         if data.get("origin") is not None:
             attrs["origin"] = data["origin"]
         flat.add_edge(prev, nxt, **attrs)
@@ -350,6 +351,11 @@ def _flat_evidence(data: dict, prefix: str) -> Optional[Evidence]:
     if f"{prefix}_file" not in data:
         return None
     doc = {key: data[f"{prefix}_{key}"] for key in _EVIDENCE_KEYS if f"{prefix}_{key}" in data}
+    if f"{prefix}_stack" in data:
+        try:
+            doc["stack"] = json.loads(data[f"{prefix}_stack"])
+        except (TypeError, ValueError):
+            raise SchemaError([f"{prefix}_stack"], "expected a JSON list of frames") from None
     check_evidence(doc, [prefix])
     return Evidence.from_json(doc)
 

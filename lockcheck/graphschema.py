@@ -136,7 +136,8 @@ def check_finding(record: Any, path: Path) -> None:
 
 
 def check_evidence(doc: Any, path: Path) -> None:
-    """An evidence object: file (string), line (integer >= 0), task (string), at (string), ts (finite number)."""
+    """An evidence object: file (string), line (integer >= 0), task (string), at (string), ts (finite number),
+    stack (a list of {file, line, function} frames)."""
     if not isinstance(doc, dict):
         raise SchemaError(path, "expected an evidence object {file, line, task}")
     for key in ("file", "task"):
@@ -150,6 +151,38 @@ def check_evidence(doc: Any, path: Path) -> None:
         _text(doc["at"], path + ["at"])
     if doc.get("ts") is not None and not finite(doc["ts"]):
         raise SchemaError(path + ["ts"], "expected a finite number of seconds")
+    if doc.get("stack") is not None:
+        stack = doc["stack"]
+        if not isinstance(stack, list):
+            raise SchemaError(path + ["stack"], f"expected a list of frames, not {_show(stack)}")
+        for j, frame in enumerate(stack):
+            where = path + ["stack", j]
+            _object(frame, where)
+            for key in ("file", "function"):
+                if key not in frame:
+                    raise SchemaError(where + [key], "missing")
+                _text(frame[key], where + [key])
+            if "line" not in frame:
+                raise SchemaError(where + ["line"], "missing")
+            check_int(frame["line"], where + ["line"], 0)
+    if doc.get("stack") is not None:
+        _check_stack(doc["stack"], path + ["stack"])
+
+
+def _check_stack(stack: Any, path: Path) -> None:
+    """A Python stack (the pytest plugin's): a list of {file (string), line (integer >= 0), function (string)}."""
+    if not isinstance(stack, list):
+        raise SchemaError(path, "expected a list of frames {file, line, function}")
+    for i, frame in enumerate(stack):
+        if not isinstance(frame, dict):
+            raise SchemaError(path + [i], "expected a frame {file, line, function}")
+        for key in ("file", "function"):
+            if key not in frame:
+                raise SchemaError(path + [i, key], "missing")
+            _text(frame[key], path + [i, key])
+        if "line" not in frame:
+            raise SchemaError(path + [i, "line"], "missing")
+        check_int(frame["line"], path + [i, "line"], 0)
 
 
 def check_int(value: Any, path: Path, low: int, high: int = MAX_INT) -> int:

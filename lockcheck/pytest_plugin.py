@@ -27,6 +27,12 @@ Options (command line / ini):
   `fail` (the default) fails the test whose lock operation raised it;
 - `--lockcheck-graph=FILE`: save the session's graph (`lockcheck.graphio`;
   merged over all workers under xdist);
+- `--lockcheck-stack-depth=N` / `lockcheck_stack_depth`: Python frames shown
+  for each acquisition site in reports (default 5, 0: none); stacks are
+  captured only when a dependency is first seen or a finding made;
+- `lockcheck_order` (ini, a file of `A < B` lines, as `lockcheck check
+  --order`): the declared lock order; every dependency against it is
+  reported, even in a run that never takes both orders;
 - `lockcheck_suppress` (ini, lines `KIND CLASSGLOB...`): findings of that
   kind whose classes match every glob are counted, not reported
   (`recursive-locking Future._condition` is always on: see pylocks);
@@ -92,6 +98,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Python frames shown for each acquisition site in reports (default 5; 0: none)")
     parser.addini("lockcheck", type="bool", default=False, help="enable lockcheck (as --lockcheck)")
     parser.addini("lockcheck_mode", default="fail", help="fail (default) or warn (as --lockcheck-mode)")
+    parser.addini("lockcheck_order", default="",
+                  help="a declared lock order file (`A < B` lines, as `lockcheck check --order`)")
     parser.addini("lockcheck_stack_depth", default=str(DEFAULT_STACK_DEPTH),
                   help="Python frames shown for each acquisition site (as --lockcheck-stack-depth)")
     parser.addini("lockcheck_suppress", type="linelist", default=[],
@@ -157,8 +165,9 @@ class LockcheckPlugin:
         except ValueError:
             raise pytest.UsageError("lockcheck_grace: expected a number of seconds") from None
         self.recorder = pylocks.Recorder(
-            grace=grace, timed_is_try=mode == "try", suppress=list(config.getini("lockcheck_suppress")),
+            _checker(config), grace=grace, timed_is_try=mode == "try", suppress=list(config.getini("lockcheck_suppress")),
             trace=self.trace_file, task_prefix=f"{self.worker_id}:" if self.worker_id else "",
+            stack_depth=self.stack_depth,
         )
         pylocks.start(self.recorder)
 
@@ -206,12 +215,13 @@ class LockcheckPlugin:
         return report
 
     def _render(self, findings: list[Finding]) -> str:
-        from lockcheck.report import text
+        """The Python-flavoured kernel report of each finding (`lockcheck.report.python`)."""
+        from lockcheck.report import python
 
         out = io.StringIO()
         summary = self.recorder.summary() if self.recorder is not None else _summary()
         for finding in findings:
-            text.print_finding(finding, summary, out)
+            python.print_finding(finding, summary, out, self.stack_depth, _suppression_key)
         return out.getvalue().strip("\n")
 
     # -- end of session ----------------------------------------------------
@@ -370,6 +380,25 @@ class LockcheckPlugin:
 # -- helpers ----------------------------------------------------------------------------
 
 
+def _checker(config: pytest.Config) -> Checker:
+    """The session's checker: with `lockcheck_order`, one that also reports every dependency
+    against the declared order (and is seeded with it, so the first inversion is a cycle)."""
+    path = str(config.getini("lockcheck_order")).strip()
+    if not path:
+        return Checker()
+    from lockcheck.errors import TraceError
+    from lockcheck.order import OrderChecker, load_order
+
+    path = str(config.rootpath / path)
+    try:
+        order = load_order(path)
+    except TraceError as err:
+        raise pytest.UsageError(f"lockcheck_order: {err}") from None
+    graph = DepGraph()
+    order.seed(graph)
+    return OrderChecker(order, graph)
+
+
 def _mode(config: pytest.Config) -> str:
     mode = config.getoption("lockcheck_mode") or str(config.getini("lockcheck_mode")).strip().lower() or FAIL
     if mode not in MODES:
@@ -430,6 +459,20 @@ def _report_session_error(config: pytest.Config, reasons: list[str]) -> None:
         longrepr=_SessionErrorRepr(text, f"fails the session: {why}"), when="teardown",
     )
     tr.stats.setdefault("error", []).append(report)
+
+
+def _suppression_key(cls: str) -> str:
+    """What a suppression rule names a class by: its qualified name where the registry knows one
+    (stable across releases of the code that made it), else the class name as reports print it."""
+    from lockcheck.pysites import registry
+
+    qualified = getattr(registry, "qualified", None)
+    if qualified:
+        base, slash, subclass = cls.partition("/")
+        key = qualified.get(base)
+        if key is not None:
+            return key + slash + subclass
+    return cls
 
 
 def _per_worker(path: str, worker_id: Optional[str]) -> str:
@@ -497,18 +540,34 @@ def replay_graph(checker: Checker, graph: DepGraph, task: str = "merge") -> list
     """
     found: list[Finding] = []
     feed = checker.feed
+    target = checker.graph
     for name in graph.nx.nodes:
-        checker.graph.add_class(name)
-    for prev, nxt, data in graph.nx.edges(data=True):
-        evidence: Evidence = data["evidence"]
-        held: Evidence = data.get("held") or evidence
-        for bit, prev_read, next_read in _DEP_MODES:
-            if not data["dep"] & bit:
-                continue
-            found += feed(Event(task, ACQUIRE, prev, None, prev_read, at=held.at, file=held.file,
-                                line=held.line, comm=held.task))
-            found += feed(Event(task, ACQUIRE, nxt, None, next_read, at=evidence.at, file=evidence.file,
-                                line=evidence.line, comm=evidence.task))
-            found += feed(Event(task, RELEASE, nxt))
-            found += feed(Event(task, RELEASE, prev))
+        target.add_class(name)
+    saved_hook = target.evidence_hook
+    replayed: list[Optional[Evidence]] = [None]
+    # the dependency made by replaying keeps the original's Python stack
+    target.evidence_hook = lambda new: new.with_stack(replayed[0].stack) if replayed[0] is not None else new
+    try:
+        for prev, nxt, data in graph.nx.edges(data=True):
+            evidence: Evidence = data["evidence"]
+            held: Evidence = data.get("held") or evidence
+            for bit, prev_read, next_read in _DEP_MODES:
+                if not data["dep"] & bit:
+                    continue
+                found += feed(Event(task, ACQUIRE, prev, None, prev_read, at=held.at, file=held.file,
+                                    line=held.line, comm=held.task))
+                replayed[0] = evidence
+                closing = feed(Event(task, ACQUIRE, nxt, None, next_read, at=evidence.at, file=evidence.file,
+                                     line=evidence.line, comm=evidence.task))
+                replayed[0] = None
+                for finding in closing:
+                    if evidence.stack:
+                        finding.details["stack"] = evidence.stack
+                    if held.stack:
+                        finding.details["held_stack"] = held.stack
+                found += closing
+                found += feed(Event(task, RELEASE, nxt))
+                found += feed(Event(task, RELEASE, prev))
+    finally:
+        target.evidence_hook = saved_hook
     return found

@@ -19,8 +19,9 @@ from typing import Any, Callable, Optional, TextIO
 
 from lockcheck.checker import Checker
 from lockcheck.events import ACQUIRE, RELEASE, WRITE, Event
-from lockcheck.findings import Finding
+from lockcheck.findings import Evidence, Finding
 from lockcheck.pysites import relpath, user_frame
+from lockcheck.pystacks import DEFAULT_DEPTH, capture, capture_earlier
 
 #: task numbers are unique in the process, so a hold recorded by an earlier recorder is never
 #: mistaken for one of the current recorder's tasks
@@ -38,8 +39,14 @@ class Recorder:
 
     def __init__(self, checker: Optional[Checker] = None, *, grace: float = 1.0, timed_is_try: bool = True,
                  suppress: Optional[list[str]] = None, trace: Optional[TextIO] = None,
-                 task_prefix: str = "", on_finding: Optional[Callable[[Finding, Optional[str]], None]] = None) -> None:
+                 task_prefix: str = "", on_finding: Optional[Callable[[Finding, Optional[str]], None]] = None,
+                 stack_depth: int = DEFAULT_DEPTH) -> None:
         self.checker = checker or Checker()
+        #: Python frames kept per new dependency and per finding (0: none, reports show sites only)
+        self.stack_depth = stack_depth
+        self._frame: Any = None  # the acquisition being fed: where a new dependency's stack comes from
+        if stack_depth:
+            self.checker.graph.evidence_hook = self._with_stack
         self.grace = grace
         self.timed_is_try = timed_is_try
         rules = DEFAULT_SUPPRESS + list(suppress or [])
@@ -122,7 +129,7 @@ class Recorder:
         file, line, at = site if site is not None else self.site(frame)
         ev = Event(task, ACQUIRE, cls, inst, mode, trylock, subclass, None, self.check, at, None, None,
                    file, line, comm)
-        return self.feed(ev)
+        return self.feed(ev, frame)
 
     def released(self, task: str, cls: str, inst: str) -> None:
         """Feed one release by (or for) `task`; holds from before this recorder started are skipped."""
@@ -133,9 +140,14 @@ class Recorder:
                         return  # the common case: no event to build, nothing to find
             self.feed(Event(task, RELEASE, cls, inst))
 
-    def feed(self, ev: Event) -> list[Finding]:
+    def feed(self, ev: Event, frame: Any = None) -> list[Finding]:
         with self._feed_lock:
+            self._frame = frame
             found = self.checker.feed(ev)
+            if found and frame is not None and self.stack_depth:
+                for finding in found:
+                    self._add_stacks(finding, frame)
+            self._frame = None
             if self.trace is not None:
                 self.trace.write(self._format_event(ev))
                 self.trace.write("\n")
@@ -154,6 +166,23 @@ class Recorder:
             for finding in found:
                 self.on_finding(finding, self.context)
         return found
+
+    # -- Python stacks, only where a report shows them ------------------------------
+    def _with_stack(self, evidence: Evidence) -> Evidence:
+        """`DepGraph.evidence_hook`: a new dependency keeps the stack of the acquisition that made it."""
+        frame = self._frame
+        if frame is None:
+            return evidence  # made by a release (the locks above are re-taken): no acquire frame
+        return evidence.with_stack(capture(frame, self.stack_depth))
+
+    def _add_stacks(self, finding: Finding, frame: Any) -> None:
+        """A finding's own stack, and the held lock's when the function that took it still runs."""
+        finding.details["stack"] = capture(frame, self.stack_depth)
+        prev = finding.prev
+        if prev is not None and prev.acquired is not None:
+            held = capture_earlier(frame, prev.acquired.file, prev.acquired.line, self.stack_depth)
+            if held:
+                finding.details["held_stack"] = held
 
     def take(self, context: Optional[str]) -> list[Finding]:
         """The findings made in `context` since the last `take` of it."""

@@ -6,10 +6,10 @@ and tests can run a whole check without a command line.
 
 from __future__ import annotations
 
+import os
 import sys
-import time
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Optional, TextIO
+from typing import Iterable, Optional, TextIO
 
 from lockcheck import __version__
 from lockcheck.checker import Checker, CheckerOptions
@@ -57,6 +57,7 @@ class CheckSession:
         self.context = None
         self.annotator = None
         self.dump_notes: list[str] = []
+        self.progress_line = None
         self.reports = None
         #: traces read in a format without irq context (perf script)
         self.no_irq_files: list[str] = []
@@ -140,24 +141,28 @@ class CheckSession:
                                    parallel=True, errors=self.errors)
         findings: list[Finding] = list(baseline_findings)
         # option files are read before any input: a bad one is the only line printed
-        annotator = self.annotator = self._annotator()
+        annotation_options = self._annotation_options()
+        annotator = self.annotator = annotation_options.annotators()
         from lockcheck.logreports import ReportCollector
 
         # kernel logs send their lockdep reports here, in reading order (lockcheck.logreports)
         self.context.reports = self.reports = ReportCollector(checker, findings)
         try:
             traces, dumps = self._split_dumps(paths)
+            annotator.add_boots(traces, annotation_options)
             if dumps:
                 findings.extend(self._check_dumps(checker, dumps))
             if traces:
                 self.context.transform = annotator.transform
                 events = self.config.apply_aliases(read_all(traces, self.options.input_format, self.context))
-                for finding in checker.run(self._progress(events)):
+                for finding in checker.run(self._progress(events, traces)):
                     findings.append(finding)
                 annotator.mark_uncertain(findings)
+                findings[:] = annotator.fold_kernel_reports(findings)
         except TraceError as err:
             self.errors.append(err)
-        self._clear_progress()
+        if self.progress_line is not None:
+            self.progress_line.clear()
         if options.first:
             del findings[1:]
         if (checker.stats.events == 0 and not self.errors and not self.dump_notes
@@ -178,14 +183,15 @@ class CheckSession:
         if not rules["irq_state"]:
             self.no_irq_files.append(name)
         if self.annotator is not None:
-            self.annotator.open_trace(module)
+            self.annotator.open_trace(name, module)
 
-    def _annotator(self):
-        """The annotation transformer: `--lockdep-state`, `--annotations` and the built-in rules."""
+    def _annotation_options(self):
+        """What annotates captures: `--lockdep-state`, `--annotations`, the built-in rules; boot
+        directories among the inputs bring their own state (lockcheck.boot)."""
         from lockcheck.annotations import AnnotationOptions
 
         options = self.options
-        return AnnotationOptions(options.lockdep_state, options.annotations, options.builtin_annotations).annotator()
+        return AnnotationOptions(options.lockdep_state, options.annotations, options.builtin_annotations)
 
     def _split_dumps(self, paths: list[str]) -> tuple[list, list[str]]:
         """(traces as `inputs.Input`s, /proc/lockdep dumps) among the inputs, directories
@@ -264,37 +270,29 @@ class CheckSession:
         return notes
 
     # -- progress on a terminal -------------------------------------------
-    def _progress(self, events: Iterable[Event]) -> Iterable[Event]:
+    def _progress(self, events: Iterable[Event], traces: list) -> Iterable[Event]:
         """`events`, showing a progress line on a terminal (and adding no layer otherwise)."""
-        if not (self.options.progress and not self.options.quiet and _isatty(self.stderr)):
+        from lockcheck.progress import ProgressLine, is_terminal
+
+        if not (self.options.progress and not self.options.quiet and is_terminal(self.stderr)):
             return events
-        return self._with_progress(events)
-
-    def _with_progress(self, events: Iterable[Event]) -> Iterator[Event]:
-        start = last = time.monotonic()
-        count = 0
-        self._shown = False
-        for ev in events:
-            count += 1
-            if not count & 0xFFFF:
-                now = time.monotonic()
-                if now - last >= 0.5:
-                    last = now
-                    rate = count / max(now - start, 1e-9)
-                    self.stderr.write(f"\rlockcheck: {count:,} events ({rate:,.0f}/s) {visible(ev.file)}:{ev.line}  ")
-                    self.stderr.flush()
-                    self._shown = True
-            yield ev
-
-    def _clear_progress(self) -> None:
-        if getattr(self, "_shown", False):
-            self.stderr.write("\r\033[K")
-            self.stderr.flush()
+        context = self.context
+        self.progress_line = ProgressLine(self.stderr, _input_bytes(traces), context.bytes_read, name=visible)
+        return self.progress_line.wrap(events)
 
 
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
+def _input_bytes(traces: list) -> Optional[int]:
+    """The size of the traces to read, in bytes on disk; None when one is standard input."""
+    from lockcheck.readers import inputs
 
+    total = 0
+    for item in traces:
+        if item.kind != inputs.TRACE:
+            continue
+        if item.path == "-":
+            return None
+        try:
+            total += os.path.getsize(item.path)
+        except OSError:
+            pass
+    return total

@@ -187,6 +187,7 @@ def to_finding(splat: Splat) -> Finding:
             name = splat.held_locks[-1].name
             nxt = None
     elif splat.kind == F.HELD_FREED:
+        held = name  # as the checker reports it: the freed lock is the held one
         for key in ("mem_from", "mem_to"):
             if key in d:
                 details[key] = d[key]

@@ -20,7 +20,7 @@ from lockcheck.events import LOST_EVENTS, RUN
 from lockcheck.readers import read
 from lockcheck.readers.lt import format_event, parse_line
 
-from testdata import CAPTURES, TRACES
+from testdata import CAPTURES, TRACES, timer_traces
 
 
 def check(*args: str) -> tuple[int, dict]:
@@ -91,13 +91,7 @@ def test_a_converted_kernel_capture_checks_as_the_original(tmp_path):
 
 
 def test_perf_runs_keep_their_missing_irq_context(tmp_path):
-    ftrace = tmp_path / "irq.ftrace"
-    ftrace.write_text("# tracer: nop\n#\n"
-                      "          <idle>-0       [001] d.h1.    10.000100: lock_acquire: 0xff82 hrtimer_bases.lock\n"
-                      "          <idle>-0       [001] d.h1.    10.000200: lock_release: 0xff82 hrtimer_bases.lock\n")
-    perf = tmp_path / "task.perf"
-    perf.write_text("         kworker    18 [001]    10.001150: lock:lock_acquire: 0xff82 hrtimer_bases.lock\n"
-                    "         kworker    18 [001]    10.001180: lock:lock_release: 0xff82 hrtimer_bases.lock\n")
+    ftrace, perf = timer_traces(tmp_path, "kworker", 18)
     out = convert_to(tmp_path, ftrace, perf)
     assert "#lockcheck-run format=perf" in out.read_text()
     assert check(str(out))[0] == 0

@@ -138,7 +138,7 @@ def test_error_lines_and_file_names(tmp_path):
 
 def test_visible_covers_every_invisible_character():
     """Controls, format characters (bidi, zero-width), line and paragraph separators, surrogates: all shown."""
-    for code in range(0x110000):
+    for code in [*range(0x30000), *range(0xE0000, 0xE1000)]:  # every assigned invisible is in these
         ch = chr(code)
         if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp"):
             shown = visible(ch)

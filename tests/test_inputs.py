@@ -8,7 +8,6 @@ others are still read, and the summary never calls the result clean.
 
 from __future__ import annotations
 
-import builtins
 import gzip
 import io
 import json
@@ -21,7 +20,7 @@ import pytest
 from lockcheck.cli import main
 from lockcheck.readers import ReadContext, inputs, read_all
 
-from testdata import CAPTURES, TRACES
+from testdata import CAPTURES, TRACES, deny_open, timer_traces
 
 FTRACE = """\
 # tracer: nop
@@ -106,10 +105,15 @@ def test_plain_text_named_on_the_command_line_still_gets_the_lt_parsers_error(tm
 def test_a_boot_directory_reads_its_trace_and_dumps_and_skips_the_rest(tmp_path):
     boot = tmp_path / "boot"
     shutil.copytree(CAPTURES / "clean", boot)
-    kinds = {Path(i.path).name: i.kind for i in inputs.expand([str(boot)])}
-    assert kinds == {"dmesg.txt": inputs.TRACE, "lock_stat.txt.xz": inputs.LOCK_STAT, "lockdep.txt.xz": inputs.DUMP,
-                     "lockdep_chains.txt.xz": inputs.DUMP, "lockdep_stats.txt": inputs.SKIP,
+    expanded = inputs.expand([str(boot)])
+    kinds = {Path(i.path).name: i.kind for i in expanded}
+    # the dumps are the capture's state (lockcheck.boot), not dumps to merge; the log is both
+    assert kinds == {"dmesg.txt": inputs.TRACE, "lock_stat.txt.xz": inputs.LOCK_STAT, "lockdep.txt.xz": inputs.SKIP,
+                     "lockdep_chains.txt.xz": inputs.SKIP, "lockdep_stats.txt": inputs.SKIP,
                      "meta.txt": inputs.SKIP, "trace.ftrace.xz": inputs.TRACE}
+    [trace] = [i for i in expanded if i.path.endswith("trace.ftrace.xz")]
+    assert sorted(Path(p).name for p in trace.state) == ["dmesg.txt", "lockdep.txt.xz", "lockdep_chains.txt.xz",
+                                                         "lockdep_stats.txt", "meta.txt"]
 
 
 def test_directory_hooks_see_and_may_change_a_directory(tmp_path, monkeypatch):
@@ -151,13 +155,7 @@ def test_check_traces_dir_reports_what_each_trace_reports_and_nothing_more():
 
 
 def test_perf_says_nothing_about_irq_usage(tmp_path):
-    ftrace = tmp_path / "irq.ftrace"
-    ftrace.write_text("# tracer: nop\n#\n"
-                      "          <idle>-0       [001] d.h1.    10.000100: lock_acquire: 0xff82 hrtimer_bases.lock\n"
-                      "          <idle>-0       [001] d.h1.    10.000200: lock_release: 0xff82 hrtimer_bases.lock\n")
-    perf = tmp_path / "task.perf"
-    perf.write_text("         swapper     0 [001]    10.001150: lock:lock_acquire: 0xff82 hrtimer_bases.lock\n"
-                    "         swapper     0 [001]    10.001180: lock:lock_release: 0xff82 hrtimer_bases.lock\n")
+    ftrace, perf = timer_traces(tmp_path, "swapper", 0)
     lt = tmp_path / "task.lt"
     lt.write_text("T1 acquire hrtimer_bases.lock\nT1 release hrtimer_bases.lock\n")
     assert check_json(str(ftrace), str(perf))[0] == 0
@@ -205,14 +203,7 @@ def test_the_summary_never_claims_no_problems_when_an_input_failed(tmp_path):
 def test_permission_denied_is_one_line(tmp_path, monkeypatch):
     path = tmp_path / "t.lt"
     path.write_text("T1 acquire A\n")
-    real_open = builtins.open
-
-    def denied(file, *args, **kwargs):
-        if str(file) == str(path):
-            raise PermissionError(13, "Permission denied", str(file))
-        return real_open(file, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "open", denied)
+    deny_open(monkeypatch, path)
     status, out, err = run("check", str(path))
     assert (status, err) == (2, f"{path}: Permission denied\n")
     assert "no problems found" not in out
@@ -221,14 +212,7 @@ def test_permission_denied_is_one_line(tmp_path, monkeypatch):
 def test_an_unreadable_file_in_a_directory_is_an_error_the_rest_is_read(tmp_path, monkeypatch):
     (tmp_path / "a.lt").write_text("T1 acquire A\nT1 release A\n")
     (tmp_path / "b.lt").write_text("T1 acquire B\nT1 release B\n")
-    real_open = builtins.open
-
-    def denied(file, *args, **kwargs):
-        if str(file) == str(tmp_path / "a.lt"):
-            raise PermissionError(13, "Permission denied", str(file))
-        return real_open(file, *args, **kwargs)
-
-    monkeypatch.setattr(builtins, "open", denied)
+    deny_open(monkeypatch, tmp_path / "a.lt")
     status, doc, err = check_json(str(tmp_path))
     assert (status, err) == (2, f"{tmp_path / 'a.lt'}: Permission denied\n")
     assert doc["stats"]["events"] == 2

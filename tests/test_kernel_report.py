@@ -227,3 +227,37 @@ def test_kprobe_profile_in_meta_and_alone():
             "--- trace_clock", "local [global]"]
     assert kboot.parse_kprobe_profile(meta) == [kboot.ProbeProfile("lock_acquire_args", 123456, 7)]
     assert kboot.parse_kprobe_profile(["  p  10  0"]) == [kboot.ProbeProfile("p", 10, 0)]
+
+
+def test_docstring_examples():
+    import doctest
+
+    from lockcheck import annotations, boot, capture
+    from lockcheck.readers import ftrace
+
+    for module in (kboot, kstate, annotations, boot, capture, ftrace):
+        failed, tried = doctest.testmod(module)
+        assert tried and not failed, module.__name__
+
+
+def test_a_boot_reports_the_kernels_report_once(tmp_path):
+    """In a boot directory the kernel log is an input too: its report and the capture's copy are one finding."""
+    stamp = "[    5.002500]"
+    splat = [f"{stamp} ffff888003a0c0b0 ({OBJ}){{+.+.}}-{{3:3}}, at: demo+0x10/0x30", f"{stamp} ",
+             f"{stamp} other info that might help us debug this:", f"{stamp}  Possible unsafe locking scenario:",
+             f"{stamp} ", f"{stamp}        CPU0", f"{stamp}        ----", f"{stamp}   lock({OBJ});",
+             f"{stamp}   lock({OBJ});", f"{stamp} ", f"{stamp}  *** DEADLOCK ***", f"{stamp} ",
+             f"{stamp}  May be due to missing lock nesting notation", f"{stamp} ",
+             f"{stamp} 2 locks held by demo_ba/72:",
+             f"{stamp}  #0: ffff888003a0c000 ({OUTER}){{+.+.}}-{{3:3}}, at: demo+0x8/0x30",
+             f"{stamp}  #1: ffff888003a0c0b0 ({OBJ}){{+.+.}}-{{3:3}}, at: demo+0x10/0x30", f"{stamp} ",
+             f"{stamp} stack backtrace:", f"{stamp} CPU: 0 PID: 72 Comm: demo_ba Not tainted 6.1.0 #1"]
+    folder = boot(tmp_path, *TAKE_ALL_STATE, debug_locks=0, log=RECURSIVE_LOG + "\n".join(splat) + "\n")
+    (folder / "trace.ftrace").write_text(TAKE_ALL)
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["check", "--format", "json", "--no-progress", "--no-config", str(folder)], stdout=out, stderr=err)
+    assert status == 1, err.getvalue()
+    [finding] = json.loads(out.getvalue())["findings"]
+    assert (finding["kind"], finding["lock"]) == ("recursive-locking", OBJ)
+    assert finding["location"] == f"{folder / 'dmesg.txt'}:3"
+    assert finding["details"]["captured_at"].startswith(f"{folder / 'trace.ftrace'}:")

@@ -225,3 +225,11 @@ def test_the_readmes_dmesg_example_is_what_lockcheck_prints() -> None:
         os.chdir(cwd)
     assert status == 1
     assert out == shown.replace("lockcheck 0.1.0", f"lockcheck {lockcheck.__version__}")
+
+
+def test_convert_and_stat_say_a_kernel_log_has_no_lock_events(tmp_path: Path) -> None:
+    log = write(tmp_path / "dmesg.log", lines_of(DATA / "recursive.log"))
+    for command in ("convert", "stat"):
+        status, _, err = run(command, log)
+        assert status == 0
+        assert "a kernel log holds no lock events (`lockcheck check` reads its lockdep reports)" in " ".join(err.split())

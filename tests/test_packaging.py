@@ -20,7 +20,7 @@ def test_wheel_ships_the_grammars_and_entry_points(tmp_path):
         entry_points = next(archive.read(n).decode() for n in names if n.endswith("entry_points.txt"))
     grammars = {Path(n).name for n in names if n.startswith("lockcheck/grammars/")}
     assert {p.name for p in (ROOT / "grammars").glob("*.lark")} <= grammars
-    assert "lockcheck = lockcheck.cli:main" in entry_points
+    assert "lockcheck = lockcheck.entry:run" in entry_points
     assert "lockcheck = lockcheck.pytest_plugin" in entry_points
 
 

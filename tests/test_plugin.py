@@ -94,12 +94,15 @@ def test_abba_between_two_tests_fails_the_second(pytester: pytest.Pytester) -> N
     out = result.stdout.str()
     assert "FAILED test_abba.py::test_b" in out
     assert "WARNING: possible circular locking dependency detected" in out
-    # the chain names where each dependency was first seen: both tests' sites
+    # the chain names where each dependency was first seen: both tests' sites (Python stacks:
+    # tests/test_plugin_report.py)
     result.stdout.fnmatch_lines([
         "-> #1 (test_abba.B){+.+.}:",
-        "*test_abba.py:8 (MainThread/* [[]test_abba.py::test_a[]])",
+        "       test_abba.py:8 in test_a",
+        "       by MainThread/* in test test_abba.py::test_a",
         "-> #0 (test_abba.A){+.+.}:",
-        "*test_abba.py:13 (MainThread/* [[]test_abba.py::test_b[]])",
+        "       test_abba.py:13 in test_b",
+        "       by MainThread/* in test test_abba.py::test_b",
     ])
     result.stdout.fnmatch_lines(["*(test_abba.A){+.+.}, at: test_abba.py:13"])
     result.stdout.fnmatch_lines(["*circular-dependency: test_abba.A -> test_abba.B in test_abba.py::test_b*"])
@@ -346,7 +349,7 @@ def test_xdist_workers_graphs_are_merged(pytester: pytest.Pytester) -> None:
         # fails with one error named lockcheck (tests/test_plugin_report.py)
         result.assert_outcomes(passed=2, errors=1)
         result.stdout.fnmatch_lines(["*circular-dependency: * (across workers)"])
-        result.stdout.fnmatch_lines(["*gw?:MainThread/* [[]test_one.py::test_a[]])"])
+        result.stdout.fnmatch_lines(["*by gw?:MainThread/* in test test_one.py::test_a"])
     else:  # both files ran on one worker: the second test failed there
         result.assert_outcomes(passed=1, failed=1)
 

@@ -226,3 +226,183 @@ def test_trace_output_survives_a_forked_child(tmp_path) -> None:
     out.close()
     _, lines = open_lines(str(path))
     assert list(lines) == ["#lockcheck-trace v1", "T1 acquire A", "T1 release A"]
+
+
+# -- Python-flavoured reports ------------------------------------------------------------
+
+#: every lock of the app is taken through one helper: a one-frame site says nothing
+REPORT_SUITE = {
+    "util": """
+        import contextlib
+
+
+        @contextlib.contextmanager
+        def locked(lock):
+            with lock:
+                yield
+    """,
+    "bank": """
+        import threading
+
+        from util import locked
+
+        REGISTRY = threading.Lock()
+
+
+        class Account:
+            def __init__(self):
+                self._lock = threading.Lock()
+                self.balance = 0
+
+
+        class Bank:
+            def __init__(self):
+                self._lock = threading.Lock()
+                self.accounts = []
+
+            def add(self, account):
+                with locked(self._lock):
+                    with locked(account._lock):
+                        self.accounts.append(account)
+
+            def audit(self, account):
+                with locked(account._lock):
+                    with locked(self._lock):
+                        return len(self.accounts)
+
+
+        def transfer(src, dst, amount):
+            with locked(src._lock):
+                with locked(dst._lock):
+                    src.balance -= amount
+                    dst.balance += amount
+
+
+        def register(name):
+            with REGISTRY:
+                _remember(name)
+
+
+        def _remember(name):
+            with REGISTRY:
+                pass
+    """,
+    "test_bank": """
+        import pytest
+
+        from bank import Account, Bank, register, transfer
+        from lockcheck.pylocks import SelfDeadlockError
+
+
+        def test_add():
+            Bank().add(Account())
+
+
+        def test_audit():
+            Bank().audit(Account())
+
+
+        def test_transfer():
+            transfer(Account(), Account(), 5)
+
+
+        def test_register():
+            with pytest.raises(SelfDeadlockError):
+                register("x")
+    """,
+}
+
+
+def reports(out: str) -> list[str]:
+    """The lockcheck reports in pytest's output: from each `WARNING:` title to its suppression line."""
+    found, current = [], None
+    for line in out.splitlines():
+        if line.startswith("WARNING: ") and current is None:
+            current = [line]
+        elif current is not None:
+            current.append(line)
+            if line.startswith("  lockcheck_suppress = "):
+                found.append("\n".join(current))
+                current = None
+    return found
+
+
+def test_reports_show_stacks_how_to_fix_and_a_suppression_that_works(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(**REPORT_SUITE)
+    pytester.makeini("[pytest]\nlockcheck_grace = 0.1\n")
+    result = run(pytester, "--lockcheck")
+    result.assert_outcomes(passed=1, failed=3)
+    out = result.stdout.str()
+    found = reports(out)
+    assert len(found) == 3, out
+    circular, two_instances, reentry = sorted(found, key=lambda r: ("circular" not in r, "REGISTRY" in r))
+    for report in found:
+        # the helper's frame, then its callers, and the test, innermost first; none of the plumbing
+        for hidden in ("threading.py", "contextlib.py", "lockcheck/", "_pytest", "pluggy", "runpy"):
+            assert hidden not in report, (hidden, report)
+        assert "May be due to missing lock nesting notation\n" not in report
+    # the chain: each dependency with its stack and the test that made it
+    assert "\n".join(["-> #1 (Account._lock){+.+.}:",
+                      "       util.py:6 in locked"]) in circular
+    assert "by MainThread/1 in test test_bank.py::test_add" in circular
+    assert "by MainThread/1 in test test_bank.py::test_audit" in circular
+    lines = circular.splitlines()
+    backtrace = lines[lines.index("stack backtrace:") + 1:][:4]
+    assert backtrace[0] == " util.py:6 in locked"
+    assert backtrace[1].startswith(" bank.py:26 in ") and backtrace[1].endswith("audit")
+    assert backtrace[2] == " test_bank.py:12 in test_audit"
+    assert backtrace[3] == " by MainThread/1 in test test_bank.py::test_audit"
+    # how to fix names the classes, the established order and the site that reverses it
+    assert "The order seen first is\n  Bank._lock -> Account._lock:" in circular
+    assert "Bank._lock, then Account._lock at util.py:6 in locked, from bank.py:21 in " in circular
+    assert "Change that code to take Bank._lock before Account._lock" in circular
+    assert "    Bank._lock < Account._lock" in circular
+    assert "from bank.py:26 in " in circular and "(test test_bank.py::test_audit)" in circular
+    # two instances of one class: nested(), an id()-ordered helper, or a class of its own
+    assert "Two locks of one class are held together:" in two_instances
+    assert "with lockcheck.nested(child._lock, 1):   # validated as Account._lock/1" in two_instances
+    assert "def locked_in_order(*locks):" in two_instances
+    assert 'lockcheck.name(parent._lock, "Account.parent_lock")' in two_instances
+    assert "in Python, lockcheck.nested()" in two_instances
+    # the same Lock twice: not re-entrant, with where it was first taken (a function still running)
+    assert "This thread already holds this very lock, bank.REGISTRY" in reentry
+    assert "taken at bank.py:38 in register, from test_bank.py:21 in test_register" in reentry
+    assert "and again at bank.py:43 in _remember, from bank.py:39 in register" in reentry
+    assert "make it a threading.RLock" in reentry
+
+    # paste what the reports say: the first suppression line as printed, the others as its
+    # continuation lines; and the id()-ordered helper of the report, for a class of its own
+    rules = [line.split(" = ", 1)[1] for line in out.splitlines() if line.startswith("  lockcheck_suppress = ")]
+    assert len(rules) == 3
+    snippet = two_instances.splitlines()
+    start = snippet.index("      @contextlib.contextmanager")
+    helper = "\n".join(line[6:] for line in snippet[start:start + 6])
+    pytester.makepyfile(ordered="import contextlib\nimport lockcheck\n\n\n" + helper + "\n")
+    pytester.makepyfile(test_ordered="""
+        import threading
+        import lockcheck
+        from ordered import locked_in_order
+
+        class Node:
+            def __init__(self):
+                self.lock = threading.Lock()
+
+        def test_both_orders_are_one_order():
+            a, b = Node(), Node()
+            with locked_in_order(a.lock, b.lock):
+                pass
+            with locked_in_order(b.lock, a.lock):
+                pass
+
+        def test_parent_then_child():
+            parent, child = Node(), Node()
+            with parent.lock:
+                with lockcheck.nested(child.lock, 1):
+                    pass
+    """)
+    pytester.makeini("[pytest]\nlockcheck_grace = 0.1\n"
+                     f"lockcheck_suppress = {rules[0]}\n" + "".join(f"    {rule}\n" for rule in rules[1:]))
+    result = run(pytester, "--lockcheck")
+    result.assert_outcomes(passed=6)
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*lockcheck: 0 findings, 3 suppressed*"])

@@ -333,6 +333,60 @@ def test_fast_scanner_agrees_with_grammar(line):
         assert fast == slow_or_error(line)
 
 
+# kprobe lines: "(SITE) ARG=VALUE ...", and near misses of every part
+probe_sites = st.one_of(st.sampled_from(["(lock_acquire+0x0/0x212)", "(ffffffff81123450)"]),
+                        st.sampled_from(["()", "(a b)", "((x)", "(x", "(lock_acquire+0x4/0x20) ", "(x)y"]))
+arg_names = st.one_of(st.sampled_from(["map", "subclass", "nest_lock", "name", "_x1"]),
+                      st.sampled_from(["1x", "", "a-b", "é"]))
+arg_values = st.one_of(
+    st.sampled_from(["0xffff888000ac8158", "1", "-1", "0x0", "(fault)", '"&mm->mmap_lock"', '"subsys mutex#2"',
+                     '""', '"a" b"', '"a b=c"', '"x', "dup_mmap+0xf5/0x47b", "f+0x1/0x2 [mod]", "f [a b]", "f []",
+                     "f [m]x", "", " ", '"q" z=1"', "a\tb"]),
+    st.text(st.sampled_from(list('ab =["] 0x')), max_size=8),
+)
+
+
+@st.composite
+def probe_payloads(draw):
+    blank = st.one_of(st.just(" "), st.sampled_from(["  ", ""]))
+    args = "".join(f"{draw(blank)}{draw(arg_names)}={draw(arg_values)}" for _ in range(draw(st.integers(0, 4))))
+    return f"{draw(probe_sites)}{args}{draw(st.one_of(st.just(''), st.just(' ')))}"
+
+
+@st.composite
+def good_probe_payloads(draw):
+    """Well-formed probe payloads: names and strings of any characters, symbols with modules."""
+    text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=8)
+    values = st.one_of(st.integers(-5, 1 << 64).map(str), st.integers(0, 1 << 64).map(hex), text.map('"{}"'.format),
+                       st.sampled_from(["(fault)", "f+0x1/0x2 [mod]", "0xffffffff81000000"]))
+    args = "".join(f" {name}={draw(values)}" for name in draw(st.lists(st.sampled_from(
+        ["map", "subclass", "trylock", "read", "check", "nest_lock", "ip", "name"]), min_size=1, max_size=8)))
+    return f"{draw(probe_sites)}{args}"
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(event=st.sampled_from(["lock_acquire_args", "p", "x9", "lock_acquire"]),
+       payload=st.one_of(probe_payloads(), good_probe_payloads()))
+@example(event="p", payload='(lock_acquire+0x0/0x212) map=0xffff888000ac8158 subclass=1 trylock=0 read=0 check=1 '
+                            'nest_lock=0x0 ip=dup_mmap+0xf5/0x47b name="&mm->mmap_lock"')
+@example(event="p", payload='(x) name="a" b=1" c=2')
+def test_fast_scanner_agrees_with_grammar_on_probe_lines(event, payload):
+    line = f"            demo-7       [000] ...1.     5.834099: {event}: {payload}"
+    fast = ftrace.scan(line)
+    if fast is not None:
+        assert fast == slow_or_error(line)
+
+
+def test_a_well_formed_probe_line_takes_the_fast_path():
+    line = ('  demo-7  [000] ...1.  1.000: lock_acquire_args: (lock_acquire+0x0/0x212) map=0xffff888000ac8158 '
+            'subclass=1 trylock=0 read=0 check=1 nest_lock=0x0 ip=dup_mmap+0xf5/0x47b name="&mm->mmap_lock"')
+    fast = ftrace.scan(line)
+    assert fast is not None and fast == ftrace.scan_slow(line)
+    assert fast[3][5:] == ("lock_acquire+0x0/0x212", (
+        ("map", "0xffff888000ac8158"), ("subclass", "1"), ("trylock", "0"), ("read", "0"), ("check", "1"),
+        ("nest_lock", "0x0"), ("ip", "dup_mmap+0xf5/0x47b"), ("name", '"&mm->mmap_lock"')))
+
+
 @settings(max_examples=200, deadline=None)
 @given(comm=st.text("abcXYZ09/:-_. <>", min_size=1, max_size=15).filter(lambda c: c.strip() == c),
        pid=numbers, cpu=st.integers(0, 255),

@@ -214,7 +214,7 @@ def test_lost_console_lines_are_noted() -> None:
     del lines[held + 1]
     (splat,) = read_back(lines)[0]
     assert "lost lines: chain entries -> #2 are missing" in splat.notes
-    assert "lost lines: 0 of 1 held locks printed" in splat.notes
+    assert "lost lines: 0 of 1 held lock printed" in splat.notes
     finding = to_finding(splat)
     assert finding.cycle is None and finding.lock == "console_lock" and len(finding.chain) == 3
 
@@ -286,3 +286,15 @@ def test_may_start_accepts_every_line_the_grammar_reads_as_a_title(opener, title
     tag = classify(line).tag
     if tag in kernel_log._TITLE_KINDS or tag in kernel_log._OTHER_TITLES or tag in kernel_log._CAPACITY:
         assert kernel_log._may_start(line)
+
+
+def test_a_callers_report_abandoned_under_other_callers_output_is_closed_where_it_stopped() -> None:
+    report = raw(lines_of(DATA / "recursive.log"))[:12]  # up to the scenario: no held list, no backtrace
+    other = [f"[{20 + i / 1000:12.6f}][  T999] usb 1-1: event {i}" for i in range(250)]
+    second = with_callers(raw(lines_of(DATA / "recursive.log")), "T7", 30.0)
+    splats, stats = read_back(with_callers(report, "T1", 10.0) + other + second)
+    assert [s.kind for s in splats] == [F.RECURSIVE, F.RECURSIVE]
+    first, again = splats
+    assert first.notes and "nothing more of it in the 200 lines that follow" in first.notes[0]
+    assert first.end == 12 and again.notes == []
+    assert stats.other_lines >= 250

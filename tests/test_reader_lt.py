@@ -22,7 +22,7 @@ from lockcheck.readers import lt
 from lockcheck.readers import inputs
 from lockcheck.readers.source import open_lines
 
-from testdata import EXAMPLES
+from testdata import EXAMPLES, deny_open
 
 
 def one(line: str) -> Event:
@@ -324,17 +324,7 @@ def test_permission_denied(tmp_path, monkeypatch):
     path.write_text(TRACE)
     path.chmod(0)
     if hasattr(os, "geteuid") and os.geteuid() == 0:
-        # root reads every file: make open() fail the way it does for other users
-        import builtins
-
-        real_open = builtins.open
-
-        def denied(file, *args, **kwargs):
-            if str(file) == str(path):
-                raise PermissionError(13, "Permission denied", str(file))
-            return real_open(file, *args, **kwargs)
-
-        monkeypatch.setattr(builtins, "open", denied)
+        deny_open(monkeypatch, path)  # root reads every file
     with pytest.raises(TraceError, match="Permission denied"):
         open_lines(str(path))
     monkeypatch.undo()
@@ -350,7 +340,8 @@ def test_directory_expands_to_every_file_sorted_each_classified(tmp_path):
         (tmp_path / name).write_text(text)
     (tmp_path / "a.ftrace.gz").write_bytes(gzip.compress(HEADER_FTRACE.encode()))
     got = [(os.path.relpath(i.path, tmp_path), i.kind) for i in inputs.expand([str(tmp_path), "-", "other.lt"])]
-    assert got == [("a.ftrace.gz", inputs.TRACE), ("b.lt", inputs.TRACE), ("dump", inputs.DUMP), ("notes.md", inputs.SKIP),
+    # a folder with a capture and a /proc/lockdep dump is a boot: the dump is the capture's state
+    assert got == [("a.ftrace.gz", inputs.TRACE), ("b.lt", inputs.TRACE), ("dump", inputs.SKIP), ("notes.md", inputs.SKIP),
                    ("sub/c.jsonl", inputs.TRACE), ("t.trace", inputs.TRACE), ("x.expect", inputs.SKIP),
                    (os.path.relpath("-", tmp_path), inputs.TRACE), (os.path.relpath("other.lt", tmp_path), inputs.TRACE)]
 

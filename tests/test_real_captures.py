@@ -107,3 +107,24 @@ def test_the_dependencies_found_are_the_kernels(boot):
     unknown = ours - kernel
     assert len(ours) > 100
     assert unknown <= {("&type->i_mutex_dir_key", "&sb->s_type->i_mutex_key")}, sorted(unknown)
+
+
+def test_both_boot_directories_at_once_are_clean():
+    """`lockcheck check kernel-6.1/`: each boot's trace with its own state, in one graph."""
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["check", "--format", "json", "--no-progress", "--no-config", str(CAPTURES)], stdout=out, stderr=err)
+    doc = json.loads(out.getvalue())
+    assert (status, doc["findings"]) == (0, []), err.getvalue()
+    notes = "\n".join(doc["notes"])
+    for boot in BOOTS:
+        assert f"{CAPTURES / boot} is a boot: trace.ftrace.xz checked with its own state" in notes
+        assert f"{CAPTURES / boot}/lockdep_chains.txt.xz: not a trace (looks like /proc/lockdep_chains, the " \
+               "state of this boot's capture)" in notes
+
+
+def test_diffing_the_two_clean_boots_finds_nothing_new():
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["diff", "--format", "json", "--no-config", str(CAPTURES / "clean"), str(CAPTURES / "clean-nohash")],
+                  stdout=out, stderr=err)
+    doc = json.loads(out.getvalue())
+    assert (status, doc["findings"]) == (0, []), err.getvalue()

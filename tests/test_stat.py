@@ -111,7 +111,7 @@ def test_contention_never_acquired_by_trace_end() -> None:
     assert c.write_holdtime.nr == 0 and c.rows() == []
     assert result.open_waits == 1 and result.held_at_end == 2
     notes = " ".join(result.notes())
-    assert "1 contentions never acquired" in notes and "C (T5)" in notes
+    assert "1 contention never acquired" in notes and "C (T5)" in notes
 
 
 def test_text_rows_are_the_kernels() -> None:

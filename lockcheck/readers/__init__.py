@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import importlib
 import itertools
+import os
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional, Union
@@ -84,6 +85,8 @@ class ReadContext:
     reports: Optional[object] = None
 
     def __post_init__(self) -> None:
+        self._tell: Optional[Callable[[], int]] = None
+        self._bytes_done = 0
         if self.stats is None:
             from lockcheck.readers.ftrace import ReaderStats
 
@@ -92,6 +95,28 @@ class ReadContext:
     def notes(self) -> list[str]:
         """What was left unread: files of directories that are no trace."""
         return [item.skip_note() for item in self.skipped]
+
+    # -- how far the reading is, for a progress line ------------------------------
+    def reading(self, tell: Optional[Callable[[], int]]) -> None:
+        """A file is being read; `tell()` gives its bytes read so far (None: unknown, stdin)."""
+        self._tell = tell
+
+    def done_reading(self, path: str) -> None:
+        """The file at `path` is read: all its bytes count as read."""
+        self._tell = None
+        if path != source.STDIN:
+            try:
+                self._bytes_done += os.path.getsize(path)
+            except OSError:
+                pass
+
+    def bytes_read(self) -> int:
+        """Bytes of the input files read so far (compressed bytes for compressed files)."""
+        tell = self._tell
+        try:
+            return self._bytes_done + (tell() if tell is not None else 0)
+        except (OSError, ValueError):  # a file closed between the check and the call
+            return self._bytes_done
 
 
 def run_rules(module: ModuleType) -> dict[str, bool]:
@@ -176,7 +201,10 @@ def _forced(input_format: str) -> ModuleType:
 
 
 def _events(path: str, module: Optional[ModuleType], context: Optional[ReadContext]) -> Iterator[Event]:
-    name, lines = source.open_lines(path)
+    tells: list = []
+    name, lines = source.open_lines(path, tells)
+    if context is not None:
+        context.reading(tells[0])
     try:
         head, lines = _peek(lines)
         if module is None:
@@ -191,7 +219,9 @@ def _events(path: str, module: Optional[ModuleType], context: Optional[ReadConte
             close = getattr(lines, "close", None)
             if close is not None:
                 close()
-            events = parallel.read_in_worker(path, module, context.stats)
+            offset = [0]
+            context.reading(lambda: offset[0])
+            events = parallel.read_in_worker(path, module, context.stats, offset)
         else:
             kwargs: dict = {}
             if getattr(module, "TAKES_STATS", False):
@@ -206,6 +236,8 @@ def _events(path: str, module: Optional[ModuleType], context: Optional[ReadConte
         close = getattr(lines, "close", None)
         if close is not None:
             close()
+        if context is not None:
+            context.done_reading(path)
 
 
 def _runs_format(module: ModuleType, head: list[str]) -> ModuleType:

@@ -18,6 +18,20 @@ What a line becomes
   currently held).  If nobody holds it (acquired before the capture began)
   the event is still yielded, with the class `UNKNOWN_LOCK`, so the checker
   counts it among the releases of locks never seen acquired.
+- A kprobe line with lockdep's `lock_acquire` arguments (`lockcheck
+  capture` sets one up): any event name and argument order, recognised by
+  its `subclass=`, `trylock=`, `read=` and `check=` arguments (`map=`,
+  `nest_lock=`, `ip=`, `name=` are used when present; see `LockArgs`).  It
+  is held per CPU until the `lock_acquire` line that follows it on that
+  CPU, which then carries those arguments exactly (`Event.exact`): the
+  subclass, read mode (read=2 a recursive reader), trylock, check and
+  nest_lock (named after the held lock whose `map` it is) replace what the
+  tracepoint line shows.  Probe lines nest like the acquisitions (an
+  interrupt's pair comes between a task's probe and its tracepoint line), so
+  a `lock_acquire` line takes the latest pending probe of its CPU with the
+  same lock name (or, without names, the same address when the tracepoint
+  prints real addresses).  A `lock_acquire` with no probe line (a missed
+  probe hit) is read as usual.
 - `contention_begin`/`contention_end` (lockdep-independent, 5.19+) and every
   other event: skipped and counted in `ReaderStats` -- except that with
   `contention=True` (`lockcheck stat`) the contention tracepoints become
@@ -97,6 +111,7 @@ from lockcheck.events import (
 )
 from lockcheck.events import LOST_EVENTS as E_LOST_EVENTS
 from lockcheck.grammar import grammar_text
+from lockcheck.wording import count
 
 NAME = "ftrace"
 #: captures start mid-flight; parse() takes stats= (see lockcheck.readers)
@@ -144,6 +159,11 @@ class ReaderStats:
     names_unresolved: int = 0  #: nameless lines no held lock explained (UNKNOWN_LOCK)
     lost_markers: int = 0  #: `CPU:N [LOST EVENTS]` lines
     slow_lines: int = 0  #: lines the fast scanner left to the grammar
+    acquisitions: int = 0  #: lock_acquire lines
+    probe_lines: int = 0  #: kprobe lines with lockdep's lock_acquire arguments
+    args_paired: int = 0  #: acquisitions that got their arguments from such a line
+    args_unpaired: int = 0  #: argument lines no lock_acquire line followed
+    nest_unknown: int = 0  #: nest_locks not held in the capture (taken before it began)
 
     @property
     def skipped_lines(self) -> int:
@@ -151,7 +171,8 @@ class ReaderStats:
 
     def merge(self, other: "ReaderStats") -> None:
         for name in ("lines", "events", "context_events", "contention", "hardirq_lines", "softirq_lines",
-                     "names_resolved", "names_unresolved", "lost_markers", "slow_lines"):
+                     "names_resolved", "names_unresolved", "lost_markers", "slow_lines", "acquisitions",
+                     "probe_lines", "args_paired", "args_unpaired", "nest_unknown"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
 
@@ -159,14 +180,79 @@ class ReaderStats:
         """Sentences for the closing note, e.g. `skipped 444 lines of other events (...)`."""
         out = []
         if self.skipped:
-            kinds = ", ".join(f"{name}: {count}" for name, count in self.skipped.most_common())
-            out.append(f"skipped {self.skipped_lines} lines of other events ({kinds})")
+            kinds = ", ".join(f"{name}: {n}" for name, n in self.skipped.most_common())
+            out.append(f"skipped {count(self.skipped_lines, 'line')} of other events ({kinds})")
         if self.names_resolved or self.names_unresolved:
-            out.append(f"resolved {self.names_resolved} nameless lock lines by address"
+            out.append(f"resolved {count(self.names_resolved, 'nameless lock line')} by address"
                        + (f", {self.names_unresolved} unresolved" if self.names_unresolved else ""))
+        if self.probe_lines:
+            missing = self.acquisitions - self.args_paired
+            text = (f"{self.args_paired} of {self.acquisitions} acquisitions carried lockdep's own arguments "
+                    "(a kprobe on lock_acquire)")
+            if missing:
+                text += (f"; {missing} did not (missed probe hits): their annotations are inferred as in a "
+                         "capture without arguments")
+            if self.args_unpaired:
+                text += f"; {self.args_unpaired} argument lines had no lock_acquire line after them"
+            out.append(text)
         if self.lost_markers:
-            out.append(f"{self.lost_markers} lost-events markers: the stacks of those CPUs were reset")
+            out.append(f"{count(self.lost_markers, 'lost-events marker')}: the stacks of those CPUs were reset")
         return out
+
+
+# -- lockdep's arguments from a kprobe on lock_acquire ------------------------------
+
+#: arguments that make a probe line a record of lock_acquire(lock, subclass, trylock, read, check, nest_lock, ip)
+LOCK_ARGS_REQUIRED = frozenset({"subclass", "trylock", "read", "check"})
+
+
+@dataclass(frozen=True)
+class LockArgs:
+    """lockdep's arguments of one lock_acquire() call, as a kprobe line printed them."""
+
+    map: Optional[int]  #: the lockdep_map's address (`map=` or `lock=`)
+    subclass: int
+    trylock: int
+    read: int  #: 0 exclusive, 1 reader, 2 recursive reader
+    check: int
+    nest_lock: Optional[int]  #: the nest_lock's map address; None or 0: none
+    ip: Optional[str]  #: the caller (`dup_mmap+0xf5/0x47b`, or hex)
+    name: Optional[str]  #: the map's name (None when absent or `(fault)`)
+
+
+def _number(text: str) -> Optional[int]:
+    """A probe argument's integer: `%u`, `%d` or `0x%x` (None when it is not one)."""
+    try:
+        return int(text, 16) if text[:2] in ("0x", "0X") else int(text)
+    except ValueError:
+        return None
+
+
+def lock_args(args: tuple) -> Optional[LockArgs]:
+    """The LockArgs of a probe line's (name, value) pairs, or None when it is another probe.
+
+    >>> lock_args((("map", "0xff"), ("subclass", "1"), ("trylock", "0"), ("read", "2"), ("check", "1"),
+    ...            ("nest_lock", "0x0"), ("ip", "f+0x1/0x2"), ("name", '"&x->lock"')))
+    LockArgs(map=255, subclass=1, trylock=0, read=2, check=1, nest_lock=None, ip='f+0x1/0x2', name='&x->lock')
+    """
+    values = dict(args)
+    if not LOCK_ARGS_REQUIRED.issubset(values):
+        return None
+    numbers = {key: _number(values[key]) for key in LOCK_ARGS_REQUIRED}
+    if None in numbers.values():
+        return None
+    name = values.get("name")
+    if name is not None:
+        name = name[1:-1] if len(name) >= 2 and name[0] == name[-1] == '"' else None
+    lock = values.get("map", values.get("lock"))
+    nest = values.get("nest_lock", values.get("nest"))
+    return LockArgs(_number(lock) if lock is not None else None, numbers["subclass"], numbers["trylock"],  # type: ignore[arg-type]
+                    numbers["read"], numbers["check"], (_number(nest) or None) if nest is not None else None,  # type: ignore[arg-type]
+                    values.get("ip"), name)
+
+
+#: pending probe lines kept per CPU (more means lock_acquire lines are not being traced)
+_PENDING_LIMIT = 64
 
 
 # -- read mode policy -------------------------------------------------------------
@@ -345,6 +431,12 @@ def scan(line: str) -> Optional[tuple]:
         if op is None:
             if not event.isascii() or not event.isidentifier():
                 return None
+            if payload[1:2] == "(":
+                probe = _scan_probe(payload[1:])
+                if probe is False:
+                    return None
+                if probe is not None:  # not cached: a probe's arguments differ from line to line
+                    return (head, flags, timestamp, (event, None, False, False, None) + probe)
             body = (event, None, False, False, None)
         else:
             address, _, tail = payload.lstrip(" ").partition(" ")
@@ -369,6 +461,62 @@ def scan(line: str) -> Optional[tuple]:
     return (head, flags, timestamp, body)
 
 
+def _is_arg_start(text: str, pos: int) -> bool:
+    """Whether TEXT[pos:] is ` NAME=`: a blank, then an argument name and `=` (the grammar's lookahead)."""
+    if text[pos:pos + 1] != " ":
+        return False
+    eq = text.find("=", pos + 1)
+    name = text[pos + 1:eq]
+    return eq > pos + 1 and name.isascii() and name.isidentifier()
+
+
+def _scan_probe(text: str):
+    """`(SITE) ARG=VALUE ...` of a kprobe line -> (site, ((arg, value), ...)); None when TEXT is not a
+    probe's (the grammar's `other_event`), False when it breaks the grammar (left to it for the message).
+
+    The same reading as the grammar's `probe_event` (tests/test_reader_ftrace.py proves it).
+    """
+    close = text.find(")")
+    site = text[1:close]
+    if close < 2 or "(" in site or any(ch.isspace() for ch in site) or not _is_arg_start(text, close + 1):
+        return None
+    args = []
+    pos, end = close + 1, len(text)
+    while pos < end:
+        if text[pos] != " ":
+            return False
+        while pos < end and text[pos] == " ":
+            pos += 1
+        eq = text.find("=", pos)
+        name = text[pos:eq]
+        if eq <= pos or not (name.isascii() and name.isidentifier()):
+            return False
+        pos = eq + 1
+        if text[pos:pos + 1] == '"':  # to the first quote that ends the line or starts the next argument
+            quote = pos
+            while True:
+                quote = text.find('"', quote + 1)
+                if quote < 0:
+                    return False
+                if quote + 1 == end or _is_arg_start(text, quote + 1):
+                    break
+            value, pos = text[pos:quote + 1], quote + 1
+        else:
+            stop = pos
+            while stop < end and not text[stop].isspace():
+                stop += 1
+            if stop == pos:
+                return False
+            if text[stop:stop + 2] == " [":  # a module's symbol: "func+0x1/0x2 [mod]"
+                bracket = text.find("]", stop + 2)
+                module = text[stop + 2:bracket]
+                if bracket > stop + 2 and not any(ch.isspace() for ch in module):
+                    stop = bracket + 1
+            value, pos = text[pos:stop], stop
+        args.append((name, value))
+    return (site, tuple(args))
+
+
 @functools.lru_cache(maxsize=None)
 def _parser():
     from lark import Lark
@@ -382,6 +530,8 @@ _TERMINAL_NAMES = {
     "READ": "'read '", "ACQUIRE": "lock_acquire", "LOCK_OP": "a lock event", "EVENT_NAME": "an event name",
     "COLON": "':'", "_SP": "a blank", "LOST_TEXT": "LOST EVENTS", "INT": "a number", "REST": "event text",
     "PREAMBLE": "a trace-cmd preamble line", "LSQB": "'['", "RSQB": "']'", "$END": "end of line",
+    "PROBE_SITE": "a probe's (site)", "ARG_NAME": "an argument name", "ARG_VALUE": "an argument value",
+    "EQUAL": "'='",
     "<END-OF-FILE>": "end of line", "MINUS": "'-'", "LOST_CPU": "'CPU:N [LOST EVENTS]'",
 }
 
@@ -425,6 +575,10 @@ def scan_slow(line: str, file: str = "<trace>", lineno: int = 0) -> tuple:
     head = (fields["COMM"], fields["PID"], fields["CPU"][1:-1])
     if event.data == "other_event":
         return (head, fields.get("FLAGS"), fields["TIMESTAMP"], (event.children[0].value, None, False, False, None))
+    if event.data == "probe_event":
+        name, site = event.children[0].value, event.children[1].value[1:-1]
+        args = tuple((arg.children[0].value, arg.children[1].value) for arg in event.children[2:])
+        return (head, fields.get("FLAGS"), fields["TIMESTAMP"], (name, None, False, False, None, site, args))
     tokens = {tok.type: tok.value for tok in event.children if isinstance(tok, Token)}
     for sub in event.children:
         if not isinstance(sub, Token):  # acquire_flags
@@ -466,6 +620,8 @@ class FtraceReader:
         self.held: dict[tuple[str, str], list] = {}  # (task, instance) -> [name, count]
         self.context: dict[str, int] = {}  # task -> state told to the checker
         self.comms: dict[str, str] = {}  # task -> last display name
+        self.pending: dict[str, list[LockArgs]] = {}  # cpu -> probe records awaiting their lock_acquire
+        self.by_map: dict[int, tuple[str, str]] = {}  # a held lock's map address -> (name, instance)
 
     def _task(self, comm: Optional[str], pid: Optional[str], cpu: Optional[str]) -> tuple[str, str, Optional[int]]:
         cpu_number = int(cpu) if cpu is not None else None
@@ -500,8 +656,9 @@ class FtraceReader:
         tasks: dict[tuple, tuple] = {}  # head -> (task, display, cpu)
         bodies: dict[tuple, tuple] = {}  # body -> (op, instance, name, trylock, read)
         flag_states: dict[str, int] = {}
+        pending = self.pending
         lineno = 0
-        events = hardirq_lines = softirq_lines = resolved = context_events = 0
+        events = hardirq_lines = softirq_lines = resolved = context_events = acquisitions = 0
         try:
             for lineno, line in enumerate(lines, 1):
                 if line[:1] == "#":
@@ -522,6 +679,20 @@ class FtraceReader:
                     if record[0] == "preamble":
                         continue
                 head, flags, timestamp, body = record
+                if len(body) > 5:  # a kprobe line
+                    args = lock_args(body[6])
+                    if args is None:
+                        skipped[body[0]] += 1
+                        continue
+                    stack = pending.get(head[2])
+                    if stack is None:
+                        stack = pending[head[2]] = []
+                    elif len(stack) >= _PENDING_LIMIT:
+                        del stack[0]
+                        stats.args_unpaired += 1
+                    stack.append(args)
+                    stats.probe_lines += 1
+                    continue
                 known_body = bodies.get(body)
                 if known_body is None:
                     event = body[0]
@@ -585,11 +756,16 @@ class FtraceReader:
                     if not name:
                         name = self._named(entry[0] if entry is not None else self._holder(instance))
                     if entry is None:
-                        held[key] = [name, 1]
+                        entry = held[key] = [name, 1]
                     else:
                         entry[0] = name
                         entry[1] += 1
                     events += 1
+                    acquisitions += 1
+                    args = self._paired(pending.get(head[2]), instance, name) if pending else None
+                    if args is not None:
+                        yield self._exact(make, args, entry, task, name, instance, ts, cpu, lineno, display)
+                        continue
                     yield make(task, op, name, instance, read_policy(name, in_irq) if read else WRITE, trylock,
                                0, None, True, None, ts, cpu, file, lineno, display)
                     continue
@@ -602,6 +778,8 @@ class FtraceReader:
                             entry[1] -= 1
                         else:
                             del held[key]
+                            if len(entry) > 2:
+                                self.by_map.pop(entry[2], None)
                 elif not name:
                     name = self._named(self._holder(instance))
                 events += 1
@@ -614,6 +792,50 @@ class FtraceReader:
             stats.hardirq_lines += hardirq_lines
             stats.softirq_lines += softirq_lines
             stats.names_resolved += resolved
+            stats.acquisitions += acquisitions
+
+    def _paired(self, stack: Optional[list], instance: str, name: str) -> Optional[LockArgs]:
+        """The pending probe record of this CPU that this lock_acquire line belongs to (taken off).
+
+        The latest one with the same name (or, without a name, the same map
+        address when the tracepoint prints real addresses); records above it
+        had no lock_acquire line and are dropped.
+        """
+        if not stack:
+            return None
+        address = int(instance, 16)
+        real = address >= 1 << 32  # a hashed %p prints 32 significant bits
+        for i in range(len(stack) - 1, -1, -1):
+            args = stack[i]
+            if args.name is not None and name:
+                same = args.name == name
+            elif args.map is not None and real:
+                same = args.map == address
+            else:
+                same = True
+            if same:
+                self.stats.args_unpaired += len(stack) - 1 - i
+                del stack[i:]
+                self.stats.args_paired += 1
+                return args
+        return None
+
+    def _exact(self, make, args: LockArgs, entry: list, task: str, name: str, instance: str, ts: Optional[float],
+               cpu: Optional[int], lineno: int, display: str):
+        """The event of a lock_acquire line with lockdep's own arguments."""
+        nest = None
+        if args.nest_lock:
+            nest = self.by_map.get(args.nest_lock)
+            if nest is None:  # held since before the capture began
+                nest = (UNKNOWN_LOCK, f"0x{args.nest_lock:x}")
+                self.stats.nest_unknown += 1
+        if args.map is not None:
+            if len(entry) == 2:
+                entry.append(args.map)
+            self.by_map[args.map] = (name, instance)
+        mode = RREAD if args.read >= 2 else READ if args.read else WRITE
+        return make(task, ACQUIRE, name, instance, mode, bool(args.trylock), args.subclass, nest, bool(args.check),
+                    args.ip, ts, cpu, self.file, lineno, display, True)
 
     def _contention(self, line: str, head: tuple, timestamp: Optional[str], event: str, lineno: int) -> Event:
         """A contention_begin/end line as an event: `ADDR (flags=F)` / `ADDR (ret=N)` after the name."""

@@ -64,8 +64,15 @@ class Input:
         return f"{self.path}: not a trace (looks like {self.looks_like})"
 
 
+def _boots(directory: str, inputs: list[Input]) -> list[Input]:
+    """A folder with a trace and /proc/lockdep dumps is a boot (`lockcheck.boot.boot_hook`)."""
+    from lockcheck.boot import boot_hook
+
+    return boot_hook(directory, inputs)
+
+
 #: `hook(directory, inputs) -> inputs`, applied in order to every directory expanded
-DIRECTORY_HOOKS: list[Callable[[str, list[Input]], list[Input]]] = []
+DIRECTORY_HOOKS: list[Callable[[str, list[Input]], list[Input]]] = [_boots]
 
 #: suffixes that name a trace: such a file named on the command line is not sniffed for a dump
 TRACE_SUFFIXES = (".lt", ".ftrace", ".perf", ".jsonl")

@@ -45,6 +45,7 @@ from lockcheck import findings as F
 from lockcheck.events import Event
 from lockcheck.grammar import grammar_text
 from lockcheck.splats import Splat, SplatLink, SplatLock
+from lockcheck.wording import count
 
 NAME = "kernel-log"
 #: parse() takes stats= and reports= (see lockcheck.readers)
@@ -128,7 +129,7 @@ def classify(body: str, lineno: int = 0) -> Parsed:
     return parsed
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=16384)
 def _classify(text: str) -> tuple:
     """`classify` as plain immutable data, cached: a log repeats its frames and its reports."""
     from lark import Token, Tree
@@ -205,13 +206,13 @@ _OTHER_TITLES = {"bad_contention": "bad contention detected!", "invalid_wait": "
 #: lines that turn lockdep off without a report of its own: a note each
 _CAPACITY = ("too_low", "invalid_subclass", "non_static_key", "unregistered_key")
 
-#: substrings one of which every line that starts a report or a note holds
-_STARTS = ("WARNING: ", "[ INFO: ", "[ BUG: ", "BUG: ", "INFO: trying to register")
-
-
 def _may_start(text: str) -> bool:
-    """Cheap test: can this line be a title or capacity line?  (Held to the grammar by a test.)"""
-    return any(start in text for start in _STARTS)
+    """Cheap test: can this line be a title or capacity line?  (Held to the grammar by a test.)
+
+    Every title and capacity line holds `WARNING: `, `BUG: ` (`[ BUG: `
+    too) or `INFO: ` (`[ INFO: `, `INFO: trying to register...`).
+    """
+    return "WARNING: " in text or "BUG: " in text or "INFO: " in text
 
 
 # -- statistics ----------------------------------------------------------------------------
@@ -260,6 +261,7 @@ class _Builder:
         self.backtraces = 0
         self.idle = 0
         self.last_lock: Optional[SplatLock] = None
+        self.advanced = splat.line  #: the last line that added to the report
         self._title(parsed)
 
     def _title(self, parsed: Parsed) -> None:
@@ -550,7 +552,7 @@ class _Builder:
             elif not depths and self.complete:
                 splat.notes.append("lost lines: no dependency chain")
         if splat.held_count is not None and len(splat.held_locks) < splat.held_count and self.complete:
-            splat.notes.append(f"lost lines: {len(splat.held_locks)} of {splat.held_count} held locks printed")
+            splat.notes.append(f"lost lines: {len(splat.held_locks)} of {count(splat.held_count, 'held lock')} printed")
         return splat
 
 
@@ -581,8 +583,16 @@ class _LogReader:
                     stats.other_lines += 1
                 continue
             yield from self._line(line, lineno)
+            if self.open:
+                yield from self._abandoned(lineno)
         for caller in list(self.open):
             yield self._close(caller, "the log ends there")
+
+    def _abandoned(self, lineno: int) -> Iterator[Splat]:
+        """Reports whose caller printed nothing of them for _MAX_IDLE lines: the rest was lost."""
+        for caller, builder in list(self.open.items()):
+            if lineno - builder.advanced >= _MAX_IDLE:
+                yield self._close(caller, f"nothing more of it in the {_MAX_IDLE} lines that follow")
 
     def _line(self, line: str, lineno: int) -> Iterator[Splat]:
         ts, caller, body, width = split_prefix(line)
@@ -616,6 +626,8 @@ class _LogReader:
         builder.feed(parsed, lineno)
         if builder.idle > before:
             self.stats.other_lines += 1
+        else:
+            builder.advanced = lineno
         if builder.complete:
             del self.open[caller]
             yield builder.finish(None)

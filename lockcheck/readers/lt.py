@@ -327,8 +327,9 @@ def _run_event(fields: dict[str, object], file: str, lineno: int) -> Event:
 
     fmt = fields.get("format")
     rules = run_rules(formats()[fmt]) if fmt is not None else {"capture": False, "irq_state": True}
-    return Event("", RUN, fields.get("from"), at=fmt, trylock=rules["capture"], check=rules["irq_state"],  # type: ignore[arg-type]
-                 file=file, line=lineno)
+    source = fields.get("from")
+    return Event("", RUN, source, at=fmt, trylock=rules["capture"],  # type: ignore[arg-type]
+                 check=rules["irq_state"], file=file, line=lineno)
 
 
 def _slot(name: str) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 from itertools import starmap
 from operator import attrgetter
 from types import ModuleType
@@ -22,6 +23,8 @@ from typing import Iterator, Optional
 from lockcheck.errors import TraceError
 from lockcheck.events import Event
 
+#: prctl(2) option: the signal sent to this process when its parent dies
+_PR_SET_PDEATHSIG = 1
 #: files smaller than this are read in-process (starting a worker costs ~20 ms)
 PARALLEL_MIN_BYTES = 4 << 20
 #: events per message through the pipe
@@ -42,16 +45,23 @@ def worth_it(path: str) -> bool:
         return False
 
 
-def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None) -> Iterator[Event]:
+def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None,
+                   position: Optional[list] = None) -> Iterator[Event]:
     """The events of `path` parsed by `module` in a worker process, in order.
 
     `stats`, when given, is updated (merged) with the worker's reader
-    statistics once the file has been read.
+    statistics once the file has been read; `position[0]`, when given, is
+    kept at the bytes of the file the worker has read (for a progress line).
     """
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
-    worker = context.Process(target=_work, args=(path, module.__name__, sender, stats is not None), daemon=True)
-    worker.start()
+    worker = context.Process(target=_work, args=(path, module.__name__, sender, stats is not None, receiver,
+                                                 os.getpid()), daemon=True)
+    blocked = _block_signals()  # the worker starts with them blocked and sets its own handlers first
+    try:
+        worker.start()
+    finally:
+        _unblock(blocked)
     sender.close()
     try:
         while True:
@@ -60,7 +70,10 @@ def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None
             except EOFError:
                 raise TraceError(path, None, None, "the reader process ended unexpectedly") from None
             if kind == "events":
-                yield from starmap(Event, payload)
+                batch, offset = payload
+                if position is not None:
+                    position[0] = offset
+                yield from starmap(Event, batch)
             elif kind == "done":
                 if stats is not None and payload is not None:
                     stats.merge(payload)
@@ -76,15 +89,78 @@ def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None
         worker.join()
 
 
-def _work(path: str, module_name: str, sender, want_stats: bool) -> None:
+def _stop_signals() -> set:
+    import signal
+
+    return {getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)}
+
+
+_STOP_SIGNALS = _stop_signals()
+
+
+def _block_signals() -> set:
+    """Block the stop signals (delivered when unblocked): a forked child must not run the parent's handlers."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        return set()
+    return _STOP_SIGNALS - signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+
+
+def _unblock(signals: set) -> None:
+    import signal
+
+    if signals and hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+
+
+def follow_parent(parent: int) -> None:
+    """Make this forked worker end with its parent, however the parent ends.
+
+    The parent may be killed (SIGKILL, SIGTERM, SIGHUP: no chance to
+    terminate us) or interrupted.  Three guards, so no reader outlives
+    lockcheck: the kernel kills us when the parent dies
+    (`prctl(PR_SET_PDEATHSIG, SIGKILL)`, Linux; checked against a parent
+    that died before the call); a write to a pipe whose only reader died
+    fails (the worker closed its copy of the read end); and Ctrl-C, which a
+    terminal sends to the whole process group, is left to the parent, which
+    stops us itself (SIGTERM, default action restored here).
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for number in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if number is not None:
+            signal.signal(number, signal.SIG_DFL)
+    _unblock(_STOP_SIGNALS)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl: the broken pipe still ends us
+            pass
+    if os.getppid() != parent:  # the parent died before the guard was set
+        os._exit(1)
+
+
+def _work(path: str, module_name: str, sender, want_stats: bool, receiver=None,
+          parent: Optional[int] = None) -> None:
     """Worker body: parse, send batches of field tuples, then ("done", stats) or an error."""
     import importlib
 
     from lockcheck.readers import source
 
+    if receiver is not None:
+        receiver.close()  # our copy of the read end: with it open, a dead parent's pipe never breaks
+    if parent is not None:
+        follow_parent(parent)
     try:
         module = importlib.import_module(module_name)
-        name, lines = source.open_lines(path)
+        tells: list = []
+        name, lines = source.open_lines(path, tells)
+        tell = tells[0]
         kwargs = {}
         stats = None
         if want_stats and getattr(module, "TAKES_STATS", False):
@@ -103,16 +179,16 @@ def _work(path: str, module_name: str, sender, want_stats: bool) -> None:
             for item in items:
                 append(item)
                 if len(batch) >= BATCH:
-                    sender.send(("events", batch))
+                    sender.send(("events", (batch, tell())))
                     batch = []
                     append = batch.append
         except TraceError as err:
             if batch:
-                sender.send(("events", batch))
+                sender.send(("events", (batch, tell())))
             sender.send(("error", (err.file, err.line, err.col, err.message, err.source)))
             return
         if batch:
-            sender.send(("events", batch))
+            sender.send(("events", (batch, tell())))
         sender.send(("done", stats))
     except TraceError as err:
         sender.send(("error", (err.file, err.line, err.col, err.message, err.source)))

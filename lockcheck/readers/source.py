@@ -16,7 +16,7 @@ import os
 import sys
 import zlib
 from itertools import repeat
-from typing import BinaryIO, Callable, Iterator
+from typing import BinaryIO, Callable, Iterator, Optional
 
 from lockcheck.errors import TraceError
 
@@ -45,14 +45,19 @@ def _decompress_errors() -> tuple[type[BaseException], ...]:
 _DECOMPRESS_ERRORS = _decompress_errors()
 
 
-def open_lines(path: str) -> tuple[str, Iterator[str]]:
+def open_lines(path: str, positions: Optional[list] = None) -> tuple[str, Iterator[str]]:
     """The display name of `path` and its lines, decoded, without line endings.
 
     The file is opened now (so a missing file is reported at once) and
-    closed when the lines are exhausted or the iterator is closed.
+    closed when the lines are exhausted or the iterator is closed.  When
+    `positions` is a list, a function giving the bytes of the file read so
+    far (of the compressed file, for a compressed one) is appended to it, or
+    None for standard input: what a progress line measures against its size.
     """
     name = STDIN_NAME if path == STDIN else path
     raw = _open_binary(path, name)
+    if positions is not None:
+        positions.append(None if path == STDIN else raw.tell)
     try:
         stream = _decompressed(raw, name)
     except BaseException:

@@ -160,7 +160,13 @@ CPU1 = " " * 31
 
 
 class _Out:
-    """`printk` for one report: every call writes whole lines to `out`."""
+    """`printk` for one report: every call writes whole lines to `out`.
+
+    Also the extension points of a renderer for live programs
+    (`lockcheck.report.python` subclasses it): where the kernel prints a
+    stack trace or its nesting-notation hint, these say what to print
+    instead; here they keep the kernel's layout.
+    """
 
     def __init__(self, out: TextIO) -> None:
         self._out = out
@@ -172,6 +178,18 @@ class _Out:
     def wrapped(self, prefix: str, text: str) -> None:
         """A note wrapped to the page: escaped first, so the wrap's line breaks are the only ones."""
         self._out.write(wrap_note(prefix, visible(text)) + "\n")
+
+    def frames(self, evidence: Evidence, indent: str) -> bool:
+        """Print `evidence` as frames of a program's stack; False: print it as a trace location."""
+        return False
+
+    def backtrace(self, finding: Finding) -> bool:
+        """Print the reported event's stack after `stack backtrace:`; False: the trace location."""
+        return False
+
+    def nesting_notation(self) -> None:
+        """The hint after a recursive-locking scenario."""
+        self(" May be due to missing lock nesting notation", "")
 
 
 # -- entry point -----------------------------------------------------------------
@@ -235,12 +253,14 @@ def print_lock(lock: LockSnapshot, where: Optional[str] = None) -> str:
 
     A lock without an instance prints with the leading blank of OLD kernels;
     without a site, where in the trace it was taken (`acquired`, else `where`,
-    the current event, for a lock being acquired).
+    the current event, for a lock being acquired); with neither, no `at:`
+    (the kernel would print a 0x0 address; a trace has none to show).
     """
     site = lock.at
     if site is None:
-        site = lock.acquired.location if lock.acquired is not None else (where or "0x0")
-    return f"{lock.instance or ''}{print_lock_name(lock.name, lock.usage)}, at: {site}"
+        site = lock.acquired.location if lock.acquired is not None else where
+    text = f"{lock.instance or ''}{print_lock_name(lock.name, lock.usage)}"
+    return f"{text}, at: {site}" if site else text
 
 
 def print_lock_trace(pr: _Out, evidence: Optional[Evidence], spaces: int) -> None:
@@ -251,6 +271,8 @@ def print_lock_trace(pr: _Out, evidence: Optional[Evidence], spaces: int) -> Non
     if evidence is None:
         return
     indent = " " * (spaces + 1)
+    if pr.frames(evidence, indent):
+        return
     pr(f"{indent}{evidence.location} ({evidence.task})")
     if evidence.at is not None and evidence.at != evidence.location:
         pr(f"{indent}{evidence.at}")
@@ -259,6 +281,8 @@ def print_lock_trace(pr: _Out, evidence: Optional[Evidence], spaces: int) -> Non
 def dump_stack(pr: _Out, finding: Finding) -> None:
     """`"\\nstack backtrace:\\n"` + `dump_stack()`: the reported event, as one-blank frames."""
     pr("", "stack backtrace:")
+    if pr.backtrace(finding):
+        return
     pr(f" {finding.location} ({finding.task})")
     site = _site(finding)
     if site is not None and site != finding.location:
@@ -297,7 +321,7 @@ def print_deadlock_scenario(pr: _Out, nxt: LockSnapshot, prv: LockSnapshot) -> N
     pr("       CPU0", "       ----")
     pr(f"  lock({prv.name});", f"  lock({nxt.name});")
     pr("", " *** DEADLOCK ***", "")
-    pr(" May be due to missing lock nesting notation", "")
+    pr.nesting_notation()
 
 
 # -- 1.2 possible circular locking dependency detected ---------------------------
@@ -389,8 +413,8 @@ def print_irqtrace_events(pr: _Out, events: Optional[dict[str, Any]]) -> None:
         if entry:
             stamp, evidence = entry
             pr(f"{label} ({stamp}): {_where(evidence)}")
-        else:
-            pr(f"{label} (0): 0x0")
+        else:  # the kernel prints `(0): 0x0`; a trace has no address to show
+            pr(f"{label} (0): none in the trace")
 
 
 def print_usage_bug_scenario(pr: _Out, this: LockSnapshot) -> None:

@@ -58,6 +58,7 @@ from lockcheck.events import (
     class_name,
 )
 from lockcheck.stat.model import BOUNCE_ACQUIRED, BOUNCE_CONTENDED, ClassStats, LockTime, count_point
+from lockcheck.wording import count
 
 #: the kernel's MAX_LOCK_DEPTH: held locks per task
 MAX_LOCK_DEPTH = 48
@@ -469,33 +470,35 @@ class LockStats:
         if self.events and not self.timed:
             out.append("the trace has no timestamps (ts=): wait and hold times are 0")
         if self.contention == "tracepoint":
-            out.append(f"wait times from {self.tracepoint_waits} contention_begin/contention_end pairs (the "
+            out.append(f"wait times from {count(self.tracepoint_waits, 'contention_begin/contention_end pair')} (the "
                        "tracepoints perf lock contention reads), not lock_stat's lock_contended/lock_acquired")
         elif self.tracepoint_waits:
-            out.append(f"{self.tracepoint_waits} contention_begin/contention_end pairs not used: wait times are "
-                       "lock_stat's, from lock_contended/lock_acquired (--contention tracepoint uses them)")
+            out.append(f"{count(self.tracepoint_waits, 'contention_begin/contention_end pair')} not used: "
+                       "wait times are lock_stat's, from lock_contended/lock_acquired (--contention "
+                       "tracepoint uses them)")
         if self.unmatched_releases:
-            out.append(f"{self.unmatched_releases} releases of locks acquired before the trace began: "
+            out.append(f"{count(self.unmatched_releases, 'release')} of locks acquired before the trace began: "
                        "no hold time, not counted")
         if self.held_at_end:
-            out.append(f"{self.held_at_end} locks still held at the end of a run: not counted")
+            out.append(f"{count(self.held_at_end, 'lock')} still held at the end of a run: not counted")
         if self.open_waits:
             named = ", ".join(self.open_wait_names) + (", ..." if self.open_waits > len(self.open_wait_names) else "")
-            out.append(f"{self.open_waits} contentions never acquired by the end of a run (contention points "
+            out.append(f"{count(self.open_waits, 'contention')} never acquired by the end of a run (contention points "
                        f"and bounces counted, no wait time): {named}")
         if self.held_at_exit:
-            out.append(f"{self.held_at_exit} locks held at a task's exit: not counted")
+            out.append(f"{count(self.held_at_exit, 'lock')} held at a task's exit: not counted")
         if self.lost_resets:
-            out.append(f"{self.lost_resets} tasks forgotten after lost events")
+            out.append(f"{count(self.lost_resets, 'task')} forgotten after lost events")
         if self.dropped_deep:
-            out.append(f"{self.dropped_deep} held locks dropped beyond the kernel's depth of {MAX_LOCK_DEPTH}")
+            out.append(f"{count(self.dropped_deep, 'held lock')} dropped beyond the kernel's depth of {MAX_LOCK_DEPTH}")
         if self.dropped_tasks:
-            out.append(f"{self.dropped_tasks} tasks forgotten beyond {MAX_TASKS} at once")
+            out.append(f"{count(self.dropped_tasks, 'task')} forgotten beyond {MAX_TASKS} at once")
         if self.dropped_objects:
-            out.append(f"{self.dropped_objects} lock objects forgotten beyond {MAX_LOCK_OBJECTS} "
+            out.append(f"{count(self.dropped_objects, 'lock object')} forgotten beyond {MAX_LOCK_OBJECTS} "
                        "(a bounce may be missed)")
         if self.dropped_class_events:
-            out.append(f"{self.dropped_class_events} events of classes beyond the first {MAX_CLASSES} not counted")
+            out.append(f"{count(self.dropped_class_events, 'event')} of classes beyond the first {MAX_CLASSES} "
+                       "not counted")
         return out
 
 

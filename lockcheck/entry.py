@@ -1,0 +1,44 @@
+"""The `lockcheck` command's first lines: Ctrl-C is one line and exit status 130 from the start.
+
+The console script (and `python -m lockcheck`) import this module before
+anything else of lockcheck's, so its handler is in place while the rest is
+still being imported and the arguments parsed: an interrupt then ends the
+process at once (`os._exit`: nothing has been opened or started yet) with
+one line instead of a traceback from deep inside an import.  `cli.main`
+takes over when it starts its work (KeyboardInterrupt, so that temporary
+output files are removed and the reader process stopped) and turns SIGTERM
+and SIGHUP into the same orderly end.  Only the command does this: the
+library and the pytest plugin leave the signal handlers alone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+#: exit status for an interrupt: 128 + SIGINT, as shells report it
+EXIT_INTERRUPTED = 128 + signal.SIGINT
+
+
+def _interrupted_early(signum: int, frame: object) -> None:
+    try:
+        os.write(2, b"lockcheck: interrupted\n")
+    finally:
+        os._exit(EXIT_INTERRUPTED)
+
+
+signal.signal(signal.SIGINT, _interrupted_early)
+
+
+def run() -> None:
+    """The console script's entry: run the command line and exit with its status."""
+    from lockcheck.cli import main
+
+    try:
+        status = main(handle_signals=True)
+    except KeyboardInterrupt:  # between main's own handlers, or while it reported something
+        os.write(2, b"lockcheck: interrupted\n")
+        status = EXIT_INTERRUPTED
+    signal.signal(signal.SIGINT, _interrupted_early)  # the interpreter's shutdown is no place for a traceback
+    sys.exit(status)

@@ -1,0 +1,176 @@
+"""Captures that carry lockdep's own arguments: a kprobe on lock_acquire before each lock_acquire line.
+
+The kprobe line is the kernel's print_kprobe_event() output for the probe
+`lockcheck capture` defines; with it a capture needs no state: subclass,
+nest_lock, read mode, trylock and check are the kernel's.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+
+from lockcheck.cli import main
+from lockcheck.events import READ, RREAD, WRITE
+from lockcheck.readers import ftrace
+
+HEADER = "# tracer: nop\n#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n"
+_clock = iter(range(1, 1 << 30))
+
+
+def line(task: str, body: str, cpu: int = 0, flags: str = "...1.") -> str:
+    comm, _, pid = task.rpartition("-")
+    return f"{comm:>16}-{pid:<7} [{cpu:03d}] {flags} {next(_clock) / 1000:12.6f}: {body}"
+
+
+def probe(task: str, name: str, map_: int, subclass=0, trylock=0, read=0, check=1, nest=0, ip="f+0x1/0x2",
+          cpu: int = 0, event: str = "lock_acquire_args", flags: str = "...1.", order=None) -> str:
+    """The kprobe line (x86_64 definition of `lockcheck capture`), arguments in ORDER."""
+    args = {"map": f"0x{map_:x}", "subclass": subclass, "trylock": trylock, "read": read, "check": check,
+            "nest_lock": f"0x{nest:x}", "ip": ip, "name": f'"{name}"'}
+    text = " ".join(f"{key}={args[key]}" for key in (order or args))
+    return line(task, f"{event}: (lock_acquire+0x0/0x212) {text}", cpu, flags)
+
+
+def acquire(task: str, name: str, address: int, cpu: int = 0, flags: str = "...1.", tp: str = "") -> str:
+    return line(task, f"lock_acquire: {address:016x} {tp}{name}", cpu, flags)
+
+
+def release(task: str, name: str, address: int, cpu: int = 0) -> str:
+    return line(task, f"lock_release: {address:016x} {name}", cpu)
+
+
+def take(task: str, name: str, map_: int, **args) -> list[str]:
+    """A probe line and its lock_acquire line (real addresses: hash-ptr off)."""
+    return [probe(task, name, map_, **args), acquire(task, name, map_)]
+
+
+def text(*parts) -> str:
+    lines = []
+    for part in parts:
+        lines.extend(part if isinstance(part, list) else [part])
+    return HEADER + "\n".join(lines) + "\n"
+
+
+def check(tmp_path, trace: str, *args: str) -> tuple[int, dict]:
+    path = tmp_path / "trace.ftrace"
+    path.write_text(trace)
+    out, err = io.StringIO(), io.StringIO()
+    status = main(["check", "--format", "json", "--no-progress", "--no-config", str(path), *args],
+                  stdout=out, stderr=err)
+    assert status != 2, err.getvalue()
+    return status, json.loads(out.getvalue())
+
+
+def events(trace: str, stats=None) -> list:
+    return [ev for ev in ftrace.parse(trace.splitlines(), "t.ftrace", stats=stats) if ev.op == "acquire"]
+
+
+MM, MM2, VMA, ALL = 0xffff888000ac8158, 0xffff888000ac9158, 0xffff888000b00000, 0xffffffff82a0c0e0
+
+
+def test_the_arguments_become_the_events_annotations():
+    trace = text(take("init-1", "&mm->mmap_lock", MM, ip="dup_mmap+0x5a/0x47b"),
+                 take("init-1", "&mm->mmap_lock", MM2, subclass=1, ip="dup_mmap+0xf5/0x47b"),
+                 take("init-1", "rcu_read_lock", 0xffffffff82000000, read=2, check=0),
+                 take("init-1", "&anon_vma->rwsem", VMA, read=1, trylock=1))
+    stats = ftrace.ReaderStats()
+    evs = events(trace, stats)
+    assert [(e.lock, e.subclass, e.mode, e.trylock, e.check, e.at, e.exact) for e in evs] == [
+        ("&mm->mmap_lock", 0, WRITE, False, True, "dup_mmap+0x5a/0x47b", True),
+        ("&mm->mmap_lock", 1, WRITE, False, True, "dup_mmap+0xf5/0x47b", True),
+        ("rcu_read_lock", 0, RREAD, False, False, "f+0x1/0x2", True),
+        ("&anon_vma->rwsem", 0, READ, True, True, "f+0x1/0x2", True),
+    ]
+    assert (stats.probe_lines, stats.args_paired, stats.acquisitions) == (4, 4, 4)
+    assert "4 of 4 acquisitions carried lockdep's own arguments" in stats.notes()[0]
+
+
+def test_any_event_name_and_argument_order():
+    order = ["name", "ip", "nest_lock", "check", "read", "trylock", "subclass", "map"]
+    trace = text(probe("bash-9", "&x->lock", MM, subclass=2, event="my_probe", order=order),
+                 acquire("bash-9", "&x->lock", MM))
+    [ev] = events(trace)
+    assert (ev.subclass, ev.exact) == (2, True)
+
+
+def test_a_nest_lock_names_the_held_lock_whose_map_it_is(tmp_path):
+    # mm_take_all_locks(): many anon_vma locks under mm_all_locks_mutex, each with nest_lock = that mutex
+    trace = text(take("init-1", "mm_all_locks_mutex", ALL),
+                 *[take("init-1", "&anon_vma->rwsem", VMA + i * 0x100, nest=ALL) for i in range(3)],
+                 *[release("init-1", "&anon_vma->rwsem", VMA + i * 0x100) for i in range(3)],
+                 release("init-1", "mm_all_locks_mutex", ALL))
+    evs = events(trace)
+    assert evs[2].nest == ("mm_all_locks_mutex", f"0x{ALL:016x}")
+    status, doc = check(tmp_path, trace)
+    assert (status, doc["findings"]) == (0, []), doc["findings"]
+    assert any("annotations of 4 captured acquisitions: 4 from the capture" in n for n in doc["notes"])
+
+
+def test_a_repeat_without_nest_lock_is_the_kernels_report_and_certain(tmp_path):
+    trace = text(take("demo_ba-72", "&outer->mutex", ALL),
+                 *[take("demo_ba-72", "&obj->mutex", VMA + i * 0x100) for i in range(3)])
+    status, doc = check(tmp_path, trace)
+    [finding] = doc["findings"]
+    assert (finding["kind"], finding["lock"], finding["task"]) == ("recursive-locking", "&obj->mutex", "demo_ba/72")
+    assert "uncertain" not in finding
+
+
+def test_the_subclass_of_the_capture_needs_no_state(tmp_path):
+    trace = text(take("init-1", "&mm->mmap_lock", MM), take("init-1", "&mm->mmap_lock", MM2, subclass=1),
+                 release("init-1", "&mm->mmap_lock", MM2), release("init-1", "&mm->mmap_lock", MM))
+    status, doc = check(tmp_path, trace)
+    assert (status, doc["findings"]) == (0, [])
+    # the same capture without the probe lines: a recursive locking that only an annotation could explain
+    bare = "\n".join(row for row in trace.splitlines() if "lock_acquire_args" not in row) + "\n"
+    status, doc = check(tmp_path, bare)
+    assert status == 1 and doc["findings"][0]["uncertain"]
+
+
+def test_an_interrupt_between_a_probe_and_its_lock_acquire_line():
+    """The irq's probe and lock_acquire lines come between the task's: pairs nest like the calls."""
+    trace = text(probe("init-1", "&a->lock", MM, subclass=1),
+                 probe("init-1", "&rq->__lock", 0xffff88803ebe85d8, flags="d.h1."),
+                 acquire("init-1", "&rq->__lock", 0xffff88803ebe85d8, flags="d.h1."),
+                 release("init-1", "&rq->__lock", 0xffff88803ebe85d8),
+                 acquire("init-1", "&a->lock", MM))
+    evs = events(trace)
+    assert [(e.lock, e.subclass, e.exact) for e in evs] == [("&rq->__lock", 0, True), ("&a->lock", 1, True)]
+
+
+def test_pairs_stay_on_their_cpu_and_hashed_addresses_pair_by_name():
+    trace = text(probe("a-1", "&a->lock", MM, subclass=1, cpu=0), probe("b-2", "&b->lock", MM2, subclass=2, cpu=1),
+                 line("b-2", "lock_acquire: 000000005b4e2a1c &b->lock", 1),
+                 line("a-1", "lock_acquire: 00000000deadbeef &a->lock", 0))
+    evs = events(trace)
+    assert [(e.lock, e.subclass) for e in evs] == [("&b->lock", 2), ("&a->lock", 1)]
+
+
+def test_a_missed_probe_hit_falls_back_to_uncertainty(tmp_path):
+    trace = text(take("demo-7", "&outer->mutex", ALL), take("demo-7", "&obj->mutex", VMA),
+                 acquire("demo-7", "&obj->mutex", VMA + 0x100))  # its probe hit was missed
+    stats = ftrace.ReaderStats()
+    evs = events(trace, stats)
+    assert [e.exact for e in evs] == [True, True, False]
+    assert "1 did not (missed probe hits)" in stats.notes()[0]
+    status, doc = check(tmp_path, trace)
+    [finding] = doc["findings"]
+    assert finding["kind"] == "recursive-locking" and "nest_lock" in finding["uncertain"]
+    assert any("2 from the capture (lock_acquire arguments), 1 left as captured" in n for n in doc["notes"])
+
+
+def test_a_nest_lock_taken_before_the_capture_began(tmp_path):
+    trace = text(*[take("init-1", "&anon_vma->rwsem", VMA + i * 0x100, nest=ALL) for i in range(2)])
+    evs = events(trace)
+    assert evs[1].nest == (ftrace.UNKNOWN_LOCK, f"0x{ALL:x}")
+    status, doc = check(tmp_path, trace)
+    assert (status, doc["findings"]) == (0, [])
+    status, doc = check(tmp_path, trace, "--strict-start")
+    assert [f["kind"] for f in doc["findings"]] == ["nest-lock-not-held"]
+
+
+def test_other_probes_are_skipped_and_counted():
+    stats = ftrace.ReaderStats()
+    trace = text(line("x-1", "my_open: (do_sys_open+0x0/0x10) dfd=0xffffff9c"), acquire("x-1", "A", MM))
+    [ev] = events(trace, stats)
+    assert not ev.exact and stats.skipped["my_open"] == 1 and stats.probe_lines == 0
