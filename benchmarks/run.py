@@ -197,6 +197,91 @@ def cases(args) -> list[Case]:
     return all_cases
 
 
+# -- adversarial shapes: growth curves -----------------------------------------------------
+#: shape -> sizes measured (the issue's shapes; benchmarks/shapes.py says what each is)
+SHAPE_SIZES = {
+    "chain-backwards": [1000, 2000, 4000, 8000, 16000],
+    "chain-registered": [1000, 2000, 4000, 8000, 16000],
+    "chain-irq": [1000, 2000, 4000, 8000, 16000],
+    "star-in": [2000, 4000, 8000],
+    "star-out": [2000, 4000, 8000],
+    "fifo": [500, 1000, 2000],
+    "addresses": [250_000, 1_000_000],
+    "addresses-ftrace": [250_000, 1_000_000],
+}
+QUICK_SHAPE_SIZES = {
+    "chain-backwards": [1000, 4000, 16000],
+    "chain-irq": [1000, 4000, 16000],
+    "star-in": [2000, 8000],
+    "fifo": [500, 1000],
+    "addresses": [100_000, 400_000],
+    "addresses-ftrace": [100_000, 400_000],
+}
+
+
+def shape_trace(shape: str, n: int) -> Path:
+    """The cached trace of one shape and size (benchmarks/shapes.py)."""
+    sys.path.insert(0, str(HERE))
+    import shapes
+
+    name, fmt = (shape[:-len("-ftrace")], "ftrace") if shape.endswith("-ftrace") else (shape, "lt")
+    path = OUT / f"shape-{name}-v{shapes.SHAPES_VERSION}-n{n}.{fmt}"
+    if not path.exists():
+        OUT.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as out:
+            shapes.write(name, n, out, fmt)
+        os.replace(tmp, path)
+    return path
+
+
+def run_shapes(sizes: dict[str, list[int]], keep_dir: Path, timeout: float) -> dict[str, list[dict]]:
+    """Time `lockcheck check` on each shape at each size; print the table and growth exponents.
+
+    The exponent between two sizes is log(t2/t1) / log(n2/n1) of the time
+    above start-up (1: linear in the shape's size, 2: quadratic).  Start-up
+    is measured in the same run and subtracted, so small sizes do not read
+    as flat.
+    """
+    import math
+
+    sys.path.insert(0, str(HERE))
+    import shapes
+
+    base = min(measure([sys.executable, "-c", "import lockcheck.cli"], keep_dir / "s.out", keep_dir / "s.err", 120).wall
+               for _ in range(3))
+    results: dict[str, list[dict]] = {}
+    print(f"\nadversarial shapes (start-up {base:.2f}s subtracted for the growth exponent)")
+    print(f"{'shape':<18} {'size':>9} {'wall s':>8} {'peak RSS MB':>12} {'growth':>7}  findings")
+    for shape, ns in sizes.items():
+        rows = results[shape] = []
+        for n in ns:
+            trace = shape_trace(shape, n)
+            stem = keep_dir / f"shape-{shape}-{n}"
+            m = measure(check_cmd(trace, "auto"), stem.with_suffix(".json"), stem.with_suffix(".stderr"), timeout)
+            kinds: dict[str, int] = {}
+            try:
+                for f in json.loads(m.stdout).get("findings", []):
+                    kinds[f["kind"]] = kinds.get(f["kind"], 0) + 1
+            except ValueError:
+                kinds = {"(no report: exit %d)" % m.status: 1}
+            growth = ""
+            if rows and m.status in (0, 1):
+                t1, n1 = max(rows[-1]["wall_s"] - base, 1e-3), rows[-1]["size"]
+                growth = f"{math.log(max(m.wall - base, 1e-3) / t1) / math.log(n / n1):.2f}"
+            expected = set(shapes.EXPECTED_FINDINGS.get(shape.replace("-ftrace", ""), []))
+            clean = m.status in (0, 1) and set(kinds) <= expected
+            rows.append({"size": n, "wall_s": m.wall, "rss_mb": m.rss_mb, "status": m.status,
+                         "findings": kinds, "growth": growth, "ok": clean})
+            note = ", ".join(f"{v} {k}" for k, v in sorted(kinds.items())) or "none"
+            print(f"{shape:<18} {n:>9,} {m.wall:>8.2f} {m.rss_mb:>12.1f} {growth:>7}  {note}"
+                  + ("" if clean else "   <-- UNEXPECTED"), flush=True)
+            if m.status < 0:
+                print(f"{shape}: killed after {timeout:.0f}s; larger sizes skipped", flush=True)
+                break
+    return results
+
+
 # -- running ---------------------------------------------------------------------------------
 def ensure_trace(case: Case, events: int, seed: int, regen: bool) -> tuple[Path, int]:
     OUT.mkdir(parents=True, exist_ok=True)
@@ -317,6 +402,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--gzip", action="store_true", help="benchmark gzip-compressed traces")
     ap.add_argument("--case", action="append", help="run only this case (repeatable): lt, ftrace")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds before a checker run is killed")
+    ap.add_argument("--shapes", choices=("none", "quick", "full"), default="full",
+                    help="adversarial shapes' growth curves: none, quick (fewer sizes) or full (default)")
+    ap.add_argument("--shape", action="append", help="run only this shape (repeatable; implies --case none)")
     args = ap.parse_args(argv)
 
     print(f"lockcheck benchmark: python {platform.python_version()} ({sys.executable}), "
@@ -336,12 +424,21 @@ def main(argv: Optional[list[str]] = None) -> int:
         else:
             loud("`import lockcheck.cli` fails: the checker does not exist yet or is broken:\n"
                  + base.stderr.strip()[-800:])
-        for case in all_cases:
-            ok &= run_case(case, args, keep_dir)
-    ok &= report(all_cases)
+        if not args.shape:
+            for case in all_cases:
+                ok &= run_case(case, args, keep_dir)
+        shape_results = {}
+        if args.shapes != "none" or args.shape:
+            sizes = dict(QUICK_SHAPE_SIZES if args.shapes == "quick" else SHAPE_SIZES)
+            if args.shape:
+                sizes = {name: SHAPE_SIZES[name] for name in args.shape}
+            shape_results = run_shapes(sizes, keep_dir, min(args.timeout, 300))
+            ok &= all(row["ok"] for rows in shape_results.values() for row in rows)
+    if not args.shape:
+        ok &= report(all_cases)
     summary = {"python": platform.python_version(), "cpus": os.cpu_count(), "seed": args.seed,
                "startup_s": base.wall, "startup_rss_mb": base.rss_mb,
-               "cases": {c.name: c.results for c in all_cases}}
+               "cases": {c.name: c.results for c in all_cases}, "shapes": shape_results}
     (OUT / "last-run.json").write_text(json.dumps(summary, indent=2) + "\n")
     if not ok:
         loud("benchmark FAILED: the checker did not exit 0 on a clean trace (see above)")

@@ -31,9 +31,9 @@ from lockcheck import events as E
 from lockcheck import findings as F
 from lockcheck.events import ACQUIRE, LOST_EVENTS, RELEASE, RUN, Event, class_name
 from lockcheck.findings import ChainLink, Evidence, Finding, LockSnapshot
-from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, calc_dep
+from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, _only_self, calc_dep
 from lockcheck.irq import IrqValidator
-from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, TaskState, snapshot, task_finding, usage_needs
+from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, snapshot, task_finding, usage_needs
 from lockcheck.usage import usage_chars
 
 #: what `feed` returns for the (usual) event that raises nothing: one shared, immutable value
@@ -92,6 +92,8 @@ class Checker:
         self._inline_cache_hits = type(self).validate_chain is Checker.validate_chain
         self._nodes = self.graph.nx._node
         self.stopped = False
+        #: while locks are re-acquired: the classes held (see `reacquire_held_locks`)
+        self._held_classes: Optional[set] = None
         #: whether the trace being read carries irq context (`open_trace`)
         self.irq_state = True
         self._lenient_always = self.options.lenient_start
@@ -124,7 +126,7 @@ class Checker:
                 return _NOTHING
             task = self.tasks[ev.task] = TaskState(ev.task, ev.comm or ev.task)
             if self.options.lenient_start:
-                task.acquired_ever = set()
+                task.acquired_ever = RecentLocks()
             if not self.irq_state:
                 task.set_irq_unknown()
         elif ev.comm is not None:
@@ -259,7 +261,7 @@ class Checker:
         self.options.lenient_start = True
         for task in self.tasks.values():
             if task.acquired_ever is None:
-                task.acquired_ever = set()
+                task.acquired_ever = RecentLocks()
 
     def _special(self, op: str):
         raise ValueError(f"unknown op {op!r}")
@@ -274,7 +276,7 @@ class Checker:
                 other.hardirqs_enabled = other.softirqs_enabled = True
                 other.usage_need = usage_needs(other)
                 if self.options.lenient_start:
-                    other.acquired_ever = set()
+                    other.acquired_ever = RecentLocks()
                 self.stats.lost_resets += 1
 
     # -- acquire (lockdep's __lock_acquire) -------------------------------
@@ -345,7 +347,11 @@ class Checker:
         if chain_key in self.chain_cache:
             self.stats.chain_hits += 1
             return
-        self.chain_cache.add(chain_key)
+        if len(task.held) < MAX_LOCK_DEPTH:
+            # deeper chains are validated every time instead (the kernel stops at this depth; a
+            # queue of thousands of held locks released first-in first-out would otherwise
+            # cache a new chain for every lock that moves)
+            self.chain_cache.add(chain_key)
         self.stats.chains += 1
         ret = self.check_deadlock(task, hlock, ev)
         if ret == 0:
@@ -355,6 +361,8 @@ class Checker:
 
     def check_deadlock(self, task: TaskState, nxt: HeldLock, ev: Event) -> int:
         """Same class already held: 0 reported, 1 fine, 2 allowed by a held nest lock (no new deps)."""
+        if self._held_classes is not None and nxt.cls not in self._held_classes:
+            return 1
         nest = None
         nest_key = nxt.nest
         for prev in task.held:
@@ -431,12 +439,15 @@ class Checker:
         exclusive_target = target.read == 0
         if root.cls == tcls and (exclusive_target or not root.only_xr):
             return root
+        succ = self.graph.nx._succ
+        # a path into the target needs a dependency into it; one out of the source, one out of it
+        if _only_self(self.graph.nx._pred[tcls], tcls) or _only_self(succ[root.cls], root.cls):
+            return None
         order = self.graph.topological_order()
         if order is not None:
             limit = order[tcls]
             if order[root.cls] > limit:
                 return None
-        succ = self.graph.nx._succ
         accessed = {root.cls}
         queue: deque = deque()
         popleft = queue.popleft
@@ -489,11 +500,26 @@ class Checker:
         above = held[index + 1:]
         del held[index:]
         task.chain_key = hlock.prev_chain_key
-        # lockdep's reacquire_held_locks: the locks above are taken again, and re-validated
-        for again in above:
-            self.lock_acquire(task, ev, again.lock, again.instance, again.subclass, again.read,
-                              again.trylock, again.check, again.nest, again.hardirqs_off, again.references,
-                              hold_event=again.event)
+        if above:
+            self.reacquire_held_locks(task, above, ev)
+
+    def reacquire_held_locks(self, task: TaskState, above: list[HeldLock], ev: Event) -> None:
+        """lockdep's reacquire_held_locks: the locks above a released one are taken again, re-validated.
+
+        Their chains are new (the released lock left every key above it), so
+        each is validated; the classes held are kept in a set meanwhile, so
+        that `check_deadlock` costs O(1) for a class not held twice and a
+        release costs what moves, not what moves times the depth.
+        """
+        self._held_classes = {h.cls for h in task.held}
+        try:
+            for again in above:
+                self.lock_acquire(task, ev, again.lock, again.instance, again.subclass, again.read,
+                                  again.trylock, again.check, again.nest, again.hardirqs_off, again.references,
+                                  hold_event=again.event)
+                self._held_classes.add(again.cls)
+        finally:
+            self._held_classes = None
 
     def find_held_lock(self, task: TaskState, lock: str, instance: Optional[str]) -> Optional[int]:
         """Top-down search of the held stack, not crossing into another irq context."""

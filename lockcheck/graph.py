@@ -85,8 +85,15 @@ class DepGraph:
         # (only weak cycles through recursive readers are ever stored).
         self._ord: Optional[dict] = None
         self._cyclic = False
+        #: the lowest and highest positions in `_ord` (positions need not be 0..n-1: a class
+        #: that nothing leads to can always go first, one that leads nowhere last)
+        self._lo = 0
+        self._hi = -1
         #: classes with any irq-safe (USED_IN) usage bit: none means no irq check can fail
         self.irq_safe_classes = 0
+        #: class -> the USED_IN bits of it and of every class with a path to it (`irq_safe_reach`);
+        #: None: not computed yet (built on first use, then kept up to date)
+        self._irq_reach: Optional[dict] = None
         #: called with the evidence of each new dependency; what it returns is kept instead.  The
         #: pytest plugin adds the program's call stack there: only new dependencies pay for one
         self.evidence_hook: Optional[Callable[[Evidence], Evidence]] = None
@@ -97,8 +104,11 @@ class DepGraph:
     def add_class(self, name: str) -> None:
         if name not in self.nx._succ:
             self.nx.add_node(name, usage=0, usage_traces={})
+            if self._irq_reach is not None:
+                self._irq_reach[name] = 0
             if self._ord is not None:
-                self._ord[name] = len(self._ord)
+                self._hi += 1
+                self._ord[name] = self._hi
 
     def usage(self, name: str) -> int:
         node = self.nx._node.get(name)
@@ -115,7 +125,54 @@ class DepGraph:
             self.irq_safe_classes += 1
         node["usage"] |= mask
         node["usage_traces"][bit] = evidence
+        if mask & _USED_IN_MASK and self._irq_reach is not None:
+            self._spread_irq_reach(name, mask)
         return True
+
+    # -- which irq-safe classes lead where ---------------------------------
+    def irq_safe_reach(self, name: str) -> int:
+        """The irq-safe (USED_IN) usage bits of `name` and of every class with a path to it.
+
+        A superset of what lockdep's backward searches for irq-safe classes
+        (check_irq_usage, check_usage_backwards) can find, which also
+        follow only strong paths: when it has none of the bits searched
+        for, the search would find nothing and is skipped.  Kept up to date
+        as bits and dependencies are added; each class gains each of the
+        four bits at most once, so the upkeep is linear in the graph.
+
+        >>> g = DepGraph()
+        >>> _ = g.add_dependency("A", "B", DEP_EN, Evidence("t.lt", 1, "T1"))
+        >>> g.irq_safe_reach("B")
+        0
+        >>> _ = g.set_usage("A", 0, Evidence("t.lt", 2, "T1"))  # A taken in a hardirq
+        >>> g.irq_safe_reach("B")
+        1
+        """
+        reach = self._irq_reach
+        if reach is None:
+            reach = self._irq_reach = {node: 0 for node in self.nx._node}
+            for node, data in self.nx._node.items():
+                bits = data.get("usage", 0) & _USED_IN_MASK
+                if bits:
+                    self._spread_irq_reach(node, bits)
+        return reach.get(name, 0)
+
+    def _spread_irq_reach(self, start: str, bits: int) -> None:
+        """Add `bits` to the reach of `start` and of everything after it that lacks them."""
+        reach = self._irq_reach
+        succ = self.nx._succ
+        new = bits & ~reach[start]
+        if not new:
+            return
+        reach[start] |= new
+        stack = [(start, new)]
+        while stack:
+            node, bits = stack.pop()
+            for other in succ[node]:
+                missing = bits & ~reach[other]
+                if missing:
+                    reach[other] |= missing
+                    stack.append((other, missing))
 
     # -- dependencies ----------------------------------------------------
     def add_dependency(self, prev: str, next: str, dep: int, evidence: Evidence,
@@ -139,6 +196,8 @@ class DepGraph:
             data["origin"] = origin
         self.nx.add_edge(prev, next, **data)
         self._order_edge(prev, next)
+        if self._irq_reach is not None and self._irq_reach[prev]:
+            self._spread_irq_reach(next, self._irq_reach[prev])
         return True
 
     # -- reachability pruning -------------------------------------------
@@ -159,24 +218,46 @@ class DepGraph:
                 loops = list(nx.selfloop_edges(self.nx))
                 view = nx.restricted_view(self.nx, [], loops) if loops else self.nx
                 self._ord = {name: i for i, name in enumerate(nx.topological_sort(view))}
+                self._lo, self._hi = 0, len(self._ord) - 1
             except nx.NetworkXUnfeasible:
                 self._cyclic = True
                 return None
         return self._ord
 
     def _order_edge(self, u: str, v: str) -> None:
-        """Pearce-Kelly: restore the topological order after adding `u -> v`."""
+        """Restore the topological order after adding `u -> v`, touching only the affected region.
+
+        Pearce-Kelly: nothing to do when `u` is already before `v`; otherwise
+        only the classes placed between them move -- those reachable from `v`
+        and those reaching `u` -- into the slots they held.  Before that, two
+        O(1) cases that keep the affected region empty where appending new
+        classes would make it everything: a `u` that nothing leads to moves in
+        front of all classes, a `v` that leads nowhere behind them (a chain
+        built last link first, a star built leaves first).
+        """
         order = self._ord
         if order is None or self._cyclic:
             return
-        order.setdefault(u, len(order))
-        order.setdefault(v, len(order))
+        if u not in order:
+            self._hi += 1
+            order[u] = self._hi
+        if v not in order:
+            self._hi += 1
+            order[v] = self._hi
         if u == v:
             return
         lower, upper = order[v], order[u]
         if lower > upper:
             return
         succ, pred = self.nx._succ, self.nx._pred
+        if _only_self(pred[u], u):
+            self._lo -= 1
+            order[u] = self._lo
+            return
+        if _only_self(succ[v], v):
+            self._hi += 1
+            order[v] = self._hi
+            return
         forward = self._region(v, succ, lambda n: order[n] <= upper)
         if u in forward:
             self._cyclic = True
@@ -204,6 +285,7 @@ class DepGraph:
         """Call after changing `self.nx` directly (merging, loading)."""
         self._ord = None
         self._cyclic = False
+        self._irq_reach = None
         self.irq_safe_classes = sum(1 for _, usage in self.nx.nodes(data="usage") if (usage or 0) & _USED_IN_MASK)
 
     def successors(self, name: str) -> dict:
@@ -242,6 +324,7 @@ class DepGraph:
             for bit, ev in data.get("usage_traces", {}).items():
                 if bit not in traces or _order(ev) < _order(traces[bit]):
                     traces[bit] = ev
+        self._irq_reach = None  # usage bits were or-ed in directly
         self.irq_safe_classes = sum(1 for _, usage in self.nx.nodes(data="usage") if (usage or 0) & _USED_IN_MASK)
 
     def merge_edge(self, prev: str, next: str, data: dict, origin: Optional[str] = None) -> None:
@@ -255,6 +338,8 @@ class DepGraph:
                 copy["origin"] = origin
             self.nx.add_edge(prev, next, **copy)
             self._order_edge(prev, next)
+            if self._irq_reach is not None and self._irq_reach[prev]:
+                self._spread_irq_reach(next, self._irq_reach[prev])
             return
         attrs["dep"] |= data["dep"]
         attrs["distance"] = min(attrs.get("distance", 1), data.get("distance", 1))
@@ -264,6 +349,11 @@ class DepGraph:
                     attrs[key] = data[key]
                 else:
                     attrs.pop(key, None)
+
+
+def _only_self(adjacent: dict, node: str) -> bool:
+    """Whether a class's successors (or predecessors) are none but itself (a self-loop is no order)."""
+    return not adjacent or (len(adjacent) == 1 and node in adjacent)
 
 
 def _order(evidence: Evidence) -> tuple:

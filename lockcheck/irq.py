@@ -222,6 +222,8 @@ class IrqValidator:
         if not self.graph.irq_safe_classes:
             return True  # looking for an irq-safe class, and there is none
         mask = (1 << bit) | (1 << (bit + READ_MASK))
+        if not self.graph.irq_safe_reach(hlock.cls) & mask:
+            return True  # none leads here
         root = _Entry(hlock.cls, None, hlock.read != 0, None)
         found = self.find_usage(root, mask, forwards=False)
         if found is None:
@@ -236,6 +238,8 @@ class IrqValidator:
         """Would `prev -> next` connect an irq-safe class (before prev) to an irq-unsafe one (after next)?"""
         if not self.graph.irq_safe_classes:
             return True  # nothing is irq-safe yet: no dependency can be irq-unsafe
+        if not self.graph.irq_safe_reach(prev.cls) & LOCKF_USED_IN_IRQ_ALL:
+            return True  # no irq-safe class leads to prev: the backward search would find none
         usage = self.graph.nx._node
         accumulated = 0
 

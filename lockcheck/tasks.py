@@ -9,6 +9,7 @@ what they share, so neither has to call back into the other (lockdep's
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from typing import Any, Optional
 
 from lockcheck.events import Event
@@ -52,6 +53,50 @@ class HeldLock:
         return bool(self.references) and self.subclass == 0 and self.lock == lock
 
 
+class RecentLocks:
+    """The locks a task of a capture acquired lately: a set of `(lock, instance)` bounded in size.
+
+    A capture starts mid-flight, so a release of a lock the task does not
+    hold is counted, not reported, when the task was never seen acquiring
+    it (it was taken before the capture began).  Remembering every lock a
+    task ever took grows with the distinct addresses of the capture
+    (millions in a long one); remembering the last `LIMIT` is what a double
+    release needs (it follows the first within a few distinct locks).  A
+    release of a lock not held that was acquired more than `LIMIT` other
+    locks ago is counted as one taken before the capture.
+
+    >>> recent = RecentLocks(limit=2)
+    >>> for lock in ("A", "B", "A", "C"):
+    ...     recent.add((lock, None))
+    >>> ("A", None) in recent, ("B", None) in recent
+    (True, False)
+    """
+
+    __slots__ = ("_locks", "_limit")
+
+    #: locks remembered per task
+    LIMIT = 4096
+
+    def __init__(self, limit: int = LIMIT) -> None:
+        self._locks: OrderedDict = OrderedDict()
+        self._limit = limit
+
+    def add(self, key: tuple) -> None:
+        locks = self._locks
+        if key in locks:
+            locks.move_to_end(key)
+            return
+        locks[key] = None
+        if len(locks) > self._limit:
+            locks.popitem(last=False)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._locks
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
 class TaskState:
     """Per-task lockdep state: held stack, chain key, irq state."""
 
@@ -71,7 +116,7 @@ class TaskState:
         self.hardirqs_enabled = True
         self.softirqs_enabled = True
         self.cpu: Optional[int] = None
-        self.acquired_ever: Optional[set] = None
+        self.acquired_ever: Optional[RecentLocks] = None
         self.irq_events: dict[str, object] = {}  # "stamp" and op -> (stamp, Evidence), see irq.py
         #: False when the trace carries no irq context (`set_irq_unknown`)
         self.irq_known = True

@@ -1,0 +1,123 @@
+"""The incremental topological order of `DepGraph` and the cycle search it prunes.
+
+The order is kept up to date edge by edge (Pearce-Kelly, plus the O(1)
+moves of sources and sinks); `Checker.check_noncircular` skips every class
+the order proves cannot lead to the target.  Held here to plain networkx
+algorithms on random insertion sequences.
+"""
+
+from __future__ import annotations
+
+import networkx as nx
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lockcheck.checker import Checker
+from lockcheck.findings import Evidence
+from lockcheck.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
+from lockcheck.tasks import HeldLock
+
+NODES = [f"C{i}" for i in range(9)]
+edges = st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(NODES)), max_size=40)
+EV = Evidence("gen.lt", 1, "T1")
+
+
+def _acyclic_without_loops(graph: nx.DiGraph) -> bool:
+    view = nx.restricted_view(graph, [], list(nx.selfloop_edges(graph)))
+    return nx.is_directed_acyclic_graph(view)
+
+
+@settings(max_examples=300, deadline=None)
+@given(edges, st.lists(st.sampled_from(NODES), max_size=5))
+def test_order_stays_topological_and_cycles_are_noticed(insertions, registered_first) -> None:
+    graph = DepGraph()
+    for name in registered_first:  # classes seen on their own first get positions up front
+        graph.add_class(name)
+    graph.topological_order()  # from now on the order is maintained, not recomputed
+    for u, v in insertions:
+        graph.add_dependency(u, v, DEP_EN, EV)
+        order = graph.topological_order()
+        if _acyclic_without_loops(graph.nx):
+            assert order is not None
+            assert set(order) == set(graph.nx.nodes)
+            assert len(set(order.values())) == len(order)  # positions are distinct
+            for a, b in graph.nx.edges:
+                if a != b:
+                    assert order[a] < order[b], (a, b, order)
+        else:
+            assert order is None
+            break
+
+
+def _held(cls: str, read: int = 0) -> HeldLock:
+    return HeldLock(cls, cls, None, 0, read, False, True, None, 0, False, 0, None)
+
+
+dep_types = st.sampled_from([DEP_EN, DEP_EN, DEP_EN, DEP_ER, DEP_SN, DEP_SR])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(NODES), dep_types), max_size=30),
+       st.sampled_from(NODES), st.sampled_from(NODES), st.sampled_from([0, 1, 2]), st.sampled_from([0, 1, 2]))
+def test_pruned_search_finds_what_the_unpruned_one_finds(insertions, src, dst, src_read, dst_read) -> None:
+    """With or without the order (and its O(1) exits), the same path, class for class."""
+    pruned, plain = Checker(), Checker()
+    pruned.graph.topological_order()
+    for checker in (pruned, plain):
+        checker.graph.add_class(src)
+        checker.graph.add_class(dst)
+    for u, v, dep in insertions:
+        for checker in (pruned, plain):
+            checker.graph.add_dependency(u, v, dep, EV)
+    plain.graph._cyclic = True  # no order: the search visits everything reachable
+    plain.graph._ord = None
+
+    def path(checker: Checker):
+        entry = checker.check_noncircular(_held(src, src_read), _held(dst, dst_read))
+        found = []
+        while entry is not None:
+            found.append(entry.cls)
+            entry = entry.parent
+        return found
+
+    assert path(pruned) == path(plain)
+    if all(dep == DEP_EN for _, _, dep in insertions) and src != dst:
+        # only exclusive dependencies: every path is strong, so found == reachable
+        assert bool(path(pruned)) == nx.has_path(pruned.graph.nx, src, dst)
+
+
+def test_a_chain_built_last_link_first_moves_one_class_per_link() -> None:
+    """The shape that made appending quadratic: each new class goes in front, nothing else moves."""
+    graph = DepGraph()
+    graph.topological_order()
+    n = 200
+    for i in range(n - 1, -1, -1):
+        before = dict(graph.topological_order())
+        graph.add_dependency(f"C{i}", f"C{i + 1}", DEP_EN, EV)
+        after = graph.topological_order()
+        moved = [name for name in before if before[name] != after[name]]
+        assert moved == []  # C(i+1) kept its place; C(i) is new and went first
+    order = graph.topological_order()
+    assert sorted(order, key=order.__getitem__) == [f"C{i}" for i in range(n + 1)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.tuples(st.just("edge"), st.sampled_from(NODES), st.sampled_from(NODES)),
+                          st.tuples(st.just("usage"), st.sampled_from(NODES), st.sampled_from(range(8)))),
+                max_size=40),
+       st.integers(0, 40))
+def test_irq_safe_reach_is_the_union_over_ancestors(steps, first_query) -> None:
+    """The kept-up-to-date reach equals the irq-safe bits of each class and its ancestors."""
+    graph = DepGraph()
+    for i, (what, a, b) in enumerate(steps):
+        if i == first_query:
+            graph.irq_safe_reach(a)  # from here on it is maintained, not rebuilt
+        if what == "edge":
+            graph.add_dependency(a, b, DEP_EN, EV)
+        else:
+            graph.set_usage(a, b, EV)
+    for node in graph.nx.nodes:
+        expected = 0
+        for other in nx.ancestors(graph.nx, node) | {node}:
+            expected |= graph.usage(other) & 0b00110011
+        assert graph.irq_safe_reach(node) == expected
