@@ -192,7 +192,32 @@ class Finding:
 
     @property
     def message(self) -> str:
+        """The title the kernel prints for this finding (the text report's `WARNING:` line).
+
+        Two of the kernel's titles are format strings: the bad-irq-dependency
+        report names its irq class (`HARDIRQ-safe -> HARDIRQ-unsafe lock order
+        detected`) and `do_exit()`'s report its task (`TASK still has locks
+        held!`); every renderer shows the expanded title, so JSON, SARIF and
+        GitHub say what the text report says.
+        """
+        if self.kind == IRQ_INVERSION and self.irq_report == "bad_dependency":
+            irqclass = self.details.get("irqclass")
+            if irqclass:
+                return f"{irqclass}-safe -> {irqclass}-unsafe lock order detected"
+        if self.kind == HELD_AT_EXIT and self.details.get("task_exit"):
+            return f"{self.task} still has locks held!"
         return MESSAGES[self.kind]
+
+    @property
+    def irq_report(self) -> Optional[str]:
+        """For irq-lock-inversion: `bad_dependency` (raised by an acquisition, the kernel's
+        `print_bad_irq_dependency`) or `inversion` (by a change of irq state); else None."""
+        if self.kind != IRQ_INVERSION:
+            return None
+        report = self.details.get("irq_report")
+        if report is None:
+            report = "bad_dependency" if self.prev is not None else "inversion"
+        return report
 
     def key(self) -> tuple:
         """Identity for de-duplication: kind, lock and held classes; cycles up to rotation.

@@ -21,6 +21,11 @@ def run(*argv: str) -> tuple[int, str, str]:
     return status, out.getvalue(), err.getvalue()
 
 
+def unwrapped(text: str) -> str:
+    """Text with wrapped notes joined back: a continuation line starts with four blanks."""
+    return text.replace("\n    ", " ")
+
+
 def write(path: Path, lines: list[str]) -> str:
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return str(path)
@@ -65,7 +70,7 @@ def test_grouping_leaves_the_per_boot_class_numbers_out_across_a_directory(tmp_p
     assert out.count("WARNING: possible circular locking dependency detected") == 1
     first, last = str(boots / "boot1.log"), str(boots / "boot2.log")
     assert (f"NOTE: read from a kernel report (5.14.0-rc7+ #749 Tainted: G            E), seen 2 times: "
-            f"first {first}:6 [57.005000], last {last}:7 [3.006000]") in out
+            f"first {first}:6 [57.005000], last {last}:7 [3.006000]") in unwrapped(out)
     assert "read 2 lockdep reports (1 distinct problem) from 3 kernel logs" in out
 
 
@@ -76,8 +81,11 @@ def test_the_text_report_is_lockcheck_s_layout_and_says_where_the_report_was_rea
     lines = out.splitlines()
     assert lines[1:5] == ["=" * 54, "WARNING: possible circular locking dependency detected",
                           f"lockcheck {__import__('lockcheck').__version__}  {log}", "-" * 54]
-    assert lines[5] == (f"NOTE: read from a kernel report (5.5.0-rc7-next-20200124+ #10 Not tainted), "
-                        f"seen once: {log}:2 [2718.380180]")
+    # the NOTE line is wrapped at 80 columns like every note: lines[5] and its continuations
+    note = unwrapped("\n".join(lines[5:])).splitlines()[0]
+    assert note == (f"NOTE: read from a kernel report (5.5.0-rc7-next-20200124+ #10 Not tainted), "
+                    f"seen once: {log}:2 [2718.380180]")
+    assert len(lines[5]) <= 80  # a path longer than a line is never broken, so only the first is bounded
     assert "-> #1 ((work_completion)(&peer->transmit_handshake_work)){+.+.}:" in lines
     assert "  (wq_completion)wg-kex-wireguard1 --> (work_completion)(&peer->transmit_handshake_work) --> " \
            "&wg->static_identity.lock" in lines

@@ -135,7 +135,8 @@ def message_text(finding: Finding) -> str:
     text += f" (task {finding.task}, {finding.location})"
     if finding.report is not None:
         origin = finding.report
-        text += (f"; the kernel's own report, seen {origin.count} time{'s' if origin.count != 1 else ''}"
+        # worded as the text report's NOTE line: "seen once", "seen 3 times"
+        text += (f"; the kernel's own report, seen {'once' if origin.count == 1 else f'{origin.count} times'}"
                  + (f", last at {origin.last.location}" if origin.count > 1 else ""))
     declared = finding.details.get("declared")
     if declared:

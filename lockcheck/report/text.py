@@ -229,13 +229,14 @@ def print_report_origin(pr: _Out, finding: Finding) -> None:
     if origin is None:
         return
     kernel = f" ({origin.kernel})" if origin.kernel else ""
+    # wrapped like every other NOTE line (`NOTE: uncertain:`, the closing notes)
     if origin.count == 1:
-        pr(f"NOTE: read from a kernel report{kernel}, seen once: {_when(origin.first)}")
+        pr.wrapped("NOTE: ", f"read from a kernel report{kernel}, seen once: {_when(origin.first)}")
     else:
-        pr(f"NOTE: read from a kernel report{kernel}, seen {origin.count} times: "
-           f"first {_when(origin.first)}, last {_when(origin.last)}")
+        pr.wrapped("NOTE: ", f"read from a kernel report{kernel}, seen {origin.count} times: "
+                             f"first {_when(origin.first)}, last {_when(origin.last)}")
     for note in origin.notes:
-        pr(f"NOTE: {note}")
+        pr.wrapped("NOTE: ", note)
 
 
 def print_kernel_ident(pr: _Out, finding: Finding, summary: "Summary") -> None:
@@ -430,10 +431,7 @@ def print_usage_bug_scenario(pr: _Out, this: LockSnapshot) -> None:
 
 def print_irq_bug(finding: Finding, summary: "Summary", pr: _Out) -> None:
     """irq-lock-inversion: by a change of irq state (§1.4) or by an acquisition (§1.5)."""
-    report = finding.details.get("irq_report")
-    if report is None:
-        report = "bad_dependency" if finding.prev is not None else "inversion"
-    if report == "bad_dependency":
+    if finding.irq_report == "bad_dependency":
         print_bad_irq_dependency(finding, summary, pr)
     else:
         print_irq_inversion_bug(finding, summary, pr)
@@ -478,8 +476,8 @@ def print_bad_irq_dependency(finding: Finding, summary: "Summary", pr: _Out) -> 
     traces = details.get("usage_traces", {})
     usage_traces = details.get("class_usage_traces", {})
     # The kernel's rule keeps the length of the format string (53); ours
-    # follows the expanded title, as for every other report.
-    print_header(pr, f"WARNING: {irqclass}-safe -> {irqclass}-unsafe lock order detected", finding, summary)
+    # follows the expanded title (`Finding.message`), as for every other report.
+    print_header(pr, f"WARNING: {finding.message}", finding, summary)
     pr(f"{_task_irq(finding)} is trying to acquire:", print_lock(nxt, finding.location))
     pr("", "and this task is already holding:", print_lock(prv, finding.location))
     pr("which would create a new lock dependency:")
@@ -602,8 +600,8 @@ def lockdep_sys_exit(finding: Finding, summary: "Summary", pr: _Out) -> None:
 def print_held_locks_bug(finding: Finding, summary: "Summary", pr: _Out) -> None:
     """`print_held_locks_bug()` from `debug_check_no_locks_held()` at `do_exit()` (§1.8)."""
     # The kernel's rule has the length of "WARNING: %s/%d still has locks held!"
-    # (36); ours follows the expanded title.
-    print_header(pr, f"WARNING: {finding.task} still has locks held!", finding, summary)
+    # (36); ours follows the expanded title (`Finding.message`).
+    print_header(pr, f"WARNING: {finding.message}", finding, summary)
     lockdep_print_held_locks(pr, finding)
     dump_stack(pr, finding)
 
