@@ -24,6 +24,7 @@ a report or a new dependency needs them.
 from __future__ import annotations
 
 import functools
+import os
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional
 
@@ -233,7 +234,14 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     task_view: dict = {}  # task key -> (TaskState, held, irq_context, hardirqs_off, usage needs, acquired_ever)
     tails: dict = {}  # text after the task -> what _scan_tail read
     events = hits = 0
-    numbered = enumerate(lines, 1)
+    compiled = _compiled_filter()
+    if compiled is not None:
+        # the compiled core applies the common lines itself and passes on the others, numbered
+        numbered = compiled(lines, task_view, tails, cache, initial, depth_limit, TICK if tick is not None else -1)
+        take = numbered.take
+    else:
+        numbered = enumerate(lines, 1)
+        take = _nothing_taken
     try:
         for lineno, line in numbered:
             if not line:
@@ -241,7 +249,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             if tick is not None and not lineno & TICK:
                 stats.events += events
                 stats.chain_hits += hits
-                events = hits = 0
+                events, hits = take()
                 tick(file)
             last = line[-1]
             if last == "\n" or last == "\r":
@@ -254,6 +262,9 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                     if ev is not None:
                         stats.events += events
                         stats.chain_hits += hits
+                        events, hits = take()
+                        stats.events += events
+                        stats.chain_hits += hits
                         events = hits = 0
                         task_view.clear()
                         yield ev
@@ -263,12 +274,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             if view is None:
                 task = tasks.get(task_key)
                 if task is not None:
-                    hardirq_depth = task.hardirq_depth
-                    hardirqs_off = not task.hardirqs_enabled or hardirq_depth > 0
-                    view = task_view[task_key] = (
-                        task, task.held, (2 if hardirq_depth else 0) | (1 if task.softirq_depth else 0),
-                        hardirqs_off, task.usage_need[4:] if hardirqs_off else task.usage_need[:4],
-                        task.acquired_ever)
+                    view = task_view[task_key] = _view(task)
             if view is not None:
                 cut = tail.find(" ts=")  # time stamps make lines unique: the rest is looked up
                 rest = tail if cut < 0 else tail[:cut]
@@ -394,6 +400,9 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 materialize(task.held, file)
             stats.events += events
             stats.chain_hits += hits
+            events, hits = take()
+            stats.events += events
+            stats.chain_hits += hits
             events = hits = 0
             if ev.op is LOST_EVENTS or ev.op is RUN:
                 task_view.clear()  # other tasks' stacks and irq states change, or the tasks go
@@ -402,6 +411,12 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             yield ev
             if checker.stopped:  # --first: from here on the checker only counts events
                 break
+            if ev.op is not LOST_EVENTS and ev.op is not RUN:
+                task = tasks.get(ev.task)  # its view again, at once (the compiled core only looks views up)
+                if task is not None:
+                    task_view[ev.task] = _view(task)
+        if compiled is not None:
+            numbered.stop()
         for lineno, line in numbered:
             ev = _plain(line, file, lineno)
             if ev is not None:
@@ -409,6 +424,39 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     finally:
         stats.events += events
         stats.chain_hits += hits
+        events, hits = take()
+        stats.events += events
+        stats.chain_hits += hits
+
+
+def _view(task) -> tuple:
+    """What the fast path needs of a task's state, until the full checker next changes it:
+    `(TaskState, held, irq_context, hardirqs_off, usage needs by (read, trylock), acquired_ever)`."""
+    hardirq_depth = task.hardirq_depth
+    hardirqs_off = not task.hardirqs_enabled or hardirq_depth > 0
+    return (task, task.held, (2 if hardirq_depth else 0) | (1 if task.softirq_depth else 0), hardirqs_off,
+            task.usage_need[4:] if hardirqs_off else task.usage_need[:4], task.acquired_ever)
+
+
+def _nothing_taken() -> tuple[int, int]:
+    return 0, 0
+
+
+def _compiled_filter():
+    """The compiled core's line filter (`lockcheck._speedups`), or None: not built, or
+    `LOCKCHECK_PURE=1`."""
+    if os.environ.get("LOCKCHECK_PURE") == "1":
+        return None
+    try:
+        from lockcheck._speedups import LineFilter
+    except ImportError:
+        return None
+    return LineFilter
+
+
+def compiled() -> bool:
+    """Whether the fast path runs its compiled core here."""
+    return _compiled_filter() is not None
 
 
 def _plain(line: str, file: str, lineno: int):

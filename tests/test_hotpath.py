@@ -158,10 +158,20 @@ def plain(lines: list[str], capture: bool = False) -> dict:
     return _outcome(checker, checker.run(lt.parse(lines, "gen.lt")))
 
 
-def fast(lines: list[str], capture: bool = False) -> dict:
+#: the fast path's cores: pure Python always, the compiled one where it was built
+CORES = ["pure"] + (["compiled"] if hotpath.compiled() else [])
+
+
+def fast(lines: list[str], capture: bool = False, core: str = "pure") -> dict:
     checker = Checker()
     checker.open_trace(capture)
-    return _outcome(checker, checker.run(hotpath.lt_events(checker, lines, "gen.lt")))
+    saved = hotpath._compiled_filter
+    if core == "pure":
+        hotpath._compiled_filter = lambda: None
+    try:
+        return _outcome(checker, checker.run(hotpath.lt_events(checker, lines, "gen.lt")))
+    finally:
+        hotpath._compiled_filter = saved
 
 
 @settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "120")), deadline=None,
@@ -172,10 +182,14 @@ def fast(lines: list[str], capture: bool = False) -> dict:
 @example(["T1 acquire C", "T1 acquire A@1 nest=C subclass=1", "T1 acquire A@2 nest=C subclass=1",
           "T1 acquire A@3 nest=C subclass=1", "T1 release C", "T1 release A@2", "T1 release A@1", "T1 release A@3"],
          True)
+@example(["T1 acquire A", "T1 release A"] * 3 + ["T1 hardirq-enter", "T1 acquire A", "T1 release A", "T1 hardirq-exit",
+          "T2 acquire B", "T2 irqs-off", "T2 acquire C try", "T2 release C", "T2 irqs-on", "T2 release B"], False)
 def test_fast_path_is_the_plain_path(lines, capture) -> None:
     # three times through one checker: the later passes find their chains cached, as most of a
     # long trace does, so the fast path takes them
-    assert fast(lines * 3, capture) == plain(lines * 3, capture)
+    expected = plain(lines * 3, capture)
+    for core in CORES:
+        assert fast(lines * 3, capture, core) == expected, core
 
 
 def test_first_finding_stops_both_alike() -> None:
@@ -201,10 +215,11 @@ def _shipped_traces() -> list[Path]:
     return found
 
 
-def _check(path: Path, tmp_path: Path, fastpath: str, monkeypatch, capsys) -> tuple:
+def _check(path: Path, tmp_path: Path, fastpath: str, monkeypatch, capsys, pure: str = "0") -> tuple:
     monkeypatch.setenv("LOCKCHECK_FASTPATH", fastpath)
+    monkeypatch.setenv("LOCKCHECK_PURE", pure)
     monkeypatch.setenv("LOCKCHECK_JOBS", "1")
-    graph = tmp_path / f"graph-{fastpath}.json"
+    graph = tmp_path / f"graph-{fastpath}-{pure}.json"
     status = main(["check", "--format", "json", "--no-config", "--save-graph", str(graph), str(path)])
     out, err = capsys.readouterr()
     return status, json.loads(out) if out.strip() else None, err, graph.read_text() if graph.exists() else None
@@ -212,4 +227,8 @@ def _check(path: Path, tmp_path: Path, fastpath: str, monkeypatch, capsys) -> tu
 
 @pytest.mark.parametrize("path", _shipped_traces(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_shipped_trace_checks_the_same_on_the_fast_path(path, tmp_path, monkeypatch, capsys) -> None:
-    assert _check(path, tmp_path, "1", monkeypatch, capsys) == _check(path, tmp_path, "0", monkeypatch, capsys)
+    """Report, JSON and saved graph alike: plain pipeline, pure-Python fast path, compiled core."""
+    expected = _check(path, tmp_path, "0", monkeypatch, capsys)
+    assert _check(path, tmp_path, "1", monkeypatch, capsys, pure="1") == expected
+    if hotpath.compiled():
+        assert _check(path, tmp_path, "1", monkeypatch, capsys, pure="0") == expected

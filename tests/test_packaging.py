@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -22,6 +24,24 @@ def test_wheel_ships_the_grammars_and_entry_points(tmp_path):
     assert {p.name for p in (ROOT / "grammars").glob("*.lark")} <= grammars
     assert "lockcheck = lockcheck.entry:run" in entry_points
     assert "lockcheck = lockcheck.pytest_plugin" in entry_points
+    if shutil.which("cc") or shutil.which("gcc"):  # where a compiler exists, the wheel has the compiled core
+        assert any(Path(n).name.startswith("_speedups") for n in names), sorted(names)
+
+
+def test_without_a_compiler_the_wheel_is_pure_python(tmp_path):
+    """The compiled core is optional: a failing compiler leaves it out, and the install goes on."""
+    source = tmp_path / "source"  # the tree without anything built in it (an in-place core, a .venv)
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns("*.so", "*.pyd", "build", ".venv", "*.egg-info",
+                                                                 "out", ".git", "__pycache__", ".hypothesis"))
+    env = {**os.environ, "CC": "false", "LDSHARED": "false"}
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (wheel,) = tmp_path.glob("pylockdep-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        names = archive.namelist()
+    assert not any(Path(n).name.startswith("_speedups") and not n.endswith(".c") for n in names)
+    assert "lockcheck/hotpath.py" in names
 
 
 def test_grammars_load_from_the_installed_package():
