@@ -61,21 +61,34 @@ class ProgressLine:
         self.clock = clock
         self.name = name
         self.shown = False
+        self._start = clock()
+        self._last: Optional[float] = None
+        self._count: Optional[Callable[[], int]] = None
         self._unicode = (getattr(stream, "encoding", None) or "").lower().replace("-", "").startswith("utf")
 
-    def wrap(self, events: Iterable[Event]) -> Iterator[Event]:
-        """`events`, unchanged, drawing the line as they pass."""
-        start = self.clock()
-        last = None
-        count = 0
+    def wrap(self, events: Iterable[Event], count: Optional[Callable[[], int]] = None) -> Iterator[Event]:
+        """`events`, unchanged, drawing the line as they pass.
+
+        `count()`, when given, is the number of events read so far, for a
+        reader that applies some events without passing them on (the fast
+        path, `lockcheck.hotpath`); it calls `tick` as it goes.
+        """
+        self._start = self.clock()
+        self._last = None
+        self._count = count
+        passed = 0
         for ev in events:
-            count += 1
-            if not count & EVERY:
-                now = self.clock()
-                if last is None or now - last >= INTERVAL:
-                    last = now
-                    self.draw(count, now - start, ev.file)
+            passed += 1
+            if not passed & EVERY:
+                self.tick(ev.file, passed)
             yield ev
+
+    def tick(self, file: str, passed: int = 0) -> None:
+        """Redraw the line if it is time (a reader calls this every so many lines)."""
+        now = self.clock()
+        if self._last is None or now - self._last >= INTERVAL:
+            self._last = now
+            self.draw(self._count() if self._count is not None else passed, now - self._start, file)
 
     def draw(self, events: int, elapsed: float, file: str) -> None:
         self.stream.write("\r" + self.line(events, elapsed, file) + "\033[K")

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, TextIO
+from typing import Iterable, Iterator, Optional, TextIO
 
 from lockcheck import __version__
 from lockcheck.checker import Checker, CheckerOptions
@@ -59,6 +59,8 @@ class CheckSession:
         self.annotator = None
         self.dump_notes: list[str] = []
         self.progress_line = None
+        #: the running checker's statistics (what the progress line counts)
+        self.checker_stats = None
         self.reports = None
         #: traces read in a format without irq context (perf script)
         self.no_irq_files: list[str] = []
@@ -160,6 +162,8 @@ class CheckSession:
                 findings.extend(self._check_dumps(checker, dumps))
             if traces:
                 self.context.transform = annotator.transform
+                self.context.fast = self._fast_path(checker)
+                self.checker_stats = checker.stats
                 events = self.config.apply_aliases(read_all(traces, self.options.input_format, self.context))
                 for finding in checker.run(self._progress(events, traces)):
                     findings.append(finding)
@@ -177,6 +181,33 @@ class CheckSession:
             print(visible(f"lockcheck: {names}: empty trace (no events)"), file=self.stderr)
         kept, suppressed = self.config.filter(findings)
         return checker, kept, suppressed
+
+    def _fast_path(self, checker: Checker):
+        """What chooses the fast path for a file (`ReadContext.fast`), or None when it may not run.
+
+        The fast path applies lines to the checker without events, so it runs
+        only where nothing else would look at them: no aliases to rename
+        classes, no annotations for the file's format, a checker that sees a
+        cached chain only as a hit (not `OrderChecker`).  `LOCKCHECK_FASTPATH=0`
+        turns it off (the plain pipeline, for comparing).
+        """
+        from lockcheck import hotpath
+
+        if os.environ.get("LOCKCHECK_FASTPATH") == "0" or not hotpath.applies(checker) or self.config.aliases:
+            return None
+        annotator = self.annotator
+
+        def tick(file: str) -> None:
+            if self.progress_line is not None:
+                self.progress_line.tick(file)
+
+        def choose(module, rules_module):
+            probe: Iterator[Event] = iter(())
+            if annotator is not None and annotator.transform(rules_module, probe) is not probe:
+                return None
+            return hotpath.parser(module, checker, tick)
+
+        return choose
 
     def _opened(self, checker: Checker, name: str, module) -> None:
         """A trace file begins (its format is known): a run of its own, where no task holds
@@ -298,7 +329,8 @@ class CheckSession:
             return events
         context = self.context
         self.progress_line = ProgressLine(self.stderr, _input_bytes(traces), context.bytes_read, name=visible)
-        return self.progress_line.wrap(events)
+        stats = self.checker_stats
+        return self.progress_line.wrap(events, count=(lambda: stats.events) if stats is not None else None)
 
 
 def _input_bytes(traces: list) -> Optional[int]:

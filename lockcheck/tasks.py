@@ -10,7 +10,7 @@ what they share, so neither has to call back into the other (lockdep's
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from lockcheck.events import Event
 from lockcheck.findings import Evidence, Finding, LockSnapshot
@@ -25,7 +25,7 @@ class HeldLock:
 
     __slots__ = (
         "cls", "lock", "instance", "subclass", "read", "trylock", "check", "nest",
-        "irq_context", "hardirqs_off", "references", "prev_chain_key", "event",
+        "irq_context", "hardirqs_off", "references", "prev_chain_key", "_event", "_source",
     )
 
     def __init__(self, cls: str, lock: str, instance: Optional[str], subclass: int, read: int,
@@ -43,7 +43,28 @@ class HeldLock:
         self.hardirqs_off = hardirqs_off
         self.references = references
         self.prev_chain_key = INITIAL_CHAIN_KEY
-        self.event = event
+        self._event = event
+        self._source: Optional[Callable[[], Event]] = None
+
+    @classmethod
+    def deferred(cls, source: Callable[[], Event], *fields: Any) -> "HeldLock":
+        """A held lock whose event is read back only if a report or a new dependency needs it.
+
+        The fast path (`lockcheck.hotpath`) holds a lock without building its
+        event; `source()` builds it from the trace line when asked.
+        """
+        hlock = cls(*fields, None)  # type: ignore[arg-type]
+        hlock._source = source
+        return hlock
+
+    @property
+    def event(self) -> Event:
+        """Where this hold began (the acquisition's event)."""
+        event = self._event
+        if event is None:
+            event = self._event = self._source()  # type: ignore[misc]
+            self._source = None
+        return event
 
     def matches(self, lock: str, instance: Optional[str]) -> bool:
         """lockdep's `match_held_lock`: the same lock object, or any lock of a merged entry's class."""

@@ -33,9 +33,13 @@ def big(tmp_path_factory) -> str:
     return big_trace(tmp_path_factory.mktemp("signals") / "big.lt", 5)
 
 
-def start(*args: str) -> subprocess.Popen:
+def start(*args: str, reader_process: bool = False) -> subprocess.Popen:
+    """lockcheck ARGS; `reader_process`: the plain pipeline, which parses a large file in a second
+    process (the fast path for `.lt` reads in the checking one)."""
     env = dict(os.environ)
     env.pop("LOCKCHECK_JOBS", None)
+    if reader_process:
+        env["LOCKCHECK_FASTPATH"] = "0"
     proc = subprocess.Popen([sys.executable, "-c", STARTED, *args], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True, env=env)
     assert proc.stderr.readline() == "started\n"
@@ -93,7 +97,7 @@ needs_worker = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the reader 
 @pytest.mark.parametrize("delay", [0.0, 0.1, 0.4, 0.9])
 def test_interrupt_at_any_moment_is_one_line_and_130(tmp_path, delay):
     """From lockcheck's first import on: during imports, argument parsing, reading, checking."""
-    trace = big_trace(tmp_path / "t.lt", 2)
+    trace = big_trace(tmp_path / "t.lt", 8)
     proc = start("check", "--no-config", "--no-progress", trace)
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
@@ -119,7 +123,7 @@ def test_interrupt_while_writing_an_output_leaves_no_file(tmp_path):
 @needs_worker
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
 def test_sigterm_and_sighup_end_the_reader_too(big, signum):
-    proc = start("check", "--no-config", "--no-progress", big)
+    proc = start("check", "--no-config", "--no-progress", big, reader_process=True)
     worker = wait_for_worker(proc)
     proc.send_signal(signum)
     err = proc.stderr.read()
@@ -131,7 +135,7 @@ def test_sigterm_and_sighup_end_the_reader_too(big, signum):
 @needs_worker
 def test_orphaned_reader_exits(big):
     """kill -9 of lockcheck: its reader process must not live on, blocked on the pipe."""
-    proc = start("check", "--no-config", "--no-progress", big)
+    proc = start("check", "--no-config", "--no-progress", big, reader_process=True)
     worker = wait_for_worker(proc)
     proc.kill()
     proc.wait()
@@ -140,7 +144,7 @@ def test_orphaned_reader_exits(big):
 
 @needs_worker
 def test_interrupt_stops_the_reader(big):
-    proc = start("check", "--no-config", "--no-progress", big)
+    proc = start("check", "--no-config", "--no-progress", big, reader_process=True)
     worker = wait_for_worker(proc)
     proc.send_signal(signal.SIGINT)
     with contextlib.suppress(ProcessLookupError):

@@ -78,6 +78,10 @@ class ReadContext:
     stats: object = None
     #: parse large files in a second process (`lockcheck.readers.parallel`)
     parallel: bool = False
+    #: `fast(module, rules_module) -> parse or None`: a parse that applies the lines it can to
+    #: the checker itself and yields only the rest as events (`lockcheck.hotpath`); asked once a
+    #: file's format (and the format whose rules its transform follows) is known
+    fast: Optional[Callable[[ModuleType, ModuleType], Optional[Callable[[Iterator[str], str], Iterator[Event]]]]] = None
     #: `transform(module, events) -> events`, applied to each file's events once
     #: its format is known (the session's annotations for captures)
     transform: Optional[Callable[[ModuleType, Iterator[Event]], Iterable[Event]]] = None
@@ -222,7 +226,10 @@ def _events(path: str, module: Optional[ModuleType], context: Optional[ReadConte
         context.formats.append((name, module.NAME))
         if context.on_open is not None:
             context.on_open(name, module)
-        if context.parallel and getattr(module, "PARALLEL", True) and parallel.worth_it(path):
+        fast = context.fast(module, _runs_format(module, head)) if context.fast is not None else None
+        if fast is not None:
+            events = fast(lines, name)
+        elif context.parallel and getattr(module, "PARALLEL", True) and parallel.worth_it(path):
             close = getattr(lines, "close", None)
             if close is not None:
                 close()
