@@ -127,8 +127,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_annotation_args(graph)
 
     diff = _command(sub, "diff", "what NEW adds to BASE: dependencies and findings (exit 1 on a new finding)")
-    diff.add_argument("base", metavar="BASE", help="saved graph, trace or directory of traces")
-    diff.add_argument("new", metavar="NEW", help="saved graph, trace or directory of traces")
+    diff.add_argument("base", metavar="BASE", help="saved graph, trace, /proc/lockdep dump or directory")
+    diff.add_argument("new", metavar="NEW", help="saved graph, trace, /proc/lockdep dump or directory")
     diff.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf, jsonl or kernel-log")
     diff.add_argument("--format", default="text",
                       help="text (default) or json; sarif or github print only the new findings")

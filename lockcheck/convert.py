@@ -63,7 +63,11 @@ def convert(paths: list[str], input_format: str, out: TextIO) -> list[str]:
         if getattr(module, "TAKES_REPORTS", False):
             logs.append(f"{name}: a kernel log holds no lock events (`lockcheck check` reads its lockdep reports)")
 
-    context = ReadContext(on_open=opened)
+    def dump(name: str, lines) -> None:
+        logs.append(f"{name}: a /proc/lockdep dump holds no lock events (`lockcheck check` merges it into "
+                    "the graph)")
+
+    context = ReadContext(on_open=opened, on_dump=dump)
     out.write(HEADER + "\n")
     for ev in read_all(paths, input_format, context):
         if ev.op == RUN:

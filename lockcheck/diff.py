@@ -28,6 +28,7 @@ True
 
 from __future__ import annotations
 
+import itertools
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional, TextIO
@@ -71,6 +72,8 @@ class Side:
     annotator: Optional[Any] = None
     #: the kernel reports of a side's kernel logs, fanned out to its checkers (`feeds`)
     reports: Optional["_ReportFan"] = None
+    #: cycles a side's /proc/lockdep dumps close among themselves (their graph holds none of them)
+    dump_findings: list[Finding] = field(default_factory=list)
 
     def feeds(self, *checkers: Checker) -> None:
         """Each trace file is a run of its own for `checkers`, and a capture starts mid-flight
@@ -127,22 +130,41 @@ def load_side(spec: str, input_format: str = "auto", aliases=None, annotations=N
         graph, records = load_graph_with_findings(spec)
         side = Side(spec, graph, known={record_key(r) for r in records})
         return side
-    from lockcheck.readers import ReadContext, read_all
+    from lockcheck.readers import ReadContext, inputs, read_all
 
     context = ReadContext()
     annotator = None
-    paths: list = [spec]
+    paths: list = inputs.expand([spec])
+    dumps = [item.path for item in paths if item.kind == inputs.DUMP]
+    paths = [item for item in paths if item.kind != inputs.DUMP]
     if annotations is not None:
-        from lockcheck.readers import inputs
-
-        paths = inputs.expand(paths)
         annotator = annotations.annotators()
         annotator.add_boots(paths, annotations)
         context.transform = annotator.transform
+    dump_graph, dump_findings = _dump_graph(dumps, annotator)
+    if dumps and not any(item.kind == inputs.TRACE for item in paths):
+        # /proc/lockdep dumps alone: a graph, replayed like a saved one
+        return Side(spec, dump_graph, dump_findings=dump_findings)
     events: Iterable[Event] = read_all(paths, input_format, context)
     if aliases is not None:
         events = aliases.apply_aliases(events)
-    return Side(spec, DepGraph(), events=events, context=context, annotator=annotator)
+    if dumps:  # dumps beside traces: their dependencies first, as `check` merges them first
+        events = itertools.chain(replay_events(dump_graph), events)
+    return Side(spec, DepGraph(), events=events, context=context, annotator=annotator,
+                dump_findings=dump_findings)
+
+
+def _dump_graph(dumps: list[str], annotator=None) -> tuple[DepGraph, list[Finding]]:
+    """The graph of /proc/lockdep and /proc/lockdep_chains dumps (one boot after the other, as
+    `check` merges them) and the cycles they close among themselves."""
+    from lockcheck import kstate
+
+    checker = Checker(DepGraph(), CheckerOptions())
+    unchecked = annotator.rules.unchecked if annotator is not None else None
+    found: list[Finding] = []
+    for group in kstate.group_boots(dumps):
+        found.extend(kstate.to_graph(kstate.load(*group), checker=checker, unchecked=unchecked))
+    return checker.graph, found
 
 
 def run_side(side: Side) -> Side:
@@ -150,7 +172,7 @@ def run_side(side: Side) -> Side:
     checker = Checker(DepGraph(), CheckerOptions())
     side.feeds(checker)
     source = side.events if side.events is not None else replay_events(side.graph)
-    side.findings = list(checker.run(source)) + reports_of(side, checker)
+    side.findings = side.dump_findings + list(checker.run(source)) + reports_of(side, checker)
     if side.annotator is not None:
         side.annotator.mark_uncertain(side.findings)
     side.events_read = checker.stats.events
@@ -189,12 +211,15 @@ def replay_events(graph: DepGraph) -> Iterator[Event]:
     yield from replay_usage(graph)
 
 
-#: usage bit -> (enter, leave) context events that make an acquisition set it (hardirqs are off)
+#: usage bit -> (enter, leave) context events that make an acquisition set it and no other
+#: (hardirqs are off between them): HARDIRQ-ON alone needs softirqs off, as in a softirq
+#: handler -- with softirqs on it would also set SOFTIRQ-ON, and a class the kernel saw
+#: only hardirq-unsafe and softirq-safe (a timer: `{+.-.}`) would replay as inconsistent
 _USAGE_CONTEXT = {
-    USED_IN_HARDIRQ: (E.HARDIRQ_ENTER, E.HARDIRQ_EXIT),
-    USED_IN_SOFTIRQ: (E.SOFTIRQ_ENTER, E.SOFTIRQ_EXIT),
-    ENABLED_HARDIRQ: (E.IRQS_ON, E.IRQS_OFF),
-    ENABLED_SOFTIRQ: (E.IRQS_ON, E.IRQS_OFF),  # taken with hardirqs (and softirqs) on
+    USED_IN_HARDIRQ: ((E.HARDIRQ_ENTER,), (E.HARDIRQ_EXIT,)),
+    USED_IN_SOFTIRQ: ((E.SOFTIRQ_ENTER,), (E.SOFTIRQ_EXIT,)),
+    ENABLED_HARDIRQ: ((E.SOFTIRQS_OFF, E.IRQS_ON), (E.IRQS_OFF, E.SOFTIRQS_ON)),
+    ENABLED_SOFTIRQ: ((E.IRQS_ON,), (E.IRQS_OFF,)),  # taken with hardirqs and softirqs on
 }
 
 
@@ -218,10 +243,12 @@ def replay_usage(graph: DepGraph) -> Iterator[Event]:
                 where: Evidence = traces.get(bit + read) or Evidence("<replay>", 0, REPLAY_TASK)
                 mode = E.READ if read else E.WRITE
                 common = {"file": where.file, "line": where.line, "comm": where.task}
-                yield Event(REPLAY_TASK, enter, **common)
+                for op in enter:
+                    yield Event(REPLAY_TASK, op, **common)
                 yield Event(REPLAY_TASK, E.ACQUIRE, cls, mode=mode, at=where.at, ts=where.ts, **common)
                 yield Event(REPLAY_TASK, E.RELEASE, cls, **common)
-                yield Event(REPLAY_TASK, leave, **common)
+                for op in leave:
+                    yield Event(REPLAY_TASK, op, **common)
 
 
 @dataclass
@@ -270,7 +297,7 @@ def diff_graphs(base: Side, new: Side) -> DiffResult:
     for ev in new.events if is_trace else replay_events(new.graph):
         found_alone.extend(alone.feed(ev))
         found_joined.extend(joined.feed(ev))
-    found_alone += reports_of(new, alone)
+    found_alone += new.dump_findings + reports_of(new, alone)
     found_joined += reports_of(new, joined)
     if is_trace:
         new.graph = alone.graph

@@ -273,38 +273,45 @@ def load(*paths: str, state: Optional[LockdepState] = None) -> LockdepState:
         for name in files:
             display, lines = open_lines(name)
             try:
-                head, lines = _head(lines)
-                kind = dump_kind(head)
-                if kind == "lockdep":
-                    items: Iterator = parse_lockdep(lines, display)
-                elif kind == "chains":
-                    items = parse_chains(lines, display)
-                elif kind == "stats":
-                    from lockcheck.kboot import parse_stats
-
-                    state.stats.update(parse_stats(lines))
-                    state.stats_file = display
-                    continue
-                elif kind == "log":
-                    from lockcheck.kboot import find_report
-
-                    report = find_report(lines, display)
-                    state.log_file = display
-                    if report is not None and (state.report is None or
-                                               (report.ts or 0.0) < (state.report.ts or 0.0)):
-                        state.report = report
-                    continue
-                else:
-                    raise TraceError(display, 1, 1, "expected 'all lock classes:' (/proc/lockdep), 'all lock "
-                                                    "chains:' (/proc/lockdep_chains), /proc/lockdep_stats or a "
-                                                    "kernel log")
-                for item in items:
-                    state.add(item)
-                state.files.append(display)
+                read_into(state, display, lines)
             finally:
                 close = getattr(lines, "close", None)
                 if close is not None:
                     close()
+    return state
+
+
+def read_into(state: LockdepState, display: str, lines: Iterator[str]) -> LockdepState:
+    """Add one boot file's decoded lines to `state` (what `load` does per file; standard input
+    that turned out to be a dump comes here from the readers, already open)."""
+    head, lines = _head(lines)
+    kind = dump_kind(head)
+    if kind == "lockdep":
+        items: Iterator = parse_lockdep(lines, display)
+    elif kind == "chains":
+        items = parse_chains(lines, display)
+    elif kind == "stats":
+        from lockcheck.kboot import parse_stats
+
+        state.stats.update(parse_stats(lines))
+        state.stats_file = display
+        return state
+    elif kind == "log":
+        from lockcheck.kboot import find_report
+
+        report = find_report(lines, display)
+        state.log_file = display
+        if report is not None and (state.report is None or
+                                   (report.ts or 0.0) < (state.report.ts or 0.0)):
+            state.report = report
+        return state
+    else:
+        raise TraceError(display, 1, 1, "expected 'all lock classes:' (/proc/lockdep), 'all lock "
+                                        "chains:' (/proc/lockdep_chains), /proc/lockdep_stats or a "
+                                        "kernel log")
+    for item in items:
+        state.add(item)
+    state.files.append(display)
     return state
 
 

@@ -18,6 +18,7 @@ from lockcheck.escape import visible
 from lockcheck.events import Event
 from lockcheck.findings import Finding
 from lockcheck.graph import DepGraph
+from lockcheck.readers.source import STDIN, STDIN_NAME
 from lockcheck.wording import count
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -105,7 +106,10 @@ class CheckSession:
         checker, findings, _ = self.check(paths)
         if not self.errors:
             save_graph(checker.graph, output, findings, fmt, stdout)
-        if not self.options.quiet:
+        if self.errors:  # nothing was written: the line must not read as if it had been
+            print(visible(f"lockcheck: {output}: not written: {count(len(self.errors), 'input')} could not be read"),
+                  file=self.stderr)
+        elif not self.options.quiet:
             graph = checker.graph
             line = (f"lockcheck: {visible(output)}: {count(graph.n_classes, 'lock class', 'lock classes')}, "
                     f"{count(graph.n_dependencies, 'dependency', 'dependencies')}")
@@ -149,6 +153,8 @@ class CheckSession:
 
         # kernel logs send their lockdep reports here, in reading order (lockcheck.logreports)
         self.context.reports = self.reports = ReportCollector(checker, findings)
+        # a dump on standard input shows itself only once read: merged where it comes
+        self.context.on_dump = lambda name, lines: findings.extend(self._stream_dump(checker, name, lines))
         try:
             traces, dumps = self._split_dumps(paths)
             annotator.add_boots(traces, annotation_options)
@@ -171,7 +177,8 @@ class CheckSession:
             del findings[1:]
         if (checker.stats.events == 0 and not self.errors and not self.dump_notes
                 and not self.reports.stats.files):
-            print(visible(f"lockcheck: {', '.join(paths)}: empty trace (no events)"), file=self.stderr)
+            names = ", ".join(STDIN_NAME if path == STDIN else path for path in paths)
+            print(visible(f"lockcheck: {names}: empty trace (no events)"), file=self.stderr)
         kept, suppressed = self.config.filter(findings)
         return checker, kept, suppressed
 
@@ -245,16 +252,29 @@ class CheckSession:
         """
         from lockcheck import kstate
 
-        unchecked = self.annotator.rules.unchecked if self.annotator is not None else None
         found: list[Finding] = []
         for paths in kstate.group_boots(dumps):
-            state = kstate.load(*paths)
-            found.extend(kstate.to_graph(state, checker=checker, unchecked=unchecked))
-            n_classes = len(state.class_names() | {name for chain in state.chains for name in chain.names})
-            n_edges = len(kstate.dependencies(state, unchecked))
-            if n_classes or n_edges:
-                self.dump_notes.append(f"merged {count(n_classes, 'lock class', 'lock classes')} and "
-                                       f"{count(n_edges, 'dependency', 'dependencies')} of {', '.join(state.files)}")
+            found.extend(self._merge_state(checker, kstate.load(*paths)))
+        return found
+
+    def _stream_dump(self, checker: Checker, name: str, lines) -> list[Finding]:
+        """A dump read from an open stream (standard input) merged as `_check_dumps` merges files."""
+        from lockcheck import kstate
+
+        return self._merge_state(checker, kstate.read_into(kstate.LockdepState(), name, lines))
+
+    def _merge_state(self, checker: Checker, state) -> list[Finding]:
+        """One boot's dumps into the graph (a note says how much); the cycles they close."""
+        from lockcheck import kstate
+
+        unchecked = self.annotator.rules.unchecked if self.annotator is not None else None
+        found = kstate.to_graph(state, checker=checker, unchecked=unchecked)
+        n_classes = len(state.class_names() | {name for chain in state.chains for name in chain.names})
+        # distinct pairs: many chains of /proc/lockdep_chains give the same dependency
+        n_edges = len({(dep.before_name, dep.after_name) for dep in kstate.dependencies(state, unchecked)})
+        if n_classes or n_edges:
+            self.dump_notes.append(f"merged {count(n_classes, 'lock class', 'lock classes')} and "
+                                   f"{count(n_edges, 'dependency', 'dependencies')} of {', '.join(state.files)}")
         return found
 
     def _finish(self, findings: list[Finding]) -> int:

@@ -87,6 +87,10 @@ class ReadContext:
     transform: Optional[Callable[[ModuleType, Iterator[Event]], Iterable[Event]]] = None
     #: where formats that hold reports (`kernel-log`) send them (a `kernel_log.ReportSink`)
     reports: Optional[object] = None
+    #: `on_dump(name, lines)`: an input that is a /proc/lockdep or /proc/lockdep_chains dump
+    #: although it was taken for a trace (standard input, which cannot be looked at twice);
+    #: without it such an input is "not a trace (looks like a /proc/lockdep dump)"
+    on_dump: Optional[Callable[[str, Iterator[str]], None]] = None
 
     def __post_init__(self) -> None:
         self._tell: Optional[Callable[[], int]] = None
@@ -211,6 +215,9 @@ def _events(path: str, module: Optional[ModuleType], context: Optional[ReadConte
         context.reading(tells[0])
     try:
         head, lines = _peek(lines)
+        if module is None and context is not None and context.on_dump is not None and inputs.is_dump_head(head):
+            context.on_dump(name, lines)
+            return
         if module is None:
             module = detect(head, name)
         if context is None:

@@ -84,8 +84,8 @@ def expand(paths: list[str]) -> list[Input]:
     for path in paths:
         if path != source.STDIN and os.path.isdir(path):
             inputs.extend(expand_directory(path))
-        elif path != source.STDIN and not path.endswith(TRACE_SUFFIXES) and _is_dump(path):
-            inputs.append(Input(path, DUMP))
+        elif path != source.STDIN and not path.endswith(TRACE_SUFFIXES) and (dump := _named_dump(path)):
+            inputs.append(Input(path, DUMP, looks_like=dump))
         else:
             inputs.append(Input(path, TRACE))
     return inputs
@@ -155,15 +155,22 @@ def _unreadable(err: TraceError) -> str:
     return f"something unreadable ({err.message})"
 
 
-def _is_dump(path: str) -> bool:
+def _named_dump(path: str) -> Optional[str]:
+    """What a dump named on the command line is (`a /proc/lockdep dump`), or None for any other file."""
     try:
-        return _dump_title(head_lines(path, 1))
+        head = head_lines(path, 1)
     except TraceError:
-        return False  # reading it as a trace reports the problem
+        return None  # reading it as a trace reports the problem
+    return looks_like(head) if _dump_title(head) else None
 
 
 def _dump_title(head: list[str]) -> bool:
     return bool(head) and head[0].strip() in _DUMP_TITLES
+
+
+def is_dump_head(head: list[str]) -> bool:
+    """Whether these first non-blank lines open a /proc/lockdep or /proc/lockdep_chains dump."""
+    return _dump_title(head)
 
 
 # -- what a file that is no trace looks like -----------------------------------------------

@@ -12,10 +12,12 @@ from typing import TextIO
 
 from lockcheck.errors import UsageError
 from lockcheck.escape import visible
+from lockcheck.readers.source import STDIN, STDIN_NAME
 from lockcheck.stat import compare, plot, render
 from lockcheck.stat.compare import Side
 from lockcheck.stat.inputs import Table, load, runs
 from lockcheck.stat.model import COLUMNS
+from lockcheck.wording import wrap_note
 
 EXIT_CLEAN = 0
 
@@ -52,6 +54,8 @@ def run(args: argparse.Namespace, out: TextIO, stderr: TextIO) -> int:
     key = render.sort_key(args.sort)
     if args.top is not None and args.top < 1:
         raise UsageError("lockcheck stat: --top takes a positive number")
+    if args.plot:
+        plot.check_path(args.plot)
     if args.compare:
         return run_compare(args, key, out, stderr)
     if args.metrics:
@@ -70,7 +74,7 @@ def run(args: argparse.Namespace, out: TextIO, stderr: TextIO) -> int:
         render.render_json(classes, out, table.sources, table.notes)
     else:
         render.render_text(classes, out, table.warning)
-    _notes(table, stderr)
+    _notes(table, stderr, args.traces)
     if args.plot:
         side = Side(table.label, [table])
         chart = compare.compare(side, Side("", []), compare.PLOT_COLUMNS, key, args.top or compare.DEFAULT_TOP)
@@ -90,8 +94,8 @@ def run_compare(args: argparse.Namespace, key: str, out: TextIO, stderr: TextIO)
     kinds = {source["kind"] for run in every for source in run.sources}
     if args.fold or len(kinds) > 1:
         if not args.fold:
-            print("lockcheck: comparing /proc/lock_stat dumps with traces: classes folded to the names a trace "
-                  "shows (#N and /N merged; --fold does this always)", file=stderr)
+            print(wrap_note("lockcheck: note: ", "comparing /proc/lock_stat dumps with traces: classes folded to "
+                            "the names a trace shows (#N and /N merged; --fold does this always)"), file=stderr)
         base.runs = [run.folded() for run in base.runs]
         new.runs = [run.folded() for run in new.runs]
     metrics = compare.compare(base, new, columns, key, args.top or compare.DEFAULT_TOP)
@@ -99,8 +103,8 @@ def run_compare(args: argparse.Namespace, key: str, out: TextIO, stderr: TextIO)
         compare.render_json(base, new, metrics, out)
     else:
         compare.render_text(base, new, metrics, out)
-    for run in every:
-        _notes(run, stderr)
+    for run, path in zip(every, [args.traces[0]] * len(base.runs) + [args.traces[1]] * len(new.runs)):
+        _notes(run, stderr, [path])
     if args.plot:
         chart = compare.compare(base, new, compare.PLOT_COLUMNS, key, args.top or compare.DEFAULT_TOP)
         plot.plot(args.plot, base, new, chart, f"{base.label} vs {new.label}")
@@ -116,8 +120,11 @@ def _columns(text: str | None) -> tuple[str, ...]:
     return columns
 
 
-def _notes(table: Table, stderr: TextIO) -> None:
+def _notes(table: Table, stderr: TextIO, paths: list[str]) -> None:
+    """The table's notes on stderr (stdout stays /proc/lock_stat's text), worded and wrapped as
+    `check` words its notes; a table of no event and no dump says which inputs gave nothing."""
     for note in table.notes:
-        print(visible(f"lockcheck: {note}"), file=stderr)
+        print(wrap_note("lockcheck: note: ", visible(note)), file=stderr)
     if table.events == 0 and not any(source["kind"] == "lock_stat" for source in table.sources):
-        print(visible(f"lockcheck: {table.label}: empty trace (no events)"), file=stderr)
+        label = table.label if table.sources else ", ".join(STDIN_NAME if path == STDIN else path for path in paths)
+        print(visible(f"lockcheck: {label}: empty trace (no events)"), file=stderr)

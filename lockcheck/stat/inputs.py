@@ -132,6 +132,9 @@ def load_one(path: str, input_format: str = "auto", contention: str = "auto") ->
             classes = list(reader.parse(lines))
             source = {"file": name, "kind": "lock_stat", "format": "lock_stat", "events": None}
             return Table(classes, [source], warning=reader.warning)
+        if input_format == "auto" and readers.inputs.is_dump_head(head):  # standard input: not known before
+            return Table(notes=[f"{name}: a /proc/lockdep dump holds no lock events (`lockcheck check` merges "
+                                "it into the graph)"])
         module = _format(head, input_format)
         if getattr(module, "TAKES_REPORTS", False):  # a kernel log: lockdep reports, no lock events
             return Table(notes=[f"{name}: a kernel log holds no lock events (`lockcheck check` reads its "

@@ -31,10 +31,17 @@ def _pyplot():
     return plt
 
 
-def plot(path: str, base: Side, new: Optional[Side], metrics: Sequence[Metric], title: str = "") -> None:
-    """Draw the classes of METRICS (in their order) into PATH; the format follows its extension."""
+def check_path(path: str) -> None:
+    """A UsageError unless a chart can be drawn to PATH: asked before any input is read, so a
+    wrong name or a missing matplotlib is the only line printed."""
     if not path.lower().endswith((".png", ".svg")):
         raise UsageError(f"lockcheck stat: --plot {path}: give a .png or .svg file")
+    _pyplot()
+
+
+def plot(path: str, base: Side, new: Optional[Side], metrics: Sequence[Metric], title: str = "") -> None:
+    """Draw the classes of METRICS (in their order) into PATH; the format follows its extension."""
+    check_path(path)
     plt = _pyplot()
     classes = list(dict.fromkeys(m.cls for m in metrics))
     by_key = {(m.cls, m.column): m for m in metrics}
