@@ -36,9 +36,25 @@ def run() -> None:
     from lockcheck.cli import main
 
     try:
-        status = main(handle_signals=True)
+        try:
+            status = main(handle_signals=True)
+        finally:
+            _ignore_signals_from_now_on()
     except KeyboardInterrupt:  # between main's own handlers, or while it reported something
         os.write(2, b"lockcheck: interrupted\n")
         status = EXIT_INTERRUPTED
-    signal.signal(signal.SIGINT, _interrupted_early)  # the interpreter's shutdown is no place for a traceback
     sys.exit(status)
+
+
+def _ignore_signals_from_now_on() -> None:
+    """The work is done and its status known: a signal arriving now changes nothing.
+
+    The interpreter's shutdown restores the default handlers, so a Ctrl-C
+    during it would kill the process (status -SIGINT, not the command's own)
+    or print a traceback; blocked, it stays pending until the process is gone.
+    """
+    signals = {signal.SIGINT} | {getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)}
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    else:
+        signal.signal(signal.SIGINT, _interrupted_early)

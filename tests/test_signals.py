@@ -33,6 +33,12 @@ def big(tmp_path_factory) -> str:
     return big_trace(tmp_path_factory.mktemp("signals") / "big.lt", 5)
 
 
+@pytest.fixture(scope="module")
+def long_trace(tmp_path_factory) -> str:
+    """A trace that takes several seconds to check even on the compiled fast path (about 4 s here)."""
+    return big_trace(tmp_path_factory.mktemp("signals") / "long.lt", 32)
+
+
 def start(*args: str, reader_process: bool = False) -> subprocess.Popen:
     """lockcheck ARGS; `reader_process`: the plain pipeline, which parses a large file in a second
     process (the fast path for `.lt` reads in the checking one)."""
@@ -95,11 +101,11 @@ needs_worker = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the reader 
 
 
 @pytest.mark.parametrize("delay", [0.0, 0.1, 0.4, 0.9])
-def test_interrupt_at_any_moment_is_one_line_and_130(tmp_path, delay):
+def test_interrupt_at_any_moment_is_one_line_and_130(tmp_path, long_trace, delay):
     """From lockcheck's first import on: during imports, argument parsing, reading, checking."""
-    trace = big_trace(tmp_path / "t.lt", 8)
-    proc = start("check", "--no-config", "--no-progress", trace)
+    proc = start("check", "--no-config", "--no-progress", long_trace)
     time.sleep(delay)
+    assert proc.poll() is None, "the check ended before the interrupt: the trace is too small to test this"
     proc.send_signal(signal.SIGINT)
     err = proc.stderr.read()
     status = proc.wait(timeout=60)
