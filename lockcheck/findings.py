@@ -23,6 +23,9 @@ INCONSISTENT = "inconsistent-lock-state"
 IRQ_INVERSION = "irq-lock-inversion"
 MAX_DEPTH = "lock-depth-exceeded"  # not in the contract's table: lockdep's "BUG: MAX_LOCK_DEPTH too low!"
 ORDER_VIOLATION = "order-violation"  # a dependency against a declared lock order (lockcheck.order)
+#: not lockdep's: a forked child (Python's os.fork) takes a lock that a thread which did not survive
+#: the fork held; nobody in the child will ever release it (the pytest plugin)
+HELD_AT_FORK = "held-at-fork"
 
 #: the kernel's title for each kind (the message of the JSON contract)
 MESSAGES = {
@@ -36,6 +39,7 @@ MESSAGES = {
     IRQ_INVERSION: "possible irq lock inversion dependency detected",
     MAX_DEPTH: "MAX_LOCK_DEPTH too low!",
     ORDER_VIOLATION: "lock order violates the declared order",
+    HELD_AT_FORK: "lock held by another thread at fork",
 }
 
 

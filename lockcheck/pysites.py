@@ -119,10 +119,29 @@ def relpath(filename: str) -> str:
 
 # -- lock classes: keyed by creation site, named after the assignment ----------------
 
-_ASSIGN = re.compile(
-    r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?=\s*(?:[\w.]+\.)?"
-    r"(?:Lock|RLock|Condition|Semaphore|BoundedSemaphore|allocate_lock)\s*\("
-)
+_FACTORY = r"(?:[\w.]+\.)?(?:Lock|RLock|Condition|Semaphore|BoundedSemaphore|allocate_lock)\s*\("
+_ASSIGN = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?=\s*" + _FACTORY)
+#: `a, b = Lock(), Lock()`: one target per lock made on the line
+_TUPLE_ASSIGN = re.compile(r"^\s*\(?\s*([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)+)\s*,?\s*\)?\s*=(?!=)")
+_CALL = re.compile(_FACTORY)
+#: Python 3.11+ records each instruction's column: two locks made on one line are two classes
+_HAS_COLUMNS = sys.version_info >= (3, 11)
+#: logging's `Handler.createLock`: one class per handler type, not one for every handler --
+#: `MemoryHandler.flush` holding its lock calls its target's `handle` (another handler's lock)
+#: by design, as every handler that forwards records does
+_LOGGING_FILE = os.path.join(os.path.dirname(_THREADING_FILE), "logging", "__init__.py")
+
+
+def _column(frame: Any) -> Optional[int]:
+    """The column of the call that is running in `frame` (3.11+), else None."""
+    if not _HAS_COLUMNS:
+        return None
+    try:
+        positions = list(frame.f_code.co_positions())
+        col = positions[frame.f_lasti // 2][2]
+    except (IndexError, ValueError, AttributeError):
+        return None
+    return col
 
 
 class _Registry:
@@ -130,36 +149,79 @@ class _Registry:
 
     def __init__(self) -> None:
         self.by_site: dict[tuple, str] = {}
-        self.sites: dict[str, str] = {}  # class name -> "file.py:LINE"
+        self.sites: dict[str, str] = {}  # class name -> "file.py:LINE" (":COL" where it matters)
+        #: class name -> its module-qualified name (`app.cache.Cache._lock`): what suppressions
+        #: can say, stable while the code moves between lines
+        self.qualified: dict[str, str] = {}
         self._mutex = _thread.allocate_lock()
+        self._busy: set = set()  # threads inside (a signal handler making a lock there must not wait)
 
     def class_for(self, frame: Any) -> str:
         code = frame.f_code
-        key = (code, frame.f_lineno)
+        owner = None
+        if code.co_name == "createLock" and code.co_filename == _LOGGING_FILE:
+            owner = type(frame.f_locals.get("self"))
+            key: tuple = (code, owner)
+        elif _HAS_COLUMNS:
+            key = (code, frame.f_lasti)
+        else:
+            key = (code, frame.f_lineno)
         name = self.by_site.get(key)
         if name is None:
-            with self._mutex:
-                name = self.by_site.get(key)
-                if name is None:
-                    name = self._new(code, frame.f_lineno, frame)
-                    self.by_site[key] = name
+            me = _thread.get_ident()
+            if me in self._busy:  # interrupted in here: name it without the mutex
+                return self._new(code, frame.f_lineno, frame, owner)
+            self._busy.add(me)
+            try:
+                with self._mutex:
+                    name = self.by_site.get(key)
+                    if name is None:
+                        name = self._new(code, frame.f_lineno, frame, owner)
+                        self.by_site[key] = name
+            finally:
+                self._busy.discard(me)
         return name
 
-    def _new(self, code: Any, line: int, frame: Any = None) -> str:
+    def after_fork(self) -> None:
+        """In a forked child: the mutex may have been held by a thread that is gone."""
+        self._mutex = _thread.allocate_lock()
+        self._busy = set()
+
+    def _new(self, code: Any, line: int, frame: Any = None, owner: Optional[type] = None) -> str:
         rel = relpath(code.co_filename)
-        site = f"{rel}:{line}"
-        name = self._readable(code, line, frame) or f"{os.path.basename(rel)}:{line}"
+        if owner is not None:
+            name = f"{owner.__qualname__}.lock"
+            site = f"{owner.__module__}.{owner.__qualname__}"
+            if self.sites.get(name, site) != site:
+                name = f"{site}.lock"
+            self.sites.setdefault(name, site)
+            self.qualified.setdefault(name, f"{site}.lock")
+            return name
+        col = _column(frame) if frame is not None else None
+        site = f"{rel}:{line}" if col is None else f"{rel}:{line}:{col}"
+        readable = self._readable(code, line, frame, col)
+        name = readable or f"{os.path.basename(rel)}:{line}"
         if self.sites.get(name, site) != site:
             name = f"{name}#{line}"
+            if col is not None and self.sites.get(name, site) != site:
+                name = f"{name}:{col}"
         self.sites.setdefault(name, site)
+        if readable and frame is not None and code.co_name != "<module>":
+            module = frame.f_globals.get("__name__")
+            if isinstance(module, str) and module not in ("__main__",):
+                self.qualified.setdefault(name, f"{module}.{readable}")
         return name
 
     @staticmethod
-    def _readable(code: Any, line: int, frame: Any = None) -> Optional[str]:
-        match = _ASSIGN.match(linecache.getline(code.co_filename, line))
-        if match is None:
-            return None
-        target = match.group(1)
+    def _readable(code: Any, line: int, frame: Any = None, col: Optional[int] = None) -> Optional[str]:
+        text = linecache.getline(code.co_filename, line)
+        match = _ASSIGN.match(text)
+        if match is not None:
+            target = match.group(1)
+        else:
+            target = _tuple_target(text, col)
+            if target is None:
+                return None
         qualname = getattr(code, "co_qualname", None) or _qualname_from_frame(code, frame)
         if code.co_name == "<module>":
             module = os.path.splitext(os.path.basename(code.co_filename))[0]
@@ -173,6 +235,21 @@ class _Registry:
     def named(self, name: str, where: str) -> str:
         self.sites.setdefault(name, where)
         return name
+
+
+def _tuple_target(text: str, col: Optional[int]) -> Optional[str]:
+    """`a, b = Lock(), Lock()`: the target of the lock made at column `col`."""
+    match = _TUPLE_ASSIGN.match(text)
+    if match is None or col is None:
+        return None
+    targets = [t.strip() for t in match.group(1).split(",")]
+    calls = [m.start() for m in _CALL.finditer(text, match.end())]
+    if len(calls) != len(targets):
+        return None
+    for target, start in zip(reversed(targets), reversed(calls)):
+        if start <= col:
+            return target
+    return None
 
 
 def _qualname_from_frame(code: Any, frame: Any) -> str:

@@ -110,10 +110,47 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   help="`try` (default): acquire(timeout=...) is a trylock; `blocking`: validated as blocking")
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_load_initial_conftests(early_config: pytest.Config) -> None:
+    """Start tracking before any conftest.py (and so the application it imports) is imported:
+    a module-level lock, or a `from threading import Lock` done at import, is then tracked."""
+    config = early_config
+    if not (_option(config, "lockcheck") or config.getini("lockcheck")):
+        return
+    if config.pluginmanager.get_plugin(PLUGIN_NAME) is not None:
+        return
+    if _xdist_controller_early(config):
+        return  # the controller only merges the workers' graphs (made at configure)
+    config.pluginmanager.register(LockcheckPlugin(config, early=True), PLUGIN_NAME)
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     if config.getoption("lockcheck") or config.getini("lockcheck"):
-        config.pluginmanager.register(LockcheckPlugin(config), PLUGIN_NAME)
+        plugin = config.pluginmanager.get_plugin(PLUGIN_NAME)
+        if plugin is None:
+            config.pluginmanager.register(LockcheckPlugin(config), PLUGIN_NAME)
+        else:
+            plugin.configured()
+
+
+def _option(config: pytest.Config, name: str, default: Any = None) -> Any:
+    """A command-line option, also before the command line is fully parsed (the early hooks,
+    where `config.option` holds only the defaults but `known_args_namespace` the command line)."""
+    early = getattr(config, "known_args_namespace", None)
+    if early is not None and getattr(early, name, None) is not None:
+        return getattr(early, name)
+    try:
+        return config.getoption(name)
+    except (ValueError, AttributeError):
+        return default
+
+
+def _xdist_controller_early(config: pytest.Config) -> bool:
+    """`-n N`/`--dist` asked for (xdist's workers are not given them)."""
+    workers = _option(config, "numprocesses")
+    dist = _option(config, "dist", "no")
+    return bool(workers) or dist not in ("no", None)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -126,7 +163,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 class LockcheckPlugin:
     """The enabled plugin: one recorder (test processes) or the merger (xdist controller)."""
 
-    def __init__(self, config: pytest.Config) -> None:
+    def __init__(self, config: pytest.Config, early: bool = False) -> None:
         from lockcheck import pylocks
 
         self.config = config
@@ -134,8 +171,8 @@ class LockcheckPlugin:
         workerinput = getattr(config, "workerinput", None)
         if workerinput is not None:
             self.worker_id = workerinput.get("workerid", "gw")
-        self.controller = workerinput is None and config.getoption("dist", "no") not in ("no", None) \
-            and not config.getoption("collectonly", False)
+        self.controller = False
+        self._trace_spec: Optional[str] = None
         self.trace_file: Optional[Any] = None
         self.trace_path: Optional[str] = None
         self.recorder: Optional[pylocks.Recorder] = None
@@ -143,20 +180,21 @@ class LockcheckPlugin:
         self.merged: list[Finding] = []
         self.worker_reports: list[dict] = []
         self.unattributed: list[tuple[Finding, Optional[str]]] = []
+        #: findings made in forked children (read back from their files): (context, headline, report)
+        self.child_findings: list[tuple[Optional[str], str, str]] = []
+        self.child_headlines: list[str] = []  # findings of forked children that failed their test
+        self.child_dir: Optional[str] = None
+        self._child_offsets: dict[str, int] = {}
+        self.in_child = False
         self.mode = _mode(config)
         self.stack_depth = _stack_depth(config)
-        if self.controller:
-            self.merger = Checker()
+        if self._is_controller(config):
+            self._become_controller()
             return
-        trace = config.getoption("lockcheck_trace")
-        if trace:
-            from lockcheck.traceout import open_trace_output
-
-            self.trace_path = _per_worker(trace, self.worker_id)
-            try:
-                self.trace_file = open_trace_output(self.trace_path)
-            except OSError as err:
-                raise pytest.UsageError(f"--lockcheck-trace: {self.trace_path}: {err.strerror or err}") from None
+        self._trace_spec = _option(config, "lockcheck_trace")
+        if self._trace_spec:
+            # until pytest_configure says which xdist worker this is (the file's name), a buffer
+            self.trace_file = io.StringIO()
         mode = str(config.getini("lockcheck_timed_acquire")).strip().lower()
         if mode not in ("try", "blocking"):
             raise pytest.UsageError(f"lockcheck_timed_acquire: expected `try` or `blocking`, not {mode!r}")
@@ -169,16 +207,168 @@ class LockcheckPlugin:
             trace=self.trace_file, task_prefix=f"{self.worker_id}:" if self.worker_id else "",
             stack_depth=self.stack_depth,
         )
+        import tempfile
+
+        self.child_dir = tempfile.mkdtemp(prefix="lockcheck-children-")
+        self.recorder.on_fork_child = self._in_forked_child
         pylocks.start(self.recorder)
+        if not early:
+            self.configured()
+
+    def _is_controller(self, config: pytest.Config) -> bool:
+        if self.worker_id is not None or getattr(config, "workerinput", None) is not None:
+            return False
+        if _option(config, "collectonly", False):
+            return False
+        return _option(config, "dist", "no") not in ("no", None)
+
+    def _become_controller(self) -> None:
+        """The xdist controller runs no test: it merges the workers' graphs."""
+        self.close()
+        self.recorder = None
+        self.trace_file = None
+        self.controller = True
+        self.merger = Checker()
+
+    def configured(self) -> None:
+        """pytest_configure: xdist's `-n`, and which worker this is, are known now."""
+        rec = self.recorder
+        if rec is None:
+            return
+        if self._is_controller(self.config):
+            self._become_controller()
+            return
+        workerinput = getattr(self.config, "workerinput", None)
+        if workerinput is not None:
+            self.worker_id = workerinput.get("workerid", "gw")
+            rec.task_prefix = f"{self.worker_id}:"  # tasks made from now on (conftest's ran before)
+        if self._trace_spec and isinstance(self.trace_file, io.StringIO):
+            from lockcheck.traceout import open_trace_output
+
+            self.trace_path = _per_worker(self._trace_spec, self.worker_id)
+            try:
+                out = open_trace_output(self.trace_path)
+            except OSError as err:
+                raise pytest.UsageError(f"--lockcheck-trace: {self.trace_path}: {err.strerror or err}") from None
+            with rec._feed_lock:
+                out.write(self.trace_file.getvalue())
+                self.trace_file = rec.trace = out
 
     def close(self) -> None:
         from lockcheck import pylocks
 
         if self.recorder is not None:
             pylocks.stop(self.recorder)
+            if self.in_child:
+                return
         if self.trace_file is not None:
             self.trace_file.close()
             self.trace_file = None
+        if self.child_dir is not None and not self.in_child:
+            import shutil
+
+            shutil.rmtree(self.child_dir, ignore_errors=True)
+            self.child_dir = None
+
+    # -- forked children ----------------------------------------------------------
+    def _in_forked_child(self, rec: Any) -> None:
+        """In a child of os.fork(): its own trace file and findings file, never the parent's.
+
+        Both are written line by line (a child often ends with os._exit(), which flushes
+        nothing); the parent merges the trace into its own and reads the findings back
+        (`_read_children`), so a finding made in a child fails the test that forked it.
+        """
+        self.in_child = True
+        self.trace_file = None  # the parent's: the child never closes or flushes it
+        pid = os.getpid()
+        rec.on_finding = self._child_finding
+        if rec.trace is not None and self.trace_path is not None:
+            try:
+                out = open(f"{self.trace_path}.pid{pid}", "w", buffering=1, encoding="utf-8")
+            except OSError:
+                rec.trace = None
+                return
+            out.write(f"#lockcheck-trace v1\n# forked from pid {rec.forked_from}\n")
+            info = getattr(rec._local, "info", None)
+            if info is not None:
+                for ev in rec.held_at_start(info[1]):
+                    out.write(rec._format_event(ev) + "\n")
+            rec.trace = out
+
+    def _child_finding(self, finding: Finding, context: Optional[str]) -> None:
+        if self.child_dir is None:
+            return
+        try:
+            text = self._render([finding])
+            line = json.dumps({"context": context, "headline": _headline(finding, context) + f" (pid {os.getpid()})",
+                               "report": text, "message": finding.message})
+            with open(os.path.join(self.child_dir, f"pid{os.getpid()}.jsonl"), "a", encoding="utf-8") as out:
+                out.write(line + "\n")
+        except Exception:  # noqa: BLE001 - a child's report must never break the child
+            pass
+
+    def _read_children(self) -> list[tuple[Optional[str], str, str, str]]:
+        """New findings written by forked children since the last look."""
+        if self.child_dir is None:
+            return []
+        new = []
+        try:
+            names = sorted(os.listdir(self.child_dir))
+        except OSError:
+            return []
+        for name in names:
+            path = os.path.join(self.child_dir, name)
+            offset = self._child_offsets.get(path, 0)
+            try:
+                with open(path, encoding="utf-8") as f:
+                    f.seek(offset)
+                    data = f.read()
+            except OSError:
+                continue
+            complete = data[:data.rfind("\n") + 1]
+            self._child_offsets[path] = offset + len(complete.encode("utf-8"))
+            for line in complete.splitlines():
+                try:
+                    obj = json.loads(line)
+                    new.append((obj.get("context"), str(obj["headline"]), str(obj["report"]),
+                                str(obj.get("message", ""))))
+                except (ValueError, KeyError, TypeError):
+                    continue
+        return new
+
+    def _merge_child_traces(self) -> None:
+        """Each forked child wrote `TRACE.pidN`: appended to the trace, its tasks named `pidN:...`."""
+        import glob
+
+        from lockcheck.readers.lt import format_event, parse_line
+
+        if self.trace_file is None or self.trace_path is None:
+            return
+        for path in sorted(glob.glob(glob.escape(self.trace_path) + ".pid*")):
+            prefix = path.rsplit(".", 1)[1] + ":"
+            try:
+                with open(path, encoding="utf-8") as f:
+                    lines = f.read().splitlines()
+            except OSError:
+                continue
+            self.trace_file.write(f"# forked child: {prefix[:-1]} (its tasks are named {prefix}TASK)\n")
+            for line in lines:
+                if not line.strip() or line.startswith("#"):
+                    if line.startswith("# ") and not line.startswith("#lockcheck"):
+                        self.trace_file.write(line + "\n")
+                    continue
+                try:
+                    ev = parse_line(line)
+                except Exception:  # noqa: BLE001 - a child killed mid-line: its last line is lost
+                    continue
+                if ev is None:
+                    continue
+                ev.task = prefix + ev.task
+                self.trace_file.write(format_event(ev) + "\n")
+            try:
+                os.unlink(path)
+            except OSError:
+                pass
 
     # -- per test ---------------------------------------------------------
     @pytest.hookimpl(wrapper=True)
@@ -201,9 +391,17 @@ class LockcheckPlugin:
         if rec is None:
             return report
         found = rec.take(item.nodeid)
-        if found:
-            kinds = ", ".join(sorted({f.message for f in found}))
-            text = f"lockcheck: {kinds}\n{self._render(found)}"
+        texts = [self._render(found)] if found else []
+        kinds = {f.message for f in found}
+        for context, headline, report_text, message in self._read_children():
+            if context == item.nodeid:
+                texts.append(report_text)
+                kinds.add(message)
+                self.child_headlines.append(headline)
+            else:
+                self.child_findings.append((context, headline, report_text))
+        if texts:
+            text = f"lockcheck: {', '.join(sorted(kinds))}\n" + "\n\n".join(texts)
             if self.mode == WARN:
                 # reported (the section, and the terminal summary), but the outcome is the test's own
                 report.sections.append(("lockcheck (warn mode: not failing the test)", text))
@@ -228,7 +426,11 @@ class LockcheckPlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         rec = self.recorder
+        if rec is not None:
+            rec.drain()
+        self.child_findings.extend(entry[:3] for entry in self._read_children())
         if self.trace_file is not None:
+            self._merge_child_traces()
             # finished now, not at unconfigure: an xdist worker may be ended before it unconfigures,
             # and a compressed trace is unreadable without its last block
             self.trace_file.close()
@@ -257,8 +459,9 @@ class LockcheckPlugin:
         if self.worker_id is not None:
             return []  # a worker's findings go to the controller, which decides
         reasons = []
-        unattributed = len(self.unattributed) + sum(
-            report.get("n_unattributed", bool(report["unattributed"])) for report in self.worker_reports)
+        unattributed = len(self.unattributed) + len(self.child_findings) + sum(
+            report.get("n_unattributed", bool(report["unattributed"])) + len(report.get("children", ()))
+            for report in self.worker_reports)
         if unattributed:
             reasons.append(f"{_count(unattributed, 'finding')} made outside any test")
         if self.merged:
@@ -282,13 +485,15 @@ class LockcheckPlugin:
         summary = rec.summary()
         return {
             "graph": _graph_to_text(rec.checker.graph),
-            "findings": [_headline(f, ctx) for f, ctx in rec.findings],
+            "findings": [_headline(f, ctx) for f, ctx in rec.findings] + self.child_headlines,
             "unattributed": self._render([f for f, _ in self.unattributed]) if self.unattributed else "",
             "n_unattributed": len(self.unattributed),
             # warn mode: no failed test carries the reports, so the controller prints them
             "reports": [self._render([f]) for f, ctx in rec.findings if ctx is not None] if self.mode == WARN else [],
             "stats": [summary.events, summary.tasks, summary.suppressed],
             "trace": self.trace_path,
+            "children": [[headline, text] for _, headline, text in self.child_findings],
+            "preexisting": [[p.name, p.where, p.tracked, p.stdlib] for p in rec.preexisting],
         }
 
     # -- xdist controller ----------------------------------------------------
@@ -315,19 +520,30 @@ class LockcheckPlugin:
         if rec is None:
             return
         summary = rec.summary()
-        headlines = [_headline(f, ctx) for f, ctx in rec.findings]
+        headlines = [_headline(f, ctx) for f, ctx in rec.findings] + self.child_headlines + [
+            h for _, h, _ in self.child_findings]
         tr.write_line(_summary_line(headlines, summary.events, summary.tasks, rec.checker.graph, summary.suppressed))
         for line in headlines:
             tr.write_line(f"  {line}")
         for note in summary.notes:
             tr.write_line(f"  note: {note}")
+        _write_preexisting(tr, [(p.name, p.where, p.tracked, p.stdlib) for p in rec.preexisting])
         if self.mode == WARN:
             self._write_reports(tr, [self._render([f]) for f, ctx in rec.findings if ctx is not None])
         if self.unattributed:
             tr.write_line("findings outside any test:")
             tr.write_line(self._render([f for f, _ in self.unattributed]))
+        self._write_children(tr, [text for _, _, text in self.child_findings])
+        _write_nothing_seen(tr, summary.events)
         self._write_verdict(tr, len(headlines))
         self._write_paths(tr, [self.trace_path] if self.trace_path else [])
+
+    def _write_children(self, tr: Any, reports: list[str]) -> None:
+        """Findings of forked children that no test report carried (made after their test ended)."""
+        if reports:
+            tr.write_line("findings in forked children, outside their test:")
+            for report in reports:
+                tr.write_line(report)
 
     def _write_reports(self, tr: Any, reports: list[str]) -> None:
         """Warn mode: the reports no failed test shows."""
@@ -363,6 +579,13 @@ class LockcheckPlugin:
             if report["unattributed"]:
                 tr.write_line("findings outside any test:")
                 tr.write_line(report["unattributed"])
+        children = [text for report in self.worker_reports for _, text in report.get("children", ())]
+        headlines += [headline for report in self.worker_reports for headline, _ in report.get("children", ())]
+        self._write_children(tr, children)
+        if self.worker_reports:
+            _write_preexisting(tr, list(dict.fromkeys(tuple(p) for report in self.worker_reports
+                                                      for p in report.get("preexisting", ()))))
+        _write_nothing_seen(tr, events, workers=len(self.worker_reports))
         if self.merged:
             tr.write_line("cycles across workers (each worker's graph alone is acyclic):")
             tr.write_line(self._render(self.merged))
@@ -378,6 +601,36 @@ class LockcheckPlugin:
 
 
 # -- helpers ----------------------------------------------------------------------------
+
+
+def _write_preexisting(tr: Any, found: list[tuple[str, str, bool, bool]]) -> None:
+    """The locks that existed before tracking began, by name: what lockcheck may not have seen."""
+    own = [(name, where, tracked) for name, where, tracked, stdlib in found if not stdlib]
+    stdlib = [name for name, _, _, is_stdlib in found if is_stdlib]
+    if not own and not stdlib:
+        return
+    tr.write_line(f"lockcheck: {_count(len(own) + len(stdlib), 'lock')} existed before tracking began "
+                  f"(made at import, before pytest loaded lockcheck):")
+    tracked = [f"{name} ({where})" for name, where, ok in own if ok]
+    untracked = [f"{name} ({where})" for name, where, ok in own if not ok]
+    if tracked:
+        tr.write_line(f"  tracked from then on (wrapped): {', '.join(tracked)}")
+    if untracked:
+        tr.write_line(f"  NOT tracked (a Condition or Semaphore made before tracking began): {', '.join(untracked)}",
+                      yellow=True)
+    if stdlib:
+        tr.write_line(f"  and {_count(len(stdlib), 'lock')} of the standard library, tracked from then on")
+
+
+def _write_nothing_seen(tr: Any, events: int, workers: int = 0) -> None:
+    """Never check nothing silently."""
+    if events:
+        return
+    where = f" in any of {workers} workers" if workers else ""
+    tr.write_line(f"lockcheck: WARNING: no lock operation was observed{where}: nothing was checked. "
+                  f"Locks are tracked from their creation while lockcheck runs: locks created before "
+                  f"(listed above, if any) or by code outside the tests are not seen.", yellow=True, bold=True)
+
 
 
 def _checker(config: pytest.Config) -> Checker:
@@ -400,14 +653,14 @@ def _checker(config: pytest.Config) -> Checker:
 
 
 def _mode(config: pytest.Config) -> str:
-    mode = config.getoption("lockcheck_mode") or str(config.getini("lockcheck_mode")).strip().lower() or FAIL
+    mode = _option(config, "lockcheck_mode") or str(config.getini("lockcheck_mode")).strip().lower() or FAIL
     if mode not in MODES:
         raise pytest.UsageError(f"lockcheck_mode: expected `fail` or `warn`, not {mode!r}")
     return mode
 
 
 def _stack_depth(config: pytest.Config) -> int:
-    depth = config.getoption("lockcheck_stack_depth")
+    depth = _option(config, "lockcheck_stack_depth")
     if depth is None:
         try:
             depth = int(str(config.getini("lockcheck_stack_depth")).strip())

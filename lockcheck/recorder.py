@@ -11,17 +11,23 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import collections
 import fnmatch
 import itertools
+import os
 import threading
 import weakref
 from typing import Any, Callable, Optional, TextIO
 
+from lockcheck import findings as F
 from lockcheck.checker import Checker
 from lockcheck.events import ACQUIRE, RELEASE, WRITE, Event
 from lockcheck.findings import Evidence, Finding
-from lockcheck.pysites import relpath, user_frame
+from lockcheck.pysites import registry, relpath, user_frame
 from lockcheck.pystacks import DEFAULT_DEPTH, capture, capture_earlier
+
+_get_ident = _thread.get_ident
+_NOTHING: list = []
 
 #: task numbers are unique in the process, so a hold recorded by an earlier recorder is never
 #: mistaken for one of the current recorder's tasks
@@ -63,6 +69,22 @@ class Recorder:
         self.active = False
         self._gen = 0
         self._feed_lock = _thread.allocate_lock()
+        #: threads inside the recorder (set before they take the feed lock): a signal handler or
+        #: a `__del__` that runs in one of them while it is in here queues its work instead of
+        #: waiting for a lock its own thread holds
+        self._busy: set = set()
+        #: work queued for the next feed: events, ("drop"|"exit"|"fork", ...) items
+        self._pending: collections.deque = collections.deque()
+        #: locks (class, instance) that a thread other than the forking one held at fork: in the
+        #: child nobody will release them (`held-at-fork` when the child takes one)
+        self._at_fork: dict = {}
+        self.dropped_held = 0  # locks garbage-collected or re-initialised while held
+        self.exited_holding = 0  # threads that ended holding locks
+        self.forked_from: Optional[int] = None  # in a forked child: the parent's pid
+        #: called in a forked child (the plugin gives it its own trace and findings file)
+        self.on_fork_child: Optional[Callable[["Recorder"], None]] = None
+        #: locks that existed before tracking began (`lockcheck.patching.Preexisting`), set by start
+        self.preexisting: list = []
         self._local = _thread._local()
         self._atasks: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
         self._sites: dict = {}
@@ -95,6 +117,8 @@ class Recorder:
             name = threading.current_thread().name.replace(" ", "_").replace("\t", "_").replace('"', "'")
             task = f"{self.task_prefix}{name}/{next(_task_numbers)}"
             gen, comm = -1, task
+            # dropped with the thread's locals when the thread ends (any thread: _thread, dummy)
+            local.end = _ThreadEnd(self._pending, task)
         if gen != self._gen:
             comm = self._comm(task)
             local.info = (self._gen, task, comm)
@@ -129,43 +153,207 @@ class Recorder:
         file, line, at = site if site is not None else self.site(frame)
         ev = Event(task, ACQUIRE, cls, inst, mode, trylock, subclass, None, self.check, at, None, None,
                    file, line, comm)
+        if self._pending:
+            self.drain()  # a fork, say: what the child inherited is known before this acquire
+        if self._at_fork and (cls, inst) in self._at_fork and not trylock:
+            return self.feed(ev, frame, self._at_fork[cls, inst])
         return self.feed(ev, frame)
 
     def released(self, task: str, cls: str, inst: str) -> None:
         """Feed one release by (or for) `task`; holds from before this recorder started are skipped."""
         if task in self.checker.tasks:
-            if self.trace is None:
-                with self._feed_lock:
-                    if self.checker.release_innermost(task, cls, inst):
-                        return  # the common case: no event to build, nothing to find
+            if self.trace is None and not self._pending:
+                me = _get_ident()
+                busy = self._busy
+                if me not in busy:
+                    busy.add(me)
+                    try:
+                        with self._feed_lock:
+                            if self.checker.release_innermost(task, cls, inst):
+                                return  # the common case: no event to build, nothing to find
+                    finally:
+                        busy.discard(me)
             self.feed(Event(task, RELEASE, cls, inst))
+        elif self._at_fork:
+            self._at_fork.pop((cls, inst), None)
 
-    def feed(self, ev: Event, frame: Any = None) -> list[Finding]:
-        with self._feed_lock:
-            self._frame = frame
-            found = self.checker.feed(ev)
-            if found and frame is not None and self.stack_depth:
-                for finding in found:
-                    self._add_stacks(finding, frame)
-            self._frame = None
-            if self.trace is not None:
-                self.trace.write(self._format_event(ev))
-                self.trace.write("\n")
-            if found:
-                context = self.context
-                kept = []
-                for finding in found:
-                    if self.suppressed(finding):
-                        self.suppressed_findings.append((finding, context))
-                    else:
-                        kept.append(finding)
-                        self.findings.append((finding, context))
-                        self.by_context.setdefault(context, []).append(finding)
-                found = kept
+    def dropped(self, task: str, cls: str, inst: str, freed: bool = True) -> None:
+        """A lock held by `task` was garbage-collected (or re-initialised): it is held no more.
+
+        Called from `__del__` and fork handlers, at any moment in any thread -- maybe one that is
+        inside the recorder now -- so it only queues; the next feed applies it.  Not a finding:
+        Python frees a held lock safely (a note in the summary at most).
+        """
+        self._pending.append(("drop", task, cls, inst))
+        if freed:
+            self.dropped_held += 1
+
+    def feed(self, ev: Event, frame: Any = None, held_at_fork: Optional[tuple] = None) -> list[Finding]:
+        me = _get_ident()
+        busy = self._busy
+        if me in busy:
+            # this thread is inside the recorder already (a signal handler or a __del__ ran in the
+            # middle of it): recorded once the interrupted feed is done, never waited for
+            self._pending.append(ev)
+            return _NOTHING
+        busy.add(me)
+        try:
+            with self._feed_lock:
+                if self._pending:  # what was queued happened before this event
+                    found = self._drain()
+                    found.extend(self._feed(ev, frame, held_at_fork))
+                else:
+                    found = self._feed(ev, frame, held_at_fork)
+        finally:
+            busy.discard(me)
         if found and self.on_finding is not None:
             for finding in found:
                 self.on_finding(finding, self.context)
         return found
+
+    def drain(self) -> list[Finding]:
+        """Apply the queued work now (at the end of a test, of the session); the findings it made."""
+        if not self._pending:
+            return _NOTHING
+        me = _get_ident()
+        if me in self._busy:
+            return _NOTHING
+        self._busy.add(me)
+        try:
+            with self._feed_lock:
+                found = self._drain()
+        finally:
+            self._busy.discard(me)
+        if found and self.on_finding is not None:
+            for finding in found:
+                self.on_finding(finding, self.context)
+        return found
+
+    def _feed(self, ev: Event, frame: Any, held_at_fork: Optional[tuple] = None) -> list[Finding]:
+        """One event, under the feed lock: the checker, the trace, and where each finding goes."""
+        self._frame = frame
+        found = self.checker.feed(ev)
+        if held_at_fork is not None:
+            found = [*found, *self._held_at_fork(ev, held_at_fork)]
+        if found and frame is not None and self.stack_depth:
+            for finding in found:
+                self._add_stacks(finding, frame)
+        self._frame = None
+        if self.trace is not None:
+            self.trace.write(self._format_event(ev))
+            self.trace.write("\n")
+        if found:
+            found = self._file(found)
+        return found
+
+    def _file(self, found: list[Finding]) -> list[Finding]:
+        context = self.context
+        kept = []
+        for finding in found:
+            if self.suppressed(finding):
+                self.suppressed_findings.append((finding, context))
+            else:
+                kept.append(finding)
+                self.findings.append((finding, context))
+                self.by_context.setdefault(context, []).append(finding)
+        return kept
+
+    def _drain(self) -> list[Finding]:
+        """The queued work, under the feed lock, in the order it happened -- except a fork, which
+        comes first: the threads gone with it are classified before their own end (threading's
+        fork handler ends them) or the re-initialising of their locks is applied."""
+        pending = self._pending
+        items = []
+        while pending:
+            items.append(pending.popleft())
+        found: list[Finding] = []
+        tasks = self.checker.tasks
+        for item in items:
+            if type(item) is tuple and item[0] == "fork":
+                self._fork_child(item[1])
+        for item in items:
+            if type(item) is not tuple:
+                found.extend(self._feed(item, None))
+            elif item[0] == "drop":
+                _, task, cls, inst = item
+                if self._at_fork:
+                    self._at_fork.pop((cls, inst), None)
+                state = tasks.get(task)
+                if state is not None and self.checker.find_held_lock(state, cls, inst) is not None:
+                    found.extend(self._feed(Event(task, RELEASE, cls, inst), None))
+            elif item[0] == "exit":
+                found.extend(self._thread_ended(item[1]))
+        return found
+
+    def _thread_ended(self, task: str) -> list[Finding]:
+        """A thread ended: its held stack goes.  Holding an RLock (which only its holder may
+        release) is a finding (lockdep's held-at-exit); a `Lock` it held may still be released by
+        another thread, legally, so that is no finding."""
+        from lockcheck.tracked import OWNED_CLASSES
+
+        state = self.checker.tasks.get(task)
+        if state is None:
+            return _NOTHING
+        found: list[Finding] = []
+        owned = [h for h in state.held if h.cls in OWNED_CLASSES]
+        if owned:
+            self.exited_holding += 1
+            last = owned[-1]
+            ev = Event(task, "exit", file=last.event.file, line=last.event.line, at=last.event.at)
+            finding = self.checker._finding(F.HELD_AT_EXIT, state, ev, lock=last.cls)
+            finding.details["task_exit"] = True
+            self.checker.report(finding)
+            found = self._file(self.checker.flush_reports())
+        del self.checker.tasks[task]
+        self.checker._tasks_before += 1
+        return found
+
+    # -- fork -----------------------------------------------------------------
+    def after_fork_in_child(self) -> None:
+        """`os.register_at_fork(after_in_child=...)`: the child has one thread, the forking one.
+
+        The feed lock may have been held by another thread at the fork: it is made anew, and so
+        is the set of threads inside the recorder.  The rest (the other threads' held stacks)
+        waits for the next feed, so that every fork handler -- logging's re-initialising its
+        locks, say -- has run by then.
+        """
+        self._feed_lock = _thread.allocate_lock()
+        self._busy = set()
+        info = getattr(self._local, "info", None)
+        self.forked_from = os.getppid()
+        self._pending.append(("fork", info[1] if info is not None else None))
+        if self.on_fork_child is not None:
+            self.on_fork_child(self)
+
+    def _fork_child(self, task: Optional[str]) -> None:
+        """The threads that did not survive the fork: what they held, nobody in the child releases."""
+        tasks = self.checker.tasks
+        for other in [key for key in tasks if key != task]:
+            for hlock in tasks[other].held:
+                self._at_fork[hlock.lock, hlock.instance] = (other, hlock)
+            del tasks[other]
+            self.checker._tasks_before += 1
+
+    def _held_at_fork(self, ev: Event, held: tuple) -> list[Finding]:
+        """The child takes a lock that a thread gone with the fork held: it will never be free."""
+        from lockcheck.report.python import HELD_AT_FORK
+
+        holder, hlock = held
+        state = self.checker.tasks.get(ev.task)
+        if state is None:
+            return _NOTHING
+        finding = self.checker._finding(HELD_AT_FORK, state, ev, lock=hlock.cls, held=hlock.cls,
+                                        next=self.checker.snapshot(hlock))
+        finding.details["holder"] = holder
+        self.checker.report(finding)
+        return self.checker.flush_reports()
+
+    def held_at_start(self, task: str) -> list[Event]:
+        """The acquire events of what `task` holds now (a forked child's trace begins with them)."""
+        state = self.checker.tasks.get(task)
+        if state is None:
+            return []
+        return [Event(task, ACQUIRE, h.lock, h.instance, h.read, h.trylock, h.subclass) for h in state.held]
 
     # -- Python stacks, only where a report shows them ------------------------------
     def _with_stack(self, evidence: Evidence) -> Evidence:
@@ -185,7 +373,8 @@ class Recorder:
                 finding.details["held_stack"] = held
 
     def take(self, context: Optional[str]) -> list[Finding]:
-        """The findings made in `context` since the last `take` of it."""
+        """The findings made in `context` since the last `take` of it (queued work applied first)."""
+        self.drain()
         with self._feed_lock:
             return self.by_context.pop(context, [])
 
@@ -194,6 +383,12 @@ class Recorder:
         if not self.rules:
             return False
         classes = {finding.lock, finding.held, *(finding.cycle or ())} - {None}
+        qualified = registry.qualified
+        if qualified:  # a rule may name a class by its module-qualified name, stable across lines
+            for cls in list(classes):
+                base, slash, subclass = cls.partition("/")
+                if base in qualified:
+                    classes.add(qualified[base] + slash + subclass)
         for kind, globs in self.rules:
             if not fnmatch.fnmatchcase(finding.kind, kind):
                 continue
@@ -233,14 +428,41 @@ class Recorder:
         notes = []
         if self.bad_releases:
             notes.append(f"{self.bad_releases} releases of unlocked locks raised RuntimeError in the program")
+        if self.dropped_held:
+            notes.append(f"{_count(self.dropped_held, 'lock')} garbage-collected while held "
+                         f"(no longer held by anyone: not a finding)")
         return Summary(events=checker.stats.events, tasks=checker.task_count, classes=checker.graph.n_classes,
                        dependencies=checker.graph.n_dependencies, files=[], version=__version__, notes=notes,
                        suppressed=len(self.suppressed_findings))
 
 
-#: same-class nesting inside the standard library that is ordered on purpose (lockdep's
-#: `lock_set_cmp_fn`): `concurrent.futures._AcquireFutures` takes Future conditions sorted by id()
-DEFAULT_SUPPRESS = ["recursive-locking Future._condition"]
+class _ThreadEnd:
+    """Kept in a thread's recorder-local data: collected when the thread ends, it says so."""
+
+    __slots__ = ("pending", "task")
+
+    def __init__(self, pending: collections.deque, task: str) -> None:
+        self.pending = pending
+        self.task = task
+
+    def __del__(self) -> None:
+        self.pending.append(("exit", self.task))
+
+
+def _count(n: int, noun: str) -> str:
+    from lockcheck.wording import count
+
+    return count(n, noun)
+
+
+#: the standard library's own lock orders, which no program under test can change:
+#: - same-class nesting ordered on purpose (lockdep's `lock_set_cmp_fn`):
+#:   `concurrent.futures._AcquireFutures` takes Future conditions sorted by id();
+#: - logging: `logging.config` (fileConfig, dictConfig) holds the module lock while it shuts
+#:   the old handlers down (each handler's lock), and `FileHandler.close` holds its handler's
+#:   lock while `Handler.close` takes the module lock -- an inversion inside the stdlib itself
+#:   (every Python 3.10-3.13), reported by any run that configures logging twice.
+DEFAULT_SUPPRESS = ["recursive-locking Future._condition", "circular-dependency logging._lock *Handler.lock"]
 
 
 def _parse_rule(rule: str) -> tuple[str, list[str]]:

@@ -18,7 +18,7 @@ import sys
 import threading
 from typing import TYPE_CHECKING, Any, Optional
 
-from lockcheck.events import READ, WRITE
+from lockcheck.events import RREAD, WRITE
 from lockcheck.pysites import creation, registry, user_frame
 
 if TYPE_CHECKING:
@@ -32,9 +32,17 @@ _ORIG_SEMAPHORE = threading.Semaphore
 _ORIG_BSEMAPHORE = threading.BoundedSemaphore
 _ORIG_ALOCK = asyncio.locks.Lock
 
+_RAW_LOCK_TYPE = type(_thread.allocate_lock())
+_RAW_RLOCK_TYPE = type(_ORIG_RLOCK())
+
 #: the active recorder, set by `lockcheck.patching.start` (None: every tracked lock behaves
 #: as the raw lock it wraps); a module global because every acquire reads it
 _rec: Optional["Recorder"] = None
+
+
+#: lock classes only their holder may release (RLocks): a thread that ends holding one leaves it
+#: held for ever (a finding), where a `Lock` it ends holding may still be released by another
+OWNED_CLASSES: set = set()
 
 
 class SelfDeadlockError(RuntimeError):
@@ -44,17 +52,68 @@ class SelfDeadlockError(RuntimeError):
 # -- tracked threading locks ---------------------------------------------------------------
 
 
-class _Tracked:
+class _WrapperMeta(type):
+    """The tracked wrapper types pass for the real ones: `type(threading.Lock())()` raises
+    CPython's own "cannot create '_thread.lock' instances" where the real type does, and
+    makes a (tracked) lock where the real type is instantiable (RLock; Lock from 3.13).
+    Internally they are made with `_new`."""
+
+    _lc_real_type: Any = None
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        real_type = cls._lc_real_type
+        if cls._lc_instantiable:
+            return cls._lc_factory(*args, **kwargs)
+        raise TypeError(f"cannot create '{real_type.__module__}.{real_type.__name__}' instances")
+
+    def _new(cls, *args: Any) -> Any:
+        return type.__call__(cls, *args)
+
+
+class _Tracked(metaclass=_WrapperMeta):
     """What every tracked lock has: the real lock, its class, instance and holder."""
 
     __slots__ = ("_real", "_cls", "_inst", "_holder", "__weakref__")
+    _lc_instantiable = False
 
     def __getattr__(self, attr: str) -> Any:
-        # anything we do not wrap (locked, _at_fork_reinit...) behaves as the real lock's
+        # anything we do not wrap (locked, _recursion_count...) behaves as the real lock's
         return getattr(object.__getattribute__(self, "_real"), attr)
 
     def __repr__(self) -> str:
         return repr(self._real)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        # isinstance(lock, _thread.LockType) holds as for the real lock; type(lock) is still ours
+        return type(self)._lc_real_type
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # what pickle and copy say of the real lock
+        raise TypeError(f"cannot pickle '{type(self)._lc_real_type.__module__}."
+                        f"{type(self)._lc_real_type.__name__}' object")
+
+    def __del__(self) -> None:
+        """Collected while held (`lock.acquire(); del lock`): its holder no longer holds it."""
+        try:
+            holder = self._holder
+        except AttributeError:  # never initialised
+            return
+        rec = _rec
+        if holder is not None and rec is not None:
+            rec.dropped(holder, self._cls, self._inst)
+
+    def _at_fork_reinit(self) -> None:
+        """The real lock is unlocked anew (logging's fork handlers do it): nobody holds it now."""
+        holder, self._holder = self._holder, None
+        self._real._at_fork_reinit()
+        self._reset_depth()
+        rec = _rec
+        if holder is not None and rec is not None:
+            rec.dropped(holder, self._cls, self._inst, freed=False)
+
+    def _reset_depth(self) -> None:
+        pass
 
     def __enter__(self) -> bool:
         __tracebackhide__ = True  # pytest: a SelfDeadlockError points at the caller
@@ -184,6 +243,9 @@ class TrackedLock(_Tracked):
         return self._acquire(blocking, timeout, sys._getframe(1), 0)
 
 
+TrackedLock._lc_real_type = _RAW_LOCK_TYPE
+
+
 class TrackedRLock(_Tracked):
     """A `threading.RLock`: only the outermost acquire and the last release are events."""
 
@@ -195,6 +257,7 @@ class TrackedRLock(_Tracked):
         self._inst = inst
         self._holder: Optional[str] = None
         self._depth = 0
+        OWNED_CLASSES.add(cls)
 
     def _acquire(self, blocking: bool, timeout: float, frame: Any, subclass: int) -> bool:
         rec = _rec
@@ -239,17 +302,34 @@ class TrackedRLock(_Tracked):
         return (self._real._release_save(), depth)
 
     def _acquire_restore(self, state: Any) -> None:
+        """The blocking re-acquire of `Condition.wait`: validated before it waits, but the holder
+        is this thread only once the real lock is taken back -- until then another thread holds
+        it, and that thread's release is its own (a contended wait is no recursion)."""
         real_state, depth = state
         rec = _rec
+        task = None
         if rec is not None and depth:
             task, comm = rec.thread_task()
             rec.acquired(task, comm, self._cls, self._inst, sys._getframe(1))
+        try:
+            self._real._acquire_restore(real_state)
+        except BaseException:
+            if task is not None:
+                rec.released(task, self._cls, self._inst)
+            raise
+        if task is not None:
             self._holder = task
-        self._real._acquire_restore(real_state)
         self._depth = depth
 
     def _is_owned(self) -> bool:
         return self._real._is_owned()
+
+    def _reset_depth(self) -> None:
+        self._depth = 0
+
+
+TrackedRLock._lc_real_type = _RAW_RLOCK_TYPE
+TrackedRLock._lc_instantiable = True
 
 
 # -- factories: the patched names --------------------------------------------------------------
@@ -264,7 +344,9 @@ def _new_lock(depth: int, args: tuple, kwargs: dict) -> Any:
     created = creation(depth) if _rec is not None else None
     if created is None:
         return _ORIG_LOCK(*args, **kwargs)
-    return TrackedLock(*created)
+    if args or kwargs:  # as the real factory does: it takes no arguments
+        _ORIG_LOCK(*args, **kwargs)
+    return TrackedLock._new(*created)
 
 
 class _FactoryMeta(type):
@@ -287,15 +369,34 @@ class _LockClass(metaclass=_FactoryMeta):
         return _new_lock(3, args, kwargs)
 
 
-_LockClass.__name__ = _LockClass.__qualname__ = "lock"
-_LockClass.__module__ = "_thread"
 
 
 def _make_rlock(*args: Any, **kwargs: Any) -> Any:
     created = creation() if _rec is not None else None
     if created is None:
         return _ORIG_RLOCK(*args, **kwargs)
-    return TrackedRLock(*created)
+    if args or kwargs:
+        _ORIG_RLOCK(*args, **kwargs)
+    return TrackedRLock._new(*created)
+
+
+def _rlock_type_call(*args: Any, **kwargs: Any) -> Any:
+    """`type(threading.RLock())()`: a new RLock, as the real type makes; tracked, keyed by the caller."""
+    created = creation(3) if _rec is not None else None
+    if created is None:
+        return _RAW_RLOCK_TYPE(*args, **kwargs)
+    if args or kwargs:
+        _RAW_RLOCK_TYPE(*args, **kwargs)
+    return TrackedRLock._new(*created)
+
+
+def _lock_type_call(*args: Any, **kwargs: Any) -> Any:
+    return _new_lock(4, args, kwargs)
+
+
+TrackedRLock._lc_factory = staticmethod(_rlock_type_call)
+TrackedLock._lc_factory = staticmethod(_lock_type_call)
+TrackedLock._lc_instantiable = isinstance(_ORIG_LOCK, type)  # Python 3.13: _thread.lock() makes a lock
 
 
 class _OrigInstanceCheck(type):
@@ -317,11 +418,10 @@ class TrackedCondition(_ORIG_CONDITION, metaclass=_OrigInstanceCheck):
         if lock is None and _rec is not None:
             created = creation()
             if created is not None:
-                lock = TrackedRLock(*created)
+                lock = TrackedRLock._new(*created)
         super().__init__(lock)
 
 
-TrackedCondition.__name__ = TrackedCondition.__qualname__ = "Condition"
 
 
 class _SemaphoreMixin:
@@ -336,7 +436,8 @@ class _SemaphoreMixin:
         self._lc_holders = []
 
     def _lc_mode(self) -> int:
-        return READ
+        # a permit of several: one thread may hold more than one (recursive read), as any reader
+        return RREAD
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         rec = _rec
@@ -411,11 +512,20 @@ class TrackedBoundedSemaphore(_SemaphoreMixin, _ORIG_BSEMAPHORE, metaclass=_Orig
         self._lc_init()
 
     def _lc_mode(self) -> int:
-        return WRITE if self._initial_value == 1 else READ
+        return WRITE if self._initial_value == 1 else RREAD
 
 
-for _cls, _name in ((TrackedSemaphore, "Semaphore"), (TrackedBoundedSemaphore, "BoundedSemaphore")):
-    _cls.__name__ = _cls.__qualname__ = _name
+def _pass_for(kind: Any, original: Any) -> None:
+    """Names as the original's, so reprs (`<threading.Semaphore at ...>`), pickling by
+    reference (multiprocessing's Manager under spawn) and `threading.__all__` checks see it."""
+    kind.__name__ = original.__name__
+    kind.__qualname__ = original.__qualname__
+    kind.__module__ = original.__module__
+    kind.__doc__ = original.__doc__
+
+
+_pass_for(TrackedSemaphore, _ORIG_SEMAPHORE)
+_pass_for(TrackedBoundedSemaphore, _ORIG_BSEMAPHORE)
 
 
 # -- asyncio.Lock ------------------------------------------------------------------------------
@@ -469,7 +579,15 @@ class TrackedAsyncLock(_ORIG_ALOCK, metaclass=_OrigInstanceCheck):
         super().release()
 
 
-TrackedAsyncLock.__name__ = TrackedAsyncLock.__qualname__ = "Lock"
+_pass_for(TrackedAsyncLock, _ORIG_ALOCK)
+_pass_for(TrackedCondition, _ORIG_CONDITION)
+_pass_for(TrackedLock, _RAW_LOCK_TYPE)
+_pass_for(TrackedRLock, _RAW_RLOCK_TYPE)
+for _factory, _original in ((_make_lock, _ORIG_LOCK), (_make_rlock, _ORIG_RLOCK)):
+    if not isinstance(_original, type):
+        _pass_for(_factory, _original)
+if isinstance(_ORIG_LOCK, type):
+    _pass_for(_LockClass, _ORIG_LOCK)
 
 
 # -- annotations (lockcheck.name / lockcheck.nested) ------------------------------------------------
@@ -490,6 +608,8 @@ def name(lock: Any, class_name: str) -> Any:
     target = _target(lock)
     if target is not None:
         target._cls = registry.named(class_name, "lockcheck.name")
+        if isinstance(target, TrackedRLock):
+            OWNED_CLASSES.add(target._cls)
     elif isinstance(lock, (_SemaphoreMixin, TrackedAsyncLock)) and getattr(lock, "_lc", None) is not None:
         lock._lc = (registry.named(class_name, "lockcheck.name"), lock._lc[1])
     return lock

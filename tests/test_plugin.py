@@ -305,7 +305,8 @@ def test_enabled_by_ini_and_skip_marker(pytester: pytest.Pytester) -> None:
                     pass
 
         def test_factories_patched():
-            assert type(threading.Lock()).__name__ == "TrackedLock"
+            from lockcheck.tracked import TrackedLock
+            assert type(threading.Lock()) is TrackedLock
     """)
     result = run(pytester)
     result.assert_outcomes(passed=3)

@@ -24,6 +24,7 @@ from typing import Callable, Optional, TextIO
 from lockcheck.findings import (
     CIRCULAR,
     HELD_AT_EXIT,
+    HELD_AT_FORK,
     MAX_DEPTH,
     ORDER_VIOLATION,
     RECURSIVE,
@@ -34,8 +35,6 @@ from lockcheck.findings import (
 )
 from lockcheck.report import Summary, text
 
-#: the kind the plugin raises for a blocking acquire of a lock another thread held at fork
-HELD_AT_FORK = "held-at-fork"
 DEFAULT_DEPTH = 5
 #: `MainThread/1 [tests/t.py::test_a]`: the recorder's task name, and the test that ran
 _TASK_IN_TEST = re.compile(r"^(?P<task>\S+) \[(?P<test>.*)\]$")

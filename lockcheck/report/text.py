@@ -125,6 +125,7 @@ from lockcheck.wording import count, wrap_note
 from lockcheck.findings import (
     CIRCULAR,
     HELD_AT_EXIT,
+    HELD_AT_FORK,
     HELD_FREED,
     INCONSISTENT,
     IRQ_INVERSION,
@@ -770,6 +771,19 @@ def _in_bit_order(traces: dict[str, Evidence]) -> list[tuple[str, Evidence]]:
     return sorted(traces.items(), key=lambda item: rank.get(item[0], len(rank)))
 
 
+def print_held_at_fork(finding: Finding, summary: "Summary", pr: _Out) -> None:
+    """held-at-fork (not lockdep's): a forked child takes a lock a vanished thread held."""
+    nxt = _next(finding)
+    holder = finding.details.get("holder", "another thread")
+    print_header(pr, f"WARNING: {finding.message}", finding, summary)
+    pr(f"{finding.task} is trying to acquire lock:", print_lock(nxt, finding.location))
+    pr("", f"but {holder} held it when the process forked, and did not survive the fork:",
+       "no thread of this process will ever release it.")
+    pr("", " *** DEADLOCK ***", "")
+    lockdep_print_held_locks(pr, finding)
+    dump_stack(pr, finding)
+
+
 #: kind -> the function printing its report
 PRINTERS: dict[str, Callable[[Finding, "Summary", _Out], None]] = {
     RECURSIVE: print_deadlock_bug,
@@ -782,4 +796,5 @@ PRINTERS: dict[str, Callable[[Finding, "Summary", _Out], None]] = {
     IRQ_INVERSION: print_irq_bug,
     MAX_DEPTH: print_lock_depth_bug,
     ORDER_VIOLATION: print_order_violation,
+    HELD_AT_FORK: print_held_at_fork,
 }
