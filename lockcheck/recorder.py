@@ -75,9 +75,10 @@ class Recorder:
         self._busy: set = set()
         #: work queued for the next feed: events, ("drop"|"exit"|"fork", ...) items
         self._pending: collections.deque = collections.deque()
-        #: locks (class, instance) that a thread other than the forking one held at fork: in the
-        #: child nobody will release them (`held-at-fork` when the child takes one)
-        self._at_fork: dict = {}
+        #: locks (class, instance) held by a thread that is gone -- ended holding an RLock, or
+        #: not the forking thread of this forked child -- -> (why, its TaskState, the HeldLock):
+        #: nobody will release them, so taking one is the finding (`held-at-exit`, `held-at-fork`)
+        self._orphans: dict = {}
         self.dropped_held = 0  # locks garbage-collected or re-initialised while held
         self.exited_holding = 0  # threads that ended holding locks
         self.forked_from: Optional[int] = None  # in a forked child: the parent's pid
@@ -155,8 +156,8 @@ class Recorder:
                    file, line, comm)
         if self._pending:
             self.drain()  # a fork, say: what the child inherited is known before this acquire
-        if self._at_fork and (cls, inst) in self._at_fork and not trylock:
-            return self.feed(ev, frame, self._at_fork[cls, inst])
+        if self._orphans and (cls, inst) in self._orphans and not trylock:
+            return self.feed(ev, frame, self._orphans[cls, inst])
         return self.feed(ev, frame)
 
     def released(self, task: str, cls: str, inst: str) -> None:
@@ -174,8 +175,8 @@ class Recorder:
                     finally:
                         busy.discard(me)
             self.feed(Event(task, RELEASE, cls, inst))
-        elif self._at_fork:
-            self._at_fork.pop((cls, inst), None)
+        elif self._orphans:
+            self._orphans.pop((cls, inst), None)
 
     def dropped(self, task: str, cls: str, inst: str, freed: bool = True) -> None:
         """A lock held by `task` was garbage-collected (or re-initialised): it is held no more.
@@ -188,7 +189,7 @@ class Recorder:
         if freed:
             self.dropped_held += 1
 
-    def feed(self, ev: Event, frame: Any = None, held_at_fork: Optional[tuple] = None) -> list[Finding]:
+    def feed(self, ev: Event, frame: Any = None, orphan: Optional[tuple] = None) -> list[Finding]:
         me = _get_ident()
         busy = self._busy
         if me in busy:
@@ -201,9 +202,9 @@ class Recorder:
             with self._feed_lock:
                 if self._pending:  # what was queued happened before this event
                     found = self._drain()
-                    found.extend(self._feed(ev, frame, held_at_fork))
+                    found.extend(self._feed(ev, frame, orphan))
                 else:
-                    found = self._feed(ev, frame, held_at_fork)
+                    found = self._feed(ev, frame, orphan)
         finally:
             busy.discard(me)
         if found and self.on_finding is not None:
@@ -229,12 +230,14 @@ class Recorder:
                 self.on_finding(finding, self.context)
         return found
 
-    def _feed(self, ev: Event, frame: Any, held_at_fork: Optional[tuple] = None) -> list[Finding]:
+    def _feed(self, ev: Event, frame: Any, orphan: Optional[tuple] = None) -> list[Finding]:
         """One event, under the feed lock: the checker, the trace, and where each finding goes."""
+        if ev.op == RELEASE and ev.task not in self.checker.tasks:
+            return _NOTHING  # for a thread that has ended meanwhile (its stack is gone)
         self._frame = frame
         found = self.checker.feed(ev)
-        if held_at_fork is not None:
-            found = [*found, *self._held_at_fork(ev, held_at_fork)]
+        if orphan is not None:
+            found = [*found, *self._orphan_taken(ev, orphan)]
         if found and frame is not None and self.stack_depth:
             for finding in found:
                 self._add_stacks(finding, frame)
@@ -276,8 +279,8 @@ class Recorder:
                 found.extend(self._feed(item, None))
             elif item[0] == "drop":
                 _, task, cls, inst = item
-                if self._at_fork:
-                    self._at_fork.pop((cls, inst), None)
+                if self._orphans:
+                    self._orphans.pop((cls, inst), None)
                 state = tasks.get(task)
                 if state is not None and self.checker.find_held_lock(state, cls, inst) is not None:
                     found.extend(self._feed(Event(task, RELEASE, cls, inst), None))
@@ -286,27 +289,23 @@ class Recorder:
         return found
 
     def _thread_ended(self, task: str) -> list[Finding]:
-        """A thread ended: its held stack goes.  Holding an RLock (which only its holder may
-        release) is a finding (lockdep's held-at-exit); a `Lock` it held may still be released by
-        another thread, legally, so that is no finding."""
+        """A thread ended: its held stack goes.  An RLock it still held (only its holder may
+        release one) is held for ever: taking it again is a finding (lockdep's held-at-exit,
+        raised when it would hang); a `Lock` it held may still be released by another thread,
+        legally, so that is nothing."""
         from lockcheck.tracked import OWNED_CLASSES
 
         state = self.checker.tasks.get(task)
         if state is None:
             return _NOTHING
-        found: list[Finding] = []
-        owned = [h for h in state.held if h.cls in OWNED_CLASSES]
+        owned = [h for h in state.held if h.lock in OWNED_CLASSES]
         if owned:
             self.exited_holding += 1
-            last = owned[-1]
-            ev = Event(task, "exit", file=last.event.file, line=last.event.line, at=last.event.at)
-            finding = self.checker._finding(F.HELD_AT_EXIT, state, ev, lock=last.cls)
-            finding.details["task_exit"] = True
-            self.checker.report(finding)
-            found = self._file(self.checker.flush_reports())
+            for hlock in owned:
+                self._orphans[hlock.lock, hlock.instance] = ("exit", state, hlock)
         del self.checker.tasks[task]
         self.checker._tasks_before += 1
-        return found
+        return _NOTHING
 
     # -- fork -----------------------------------------------------------------
     def after_fork_in_child(self) -> None:
@@ -330,21 +329,26 @@ class Recorder:
         tasks = self.checker.tasks
         for other in [key for key in tasks if key != task]:
             for hlock in tasks[other].held:
-                self._at_fork[hlock.lock, hlock.instance] = (other, hlock)
+                self._orphans[hlock.lock, hlock.instance] = ("fork", tasks[other], hlock)
             del tasks[other]
             self.checker._tasks_before += 1
 
-    def _held_at_fork(self, ev: Event, held: tuple) -> list[Finding]:
-        """The child takes a lock that a thread gone with the fork held: it will never be free."""
+    def _orphan_taken(self, ev: Event, orphan: tuple) -> list[Finding]:
+        """A lock whose holder is gone is taken: it will never be free (the acquire hangs)."""
         from lockcheck.report.python import HELD_AT_FORK
 
-        holder, hlock = held
+        why, gone, hlock = orphan
         state = self.checker.tasks.get(ev.task)
         if state is None:
             return _NOTHING
-        finding = self.checker._finding(HELD_AT_FORK, state, ev, lock=hlock.cls, held=hlock.cls,
-                                        next=self.checker.snapshot(hlock))
-        finding.details["holder"] = holder
+        if why == "fork":
+            finding = self.checker._finding(HELD_AT_FORK, state, ev, lock=hlock.cls, held=hlock.cls,
+                                            next=self.checker.snapshot(hlock))
+            finding.details["holder"] = gone.key
+        else:  # the report of the thread that ended holding it, made when it matters
+            finding = self.checker._finding(F.HELD_AT_EXIT, gone, ev, lock=hlock.cls)
+            finding.details["task_exit"] = True
+            finding.details["taker"] = ev.comm or ev.task
         self.checker.report(finding)
         return self.checker.flush_reports()
 
@@ -428,6 +432,9 @@ class Recorder:
         notes = []
         if self.bad_releases:
             notes.append(f"{self.bad_releases} releases of unlocked locks raised RuntimeError in the program")
+        if self.exited_holding:
+            notes.append(f"{_count(self.exited_holding, 'thread')} ended holding an RLock (reported if "
+                         f"another thread then waits for it)")
         if self.dropped_held:
             notes.append(f"{_count(self.dropped_held, 'lock')} garbage-collected while held "
                          f"(no longer held by anyone: not a finding)")
