@@ -382,6 +382,7 @@ class LockcheckPlugin:
         try:
             return (yield)
         finally:
+            rec.end_context(item.nodeid)
             rec.set_context(None)
 
     @pytest.hookimpl(wrapper=True)

@@ -80,6 +80,9 @@ class Recorder:
         #: nobody will release them, so taking one is the finding (`held-at-exit`, `held-at-fork`)
         self._orphans: dict = {}
         self.dropped_held = 0  # locks garbage-collected or re-initialised while held
+        #: (task, class, instance) left held at the end of the test that took them (`end_context`)
+        self._left: set = set()
+        self.left_held: list[tuple[str, str]] = []  # (lock class, test) of each
         self.exited_holding = 0  # threads that ended holding locks
         self.forked_from: Optional[int] = None  # in a forked child: the parent's pid
         #: called in a forked child (the plugin gives it its own trace and findings file)
@@ -105,6 +108,33 @@ class Recorder:
             self._gen += 1
             if self.trace is not None and context is not None:
                 self.trace.write(f"# context {context}{'' if check else ' (lockcheck off)'}\n")
+
+    def end_context(self, context: str) -> None:
+        """The test `context` is over: what its thread still holds from it is dropped.
+
+        A lock a test leaves held (an assertion failed inside the critical section; a fixture
+        that holds one on purpose) would otherwise stay on the test runner thread's held stack
+        for the rest of the session, and every later test's locks would depend on it.  Listed
+        in the summary; its release, if it ever comes, is then no event.
+        """
+        self.drain()
+        try:
+            task = self._local.info[1]
+        except AttributeError:
+            return
+        suffix = f" [{context}]"
+        with self._feed_lock:
+            state = self.checker.tasks.get(task)
+            if state is None or not state.held:
+                return
+            for hlock in list(state.held):
+                comm = hlock.event.comm or ""
+                if comm.endswith(suffix):
+                    self.checker.feed(Event(task, RELEASE, hlock.lock, hlock.instance))
+                    self._left.add((task, hlock.lock, hlock.instance))
+                    self.left_held.append((hlock.cls, context))
+                    if self.trace is not None:
+                        self.trace.write(f"# left held by {context}: {hlock.cls}\n")
 
     def _comm(self, task: str) -> str:
         return f"{task} [{self.context}]" if self.context else task
@@ -232,8 +262,12 @@ class Recorder:
 
     def _feed(self, ev: Event, frame: Any, orphan: Optional[tuple] = None) -> list[Finding]:
         """One event, under the feed lock: the checker, the trace, and where each finding goes."""
-        if ev.op == RELEASE and ev.task not in self.checker.tasks:
-            return _NOTHING  # for a thread that has ended meanwhile (its stack is gone)
+        if ev.op == RELEASE:
+            if ev.task not in self.checker.tasks:
+                return _NOTHING  # for a thread that has ended meanwhile (its stack is gone)
+            if self._left and (ev.task, ev.lock, ev.instance) in self._left:
+                self._left.discard((ev.task, ev.lock, ev.instance))
+                return _NOTHING  # left held by an earlier test, released at last
         self._frame = frame
         found = self.checker.feed(ev)
         if orphan is not None:
@@ -432,6 +466,11 @@ class Recorder:
         notes = []
         if self.bad_releases:
             notes.append(f"{self.bad_releases} releases of unlocked locks raised RuntimeError in the program")
+        if self.left_held:
+            listed = ", ".join(f"{cls} ({test})" for cls, test in self.left_held[:5])
+            more = f" and {len(self.left_held) - 5} more" if len(self.left_held) > 5 else ""
+            notes.append(f"{_count(len(self.left_held), 'lock')} left held at the end of the test that took "
+                         f"{'them' if len(self.left_held) > 1 else 'it'}, dropped from the held stack: {listed}{more}")
         if self.exited_holding:
             notes.append(f"{_count(self.exited_holding, 'thread')} ended holding an RLock (reported if "
                          f"another thread then waits for it)")

@@ -583,11 +583,13 @@ _pass_for(TrackedAsyncLock, _ORIG_ALOCK)
 _pass_for(TrackedCondition, _ORIG_CONDITION)
 _pass_for(TrackedLock, _RAW_LOCK_TYPE)
 _pass_for(TrackedRLock, _RAW_RLOCK_TYPE)
-for _factory, _original in ((_make_lock, _ORIG_LOCK), (_make_rlock, _ORIG_RLOCK)):
-    if not isinstance(_original, type):
-        _pass_for(_factory, _original)
-if isinstance(_ORIG_LOCK, type):
-    _pass_for(_LockClass, _ORIG_LOCK)
+for _factory, _original, _name in ((_make_lock, _ORIG_LOCK, "Lock"), (_make_rlock, _ORIG_RLOCK, "RLock"),
+                                   (_LockClass, _ORIG_LOCK, "Lock")):
+    # named as the threading attribute they replace: pickle finds them there by reference
+    # (multiprocessing's Manager under spawn pickles `threading.Lock`), in a process where
+    # threading is not patched the original is found
+    _pass_for(_factory, _original)
+    _factory.__module__, _factory.__name__, _factory.__qualname__ = "threading", _name, _name
 
 
 # -- annotations (lockcheck.name / lockcheck.nested) ------------------------------------------------
