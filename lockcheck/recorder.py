@@ -145,7 +145,11 @@ class Recorder:
         try:
             gen, task, comm = local.info
         except AttributeError:
-            name = threading.current_thread().name.replace(" ", "_").replace("\t", "_").replace('"', "'")
+            # not current_thread(): in a thread started by _thread it would make a _DummyThread,
+            # which threading.enumerate() then lists for ever (Python 3.10, 3.11)
+            current = threading._active.get(_get_ident())  # type: ignore[attr-defined]
+            name = current.name if current is not None else "thread"
+            name = name.replace(" ", "_").replace("\t", "_").replace('"', "'")
             task = f"{self.task_prefix}{name}/{next(_task_numbers)}"
             gen, comm = -1, task
             # dropped with the thread's locals when the thread ends (any thread: _thread, dummy)
@@ -205,6 +209,8 @@ class Recorder:
                     finally:
                         busy.discard(me)
             self.feed(Event(task, RELEASE, cls, inst))
+        elif self._pending:
+            self.feed(Event(task, RELEASE, cls, inst))  # its acquire may be queued: applied in order
         elif self._orphans:
             self._orphans.pop((cls, inst), None)
 
@@ -272,6 +278,8 @@ class Recorder:
         found = self.checker.feed(ev)
         if orphan is not None:
             found = [*found, *self._orphan_taken(ev, orphan)]
+        if found:
+            found = [f for f in found if not self._reentered(f)]
         if found and frame is not None and self.stack_depth:
             for finding in found:
                 self._add_stacks(finding, frame)
@@ -282,6 +290,24 @@ class Recorder:
         if found:
             found = self._file(found)
         return found
+
+    def _reentered(self, finding: Finding) -> bool:
+        """An RLock instance "taken again" by the thread that holds it is re-entry, not recursion.
+
+        The tracked RLock records only its outermost acquire, but a signal handler that runs
+        between that event and the real acquire (or whose events were queued while the thread
+        was inside the recorder) takes the RLock again as outermost: the checker sees the same
+        instance twice.  Not reported, and not remembered as reported either.
+        """
+        from lockcheck.tracked import OWNED_CLASSES
+
+        nxt, prev = finding.next, finding.prev
+        if finding.kind != F.RECURSIVE or nxt is None or prev is None or nxt.instance != prev.instance:
+            return False
+        if finding.lock.partition("/")[0] not in OWNED_CLASSES:
+            return False
+        self.checker.reported.discard(finding.key())
+        return True
 
     def _file(self, found: list[Finding]) -> list[Finding]:
         context = self.context
