@@ -368,6 +368,10 @@ class _LockClass(metaclass=_FactoryMeta):
     def __new__(cls, *args: Any, **kwargs: Any) -> Any:
         return _new_lock(3, args, kwargs)
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # as the real type: a subclass would not pickle as a lock (CPython's test_lock_no_subclass)
+        raise TypeError("type '_thread.lock' is not an acceptable base type")
+
 
 
 
