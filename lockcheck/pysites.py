@@ -25,6 +25,7 @@ from typing import Any, Optional
 _THREADING_FILE = os.path.abspath(threading.__file__)
 _ASYNCIO_LOCKS_FILE = os.path.abspath(asyncio.locks.__file__)
 _ASYNCIO_MIXINS = os.path.abspath(sys.modules["asyncio.mixins"].__file__) if "asyncio.mixins" in sys.modules else ""
+_ASYNCIO_DIR = os.path.dirname(_ASYNCIO_LOCKS_FILE) + os.sep
 _LOCKCHECK_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 #: the tracked lock types: their frames are seen through to the code that made or took the lock
 _TRACKED_FILE = os.path.join(_LOCKCHECK_DIR, "tracked.py")
@@ -93,7 +94,9 @@ def user_frame(frame: Any) -> Any:
         code = frame.f_code
         skip = _site_skip.get(code)
         if skip is None:
-            skip = _site_skip[code] = os.path.abspath(code.co_filename) in _SITE_SKIP
+            path = os.path.abspath(code.co_filename)
+            # asyncio's own frames too (`wait_for(lock.acquire())`): the site is the user's call
+            skip = _site_skip[code] = path in _SITE_SKIP or path.startswith(_ASYNCIO_DIR)
         if not skip or frame.f_back is None:
             return frame
         frame = frame.f_back

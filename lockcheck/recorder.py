@@ -15,6 +15,7 @@ import collections
 import fnmatch
 import itertools
 import os
+import sys
 import threading
 import weakref
 from typing import Any, Callable, Optional, TextIO
@@ -208,11 +209,19 @@ class Recorder:
                                 return  # the common case: no event to build, nothing to find
                     finally:
                         busy.discard(me)
-            self.feed(Event(task, RELEASE, cls, inst))
+            self.feed(self._release_event(task, cls, inst))
         elif self._pending:
-            self.feed(Event(task, RELEASE, cls, inst))  # its acquire may be queued: applied in order
+            self.feed(self._release_event(task, cls, inst))  # its acquire may be queued: applied in order
         elif self._orphans:
             self._orphans.pop((cls, inst), None)
+
+    def _release_event(self, task: str, cls: str, inst: str) -> Event:
+        """A release that needs an event: with its site, for the findings a release can make
+        (the locks above a released one are taken again, and validated again)."""
+        frame = user_frame(sys._getframe(2))
+        site = self._sites.get((frame.f_code, frame.f_lineno))
+        file, line, at = site if site is not None else self.site(frame)
+        return Event(task, RELEASE, cls, inst, at=at, file=file, line=line)
 
     def dropped(self, task: str, cls: str, inst: str, freed: bool = True) -> None:
         """A lock held by `task` was garbage-collected (or re-initialised): it is held no more.
