@@ -26,8 +26,11 @@ How Python locks map onto lockdep (the decisions, in one place):
   creating line says so cheaply (`self._lock = threading.Lock()` in a
   method of `Cache` -> `Cache._lock`; a module-level `LOCK = ...` in
   `db.py` -> `db.LOCK`; a local `a = ...` in `test_x` -> `test_x.a`), else
-  `file.py:LINE`.  Two sites that would get one name keep them apart with
-  `#LINE`.  Instances are the lock objects (`0x1`, `0x2`... in creation
+  `file.py:LINE`.  On Python 3.11+ the site includes the column, so
+  `a, b = Lock(), Lock()` makes two classes (`test_x.a`, `test_x.b`); 3.10
+  records no columns (one class per line).  Two sites that would get one
+  name keep them apart with `#LINE`.  logging's `Handler.createLock` makes
+  one class per handler type (`StreamHandler.lock`).  Instances are the lock objects (`0x1`, `0x2`... in creation
   order).  `lockcheck.name(lock, "...")` gives one lock its own class,
   `lockcheck.nested(lock, n)` acquires it as subclass `n`.
 - **Contexts** (lockdep's tasks): a thread for threading locks
@@ -71,14 +74,33 @@ How Python locks map onto lockdep (the decisions, in one place):
   execnet and lockcheck itself stay raw.
 - **Locks created before `start()`** are tracked where reachable: raw
   `Lock`/`RLock` objects bound to module globals (e.g. `logging._lock`,
-  `concurrent.futures.thread._global_shutdown_lock`) are replaced by
-  wrappers of the same lock (restored at `stop()`).  Locks held in
-  instance attributes, closures or containers before `start()` are not
-  reachable and stay untracked; so do `from threading import Lock`
-  bindings made before `start()`.
+  `concurrent.futures.thread._global_shutdown_lock`) or class attributes
+  are replaced by wrappers of the same lock (restored at `stop()`), and a
+  `from threading import Lock` binding made before is pointed at the
+  patched factory.  Each is listed (`Recorder.preexisting`), and so are
+  the Conditions and Semaphores made before, which stay untracked; locks
+  held in instance attributes, closures or containers are not reachable.
+- **Lifetimes**: a tracked lock collected or `_at_fork_reinit()`-ed while
+  held leaves its holder's stack (queued: `__del__` may run anywhere); a
+  thread that ends (seen when its thread-local data is dropped) loses its
+  stack, and an RLock it still held is reported (`held-at-exit`) when
+  another thread takes it; a plain Lock may legally be released by another
+  thread later.  In a forked child only the forking thread's stack
+  survives; taking a lock another thread held at the fork is
+  `held-at-fork`.
+- **Transparency**: the tracked types are named as the real ones
+  (`_thread.lock`, `threading.Semaphore`...), answer `isinstance` for the
+  real types (`__class__`), refuse instantiation, pickling and copying with
+  CPython's own messages, and the patched factories pickle by reference as
+  `threading.Lock`/`RLock`.
+- **Signals and fork**: every thread marks itself busy before it takes the
+  recorder's lock; a signal handler (or `__del__`) that runs in a busy
+  thread queues its events, applied in order by the next feed.  In a
+  forked child the recorder's and the class registry's locks are made anew
+  (`os.register_at_fork`).
 
 The checker is not thread safe: every feed happens under a raw `_thread`
-lock that is itself never tracked.
+lock that is itself never tracked (and never waited for by its own thread).
 
 Where each part lives: `lockcheck.pysites` (frames -> creation sites and
 class names), `lockcheck.tracked` (the tracked lock types, `name`,
