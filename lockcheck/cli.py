@@ -15,6 +15,7 @@ import os
 import shlex
 import signal
 import sys
+import textwrap
 from typing import Iterator, Optional, Sequence, TextIO
 
 from lockcheck import __version__
@@ -38,11 +39,11 @@ class _Parser(argparse.ArgumentParser):
 EXAMPLES = {
     None: """\
 examples:
-  lockcheck check traces/abba.lt          report an AB-BA deadlock in lockdep's layout
-  lockcheck check --format json boot/     a directory: each file read on its own
-  lockcheck graph traces/ -o main.json    save the dependency graph for later diffs
-  lockcheck diff main.json pr-traces/     what a change adds (exit 1 on a new finding)
-  lockcheck COMMAND --help                the options of one command""",
+  lockcheck check traces/abba.lt        an AB-BA deadlock, in lockdep's layout
+  lockcheck check --format json boot/   a directory: each file read on its own
+  lockcheck graph traces/ -o main.json  save the dependency graph for diffs
+  lockcheck diff main.json pr-traces/   what a change adds (exit 1: a finding)
+  lockcheck COMMAND --help              the options of one command""",
     "check": """\
 exit status: 0 nothing found, 1 findings, 2 an input could not be read
 
@@ -58,7 +59,7 @@ input could not be read (and nothing is written).
 
 examples:
   lockcheck graph traces/ -o main.json
-  lockcheck graph trace.ftrace.xz -o locks.dot && dot -Tsvg locks.dot > locks.svg""",
+  lockcheck graph trace.ftrace.xz -o locks.dot && dot -Tsvg locks.dot >locks.svg""",
     "diff": """\
 exit status: 0 nothing new, 1 NEW adds a finding, 2 an input could not be read
 
@@ -71,8 +72,8 @@ examples:
   lockcheck stat --format json /proc/lock_stat""",
     "capture": """\
 examples:
-  lockcheck capture > capture.sh                     # the set-up, to read or run
-  sudo lockcheck capture --run -o boot1 -- ./stress  # capture while ./stress runs
+  lockcheck capture > capture.sh                     # the set-up, to read
+  sudo lockcheck capture --run -o boot1 -- ./stress  # capture while it runs
   sudo lockcheck capture --run -o boot1 --duration 30
   lockcheck check boot1                              # check it as a boot""",
     "convert": """\
@@ -87,7 +88,8 @@ examples:
 
 def _command(sub, name: str, help: str) -> argparse.ArgumentParser:
     """A subcommand whose `--help` ends with its examples."""
-    return sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".",
+    description = textwrap.fill(help[:1].upper() + help[1:] + ".", width=79)
+    return sub.add_parser(name, help=help, description=description,
                           epilog=EXAMPLES.get(name), formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
