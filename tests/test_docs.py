@@ -62,3 +62,24 @@ def test_suppress_doc_example_is_a_valid_file(tmp_path):
     status = main(["check", "--no-config", "--no-progress", "--suppress", str(known), str(TRACES / "abba.lt")],
                   stdout=out, stderr=io.StringIO())
     assert status == 0 and "; 1 suppressed" in out.getvalue()
+
+
+def test_cli_doc_json_example_is_what_check_prints(tmp_path, monkeypatch):
+    doc = ROOT / "docs" / "cli.md"
+    section = doc.read_text().split("## JSON (`--format json`)", 1)[1]
+    trace = re.search(r"^```\n(.*?)^```", section, re.M | re.S).group(1)
+    [example] = re.findall(r"^```json\n(.*?)^```", section.split("- `lock`:", 1)[0], re.M | re.S)
+    (tmp_path / "abba.lt").write_text(trace)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    status = main(["check", "--no-config", "--no-progress", "--format", "json", "abba.lt"], stdout=out,
+                  stderr=io.StringIO())
+    assert status == 1 and out.getvalue() == example
+
+
+def test_cli_doc_names_every_kind_of_finding():
+    from lockcheck import findings
+
+    table = (ROOT / "docs" / "cli.md").read_text().split("Kinds of finding", 1)[1].split("\n\n", 2)[1]
+    documented = set(re.findall(r"^\| `([a-z-]+)` \|", table, re.M))
+    assert documented == set(findings.MESSAGES)
