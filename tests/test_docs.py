@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -83,3 +84,46 @@ def test_cli_doc_names_every_kind_of_finding():
     table = (ROOT / "docs" / "cli.md").read_text().split("Kinds of finding", 1)[1].split("\n\n", 2)[1]
     documented = set(re.findall(r"^\| `([a-z-]+)` \|", table, re.M))
     assert documented == set(findings.MESSAGES)
+
+
+def transcripts(path: Path) -> list[tuple[list[str], str]]:
+    """The `$ lockcheck ...` blocks of a document: (arguments, the output shown)."""
+    found = []
+    fenced = re.findall(r"^```([a-z]*)\n(.*?)^```$", path.read_text(), re.M | re.S)
+    for _, block in fenced:
+        if block.startswith("$ lockcheck "):
+            command, _, output = block.partition("\n")
+            while command.endswith("\\"):
+                more, _, output = output.partition("\n")
+                command = command[:-1] + " " + more.strip()
+            found.append((shlex.split(command)[2:], output))
+    return found
+
+
+def test_readme_transcripts_are_what_lockcheck_prints(tmp_path, monkeypatch):
+    # `boots/` is the directory the README describes: two boots hitting one cycle with
+    # per-boot class numbers, and a third with another report
+    logs = ROOT / "tests" / "data" / "kernel-log"
+    boots = tmp_path / "boots"
+    boots.mkdir()
+    cycle = (logs / "circular-6-classes.log").read_text()
+    (boots / "boot1.log").write_text(cycle)
+    (boots / "boot2.log").write_text(cycle.replace("sb_writers#3", "sb_writers#7"))
+    (boots / "boot3.log").write_text((logs / "recursive.log").read_text())
+    for name in ("tests", "traces"):
+        (tmp_path / name).symlink_to(ROOT / name)
+    monkeypatch.chdir(tmp_path)
+    shown = transcripts(ROOT / "README.md")
+    assert len(shown) >= 3
+    for args, expected in shown:
+        out = io.StringIO()
+        main([*args, "--no-progress"] if args[0] != "stat" else args, stdout=out, stderr=out)
+        got = out.getvalue()
+        if "\n...\n" not in "\n" + expected:
+            assert got == expected, args
+            continue
+        # an elided transcript: each line shown is a line printed, in this order
+        printed = iter(got.splitlines())
+        for line in expected.splitlines():
+            if line != "...":
+                assert line in printed, (args, line)
