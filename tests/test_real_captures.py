@@ -128,3 +128,19 @@ def test_diffing_the_two_clean_boots_finds_nothing_new():
                   stdout=out, stderr=err)
     doc = json.loads(out.getvalue())
     assert (status, doc["findings"]) == (0, []), err.getvalue()
+
+
+def test_the_readme_counts_what_the_traces_alone_give():
+    """The README's figures for a naive replay are measured, not remembered."""
+    import re
+    from collections import Counter
+
+    from testdata import ROOT
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    said = re.search(r"give (\d+) findings on `clean` \(([^)]*)\) and (\d+) on `clean-nohash` \(([^)]*)\)", text)
+    assert said, "the README no longer gives the counts of the two captures' traces alone"
+    for boot, total, kinds in (("clean", said[1], said[2]), ("clean-nohash", said[3], said[4])):
+        counts = Counter(f["kind"] for f in check(boot)[1]["findings"])
+        assert int(total) == sum(counts.values()), boot
+        assert dict((kind, int(n)) for n, kind in re.findall(r"(\d+) ([a-z-]+)", kinds)) == dict(counts), boot
