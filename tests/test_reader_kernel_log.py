@@ -25,6 +25,11 @@ DATA = Path(__file__).parent / "data" / "kernel-log"
 LOGS = sorted(DATA.glob("*.log"))
 
 
+def test_the_reports_are_there():
+    # the tests below loop over LOGS: an empty list would pass them having read nothing
+    assert len(LOGS) >= 13, f"only {len(LOGS)} kernel logs under {DATA}"
+
+
 def expectations(log: Path) -> dict[str, str]:
     """The `key: value` lines of a report's `.source` file."""
     out = {}
