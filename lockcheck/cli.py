@@ -107,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--save-graph", metavar="GRAPH", help="write the dependency graph (.json, .graphml, .dot)")
     check.add_argument("--baseline", metavar="GRAPH", action="append", default=[],
                        help="merge a saved graph in before checking (repeatable)")
-    check.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
+    check.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE (TOML: docs/suppress.md)")
     check.add_argument("--order", metavar="FILE", help="declared lock order to seed and enforce")
     _add_annotation_args(check)
     check.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
@@ -123,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--baseline", metavar="GRAPH", action="append", default=[],
                        help="merge a saved graph in first (repeatable)")
     graph.add_argument("--order", metavar="FILE", help="declared lock order to seed the graph with")
-    graph.add_argument("--suppress", metavar="FILE", help="suppressions and aliases (aliases rename classes)")
+    graph.add_argument("--suppress", metavar="FILE", help="suppressions and aliases (aliases rename classes; docs/suppress.md)")
     graph.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
     graph.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
     _add_annotation_args(graph)
@@ -134,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf, jsonl or kernel-log")
     diff.add_argument("--format", default="text",
                       help="text (default) or json; sarif or github print only the new findings")
-    diff.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
+    diff.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE (TOML: docs/suppress.md)")
     diff.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
     diff.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     _add_annotation_args(diff, sides=True)
