@@ -4,7 +4,8 @@ Each `NAME.log` there is a public report transcribed as it was published
 (its `NAME.source` names where, and states what the report says: kind,
 task, lock, held lock, cycle).  Each is read back as it is, without its log
 prefixes (a syzbot report), with dmesg time stamps, with time stamps and
-caller ids, and behind a syslog header -- always the same one finding.
+caller ids, behind a syslog header, and pasted into a mail or a commit message
+(quoted with `> `, indented) -- always the same one finding.
 """
 
 from __future__ import annotations
@@ -73,6 +74,12 @@ LAYOUTS = {
     "dmesg": lambda lines: stamped(raw(lines)),
     "callers": lambda lines: with_callers(raw(lines)),
     "syslog": lambda lines: syslog(raw(lines)),
+    # pasted elsewhere: a mail reply (quoted once or twice), a commit message (indented), a tabbed block
+    "mail reply": lambda lines: [f"> {line}" for line in stamped(raw(lines))],
+    "reply to a reply": lambda lines: [f"> > {line}" for line in raw(lines)],
+    "commit message": lambda lines: [f"    {line}" for line in raw(lines)],
+    "indented dmesg": lambda lines: [f"  {line}" for line in stamped(raw(lines))],
+    "tabbed": lambda lines: [f"\t{line}" for line in raw(lines)],
 }
 
 
@@ -193,6 +200,34 @@ def test_a_report_cut_short_gives_what_it_printed_with_a_note(log: Path) -> None
             assert to_finding(splat).lock == expect["lock"]
         if not complete:
             assert any("cut short" in note or "lost lines" in note for note in splat.notes)
+
+
+_PRINTED_CLASS = re.compile(r"\((\S[^\n]*?)\)\{[-+.?]*\}|lock\(([^\n]*?)\);")
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.stem)
+def test_the_text_report_of_a_report_cut_short_makes_nothing_up(log: Path) -> None:
+    """Wherever the log ends, every class the text report names is one the log printed so far:
+    a part the log lost (the held lock, the chain, the held-lock list, the scenario built from
+    them) is said to be missing, never filled in with another class."""
+    import io
+
+    from lockcheck.report import Summary, text
+
+    lines = raw(lines_of(log))
+    title = next(i for i, line in enumerate(lines) if classify(line).tag in kernel_log._TITLE_KINDS)
+    for cut in range(title + 1, len(lines) + 1):
+        splats, _ = read_back(lines[:cut])
+        if splats[0].lock is None and not splats[0].held_locks:
+            continue  # no lock printed yet: such a report is only a note (logreports.ReportCollector)
+        out = io.StringIO()
+        text.print_finding(to_finding(splats[0]), Summary(), out)
+        seen = "\n".join(lines[:cut])
+        for match in _PRINTED_CLASS.finditer(out.getvalue()):
+            name = match.group(1) or match.group(2)
+            assert f"({name})" in seen or f"({name}){{" in seen or f" {name} " in seen, (cut, name)
+        if cut < len(lines) and splats[0].held_count is None:
+            assert "no locks held by" not in out.getvalue(), cut
 
 
 def test_another_report_starting_cuts_the_first_short() -> None:
