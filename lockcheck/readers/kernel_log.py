@@ -476,6 +476,13 @@ class _Builder:
             return
         self.complete = True
 
+    def _on_call_trace(self, parsed: Parsed, lineno: int) -> None:
+        """`Call Trace:` after the whole held-lock list: the dump_stack() of a report whose
+        `stack backtrace:` line was left out of a paste (a commit message, a mail)."""
+        splat = self.splat
+        if splat.held_count is not None and len(splat.held_locks) >= splat.held_count:
+            self.complete = True
+
     # print_usage_bug
     def _on_usage_change(self, parsed: Parsed, lineno: int) -> None:
         self.splat.details["prev_bit"], self.splat.details["new_bit"] = parsed.tokens["USAGE_BIT"][:2]
