@@ -333,3 +333,15 @@ def test_a_callers_report_abandoned_under_other_callers_output_is_closed_where_i
     assert first.notes and "nothing more of it in the 200 lines that follow" in first.notes[0]
     assert first.end == 12 and again.notes == []
     assert stats.other_lines >= 250
+
+
+def test_a_paste_without_its_stack_backtrace_line_ends_at_the_call_trace() -> None:
+    """Commit messages quote a report with `stack backtrace:` and the CPU line left out."""
+    lines = [line for line in raw(lines_of(DATA / "recursive.log"))
+             if line.strip() not in ("stack backtrace:",) and not line.startswith(("CPU:", "Hardware name:"))]
+    (splat,) = read_back([f"  {line}" for line in lines])[0]
+    assert splat.notes == [] and splat.held_count == len(splat.held_locks) == 2
+    # before the held list is complete, a Call Trace line does not end the report
+    cut = [line for line in lines if not line.lstrip().startswith("#1:")]
+    (short,) = read_back(cut)[0]
+    assert any("cut short" in note or "lost lines" in note for note in short.notes)
