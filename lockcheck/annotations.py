@@ -252,10 +252,10 @@ _KEY, _LOCK, _INSTANCE, _CTX, _READ = range(5)
 REPORT_SLACK, REPORT_TASK_SLACK = 0.1, 1.0
 
 #: what the state is worth (`Annotator.validity`)
-FULL = "full"  #: lockdep stayed on (debug_locks: 1, or a kernel log without a report)
+FULL = "full"  #: lockdep stayed on (debug_locks: 1, or a kernel log from the boot on without a report)
 UNTIL_REPORT = "until-report"  #: lockdep reported and turned off: trusted up to that report
 NONE = "none"  #: lockdep turned off at a point the inputs do not show
-UNKNOWN = "unknown"  #: no /proc/lockdep_stats and no kernel log: assumed on, but no chain proves acceptance
+UNKNOWN = "unknown"  #: no /proc/lockdep_stats, no whole kernel log: assumed on, but no chain proves acceptance
 
 #: where the annotations of an acquisition came from (`Annotator.sources`)
 SOURCES = ("capture", "state", "rule", "none")
@@ -298,7 +298,7 @@ class Annotator:
             return UNTIL_REPORT
         if state.debug_locks == 0:
             return NONE
-        if state.debug_locks == 1 or state.log_file is not None:
+        if state.debug_locks == 1 or state.log_from_boot:
             return FULL
         return UNKNOWN
 
@@ -718,7 +718,12 @@ class Annotator:
             return [f"lockdep turned itself off in that boot (debug_locks: 0 in {where}) and no kernel log "
                     f"says when: {', '.join(state.files)} was not used (give the boot's dmesg)"]
         if self.validity == UNKNOWN:
-            text = ("no /proc/lockdep_stats or kernel log came with the state: lockdep is assumed to have "
+            if state.log_file is not None:
+                why = (f"no /proc/lockdep_stats came with the state and {state.log_file} does not go back to "
+                       "the boot (no 'Linux version' line: a report may have scrolled out)")
+            else:
+                why = "no /proc/lockdep_stats or kernel log came with the state"
+            text = (f"{why}: lockdep is assumed to have "
                     "stayed on, but a repeated class in a chain is not taken as accepted (lockdep adds a chain "
                     "before validating it)")
             if self.cut is not None:
