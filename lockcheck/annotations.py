@@ -257,8 +257,10 @@ UNTIL_REPORT = "until-report"  #: lockdep reported and turned off: trusted up to
 NONE = "none"  #: lockdep turned off at a point the inputs do not show
 UNKNOWN = "unknown"  #: no /proc/lockdep_stats, no whole kernel log: assumed on, but no chain proves acceptance
 
-#: where the annotations of an acquisition came from (`Annotator.sources`)
+#: where the annotations of an acquisition came from (`Annotator.sources`; STATE_CHANGED counts
+#: those of "state" it changed, the others it confirmed as captured)
 SOURCES = ("capture", "state", "rule", "none")
+STATE_CHANGED = "state_changed"
 
 
 class Annotator:
@@ -433,7 +435,10 @@ class Annotator:
         # the kernel's state, where it is trusted
         use_state = self.index is not None and self.trusted
         if use_state and ev.check and ev.subclass == 0 and (ev.nest is None or not same):
+            before = (ev.subclass, ev.nest, ev.mode, ev.trylock, ev.check)
             self._resolve(ev, held, ctx, same)
+            if self.capture and (ev.subclass, ev.nest, ev.mode, ev.trylock, ev.check) != before:
+                self.sources[STATE_CHANGED] += 1
         if self.capture:
             self.sources["rule" if ruled else "state" if use_state else "none"] += 1
             if not use_state:
@@ -689,13 +694,21 @@ class Annotator:
         if self.rules.other_statements:
             out.append(f"the annotation file also declares {plural(self.rules.other_statements, 'lock order')}; "
                        "give it to --order to enforce them")
-        total = sum(self.sources.values())
-        if total:
-            parts = [f"{self.sources[key]} {label}" for key, label in (
-                ("capture", "from the capture (lock_acquire arguments)"), ("state", "from the kernel's state"),
-                ("rule", "by rule"), ("none", "left as captured")) if self.sources[key]]
-            out.append(f"annotations of {plural(total, 'captured acquisition')}: {', '.join(parts)}")
+        counts = self.source_counts()
+        if counts:
+            changed = counts.get(STATE_CHANGED, 0)
+            labels = (("capture", "from the capture (lock_acquire arguments)"),
+                      ("state", f"from the kernel's state ({changed} changed by it)"),
+                      ("rule", "by rule"), ("none", "left as captured"))
+            parts = [f"{counts[key]} {label}" for key, label in labels if counts.get(key)]
+            out.append(f"annotations of {plural(counts['acquisitions'], 'captured acquisition')}: "
+                       f"{', '.join(parts)}")
         return out
+
+    def source_counts(self) -> dict[str, int]:
+        """Where the annotations of the captured acquisitions came from: `acquisitions` in all,
+        then per SOURCES (`capture`, `state`, `rule`, `none`) and `state_changed`; {} without any."""
+        return source_counts([self.sources])
 
     def _validity_notes(self) -> list[str]:
         """How far the state was trusted, and why."""
@@ -801,12 +814,27 @@ class Annotators:
             kept.append(finding)
         return kept
 
+    def source_counts(self) -> dict[str, int]:
+        """`Annotator.source_counts` over every annotator of the run (the JSON `stats.annotations`)."""
+        return source_counts([self.default.sources] + [annotator.sources for _, annotator in self.boots])
+
     def notes(self) -> list[str]:
         out = self.default.notes() if self.default.sources or self.default.changes else []
         for boot, annotator in self.boots:
             out += boot.notes()  # type: ignore[attr-defined]
             out += [f"{boot.name}: {note}" for note in annotator.notes()]  # type: ignore[attr-defined]
         return out
+
+
+def source_counts(counters: list[Counter]) -> dict[str, int]:
+    """Annotators' `sources` counters summed, with `acquisitions` first; {} when they counted none."""
+    total: Counter = Counter()
+    for counter in counters:
+        total.update(counter)
+    acquisitions = sum(total[key] for key in SOURCES)
+    if not acquisitions:
+        return {}
+    return {"acquisitions": acquisitions, **{key: total[key] for key in SOURCES + (STATE_CHANGED,)}}
 
 
 def annotate(events: Iterable[Event], state: Optional[LockdepState] = None,
