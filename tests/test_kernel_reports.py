@@ -266,3 +266,32 @@ def test_a_kernel_report_of_another_bug_is_a_clean_kernel_log(tmp_path: Path) ->
     status, out, err = run("check", log)
     assert (status, err) == (0, "")
     assert "read 0 lockdep reports (0 distinct problems) from 1 kernel log" in out
+
+
+BUCKETS = DATA / "buckets"
+
+
+def test_syzbots_buckets_of_real_reports_are_regrouped_by_their_lock_classes() -> None:
+    """Eight real syzbot reports under seven titles (tests/data/kernel-log/buckets.source) are five
+    problems: one cycle entered at two locks (and with a `#8` in one boot) is one; one title over
+    two different cycles is two."""
+    status, out, err = run("check", "--format", "json", str(BUCKETS))
+    assert status == 1, err
+    doc = json.loads(out)
+    # keyed as grouped: the cycle rotated to start at its smallest class, `#N` left out
+    found = {grouping.group_key_of(f["kind"], f["lock"], f["held"], f["cycle"], {})[1]: f for f in doc["findings"]}
+    counts = {key: (f["count"], sorted(Path(f[end]["file"]).name for end in ("first", "last")))
+              for key, f in found.items()}
+    assert counts == {
+        ("&wg->static_identity.lock", "(wq_completion)wg-kex-wireguard1",
+         "(work_completion)(&peer->transmit_handshake_work)"): (2, ["deadlock-in-peer_remove_after_dead.log", "deadlock-in-wg_set_device.log"]),
+        ("&pipe->mutex/1", "console_lock", "(completion)&req.done", "sb_writers"):
+            (2, ["deadlock-in-vcs_read.log", "deadlock-in-vcs_write.log"]),
+        ("&xt[i].mutex", "rtnl_mutex", "sk_lock-AF_INET"):
+            (2, ["deadlock-in-do_ip_getsockopt.log", "deadlock-in-do_ip_setsockopt.log"]),
+        ("&bdev->bd_mutex", "&lo->lo_ctl_mutex"): (1, ["deadlock-in-blkdev_reread_part.log"] * 2),
+        ("&bdev->bd_mutex", "loop_index_mutex", "&lo->lo_ctl_mutex"):
+            (1, ["deadlock-in-blkdev_reread_part-2.log"] * 2),
+    }
+    assert any(note.startswith("read 8 lockdep reports (5 distinct problems) from 8 kernel logs")
+               for note in doc["notes"])
