@@ -62,3 +62,44 @@ def test_suppress_doc_example_is_a_valid_file(tmp_path):
     status = main(["check", "--no-config", "--no-progress", "--suppress", str(known), str(TRACES / "abba.lt")],
                   stdout=out, stderr=io.StringIO())
     assert status == 0 and "; 1 suppressed" in out.getvalue()
+
+
+def fenced(path: Path) -> list[str]:
+    """Every fenced block of a Markdown file, whatever its language, in order."""
+    out, current = [], None
+    for line in path.read_text().splitlines(keepends=True):
+        if line.startswith("```"):
+            if current is None:
+                current = []
+            else:
+                out.append("".join(current))
+                current = None
+        elif current is not None:
+            current.append(line)
+    return out
+
+
+def _readme_run(command: str) -> str:
+    """What a README `$ lockcheck check ...` line prints now (a `| grep -E '...'` filter applied)."""
+    import shlex
+
+    argv, _, pipe = command.partition(" | ")
+    out = io.StringIO()
+    main(shlex.split(argv)[1:] + ["--no-config", "--no-progress"], stdout=out, stderr=io.StringIO())
+    text = out.getvalue()
+    if pipe:
+        pattern = shlex.split(pipe)[-1]
+        text = "".join(line + "\n" for line in text.splitlines() if re.search(pattern, line))
+    return text
+
+
+@pytest.mark.parametrize("path", ["tests/data/kernel-log/recursive.log", "tests/data/kernel-log/buckets/"])
+def test_readme_kernel_log_examples_print_what_the_readme_shows(path, monkeypatch):
+    """The README's kernel-log examples are real output: rerun, they print the same."""
+    monkeypatch.chdir(ROOT)
+    for block in fenced(ROOT / "README.md"):
+        first, _, shown = block.partition("\n")
+        if first.startswith(f"$ lockcheck check {path}"):
+            assert _readme_run(first[2:]) == shown
+            return
+    pytest.fail(f"no README example runs lockcheck check {path}")
