@@ -2,13 +2,17 @@
 
 The lines of a report are defined by `grammars/kernel_log.lark`; this module
 takes each line's log prefix off (`split_prefix`: printk level, syslog
-header, dmesg time stamp, `[  T123]` / `[    C1]` caller id) and walks the
-reports with a small state machine, one line at a time, streaming:
+header, dmesg time stamp, `[  T123]` / `[    C1]` caller id, after what a
+paste into a mail or a commit message added: `> ` quote marks, an indent,
+`unquote`) and walks the reports with a small state machine, one line at a
+time, streaming:
 
 - a report starts at its title line (`WARNING: possible circular locking
   dependency detected`, or the `[ INFO: ... ]` / `[ BUG: ... ]` titles of
   kernels before 4.14) and ends at its `stack backtrace:` (after the held-lock
-  list of `lock held when returning to user space!`, which has none);
+  list of `lock held when returning to user space!`, which has none; at the
+  `Call Trace:` after a complete held-lock list when a paste left the
+  `stack backtrace:` line out);
 - lines of other output inside a report (a console interleaves every CPU's
   messages) are skipped; with caller ids, each caller's lines go to its own
   report, so interleaved output never reaches it;
