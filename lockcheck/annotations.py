@@ -286,6 +286,11 @@ class Annotator:
         self.sources: Counter = Counter()
         self.report = state.report if state is not None else None
         self.validity = self._validity(state) if self.index is not None else NONE
+        #: a report the capture cannot be cut at (a log without time stamps that lost its task or
+        #: lock line): a repeated class in a chain may be that report, as when nothing is known
+        report = self.report
+        self.unlocatable = (self.validity == UNTIL_REPORT and report is not None and report.ts is None
+                            and (report.pid is None or report.lock is None))
         #: the state is in use now (False from the kernel's report on)
         self.trusted = self.validity in (FULL, UNKNOWN, UNTIL_REPORT)
         #: file -> first line checked without the state (the kernel's report, or the file's start)
@@ -505,7 +510,7 @@ class Annotator:
                     self.changes[("subclass", lock, str(sub))] += 1
                     return
             if index.explains(stack + (lock,)):
-                if self.validity == UNKNOWN:
+                if self.validity == UNKNOWN or self.unlocatable:
                     # lockdep adds a chain to its cache *before* validating it
                     # (validate_chain -> lookup_chain_cache_add -> check_deadlock), so
                     # the chain it reported is in the dump too: only a lockdep that

@@ -285,3 +285,16 @@ def test_a_kernel_log_that_lost_its_start_does_not_prove_lockdep_stayed_on(tmp_p
     folder = boot(whole, *TAKE_ALL_STATE, log="[    0.000000] Linux version 6.1.0\n" + tail)
     status, doc = check(whole, TAKE_ALL, "--lockdep-state", str(folder))
     assert (status, doc["findings"]) == (0, [])
+
+
+def test_a_report_the_capture_cannot_be_cut_at_proves_no_repeat(tmp_path):
+    """A log without time stamps whose report lost its task line: where the capture reaches the
+    report is unknown, so a repeated class in a chain is not taken as accepted (it may be the report)."""
+    log = ("Linux version 6.1.0\n" + "=" * 44 + "\nWARNING: possible recursive locking detected\n"
+           "6.1.0 #1 Not tainted\n" + "-" * 44 + "\n")
+    folder = boot(tmp_path, *TAKE_ALL_STATE, debug_locks=0, log=log)
+    status, doc = check(tmp_path, TAKE_ALL, "--lockdep-state", str(folder))
+    assert status == 1
+    [finding] = doc["findings"]
+    assert finding["kind"] == "recursive-locking" and finding["lock"] == OBJ
+    assert not any("given nest_lock" in n for n in doc["notes"])
