@@ -216,12 +216,14 @@ def test_the_text_report_of_a_report_cut_short_makes_nothing_up(log: Path) -> No
 
     lines = raw(lines_of(log))
     title = next(i for i, line in enumerate(lines) if classify(line).tag in kernel_log._TITLE_KINDS)
+    heading = re.sub(r"^(WARNING: |\[ (INFO|BUG): )|( \])$", "", lines[title].strip())
     for cut in range(title + 1, len(lines) + 1):
         splats, _ = read_back(lines[:cut])
         if splats[0].lock is None and not splats[0].held_locks:
             continue  # no lock printed yet: such a report is only a note (logreports.ReportCollector)
         out = io.StringIO()
         text.print_finding(to_finding(splats[0]), Summary(), out)
+        assert f"WARNING: {heading}\n" in out.getvalue(), cut  # the report's own title, whatever was lost
         seen = "\n".join(lines[:cut])
         for match in _PRINTED_CLASS.finditer(out.getvalue()):
             name = match.group(1) or match.group(2)
