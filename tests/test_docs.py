@@ -62,3 +62,19 @@ def test_suppress_doc_example_is_a_valid_file(tmp_path):
     status = main(["check", "--no-config", "--no-progress", "--suppress", str(known), str(TRACES / "abba.lt")],
                   stdout=out, stderr=io.StringIO())
     assert status == 0 and "; 1 suppressed" in out.getvalue()
+
+
+def test_readme_stat_examples_print_what_they_show(monkeypatch):
+    """Each `$ lockcheck stat ...` block of the README is that command's output, as printed now."""
+    monkeypatch.chdir(ROOT)  # the examples name traces/... relative to the checkout
+    examples = [block for block in re.findall(r"^```[a-z]*\n(.*?)^```$", (ROOT / "README.md").read_text(), re.M | re.S)
+                if block.startswith("$ lockcheck stat")]
+    assert len(examples) == 2
+    for block in examples:
+        lines = block.splitlines()
+        command = lines.pop(0)
+        while command.endswith("\\"):
+            command = command[:-1] + lines.pop(0).strip()
+        out, err = io.StringIO(), io.StringIO()
+        assert main(command.split()[2:], stdout=out, stderr=err) == 0, err.getvalue()
+        assert out.getvalue() == "\n".join(lines) + "\n", command
