@@ -103,3 +103,18 @@ def test_readme_kernel_log_examples_print_what_the_readme_shows(path, monkeypatc
             assert _readme_run(first[2:]) == shown
             return
     pytest.fail(f"no README example runs lockcheck check {path}")
+
+
+def test_readme_stat_examples_print_what_they_show(monkeypatch):
+    """Each `$ lockcheck stat ...` block of the README is that command's output, as printed now."""
+    monkeypatch.chdir(ROOT)  # the examples name traces/... relative to the checkout
+    examples = [block for block in fenced(ROOT / "README.md") if block.startswith("$ lockcheck stat")]
+    assert len(examples) == 2
+    for block in examples:
+        lines = block.splitlines()
+        command = lines.pop(0)
+        while command.endswith("\\"):
+            command = command[:-1] + lines.pop(0).strip()
+        out, err = io.StringIO(), io.StringIO()
+        assert main(command.split()[2:], stdout=out, stderr=err) == 0, err.getvalue()
+        assert out.getvalue() == "\n".join(lines) + "\n", command
