@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import io
 import re
-import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -86,44 +85,57 @@ def test_cli_doc_names_every_kind_of_finding():
     assert documented == set(findings.MESSAGES)
 
 
-def transcripts(path: Path) -> list[tuple[list[str], str]]:
-    """The `$ lockcheck ...` blocks of a document: (arguments, the output shown)."""
-    found = []
-    fenced = re.findall(r"^```([a-z]*)\n(.*?)^```$", path.read_text(), re.M | re.S)
-    for _, block in fenced:
-        if block.startswith("$ lockcheck "):
-            command, _, output = block.partition("\n")
-            while command.endswith("\\"):
-                more, _, output = output.partition("\n")
-                command = command[:-1] + " " + more.strip()
-            found.append((shlex.split(command)[2:], output))
-    return found
+def fenced(path: Path) -> list[str]:
+    """Every fenced block of a Markdown file, whatever its language, in order."""
+    out, current = [], None
+    for line in path.read_text().splitlines(keepends=True):
+        if line.startswith("```"):
+            if current is None:
+                current = []
+            else:
+                out.append("".join(current))
+                current = None
+        elif current is not None:
+            current.append(line)
+    return out
 
 
-def test_readme_transcripts_are_what_lockcheck_prints(tmp_path, monkeypatch):
-    # `boots/` is the directory the README describes: two boots hitting one cycle with
-    # per-boot class numbers, and a third with another report
-    logs = ROOT / "tests" / "data" / "kernel-log"
-    boots = tmp_path / "boots"
-    boots.mkdir()
-    cycle = (logs / "circular-6-classes.log").read_text()
-    (boots / "boot1.log").write_text(cycle)
-    (boots / "boot2.log").write_text(cycle.replace("sb_writers#3", "sb_writers#7"))
-    (boots / "boot3.log").write_text((logs / "recursive.log").read_text())
-    for name in ("tests", "traces"):
-        (tmp_path / name).symlink_to(ROOT / name)
-    monkeypatch.chdir(tmp_path)
-    shown = transcripts(ROOT / "README.md")
-    assert len(shown) >= 3
-    for args, expected in shown:
-        out = io.StringIO()
-        main([*args, "--no-progress"] if args[0] != "stat" else args, stdout=out, stderr=out)
-        got = out.getvalue()
-        if "\n...\n" not in "\n" + expected:
-            assert got == expected, args
-            continue
-        # an elided transcript: each line shown is a line printed, in this order
-        printed = iter(got.splitlines())
-        for line in expected.splitlines():
-            if line != "...":
-                assert line in printed, (args, line)
+def _readme_run(command: str) -> str:
+    """What a README `$ lockcheck check ...` line prints now (a `| grep -E '...'` filter applied)."""
+    import shlex
+
+    argv, _, pipe = command.partition(" | ")
+    out = io.StringIO()
+    main(shlex.split(argv)[1:] + ["--no-config", "--no-progress"], stdout=out, stderr=io.StringIO())
+    text = out.getvalue()
+    if pipe:
+        pattern = shlex.split(pipe)[-1]
+        text = "".join(line + "\n" for line in text.splitlines() if re.search(pattern, line))
+    return text
+
+
+@pytest.mark.parametrize("path", ["tests/data/kernel-log/recursive.log", "tests/data/kernel-log/buckets/"])
+def test_readme_kernel_log_examples_print_what_the_readme_shows(path, monkeypatch):
+    """The README's kernel-log examples are real output: rerun, they print the same."""
+    monkeypatch.chdir(ROOT)
+    for block in fenced(ROOT / "README.md"):
+        first, _, shown = block.partition("\n")
+        if first.startswith(f"$ lockcheck check {path}"):
+            assert _readme_run(first[2:]) == shown
+            return
+    pytest.fail(f"no README example runs lockcheck check {path}")
+
+
+def test_readme_stat_examples_print_what_they_show(monkeypatch):
+    """Each `$ lockcheck stat ...` block of the README is that command's output, as printed now."""
+    monkeypatch.chdir(ROOT)  # the examples name traces/... relative to the checkout
+    examples = [block for block in fenced(ROOT / "README.md") if block.startswith("$ lockcheck stat")]
+    assert len(examples) == 2
+    for block in examples:
+        lines = block.splitlines()
+        command = lines.pop(0)
+        while command.endswith("\\"):
+            command = command[:-1] + lines.pop(0).strip()
+        out, err = io.StringIO(), io.StringIO()
+        assert main(command.split()[2:], stdout=out, stderr=err) == 0, err.getvalue()
+        assert out.getvalue() == "\n".join(lines) + "\n", command

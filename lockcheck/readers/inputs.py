@@ -37,6 +37,7 @@ from typing import Callable, Optional
 
 from lockcheck.errors import TraceError
 from lockcheck.readers import source
+from lockcheck.readers.kernel_log import KERNEL_LOG_WORDS
 
 TRACE = "trace"
 DUMP = "dump"
@@ -226,7 +227,6 @@ PLAIN_TEXT = "plain text"
 _DUMP_TITLES = {"all lock classes:": "/proc/lockdep", "all lock chains:": "/proc/lockdep_chains"}
 LOCK_STAT_TITLE = "lock_stat version"
 _DMESG = re.compile(r"^\s*(<\d+>)?\[\s*\d+\.\d+\]")
-_KERNEL_LOG_WORDS = ("Linux version ", "Kernel command line:", "Command line:", "BUG:", "WARNING:", "Call Trace:")
 
 
 def looks_like(head: list[str]) -> str:
@@ -235,7 +235,7 @@ def looks_like(head: list[str]) -> str:
         return "an empty file"
     first = head[0].strip()
     if sum(1 for line in head if _DMESG.match(line)) * 2 > len(head) or any(
-            line.startswith(_KERNEL_LOG_WORDS) for line in head[:3]):
+            line.startswith(KERNEL_LOG_WORDS) for line in head[:3]):
         return "a kernel log"
     if first.startswith(("{", "[")):
         return "a JSON document"
