@@ -252,13 +252,15 @@ _KEY, _LOCK, _INSTANCE, _CTX, _READ = range(5)
 REPORT_SLACK, REPORT_TASK_SLACK = 0.1, 1.0
 
 #: what the state is worth (`Annotator.validity`)
-FULL = "full"  #: lockdep stayed on (debug_locks: 1, or a kernel log without a report)
+FULL = "full"  #: lockdep stayed on (debug_locks: 1, or a kernel log from the boot on without a report)
 UNTIL_REPORT = "until-report"  #: lockdep reported and turned off: trusted up to that report
 NONE = "none"  #: lockdep turned off at a point the inputs do not show
-UNKNOWN = "unknown"  #: no /proc/lockdep_stats and no kernel log: assumed on, but no chain proves acceptance
+UNKNOWN = "unknown"  #: no /proc/lockdep_stats, no whole kernel log: assumed on, but no chain proves acceptance
 
-#: where the annotations of an acquisition came from (`Annotator.sources`)
+#: where the annotations of an acquisition came from (`Annotator.sources`; STATE_CHANGED counts
+#: those of "state" it changed, the others it confirmed as captured)
 SOURCES = ("capture", "state", "rule", "none")
+STATE_CHANGED = "state_changed"
 
 
 class Annotator:
@@ -284,6 +286,11 @@ class Annotator:
         self.sources: Counter = Counter()
         self.report = state.report if state is not None else None
         self.validity = self._validity(state) if self.index is not None else NONE
+        #: a report the capture cannot be cut at (a log without time stamps that lost its task or
+        #: lock line): a repeated class in a chain may be that report, as when nothing is known
+        report = self.report
+        self.unlocatable = (self.validity == UNTIL_REPORT and report is not None and report.ts is None
+                            and (report.pid is None or report.lock is None))
         #: the state is in use now (False from the kernel's report on)
         self.trusted = self.validity in (FULL, UNKNOWN, UNTIL_REPORT)
         #: file -> first line checked without the state (the kernel's report, or the file's start)
@@ -298,7 +305,7 @@ class Annotator:
             return UNTIL_REPORT
         if state.debug_locks == 0:
             return NONE
-        if state.debug_locks == 1 or state.log_file is not None:
+        if state.debug_locks == 1 or state.log_from_boot:
             return FULL
         return UNKNOWN
 
@@ -433,7 +440,10 @@ class Annotator:
         # the kernel's state, where it is trusted
         use_state = self.index is not None and self.trusted
         if use_state and ev.check and ev.subclass == 0 and (ev.nest is None or not same):
+            before = (ev.subclass, ev.nest, ev.mode, ev.trylock, ev.check)
             self._resolve(ev, held, ctx, same)
+            if self.capture and (ev.subclass, ev.nest, ev.mode, ev.trylock, ev.check) != before:
+                self.sources[STATE_CHANGED] += 1
         if self.capture:
             self.sources["rule" if ruled else "state" if use_state else "none"] += 1
             if not use_state:
@@ -500,7 +510,7 @@ class Annotator:
                     self.changes[("subclass", lock, str(sub))] += 1
                     return
             if index.explains(stack + (lock,)):
-                if self.validity == UNKNOWN:
+                if self.validity == UNKNOWN or self.unlocatable:
                     # lockdep adds a chain to its cache *before* validating it
                     # (validate_chain -> lookup_chain_cache_add -> check_deadlock), so
                     # the chain it reported is in the dump too: only a lockdep that
@@ -689,13 +699,21 @@ class Annotator:
         if self.rules.other_statements:
             out.append(f"the annotation file also declares {plural(self.rules.other_statements, 'lock order')}; "
                        "give it to --order to enforce them")
-        total = sum(self.sources.values())
-        if total:
-            parts = [f"{self.sources[key]} {label}" for key, label in (
-                ("capture", "from the capture (lock_acquire arguments)"), ("state", "from the kernel's state"),
-                ("rule", "by rule"), ("none", "left as captured")) if self.sources[key]]
-            out.append(f"annotations of {plural(total, 'captured acquisition')}: {', '.join(parts)}")
+        counts = self.source_counts()
+        if counts:
+            changed = counts.get(STATE_CHANGED, 0)
+            labels = (("capture", "from the capture (lock_acquire arguments)"),
+                      ("state", f"from the kernel's state ({changed} changed by it)"),
+                      ("rule", "by rule"), ("none", "left as captured"))
+            parts = [f"{counts[key]} {label}" for key, label in labels if counts.get(key)]
+            out.append(f"annotations of {plural(counts['acquisitions'], 'captured acquisition')}: "
+                       f"{', '.join(parts)}")
         return out
+
+    def source_counts(self) -> dict[str, int]:
+        """Where the annotations of the captured acquisitions came from: `acquisitions` in all,
+        then per SOURCES (`capture`, `state`, `rule`, `none`) and `state_changed`; {} without any."""
+        return source_counts([self.sources])
 
     def _validity_notes(self) -> list[str]:
         """How far the state was trusted, and why."""
@@ -718,7 +736,12 @@ class Annotator:
             return [f"lockdep turned itself off in that boot (debug_locks: 0 in {where}) and no kernel log "
                     f"says when: {', '.join(state.files)} was not used (give the boot's dmesg)"]
         if self.validity == UNKNOWN:
-            text = ("no /proc/lockdep_stats or kernel log came with the state: lockdep is assumed to have "
+            if state.log_file is not None:
+                why = (f"no /proc/lockdep_stats came with the state and {state.log_file} does not go back to "
+                       "the boot (no 'Linux version' line: a report may have scrolled out)")
+            else:
+                why = "no /proc/lockdep_stats or kernel log came with the state"
+            text = (f"{why}: lockdep is assumed to have "
                     "stayed on, but a repeated class in a chain is not taken as accepted (lockdep adds a chain "
                     "before validating it)")
             if self.cut is not None:
@@ -796,12 +819,27 @@ class Annotators:
             kept.append(finding)
         return kept
 
+    def source_counts(self) -> dict[str, int]:
+        """`Annotator.source_counts` over every annotator of the run (the JSON `stats.annotations`)."""
+        return source_counts([self.default.sources] + [annotator.sources for _, annotator in self.boots])
+
     def notes(self) -> list[str]:
         out = self.default.notes() if self.default.sources or self.default.changes else []
         for boot, annotator in self.boots:
             out += boot.notes()  # type: ignore[attr-defined]
             out += [f"{boot.name}: {note}" for note in annotator.notes()]  # type: ignore[attr-defined]
         return out
+
+
+def source_counts(counters: list[Counter]) -> dict[str, int]:
+    """Annotators' `sources` counters summed, with `acquisitions` first; {} when they counted none."""
+    total: Counter = Counter()
+    for counter in counters:
+        total.update(counter)
+    acquisitions = sum(total[key] for key in SOURCES)
+    if not acquisitions:
+        return {}
+    return {"acquisitions": acquisitions, **{key: total[key] for key in SOURCES + (STATE_CHANGED,)}}
 
 
 def annotate(events: Iterable[Event], state: Optional[LockdepState] = None,

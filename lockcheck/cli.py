@@ -15,6 +15,7 @@ import os
 import shlex
 import signal
 import sys
+import textwrap
 from typing import Iterator, Optional, Sequence, TextIO
 
 from lockcheck import __version__
@@ -38,11 +39,11 @@ class _Parser(argparse.ArgumentParser):
 EXAMPLES = {
     None: """\
 examples:
-  lockcheck check traces/abba.lt          report an AB-BA deadlock in lockdep's layout
-  lockcheck check --format json boot/     a directory: each file read on its own
-  lockcheck graph traces/ -o main.json    save the dependency graph for later diffs
-  lockcheck diff main.json pr-traces/     what a change adds (exit 1 on a new finding)
-  lockcheck COMMAND --help                the options of one command""",
+  lockcheck check traces/abba.lt        an AB-BA deadlock, in lockdep's layout
+  lockcheck check --format json boot/   a directory: each file read on its own
+  lockcheck graph traces/ -o main.json  save the dependency graph for diffs
+  lockcheck diff main.json pr-traces/   what a change adds (exit 1: a finding)
+  lockcheck COMMAND --help              the options of one command""",
     "check": """\
 exit status: 0 nothing found, 1 findings, 2 an input could not be read
 
@@ -58,7 +59,7 @@ input could not be read (and nothing is written).
 
 examples:
   lockcheck graph traces/ -o main.json
-  lockcheck graph trace.ftrace.xz -o locks.dot && dot -Tsvg locks.dot > locks.svg""",
+  lockcheck graph trace.ftrace.xz -o locks.dot && dot -Tsvg locks.dot >locks.svg""",
     "diff": """\
 exit status: 0 nothing new, 1 NEW adds a finding, 2 an input could not be read
 
@@ -71,8 +72,8 @@ examples:
   lockcheck stat --format json /proc/lock_stat""",
     "capture": """\
 examples:
-  lockcheck capture > capture.sh                     # the set-up, to read or run
-  sudo lockcheck capture --run -o boot1 -- ./stress  # capture while ./stress runs
+  lockcheck capture > capture.sh                     # the set-up, to read
+  sudo lockcheck capture --run -o boot1 -- ./stress  # capture while it runs
   sudo lockcheck capture --run -o boot1 --duration 30
   lockcheck check boot1                              # check it as a boot""",
     "convert": """\
@@ -87,7 +88,8 @@ examples:
 
 def _command(sub, name: str, help: str) -> argparse.ArgumentParser:
     """A subcommand whose `--help` ends with its examples."""
-    return sub.add_parser(name, help=help, description=help[:1].upper() + help[1:] + ".",
+    description = textwrap.fill(help[:1].upper() + help[1:] + ".", width=79)
+    return sub.add_parser(name, help=help, description=description,
                           epilog=EXAMPLES.get(name), formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
@@ -105,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--save-graph", metavar="GRAPH", help="write the dependency graph (.json, .graphml, .dot)")
     check.add_argument("--baseline", metavar="GRAPH", action="append", default=[],
                        help="merge a saved graph in before checking (repeatable)")
-    check.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
+    check.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE (TOML: docs/suppress.md)")
     check.add_argument("--order", metavar="FILE", help="declared lock order to seed and enforce")
     _add_annotation_args(check)
     check.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
@@ -121,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--baseline", metavar="GRAPH", action="append", default=[],
                        help="merge a saved graph in first (repeatable)")
     graph.add_argument("--order", metavar="FILE", help="declared lock order to seed the graph with")
-    graph.add_argument("--suppress", metavar="FILE", help="suppressions and aliases (aliases rename classes)")
+    graph.add_argument("--suppress", metavar="FILE", help="suppressions and aliases (aliases rename classes; docs/suppress.md)")
     graph.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
     graph.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
     _add_annotation_args(graph)
@@ -132,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf, jsonl or kernel-log")
     diff.add_argument("--format", default="text",
                       help="text (default) or json; sarif or github print only the new findings")
-    diff.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE")
+    diff.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE (TOML: docs/suppress.md)")
     diff.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
     diff.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
     _add_annotation_args(diff, sides=True)

@@ -149,7 +149,8 @@ class ReportOrigin:
     are one finding: `count` reports, the `first` and `last` of them (file,
     line of the title, the report's task, the log's time stamp where there is
     one).  `kernel` is the report's `print_kernel_ident()` line; `notes` say
-    what the log lost of the first report (cut short, lines lost).
+    what the log lost of the first report (cut short, lines lost), and
+    `missing` which of its parts are not there at all.
     """
 
     kernel: Optional[str]
@@ -157,6 +158,9 @@ class ReportOrigin:
     last: Evidence
     count: int = 1
     notes: list[str] = field(default_factory=list)
+    #: parts of the report the log does not hold (`held`: the held lock it conflicts with,
+    #: `chain`: the dependency chain, `held_locks`: the held-lock list), so nothing stands in for them
+    missing: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"from_report": True, "count": self.count,

@@ -4,9 +4,12 @@ The kernel prints a lockdep report each time a boot hits the problem, and a
 fleet of boots (CI runs, a fuzzer) hits the same problem many times, with
 classes numbered per boot: dynamically keyed classes of one name get `#2`,
 `#3`... in the order they were registered, which changes from boot to boot
-(`&(&k->k_lock)->rlock#3` today is `#5` tomorrow).  So a problem is keyed
-by its kind and its lock classes with that numbering left out
-(`class_key`), and nothing else (not the task, the call sites, the addresses):
+(`&(&k->k_lock)->rlock#3` today is `#5` tomorrow, and the first class of a
+name prints none: `(wq_completion)wg-kex-wireguard1` in one boot is
+`(wq_completion)wg-kex-wireguard1#8` in the next, once the device was
+made eight times).  So a problem is keyed by its kind and its lock classes
+with that numbering left out (`class_key`), and nothing else (not the task,
+the call sites, the addresses):
 
 - circular: the cycle's classes, rotated to start at the smallest, so the
   same cycle entered at another lock is the same problem;
@@ -21,7 +24,7 @@ into several and merges unrelated ones; the lock classes are what the
 report is about.
 
 >>> group_key_of("circular-dependency", "B#2", None, ["B#2", "C", "A#7"], {})
-('circular-dependency', ('A#', 'B#', 'C'))
+('circular-dependency', ('A', 'B', 'C'))
 """
 
 from __future__ import annotations
@@ -36,12 +39,14 @@ _VERSION = re.compile(r"#\d+(?=/\d+$|$)")
 
 
 def class_key(name: Optional[str]) -> str:
-    """A class name without its per-boot `#N` (kept as a bare `#`: `X#2` is never the same class as `X`).
+    """A class name without its per-boot `#N`: which of the classes of one name a boot registered
+    first depends on the boot, so `X`, `X#2` and `X#8` of different boots are one class name here
+    (the subclass `/S` is kept: it is the code's annotation).
 
     >>> class_key("&(&k->k_lock)->rlock#3"), class_key("&type->s_umount_key#46/1"), class_key("sb_writers")
-    ('&(&k->k_lock)->rlock#', '&type->s_umount_key#/1', 'sb_writers')
+    ('&(&k->k_lock)->rlock', '&type->s_umount_key/1', 'sb_writers')
     """
-    return _VERSION.sub("#", name) if name else ""
+    return _VERSION.sub("", name) if name else ""
 
 
 def group_key_of(kind: str, lock: Optional[str], held: Optional[str], cycle: Optional[list[str]],

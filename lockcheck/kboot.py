@@ -90,6 +90,44 @@ def strip_stamp(line: str) -> tuple[Optional[float], str]:
     return float(match.group(1)), line[match.end():].strip()
 
 
+@dataclass(frozen=True)
+class LogScan:
+    """What the state needs of a boot's kernel log: its first lockdep report, and whether the
+    log goes back to the boot (a ring buffer that wrapped has lost its first lines, and with
+    them maybe the report)."""
+
+    report: Optional[KernelReport]
+    from_boot: bool
+
+
+#: the kernel's first line (`Linux version 6.1.0 ...`, printed at 0.000000)
+BOOT_BANNER = "Linux version "
+
+
+def scan_log(lines: Iterable[str], file: str = "<dmesg>") -> LogScan:
+    """`find_report`, and whether the log starts at the boot (its `Linux version` banner).
+
+    >>> scan_log(["[    0.000000] Linux version 6.1.0", "[    1.0] Run /init"], "dmesg")
+    LogScan(report=None, from_boot=True)
+    >>> scan_log(["[ 4711.5] usb 1-1: new device"], "dmesg").from_boot
+    False
+    """
+    banner = [False]
+
+    def watched() -> Iterable[str]:
+        for number, line in enumerate(lines):
+            if number < _BANNER_LINES and not banner[0] and BOOT_BANNER in line:
+                banner[0] = True
+            yield line
+
+    report = find_report(watched(), file)
+    return LogScan(report, banner[0])
+
+
+#: how far into a log its boot banner may come (a serial console opens with firmware output)
+_BANNER_LINES = 200
+
+
 def find_report(lines: Iterable[str], file: str = "<dmesg>") -> Optional[KernelReport]:
     """The first lockdep report in a kernel log, or None."""
     found: Optional[dict] = None

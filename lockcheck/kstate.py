@@ -142,6 +142,8 @@ class LockdepState:
     #: the boot's kernel log, when one was read, and the first lockdep report in it
     log_file: Optional[str] = None
     report: Optional["KernelReport"] = None
+    #: whether that log goes back to the boot (its `Linux version` line): else a report may be lost
+    log_from_boot: bool = False
 
     @property
     def debug_locks(self) -> Optional[int]:
@@ -297,10 +299,12 @@ def read_into(state: LockdepState, display: str, lines: Iterator[str]) -> Lockde
         state.stats_file = display
         return state
     elif kind == "log":
-        from lockcheck.kboot import find_report
+        from lockcheck.kboot import scan_log
 
-        report = find_report(lines, display)
+        scan = scan_log(lines, display)
+        report = scan.report
         state.log_file = display
+        state.log_from_boot = state.log_from_boot or scan.from_boot
         if report is not None and (state.report is None or
                                    (report.ts or 0.0) < (state.report.ts or 0.0)):
             state.report = report

@@ -68,8 +68,9 @@ class ReportCollector(ReportSink):
         if not stats.files:
             return []
         problems = len(self.groups.findings)
-        out = [f"read {_count(stats.reports, 'lockdep report')} ({_count(problems, 'distinct problem')}) "
-               f"from {_count(stats.files, 'kernel log')}; "
+        read = (f"{_count(stats.reports, 'lockdep report')} ({_count(problems, 'distinct problem')})"
+                if stats.reports else "no lockdep report")
+        out = [f"read {read} from {_count(stats.files, 'kernel log')}; "
                f"skipped {_count(stats.other_lines, 'line')} of other output"]
         if stats.truncated:
             out.append(f"{_count(stats.truncated, 'report')} cut short or with lines lost: "

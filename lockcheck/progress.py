@@ -147,8 +147,9 @@ def _si(value: float) -> str:
 
 
 def _size(done: int, total: int) -> str:
-    """`12.3/29.1 MB`: bytes read of the total, in the total's unit."""
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("kB", 1 << 10)):
+    """`12.3/29.1 MB`: bytes read of the total, in the total's unit (SI: a kB is 1000 bytes, as
+    tqdm and rich count, and as the file size `ls -l` prints reads)."""
+    for unit, size in (("GB", 10 ** 9), ("MB", 10 ** 6), ("kB", 10 ** 3)):
         if total >= size:
             return f"{done / size:.1f}/{total / size:.1f} {unit}"
     return f"{done}/{total} B"

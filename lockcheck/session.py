@@ -82,6 +82,7 @@ class CheckSession:
             notes=self._notes(checker),
             suppressed=len(suppressed),
             errors=[err.format() for err in self.errors],
+            annotations=self.annotator.source_counts() if self.annotator is not None else {},
         )
         if self.options.quiet:
             summary.notes = []

@@ -205,8 +205,29 @@ def to_finding(splat: Splat) -> Finding:
         kind=splat.kind, task=splat.task or "?", lock=name, location=splat.location, held=held, cycle=cycle,
         next=nxt, prev=prv, held_locks=[_snapshot(h, splat) for h in splat.held_locks], chain=chain, site=site,
         details=details,
-        report=ReportOrigin(kernel=splat.kernel, first=first, last=first, count=1, notes=list(splat.notes)),
+        report=ReportOrigin(kernel=splat.kernel, first=first, last=first, count=1, notes=list(splat.notes),
+                            missing=missing_parts(splat)),
     )
+
+
+def missing_parts(splat: Splat) -> tuple[str, ...]:
+    """The parts of its report a splat lacks (`ReportOrigin.missing`): a log cut mid-report.
+
+    >>> missing_parts(Splat(kind="circular-dependency", file="log", line=1, lock=SplatLock("A")))
+    ('held', 'chain', 'held_locks')
+    """
+    d = splat.details
+    missing = []
+    if splat.kind == F.IRQ_INVERSION and _is_inversion(splat):  # a change of state: the other class is held
+        if d.get("other") is None:
+            missing.append("held")
+    elif splat.kind in (F.RECURSIVE, F.CIRCULAR, F.IRQ_INVERSION) and splat.held is None:
+        missing.append("held")
+    if splat.kind == F.CIRCULAR and not splat.chain:
+        missing.append("chain")
+    if splat.held_count is None and not splat.held_locks:
+        missing.append("held_locks")
+    return tuple(missing)
 
 
 def _usage_bug_details(splat: Splat) -> dict[str, Any]:
@@ -230,7 +251,7 @@ def _irq_details(splat: Splat) -> dict[str, Any]:
     details: dict[str, Any] = {"irqclass": d.get("irqclass", "?")}
     if d.get("irq_state"):
         details["irq_state"] = d["irq_state"]
-    if "other" in d or "forwards" in d:
+    if _is_inversion(splat):
         details["irq_report"] = "inversion"
         details["forwards"] = bool(d.get("forwards", True))
         other = d.get("other")
@@ -262,6 +283,13 @@ def _irq_details(splat: Splat) -> dict[str, Any]:
         details["unsafe_path"] = _path_links(splat, d.get("unsafe_path", []))
         details["dedup"] = "bad-dependency"
     return details
+
+
+def _is_inversion(splat: Splat) -> bool:
+    """An irq report raised by a change of irq state (`print_irq_inversion_bug`), not by an
+    acquisition (`print_bad_irq_dependency`): its title says so, even when the log lost the rest."""
+    d = splat.details
+    return "other" in d or "forwards" in d or "irq lock inversion" in splat.title
 
 
 def _path_links(splat: Splat, blocks: list[tuple[SplatLock, list[str]]]) -> list[ChainLink]:

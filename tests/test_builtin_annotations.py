@@ -201,3 +201,19 @@ def test_diff_takes_the_lockdep_state(tmp_path):
     assert status == 1 and [f["kind"] for f in doc["findings"]] == ["recursive-locking"]
     status, doc, _ = run("diff", str(base), str(new), "--lockdep-state", str(nested_state(tmp_path)))
     assert (status, doc["findings"]) == (0, [])
+
+
+def test_graph_and_diff_take_annotation_rules(tmp_path):
+    """An --annotations rule (no state at hand) resolves the nesting for graph and diff alike."""
+    rules = tmp_path / "rules.annotations"
+    rules.write_text("subclass &mm->mmap_lock by address order\n")
+    base, new = tmp_path / "base.ftrace", tmp_path / "new.ftrace"
+    base.write_text(ftrace("acquire 00c0 &p->lock", "release 00c0 &p->lock"))
+    new.write_text(NESTED)
+    status, doc, _ = run("diff", str(base), str(new), "--annotations", str(rules))
+    assert (status, doc["findings"]) == (0, [])
+    graph = tmp_path / "g.json"
+    assert main(["graph", "--no-progress", "--no-config", "-q", str(new), "-o", str(graph),
+                 "--annotations", str(rules)]) == 0
+    edges = {(e["from"], e["to"]) for e in json.loads(graph.read_text())["dependencies"]}
+    assert ("&mm->mmap_lock", "&mm->mmap_lock/1") in edges and ("&mm->mmap_lock/1", "&p->lock") in edges

@@ -62,3 +62,80 @@ def test_suppress_doc_example_is_a_valid_file(tmp_path):
     status = main(["check", "--no-config", "--no-progress", "--suppress", str(known), str(TRACES / "abba.lt")],
                   stdout=out, stderr=io.StringIO())
     assert status == 0 and "; 1 suppressed" in out.getvalue()
+
+
+def test_cli_doc_json_example_is_what_check_prints(tmp_path, monkeypatch):
+    doc = ROOT / "docs" / "cli.md"
+    section = doc.read_text().split("## JSON (`--format json`)", 1)[1]
+    trace = re.search(r"^```\n(.*?)^```", section, re.M | re.S).group(1)
+    [example] = re.findall(r"^```json\n(.*?)^```", section.split("- `lock`:", 1)[0], re.M | re.S)
+    (tmp_path / "abba.lt").write_text(trace)
+    monkeypatch.chdir(tmp_path)
+    out = io.StringIO()
+    status = main(["check", "--no-config", "--no-progress", "--format", "json", "abba.lt"], stdout=out,
+                  stderr=io.StringIO())
+    assert status == 1 and out.getvalue() == example
+
+
+def test_cli_doc_names_every_kind_of_finding():
+    from lockcheck import findings
+
+    table = (ROOT / "docs" / "cli.md").read_text().split("Kinds of finding", 1)[1].split("\n\n", 2)[1]
+    documented = set(re.findall(r"^\| `([a-z-]+)` \|", table, re.M))
+    assert documented == set(findings.MESSAGES)
+
+
+def fenced(path: Path) -> list[str]:
+    """Every fenced block of a Markdown file, whatever its language, in order."""
+    out, current = [], None
+    for line in path.read_text().splitlines(keepends=True):
+        if line.startswith("```"):
+            if current is None:
+                current = []
+            else:
+                out.append("".join(current))
+                current = None
+        elif current is not None:
+            current.append(line)
+    return out
+
+
+def _readme_run(command: str) -> str:
+    """What a README `$ lockcheck check ...` line prints now (a `| grep -E '...'` filter applied)."""
+    import shlex
+
+    argv, _, pipe = command.partition(" | ")
+    out = io.StringIO()
+    main(shlex.split(argv)[1:] + ["--no-config", "--no-progress"], stdout=out, stderr=io.StringIO())
+    text = out.getvalue()
+    if pipe:
+        pattern = shlex.split(pipe)[-1]
+        text = "".join(line + "\n" for line in text.splitlines() if re.search(pattern, line))
+    return text
+
+
+@pytest.mark.parametrize("path", ["tests/data/kernel-log/recursive.log", "tests/data/kernel-log/buckets/"])
+def test_readme_kernel_log_examples_print_what_the_readme_shows(path, monkeypatch):
+    """The README's kernel-log examples are real output: rerun, they print the same."""
+    monkeypatch.chdir(ROOT)
+    for block in fenced(ROOT / "README.md"):
+        first, _, shown = block.partition("\n")
+        if first.startswith(f"$ lockcheck check {path}"):
+            assert _readme_run(first[2:]) == shown
+            return
+    pytest.fail(f"no README example runs lockcheck check {path}")
+
+
+def test_readme_stat_examples_print_what_they_show(monkeypatch):
+    """Each `$ lockcheck stat ...` block of the README is that command's output, as printed now."""
+    monkeypatch.chdir(ROOT)  # the examples name traces/... relative to the checkout
+    examples = [block for block in fenced(ROOT / "README.md") if block.startswith("$ lockcheck stat")]
+    assert len(examples) == 2
+    for block in examples:
+        lines = block.splitlines()
+        command = lines.pop(0)
+        while command.endswith("\\"):
+            command = command[:-1] + lines.pop(0).strip()
+        out, err = io.StringIO(), io.StringIO()
+        assert main(command.split()[2:], stdout=out, stderr=err) == 0, err.getvalue()
+        assert out.getvalue() == "\n".join(lines) + "\n", command

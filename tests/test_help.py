@@ -44,3 +44,12 @@ def test_readme_commands_exist():
     blocks = "\n".join(re.findall(r"^```[a-z]*\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S))
     used = set(re.findall(r"^(?:\.venv/bin/)?lockcheck ([a-z]+)", blocks, re.M))
     assert used and used <= {prog.split()[1] for prog in PAGES if " " in prog}, used
+
+
+@pytest.mark.parametrize("prog", sorted(PAGES))
+def test_every_help_page_fits_an_80_column_terminal(prog, monkeypatch):
+    # argparse wraps what it writes itself to $COLUMNS; descriptions and examples are ours
+    monkeypatch.setenv("COLUMNS", "80")
+    page = pages()[prog].format_help()
+    wide = [line for line in page.splitlines() if len(line) > 80]
+    assert not wide, wide

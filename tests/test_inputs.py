@@ -12,7 +12,10 @@ import gzip
 import io
 import json
 import lzma
+import os
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +23,7 @@ import pytest
 from lockcheck.cli import main
 from lockcheck.readers import ReadContext, inputs, read_all
 
-from testdata import CAPTURES, TRACES, deny_open, timer_traces
+from testdata import CAPTURES, ROOT, TRACES, deny_open, timer_traces
 
 FTRACE = """\
 # tracer: nop
@@ -91,7 +94,7 @@ def test_a_kernel_log_is_read_for_its_lockdep_reports_named_or_in_a_directory(tm
     for arg in (str(path), str(tmp_path)):
         status, out, err = run("check", arg)
         assert (status, err) == (0, "")
-        assert "read 0 lockdep reports (0 distinct problems) from 1 kernel log" in out
+        assert "read no lockdep report from 1 kernel log" in out
 
 
 def test_plain_text_named_on_the_command_line_still_gets_the_lt_parsers_error(tmp_path):
@@ -263,3 +266,96 @@ def test_stat_of_a_boot_directory_reads_the_trace_and_the_lock_stat_dump(tmp_pat
     kinds = sorted(source["kind"] for source in json.loads(out)["sources"])
     assert kinds == ["lock_stat", "trace"]
     assert f"{CAPTURES / 'clean' / 'dmesg.txt'}: a kernel log holds no lock events" in err.replace("\n    ", " ")
+
+
+# -- what a directory holds besides files, and names that are no regular file --------------
+ABBA = ("T1 acquire A\nT1 acquire B\nT1 release B\nT1 release A\n"
+        "T2 acquire B\nT2 acquire A\nT2 release A\nT2 release B\n")
+
+
+def test_an_unlistable_folder_is_an_error_not_a_silent_gap(tmp_path, monkeypatch):
+    # root lists every folder whatever its mode, so the refusal is made by hand
+    (tmp_path / "a.lt").write_text(ABBA)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    (locked / "b.lt").write_text(ABBA.replace("A", "C"))
+    real_scandir = os.scandir
+
+    def scandir(path="."):
+        if os.fspath(path) == str(locked):
+            raise PermissionError(13, "Permission denied", os.fspath(path))
+        return real_scandir(path)
+
+    monkeypatch.setattr(os, "scandir", scandir)
+    status, doc, err = check_json(str(tmp_path))
+    assert (status, err) == (2, f"{locked}: Permission denied\n")
+    assert doc["errors"] == [f"{locked}: Permission denied"] and len(doc["findings"]) == 1
+    status, out, _ = run("check", str(tmp_path))
+    assert status == 2 and "incomplete: 1 input could not be read" in out and "no problems" not in out
+
+
+def test_links_in_a_directory_are_followed_and_a_loop_is_walked_once(tmp_path):
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "abba.lt").write_text(ABBA)
+    traces = tmp_path / "traces"
+    traces.mkdir()
+    (traces / "own.lt").write_text("T1 acquire X\nT1 release X\n")
+    (traces / "linked").symlink_to(elsewhere, target_is_directory=True)
+    (traces / "loop").symlink_to(traces, target_is_directory=True)
+    (traces / "file-link.lt").symlink_to(elsewhere / "abba.lt")
+    paths = [Path(item.path).relative_to(traces).as_posix() for item in inputs.expand([str(traces)])]
+    assert paths == ["file-link.lt", "linked/abba.lt", "own.lt"]
+    status, doc, err = check_json(str(traces))
+    assert status == 1 and err == "" and doc["stats"]["events"] == 18
+
+
+def test_a_named_pipe_in_a_directory_is_skipped_unread(tmp_path):
+    # opening a FIFO blocks until someone writes to it: a directory walk must not hang on one
+    (tmp_path / "abba.lt").write_text(ABBA)
+    os.mkfifo(tmp_path / "pipe.lt")
+    proc = subprocess.run([sys.executable, "-m", "lockcheck", "check", "--no-config", "--no-progress", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert proc.returncode == 1, proc.stderr
+    assert f"{tmp_path / 'pipe.lt'}: not a trace (looks like a named pipe, not read)" in \
+        proc.stdout.replace("\n    ", " ")
+
+
+def pipe_path(data: bytes) -> str:
+    """`/dev/fd/N` of a pipe holding DATA, its writing end closed: what `<(cat FILE)` names."""
+    read_end, write_end = os.pipe()
+    os.write(write_end, data)  # less than a pipe buffer: no writer thread needed
+    os.close(write_end)
+    return f"/dev/fd/{read_end}"
+
+
+needs_dev_fd = pytest.mark.skipif(not os.path.isdir("/dev/fd"), reason="/dev/fd (process substitution) is POSIX")
+
+
+@needs_dev_fd
+@pytest.mark.parametrize("command", ["check", "convert", "stat", "graph"])
+def test_a_pipe_named_on_the_command_line_is_read_once(command):
+    # `lockcheck check <(zcat trace.gz)`: a second open of the pipe finds it drained, so
+    # looking at its first line to see whether it is a dump would leave an empty trace
+    path = pipe_path((TRACES / "abba.lt").read_bytes())
+    options = {"check": ["--no-config"], "graph": ["--no-config", "-o", "-"]}.get(command, [])
+    out, err = io.StringIO(), io.StringIO()
+    status = main([command, "--no-progress", *options, path], stdout=out, stderr=err)
+    os.close(int(path.rsplit("/", 1)[1]))
+    text = out.getvalue() + err.getvalue()
+    assert "empty trace" not in text and "0 events" not in text, text
+    expected = {"check": "lockcheck: 1 finding (1 circular-dependency) in 8 events",
+                "convert": "kworker/0:1/42 acquire &dev->lock", "stat": "&dev->lock",
+                "graph": '"&queue->lock"'}[command]
+    assert status == (1 if command == "check" else 0) and expected in text, text
+
+
+@needs_dev_fd
+def test_a_dump_through_a_pipe_is_still_a_dump():
+    dump = lzma.decompress((CAPTURES / "clean" / "lockdep.txt.xz").read_bytes())[:30_000]
+    dump = dump[:dump.rindex(b"\n\n") + 1]  # whole class entries only
+    path = pipe_path(dump)
+    status, doc, err = check_json(path)
+    os.close(int(path.rsplit("/", 1)[1]))
+    assert status == 0, err
+    assert doc["stats"]["classes"] > 10 and any(f"of {path}" in note for note in doc["notes"])

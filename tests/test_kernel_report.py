@@ -148,9 +148,15 @@ AFTER = trace(
     (6.101, "other", 81, "acquire", "0a00", "&a->lock"),
     (6.102, "other", 81, "release", "0a00", "&a->lock"),
     (6.103, "other", 81, "release", "0b00", "&b->lock"),
+    # a repeated class the chains show as accepted, from an earlier part of the boot: after the
+    # report the state says nothing, so it is what an annotation could explain, as without state
+    (7.0, "kworker", 90, "acquire", "0c00", "&c->lock"),
+    (7.001, "kworker", 90, "acquire", "0c10", "&c->lock"),
+    (7.002, "kworker", 90, "release", "0c10", "&c->lock"),
+    (7.003, "kworker", 90, "release", "0c00", "&c->lock"),
 )
-AFTER_STATE = ([(OUTER, [OBJ]), (OBJ, []), ("&a->lock", []), ("&b->lock", [])],
-               [[OUTER], [OUTER, OBJ], [OUTER, OBJ, OBJ]])
+AFTER_STATE = ([(OUTER, [OBJ]), (OBJ, []), ("&a->lock", []), ("&b->lock", []), ("&c->lock", [])],
+               [[OUTER], [OUTER, OBJ], [OUTER, OBJ, OBJ], ["&c->lock"], ["&c->lock", "&c->lock"]])
 
 
 def test_after_the_report_the_capture_is_checked_without_the_state(tmp_path):
@@ -158,8 +164,11 @@ def test_after_the_report_the_capture_is_checked_without_the_state(tmp_path):
     folder = boot(tmp_path, *AFTER_STATE, debug_locks=0, log=log)
     status, doc = check(tmp_path, AFTER, "--lockdep-state", str(folder))
     kinds = sorted((f["kind"], f["lock"]) for f in doc["findings"])
-    # the kernel's report, and the AB-BA it could no longer see: not relabelled as lost trylocks
-    assert kinds == [("circular-dependency", "&a->lock"), ("recursive-locking", OBJ)]
+    # the kernel's report, and what it could no longer see: not relabelled as lost trylocks
+    assert kinds == [("circular-dependency", "&a->lock"), ("recursive-locking", "&c->lock"), ("recursive-locking", OBJ)]
+    by_lock = {f["lock"]: f for f in doc["findings"]}
+    assert "uncertain" not in by_lock[OBJ] and "uncertain" not in by_lock["&a->lock"]
+    assert "nest_lock annotations" in by_lock["&c->lock"]["uncertain"]
     assert not any("taken as trylocks" in n for n in doc["notes"])
     cut = next(n for n in doc["notes"] if "turned lockdep off" in n)
     assert "was used up to" in cut and "trace.ftrace:" in cut
@@ -261,3 +270,31 @@ def test_a_boot_reports_the_kernels_report_once(tmp_path):
     assert (finding["kind"], finding["lock"]) == ("recursive-locking", OBJ)
     assert finding["location"] == f"{folder / 'dmesg.txt'}:3"
     assert finding["details"]["captured_at"].startswith(f"{folder / 'trace.ftrace'}:")
+
+
+def test_a_kernel_log_that_lost_its_start_does_not_prove_lockdep_stayed_on(tmp_path):
+    """A dmesg whose ring buffer wrapped (no `Linux version` line) may have lost the report."""
+    tail = "".join(f"[{4711 + i:12.6f}] usb 1-1: event {i}\n" for i in range(3))
+    folder = boot(tmp_path, *TAKE_ALL_STATE, log=tail)
+    status, doc = check(tmp_path, TAKE_ALL, "--lockdep-state", str(folder))
+    assert status == 1 and "adds a chain before validating it" in doc["findings"][0]["uncertain"]
+    assert any("does not go back to the boot" in n for n in doc["notes"])
+    # the same log from the boot on: lockdep stayed on, the repeat was accepted (a nest_lock)
+    whole = tmp_path / "whole"
+    whole.mkdir()
+    folder = boot(whole, *TAKE_ALL_STATE, log="[    0.000000] Linux version 6.1.0\n" + tail)
+    status, doc = check(whole, TAKE_ALL, "--lockdep-state", str(folder))
+    assert (status, doc["findings"]) == (0, [])
+
+
+def test_a_report_the_capture_cannot_be_cut_at_proves_no_repeat(tmp_path):
+    """A log without time stamps whose report lost its task line: where the capture reaches the
+    report is unknown, so a repeated class in a chain is not taken as accepted (it may be the report)."""
+    log = ("Linux version 6.1.0\n" + "=" * 44 + "\nWARNING: possible recursive locking detected\n"
+           "6.1.0 #1 Not tainted\n" + "-" * 44 + "\n")
+    folder = boot(tmp_path, *TAKE_ALL_STATE, debug_locks=0, log=log)
+    status, doc = check(tmp_path, TAKE_ALL, "--lockdep-state", str(folder))
+    assert status == 1
+    [finding] = doc["findings"]
+    assert finding["kind"] == "recursive-locking" and finding["lock"] == OBJ
+    assert not any("given nest_lock" in n for n in doc["notes"])

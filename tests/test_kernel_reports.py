@@ -106,7 +106,7 @@ def test_a_dmesg_without_reports_is_a_clean_kernel_log(tmp_path: Path) -> None:
     log = write(tmp_path / "dmesg.txt", stamped(["Linux version 6.8.0", "Command line: ro quiet splash"]))
     status, out, err = run("check", log)
     assert (status, err) == (0, "")
-    assert "read 0 lockdep reports (0 distinct problems) from 1 kernel log" in out
+    assert "read no lockdep report from 1 kernel log" in out
 
 
 # -- dependencies into the graph -----------------------------------------------------------
@@ -241,3 +241,57 @@ def test_convert_and_stat_say_a_kernel_log_has_no_lock_events(tmp_path: Path) ->
         status, _, err = run(command, log)
         assert status == 0
         assert "a kernel log holds no lock events (`lockcheck check` reads its lockdep reports)" in " ".join(err.split())
+
+
+def test_a_report_pasted_into_a_mail_reply_is_read_from_the_saved_mail(tmp_path: Path) -> None:
+    """A mail saved as text: headers and prose, then the report quoted with `> ` (and indented dmesg)."""
+    report = stamped(raw(lines_of(DATA / "circular-5-classes.log")), 19.69)
+    mail = ["From: someone@example.org", "Subject: Re: lockdep splat on boot", "", "On Fri, you wrote:",
+            "> While testing I got the following lockdep report:", ">"] + [f"> {line}" for line in report]
+    log = write(tmp_path / "reply.eml", mail + ["", "Thanks, looking into it."])
+    status, out, err = run("check", "--format", "json", log)
+    assert status == 1, err
+    (finding,) = json.loads(out)["findings"]
+    assert finding["cycle"] == expectations(DATA / "circular-5-classes.log")["cycle"].split(" -> ")
+    assert finding["first"]["ts"] == pytest.approx(19.691)
+    indented = write(tmp_path / "commit.txt", [f"    {line}" for line in raw(lines_of(DATA / "recursive.log"))])
+    status, out, _ = run("check", "--format", "json", indented)
+    assert (status, [f["kind"] for f in json.loads(out)["findings"]]) == (1, ["recursive-locking"])
+
+
+def test_a_kernel_report_of_another_bug_is_a_clean_kernel_log(tmp_path: Path) -> None:
+    """A syzbot report of a KASAN bug (no time stamps) is a kernel log without lockdep reports, not an error."""
+    log = write(tmp_path / "kasan.txt", ["BUG: KASAN: use-after-free in foo+0x1/0x2", "Read of size 8 at addr ffff8880",
+                                         "", "Call Trace:", " dump_stack+0x1/0x2"])
+    status, out, err = run("check", log)
+    assert (status, err) == (0, "")
+    assert "read no lockdep report from 1 kernel log" in out
+
+
+BUCKETS = DATA / "buckets"
+
+
+def test_syzbots_buckets_of_real_reports_are_regrouped_by_their_lock_classes() -> None:
+    """Eight real syzbot reports under seven titles (tests/data/kernel-log/buckets.source) are five
+    problems: one cycle entered at two locks (and with a `#8` in one boot) is one; one title over
+    two different cycles is two."""
+    status, out, err = run("check", "--format", "json", str(BUCKETS))
+    assert status == 1, err
+    doc = json.loads(out)
+    # keyed as grouped: the cycle rotated to start at its smallest class, `#N` left out
+    found = {grouping.group_key_of(f["kind"], f["lock"], f["held"], f["cycle"], {})[1]: f for f in doc["findings"]}
+    counts = {key: (f["count"], sorted(Path(f[end]["file"]).name for end in ("first", "last")))
+              for key, f in found.items()}
+    assert counts == {
+        ("&wg->static_identity.lock", "(wq_completion)wg-kex-wireguard1",
+         "(work_completion)(&peer->transmit_handshake_work)"): (2, ["deadlock-in-peer_remove_after_dead.log", "deadlock-in-wg_set_device.log"]),
+        ("&pipe->mutex/1", "console_lock", "(completion)&req.done", "sb_writers"):
+            (2, ["deadlock-in-vcs_read.log", "deadlock-in-vcs_write.log"]),
+        ("&xt[i].mutex", "rtnl_mutex", "sk_lock-AF_INET"):
+            (2, ["deadlock-in-do_ip_getsockopt.log", "deadlock-in-do_ip_setsockopt.log"]),
+        ("&bdev->bd_mutex", "&lo->lo_ctl_mutex"): (1, ["deadlock-in-blkdev_reread_part.log"] * 2),
+        ("&bdev->bd_mutex", "loop_index_mutex", "&lo->lo_ctl_mutex"):
+            (1, ["deadlock-in-blkdev_reread_part-2.log"] * 2),
+    }
+    assert any(note.startswith("read 8 lockdep reports (5 distinct problems) from 8 kernel logs")
+               for note in doc["notes"])

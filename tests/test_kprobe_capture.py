@@ -105,6 +105,8 @@ def test_a_nest_lock_names_the_held_lock_whose_map_it_is(tmp_path):
     status, doc = check(tmp_path, trace)
     assert (status, doc["findings"]) == (0, []), doc["findings"]
     assert any("annotations of 4 captured acquisitions: 4 from the capture" in n for n in doc["notes"])
+    assert doc["stats"]["annotations"] == {"acquisitions": 4, "capture": 4, "state": 0, "rule": 0, "none": 0,
+                                           "state_changed": 0}
 
 
 def test_a_repeat_without_nest_lock_is_the_kernels_report_and_certain(tmp_path):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import re
 import select
 import subprocess
 import sys
@@ -34,7 +35,7 @@ def abba_lines(n: int) -> str:
 
 
 def test_the_line_with_a_known_size():
-    line = ProgressLine(Terminal(), 30 << 20, lambda: int(12.6 * (1 << 20)), clock=lambda: 0.0)
+    line = ProgressLine(Terminal(), 30_000_000, lambda: 12_600_000, clock=lambda: 0.0)
     text = line.line(1_155_000, 5.0, "boot/trace.ftrace.xz")
     assert text.startswith("lockcheck:  42%|████████▍           | 12.6/30.0 MB [00:05<00:06, 231k events/s]")
     assert text.endswith(" boot/trace.ftrace.xz")
@@ -117,16 +118,23 @@ def test_off_on_request(tmp_path, monkeypatch, flag):
     assert "\r" not in err.getvalue()
 
 
+def run_on(stderr, path) -> subprocess.Popen:
+    """`python -m lockcheck check PATH` in a child process whose stderr is STDERR."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKCHECK_JOBS": "1"}
+    env.pop("COLUMNS", None)
+    return subprocess.Popen([sys.executable, "-m", "lockcheck", "check", "--no-config", "--format", "json",
+                             str(path)], stdout=subprocess.DEVNULL, stderr=stderr, env=env)
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="a pseudo-terminal is POSIX")
 def test_on_a_real_pseudo_terminal(tmp_path):
     import pty
 
-    path = tmp_path / "big.lt"
-    path.write_text(abba_lines(17_000))  # 68,000 events: past the first look at the clock
+    # compressed: the share is of the file's compressed bytes, and the time left is shown
+    path = tmp_path / "big.lt.gz"
+    path.write_bytes(gzip.compress(abba_lines(40_000).encode(), compresslevel=1))  # 160,000 events
     master, slave = pty.openpty()
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "LOCKCHECK_JOBS": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "lockcheck", "check", "--no-config", "--format", "json",
-                             str(path)], stdout=subprocess.DEVNULL, stderr=slave, env=env)
+    proc = run_on(slave, path)
     os.close(slave)
     seen = b""
     while True:
@@ -143,4 +151,16 @@ def test_on_a_real_pseudo_terminal(tmp_path):
     assert proc.wait(timeout=120) == 0
     os.close(master)
     text = seen.decode()
-    assert "%|" in text and "events/s]" in text and text.endswith("\r\x1b[K")
+    assert text.endswith("\r\x1b[K")
+    size = f"/{path.stat().st_size / 1000:.1f} kB ["
+    drawn = [part for part in text.split("\r") if part.startswith("lockcheck:")]
+    assert drawn and all("%|" in part and size in part and "events/s]" in part for part in drawn), drawn
+    assert all(re.search(r"\[\d\d:\d\d<(\d\d:\d\d|\?), ", part) for part in drawn), drawn
+
+
+def test_silent_in_a_real_pipe(tmp_path):
+    path = tmp_path / "big.lt.gz"
+    path.write_bytes(gzip.compress(abba_lines(20_000).encode(), compresslevel=1))
+    proc = run_on(subprocess.PIPE, path)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0 and err == b""

@@ -4,7 +4,8 @@ Each `NAME.log` there is a public report transcribed as it was published
 (its `NAME.source` names where, and states what the report says: kind,
 task, lock, held lock, cycle).  Each is read back as it is, without its log
 prefixes (a syzbot report), with dmesg time stamps, with time stamps and
-caller ids, and behind a syslog header -- always the same one finding.
+caller ids, behind a syslog header, and pasted into a mail or a commit message
+(quoted with `> `, indented) -- always the same one finding.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ from lockcheck.splats import to_finding
 
 DATA = Path(__file__).parent / "data" / "kernel-log"
 LOGS = sorted(DATA.glob("*.log"))
+
+
+def test_the_reports_are_there():
+    # the tests below loop over LOGS: an empty list would pass them having read nothing
+    assert len(LOGS) >= 13, f"only {len(LOGS)} kernel logs under {DATA}"
 
 
 def expectations(log: Path) -> dict[str, str]:
@@ -73,6 +79,12 @@ LAYOUTS = {
     "dmesg": lambda lines: stamped(raw(lines)),
     "callers": lambda lines: with_callers(raw(lines)),
     "syslog": lambda lines: syslog(raw(lines)),
+    # pasted elsewhere: a mail reply (quoted once or twice), a commit message (indented), a tabbed block
+    "mail reply": lambda lines: [f"> {line}" for line in stamped(raw(lines))],
+    "reply to a reply": lambda lines: [f"> > {line}" for line in raw(lines)],
+    "commit message": lambda lines: [f"    {line}" for line in raw(lines)],
+    "indented dmesg": lambda lines: [f"  {line}" for line in stamped(raw(lines))],
+    "tabbed": lambda lines: [f"\t{line}" for line in raw(lines)],
 }
 
 
@@ -195,6 +207,36 @@ def test_a_report_cut_short_gives_what_it_printed_with_a_note(log: Path) -> None
             assert any("cut short" in note or "lost lines" in note for note in splat.notes)
 
 
+_PRINTED_CLASS = re.compile(r"\((\S[^\n]*?)\)\{[-+.?]*\}|lock\(([^\n]*?)\);")
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.stem)
+def test_the_text_report_of_a_report_cut_short_makes_nothing_up(log: Path) -> None:
+    """Wherever the log ends, every class the text report names is one the log printed so far:
+    a part the log lost (the held lock, the chain, the held-lock list, the scenario built from
+    them) is said to be missing, never filled in with another class."""
+    import io
+
+    from lockcheck.report import Summary, text
+
+    lines = raw(lines_of(log))
+    title = next(i for i, line in enumerate(lines) if classify(line).tag in kernel_log._TITLE_KINDS)
+    heading = re.sub(r"^(WARNING: |\[ (INFO|BUG): )|( \])$", "", lines[title].strip())
+    for cut in range(title + 1, len(lines) + 1):
+        splats, _ = read_back(lines[:cut])
+        if splats[0].lock is None and not splats[0].held_locks:
+            continue  # no lock printed yet: such a report is only a note (logreports.ReportCollector)
+        out = io.StringIO()
+        text.print_finding(to_finding(splats[0]), Summary(), out)
+        assert f"WARNING: {heading}\n" in out.getvalue(), cut  # the report's own title, whatever was lost
+        seen = "\n".join(lines[:cut])
+        for match in _PRINTED_CLASS.finditer(out.getvalue()):
+            name = match.group(1) or match.group(2)
+            assert f"({name})" in seen or f"({name}){{" in seen or f" {name} " in seen, (cut, name)
+        if cut < len(lines) and splats[0].held_count is None:
+            assert "no locks held by" not in out.getvalue(), cut
+
+
 def test_another_report_starting_cuts_the_first_short() -> None:
     first = raw(lines_of(DATA / "circular-4-classes.log"))[:30]
     second = raw(lines_of(DATA / "recursive.log"))
@@ -298,3 +340,15 @@ def test_a_callers_report_abandoned_under_other_callers_output_is_closed_where_i
     assert first.notes and "nothing more of it in the 200 lines that follow" in first.notes[0]
     assert first.end == 12 and again.notes == []
     assert stats.other_lines >= 250
+
+
+def test_a_paste_without_its_stack_backtrace_line_ends_at_the_call_trace() -> None:
+    """Commit messages quote a report with `stack backtrace:` and the CPU line left out."""
+    lines = [line for line in raw(lines_of(DATA / "recursive.log"))
+             if line.strip() not in ("stack backtrace:",) and not line.startswith(("CPU:", "Hardware name:"))]
+    (splat,) = read_back([f"  {line}" for line in lines])[0]
+    assert splat.notes == [] and splat.held_count == len(splat.held_locks) == 2
+    # before the held list is complete, a Call Trace line does not end the report
+    cut = [line for line in lines if not line.lstrip().startswith("#1:")]
+    (short,) = read_back(cut)[0]
+    assert any("cut short" in note or "lost lines" in note for note in short.notes)

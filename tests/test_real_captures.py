@@ -128,3 +128,43 @@ def test_diffing_the_two_clean_boots_finds_nothing_new():
                   stdout=out, stderr=err)
     doc = json.loads(out.getvalue())
     assert (status, doc["findings"]) == (0, []), err.getvalue()
+
+
+def test_the_readme_counts_what_the_traces_alone_give():
+    """The README's figures for a naive replay are measured, not remembered."""
+    import re
+    from collections import Counter
+
+    from testdata import ROOT
+
+    text = " ".join((ROOT / "README.md").read_text().split())
+    said = re.search(r"give (\d+) findings on `clean` \(([^)]*)\) and (\d+) on `clean-nohash` \(([^)]*)\)", text)
+    assert said, "the README no longer gives the counts of the two captures' traces alone"
+    for boot, total, kinds in (("clean", said[1], said[2]), ("clean-nohash", said[3], said[4])):
+        counts = Counter(f["kind"] for f in check(boot)[1]["findings"])
+        assert int(total) == sum(counts.values()), boot
+        assert dict((kind, int(n)) for n, kind in re.findall(r"(\d+) ([a-z-]+)", kinds)) == dict(counts), boot
+
+
+@pytest.mark.parametrize("boot", BOOTS)
+def test_where_each_acquisitions_annotations_came_from(boot):
+    """stats.annotations: with the state every captured acquisition is the state's or a rule's;
+    without it none is the state's; the same acquisitions either way."""
+    _, alone = check(boot)
+    _, with_state = check(boot, *state(boot))
+    plain, resolved = alone["stats"]["annotations"], with_state["stats"]["annotations"]
+    assert plain["acquisitions"] == resolved["acquisitions"] > 40000
+    assert (plain["state"], plain["state_changed"], plain["capture"]) == (0, 0, 0)
+    assert plain["rule"] + plain["none"] == plain["acquisitions"]
+    assert (resolved["none"], resolved["capture"]) == (0, 0)
+    assert resolved["state"] + resolved["rule"] == resolved["acquisitions"]
+    assert resolved["rule"] == plain["rule"]  # the built-in no-check rules come first either way
+    # what it changed: the subclasses (and, in clean-nohash, the lost trylocks) of the notes
+    import re
+
+    changed = sum(int(m.group(1)) for note in with_state["notes"]
+                  for m in [re.match(r"(\d+) acquisitions? of .* (given subclass|taken as trylocks)", note)] if m)
+    assert resolved["state_changed"] == changed > 300
+    assert any(note.startswith(f"annotations of {resolved['acquisitions']} captured acquisitions: "
+                               f"{resolved['state']} from the kernel's state ({changed} changed by it)")
+               for note in with_state["notes"])

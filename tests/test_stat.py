@@ -150,7 +150,8 @@ def test_kernel_order_is_contentions_then_first_seen() -> None:
     ("class name", "A"), ("wait_total", "A"), ("holdtime-avg", "M"), ("holdtime-min", "M"),
 ])
 def test_sort_by_any_column(key: str, first: str) -> None:
-    # holdtime-avg: M 60 > R 33.33 > B 20; holdtime-min: M 60 is the largest minimum
+    # holdtime-avg (reads and writes together): M 60 > A 42.33 > R 30 = X 30 > B 20;
+    # holdtime-min: M 60 is the largest minimum (A 7, X 30, B 20, R 10)
     classes = [c for c in render.ordered(stats().classes.values(), render.sort_key(key)) if c.rows()]
     assert classes[0].name == first
 
@@ -161,6 +162,65 @@ def test_unknown_sort_key_is_a_usage_error(tmp_path: Path) -> None:
     err = io.StringIO()
     assert main(["stat", "--sort", "bogus", str(path)], stdout=io.StringIO(), stderr=err) == 2
     assert "unknown sort key 'bogus'" in err.getvalue()
+
+
+def test_out_of_order_release_restarts_the_holds_above() -> None:
+    # __lock_release of a lock that is not the innermost: reacquire_held_locks() -> __lock_acquire()
+    # restarts the hold clock of every lock held above it (holdtime_stamp = now)
+    result = stats("T1 acquire A ts=1.000000 cpu=0\nT1 acquire B ts=1.000010 cpu=0\nT1 acquire C ts=1.000020 cpu=0\n"
+                   "T1 release B ts=1.000030 cpu=0\nT1 release A ts=1.000040 cpu=0\nT1 release C ts=1.000045 cpu=0\n")
+    # A 0 -> 40 and B 10 -> 30 untouched; C restarted at 30 (B's release) and 40 (A's): 40 -> 45
+    assert times_us(result.classes["A"].write_holdtime) == (1, 40, 40, 40, 40)
+    assert times_us(result.classes["B"].write_holdtime) == (1, 20, 20, 20, 20)
+    assert times_us(result.classes["C"].write_holdtime) == (1, 5, 5, 5, 5)
+    assert result.reacquired == 2
+
+
+def test_contending_point_is_the_holders_site_not_the_waiters() -> None:
+    # lock->ip is set by __lock_acquired only: the waiter's own acquire (at waiter) does not replace
+    # the holder's site before its lock_contended reads it
+    trace = ("T1 acquire L at=holder ts=1.000000 cpu=0\nT1 acquired L ts=1.000000 cpu=0\n"
+             "T2 acquire L at=waiter ts=1.000010 cpu=1\nT2 contended L at=waiter ts=1.000010 cpu=1\n"
+             "T1 release L ts=1.000020 cpu=0\nT2 acquired L ts=1.000025 cpu=1\nT2 release L ts=1.000030 cpu=1\n")
+    lock = stats(trace).classes["L"]
+    assert lock.contention_points == {("", "waiter"): 1} and lock.contending_points == {("", "holder"): 1}
+    # wait 10 -> 25; holds: T1 0 -> 20 (uncontended: from acquire), T2 25 -> 30 (from acquired)
+    assert times_us(lock.write_waittime) == (1, 15, 15, 15, 15)
+    assert times_us(lock.write_holdtime) == (2, 5, 20, 25, 12.5)
+    # the same without `acquired` (a producer that writes only acquire/contended/release): the
+    # holder's site is the acquire site before the waiter's
+    lock = stats("\n".join(line for line in trace.splitlines() if " acquired " not in line)).classes["L"]
+    assert lock.contending_points == {("", "holder"): 1}
+
+
+def test_wait_given_up_counts_a_hold_and_no_wait() -> None:
+    # mutex_lock_killable() interrupted: lock_acquire, lock_contended, then lock_release without
+    # lock_acquired. The kernel records a hold from the acquire's stamp (the wait inside it) and no wait
+    result = stats("T1 acquire M ts=1.000000 cpu=0\nT1 acquired M ts=1.000000 cpu=0\n"
+                   "T2 acquire M ts=1.000010 cpu=1\nT2 contended M ts=1.000012 cpu=1\n"
+                   "T2 release M ts=1.000050 cpu=1\nT1 release M ts=1.000100 cpu=0\n")
+    m = result.classes["M"]
+    assert m.contentions == 0 and m.bounces == [0, 0, 1, 0]  # a contended bounce: M was CPU 0's
+    assert times_us(m.write_holdtime) == (2, 40, 100, 140, 70)  # T2 10 -> 50, T1 0 -> 100
+    assert result.given_up_waits == 1 and result.open_waits == 0
+    assert "1 wait given up" in " ".join(result.notes())
+
+
+def test_rows_follow_hold_times_as_seq_stats_does() -> None:
+    # Q held for write (0 -> 10) and waited for as a read (5 -> 12) whose hold is still open at the end:
+    # seq_stats prints rows by hold times, so one `Q:` row, its write side, with no contention in it;
+    # the read wait counts in contentions (the sort, the points) and in JSON
+    result = stats("T1 acquire Q ts=1.000000 cpu=0\nT1 acquired Q ts=1.000000 cpu=0\n"
+                   "T2 acquire Q read ts=1.000005 cpu=1\nT2 contended Q at=w ts=1.000005 cpu=1\n"
+                   "T1 release Q ts=1.000010 cpu=0\nT2 acquired Q ts=1.000012 cpu=1\n")
+    q = result.classes["Q"]
+    assert [suffix for suffix, _ in q.rows()] == [""] and q.contentions == 1
+    assert times_us(q.read_waittime) == (1, 7, 7, 7, 7) and q.bounces == [0, 1, 0, 1]
+    lines = render.class_text(q).splitlines()
+    assert lines[0].split() == ["Q:", "0", "0", "0.00", "0.00", "0.00", "0.00", "0", "1",
+                                "10.00", "10.00", "10.00", "10.00"]
+    assert lines[1:] == [" " * 39 + "-", f"{'Q':>40} {1:14d} {'':>29} w"]  # no contending point, no dotted line
+    assert render.class_json(q)["read"]["waittime-total"] == 7.0 and render.class_json(q)["contentions"] == 1
 
 
 def test_early_contended_order_is_accepted() -> None:
@@ -227,6 +287,23 @@ def test_dump_renders_back_byte_for_byte() -> None:
     assert tasklist.contending_points == {("0000000058a1c937", "do_exit+0x3ca/0x85a"): 20}
     # classes the kernel printed under one name stay apart
     assert sum(c.name == "subsys mutex#1" for c in classes) == 5
+
+
+def test_dump_class_of_points_only_reads_and_renders_back() -> None:
+    # a class that waited and still holds its lock has no hold time: seq_stats prints its points under
+    # no row (here after a class without points, and first after the header)
+    text = (DATA / "excerpt.txt").read_text()
+    lines = text.splitlines(keepends=True)
+    first = lines.index(next(line for line in lines if line.strip().startswith("&ps2dev->wait:")))
+    points_only = lines[:first] + lines[first + 1:]
+    classes = list(DumpReader("p.txt").parse("".join(points_only).splitlines()))
+    ps2 = classes[0]
+    assert ps2.name == "&ps2dev->wait" and ps2.hidden_waits and not ps2.rows() and ps2.contentions == 0
+    assert ps2.contention_points[("000000003b1a6333", "prepare_to_wait_event+0x11/0xa6")] == 73
+    assert ps2.contending_points[("000000003fc99a93", "__wake_up_common_lock+0x48/0x8e")] == 84
+    out = io.StringIO()
+    render.render_text(classes, out)
+    assert out.getvalue() == "".join(points_only)
 
 
 def test_dump_is_detected_and_sorted_like_a_trace(tmp_path: Path) -> None:

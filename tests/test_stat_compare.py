@@ -143,7 +143,6 @@ def test_compare_needs_two_sides(tmp_path: Path) -> None:
 
 
 def test_plot_png_and_svg(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
     png, svg = tmp_path / "c.png", tmp_path / "c.svg"
     assert run("--compare", "--plot", str(png), str(SAMPLES / "before"), str(SAMPLES / "after"))[0] == 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size < 60_000

@@ -11,8 +11,16 @@ A command line names files, directories and `-`.  `expand` turns them into
   neither is *skipped* with a note saying what it looks like (`not a trace
   (looks like a JSON document)`); a kernel log is an input of its own format
   (`kernel-log`: its lockdep reports are read), so a boot directory with its
-  dmesg.txt next to the trace just works; a file that cannot be opened is an error `Input`,
-  reported in its turn while the others are still read.
+  dmesg.txt next to the trace just works; a file that cannot be opened, or a
+  folder that cannot be listed, is an error `Input`, reported in its turn
+  while the others are still read.  Symbolic links are followed (a link to a
+  folder that is already being walked is not walked twice); a named pipe,
+  socket or device in a directory is skipped unread, since opening one
+  can block forever or consume what another reader expects.
+
+A named path that is not a regular file (a pipe from `<(zcat trace.gz)`,
+`/dev/stdin`) is read exactly once, like `-`: it is not looked at first to
+see whether it is a dump, since that look would consume what it holds.
 
 `DIRECTORY_HOOKS` is the place to give a whole directory a meaning beyond
 its files (a boot: a trace with the /proc/lockdep dumps of the same boot):
@@ -23,11 +31,13 @@ from __future__ import annotations
 
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from lockcheck.errors import TraceError
 from lockcheck.readers import source
+from lockcheck.readers.kernel_log import KERNEL_LOG_WORDS
 
 TRACE = "trace"
 DUMP = "dump"
@@ -84,7 +94,8 @@ def expand(paths: list[str]) -> list[Input]:
     for path in paths:
         if path != source.STDIN and os.path.isdir(path):
             inputs.extend(expand_directory(path))
-        elif path != source.STDIN and not path.endswith(TRACE_SUFFIXES) and (dump := _named_dump(path)):
+        elif path != source.STDIN and not path.endswith(TRACE_SUFFIXES) and os.path.isfile(path) and (
+                dump := _named_dump(path)):
             inputs.append(Input(path, DUMP, looks_like=dump))
         else:
             inputs.append(Input(path, TRACE))
@@ -93,10 +104,12 @@ def expand(paths: list[str]) -> list[Input]:
 
 def expand_directory(directory: str) -> list[Input]:
     """Every file under `directory`, each classified by its first lines; hooks applied."""
-    inputs = [classify(path, directory) for path in _files_under(directory)]
+    walk_errors: list[Input] = []
+    inputs = [classify(path, directory) for path in _files_under(directory, walk_errors)]
     for hook in DIRECTORY_HOOKS:
         inputs = hook(directory, inputs)
-    if not any(item.kind in (TRACE, DUMP) for item in inputs):
+    inputs.extend(walk_errors)
+    if not walk_errors and not any(item.kind in (TRACE, DUMP) for item in inputs):
         # `lockcheck check results/` on the wrong folder must not pass silently
         what = f"none of its {len(inputs)} files is" if len(inputs) != 1 else "its one file is not"
         error = TraceError(directory, None, None, f"no trace in this directory ({what} a trace)"
@@ -105,17 +118,52 @@ def expand_directory(directory: str) -> list[Input]:
     return inputs
 
 
-def _files_under(directory: str) -> list[str]:
+def _files_under(directory: str, errors: list[Input]) -> list[str]:
+    """Every file under `directory`, sorted, hidden entries left out; links followed.
+
+    A folder that cannot be listed (no permission) goes to `errors`: skipping
+    it silently would let a run that read half the traces report "no
+    problems".  A folder reached again through a link (a loop, or two links
+    to one place) is walked once.
+    """
     found = []
-    for root, dirs, files in os.walk(directory):
+    seen: set[tuple[int, int]] = set()
+
+    def refused(err: OSError) -> None:
+        name = err.filename or directory
+        errors.append(Input(name, ERROR, directory, error=TraceError(name, None, None, err.strerror or str(err))))
+
+    for root, dirs, files in os.walk(directory, onerror=refused, followlinks=True):
+        try:
+            info = os.stat(root)
+        except OSError:
+            dirs[:] = []
+            continue
+        if (info.st_dev, info.st_ino) in seen:
+            dirs[:] = []
+            continue
+        seen.add((info.st_dev, info.st_ino))
         dirs[:] = [d for d in dirs if not d.startswith(".")]
         found.extend(os.path.join(root, f) for f in files if not f.startswith("."))
     found.sort()
+    errors.sort(key=lambda item: item.path)
     return found
 
 
+#: what a directory entry that is no regular file is, for its skip note
+_SPECIAL_FILES = ((stat.S_ISFIFO, "a named pipe"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a device"),
+                  (stat.S_ISBLK, "a device"))
+
+
 def classify(path: str, directory: Optional[str] = None) -> Input:
-    """What the file at `path` is, from its first non-blank lines."""
+    """What the file at `path` is, from its first non-blank lines (a pipe, socket or device: unread)."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        mode = 0  # opening it says why it does not read (a dangling link: No such file or directory)
+    for is_kind, what in _SPECIAL_FILES:
+        if is_kind(mode):
+            return Input(path, SKIP, directory, looks_like=f"{what}, not read")
     try:
         head = head_lines(path)
     except TraceError as err:
@@ -179,7 +227,6 @@ PLAIN_TEXT = "plain text"
 _DUMP_TITLES = {"all lock classes:": "/proc/lockdep", "all lock chains:": "/proc/lockdep_chains"}
 LOCK_STAT_TITLE = "lock_stat version"
 _DMESG = re.compile(r"^\s*(<\d+>)?\[\s*\d+\.\d+\]")
-_KERNEL_LOG_WORDS = ("Linux version ", "Kernel command line:", "Command line:", "BUG:", "WARNING:", "Call Trace:")
 
 
 def looks_like(head: list[str]) -> str:
@@ -188,7 +235,7 @@ def looks_like(head: list[str]) -> str:
         return "an empty file"
     first = head[0].strip()
     if sum(1 for line in head if _DMESG.match(line)) * 2 > len(head) or any(
-            line.startswith(_KERNEL_LOG_WORDS) for line in head[:3]):
+            line.startswith(KERNEL_LOG_WORDS) for line in head[:3]):
         return "a kernel log"
     if first.startswith(("{", "[")):
         return "a JSON document"

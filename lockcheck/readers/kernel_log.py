@@ -2,13 +2,17 @@
 
 The lines of a report are defined by `grammars/kernel_log.lark`; this module
 takes each line's log prefix off (`split_prefix`: printk level, syslog
-header, dmesg time stamp, `[  T123]` / `[    C1]` caller id) and walks the
-reports with a small state machine, one line at a time, streaming:
+header, dmesg time stamp, `[  T123]` / `[    C1]` caller id, after what a
+paste into a mail or a commit message added: `> ` quote marks, an indent,
+`unquote`) and walks the reports with a small state machine, one line at a
+time, streaming:
 
 - a report starts at its title line (`WARNING: possible circular locking
   dependency detected`, or the `[ INFO: ... ]` / `[ BUG: ... ]` titles of
   kernels before 4.14) and ends at its `stack backtrace:` (after the held-lock
-  list of `lock held when returning to user space!`, which has none);
+  list of `lock held when returning to user space!`, which has none; at the
+  `Call Trace:` after a complete held-lock list when a paste left the
+  `stack backtrace:` line out);
 - lines of other output inside a report (a console interleaves every CPU's
   messages) are skipped; with caller ids, each caller's lines go to its own
   report, so interleaved output never reaches it;
@@ -66,8 +70,44 @@ _PREFIX = re.compile(
 )
 
 
+#: what a mail or a commit message puts before a pasted log: `> ` quote marks (nested too), and
+#: blanks or tabs before a time stamp or printk level (a log indented as a block)
+_QUOTE = re.compile(r"(?:[ \t]*>)+ ?")
+_INDENTED_STAMP = re.compile(r"[ \t]+(?=<\d>|\[ *\d+\.\d+\])")
+
+
+def unquote(line: str) -> str:
+    """A log line as pasted into a mail or commit message, without what the paste added.
+
+    `> ` quote marks go (lockdep starts no line with `>`), and so do blanks
+    before a time stamp; a leading tab becomes eight blanks, as a terminal
+    shows it (lockdep prints no tabs).  A line the paste left alone is
+    returned as it is.
+
+    >>> unquote("> >    -> #4 (&gpu->active_lock){+.+.}-{3:3}:")
+    '   -> #4 (&gpu->active_lock){+.+.}-{3:3}:'
+    >>> unquote("  [   19.690212] WARNING: possible circular locking dependency detected")
+    '[   19.690212] WARNING: possible circular locking dependency detected'
+    """
+    if line[:1] in (">", " ", "\t"):
+        match = _QUOTE.match(line)
+        if match is not None:
+            line = line[match.end():]
+        match = _INDENTED_STAMP.match(line)
+        if match is not None:
+            line = line[match.end():]
+    if line.startswith("\t"):
+        body = line.lstrip("\t")
+        line = " " * (8 * (len(line) - len(body))) + body
+    return line
+
+
 def split_prefix(line: str) -> tuple[Optional[float], Optional[str], str, int]:
     """(time stamp, caller id, the text printk was given, width of the prefix) of one log line.
+
+    The line is `unquote`d first: a log pasted into a mail (`> `) or indented
+    as a block reads as the log itself; the width is then that of the prefix
+    after the quote marks.
 
     >>> split_prefix("[ 2718.379077][ T3699] WARNING: possible circular locking dependency detected")
     (2718.379077, 'T3699', 'WARNING: possible circular locking dependency detected', 23)
@@ -76,6 +116,7 @@ def split_prefix(line: str) -> tuple[Optional[float], Optional[str], str, int]:
     >>> split_prefix("Jun 11 11:02:51 host kernel: sdcard/149325 is trying to acquire lock:")[2:]
     ('sdcard/149325 is trying to acquire lock:', 29)
     """
+    line = unquote(line)
     match = _PREFIX.match(line)
     end = match.end()
     if not end:
@@ -439,6 +480,13 @@ class _Builder:
             return
         self.complete = True
 
+    def _on_call_trace(self, parsed: Parsed, lineno: int) -> None:
+        """`Call Trace:` after the whole held-lock list: the dump_stack() of a report whose
+        `stack backtrace:` line was left out of a paste (a commit message, a mail)."""
+        splat = self.splat
+        if splat.held_count is not None and len(splat.held_locks) >= splat.held_count:
+            self.complete = True
+
     # print_usage_bug
     def _on_usage_change(self, parsed: Parsed, lineno: int) -> None:
         self.splat.details["prev_bit"], self.splat.details["new_bit"] = parsed.tokens["USAGE_BIT"][:2]
@@ -684,17 +732,25 @@ def read_splats(lines: Iterable[str], file: str = "<log>", stats: Optional[LogSt
 
 #: a dmesg time stamp or a syslog `kernel:` header at the start of a line
 _LOG_LINE = re.compile(r"^(?:<\d>)?(?:\[ *\d+\.\d+\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} |\S.* \S+ kernel: )")
+#: how the kernel's own reports open (a syzbot report of another bug, a log pasted without stamps):
+#: among the first lines of a file, they make it a kernel log (`lockcheck.readers.inputs.looks_like` too)
+KERNEL_LOG_WORDS = ("Linux version ", "Kernel command line:", "Command line:", "BUG: ", "WARNING: ", "Call Trace:")
 
 
 def sniff(lines: list[str]) -> bool:
-    """A kernel log: a lockdep title among the first lines, or a dmesg / syslog-kernel line.
+    """A kernel log: a lockdep title among the first lines, a dmesg / syslog-kernel line, or
+    one of the first three lines opening as the kernel's reports do (`KERNEL_LOG_WORDS`).
 
     One such line is enough: a serial console opens with firmware output
     (SeaBIOS, the boot loader) before the kernel's first time-stamped line,
     and the formats tried before this one have claimed their own inputs.
+    Whatever `not a trace (looks like a kernel log)` would have said of an
+    input, this reader takes: a kernel log without lockdep reports is a clean
+    one, not an error.
     """
-    for line in lines:
-        if _LOG_LINE.match(line):
+    for i, line in enumerate(lines):
+        text = unquote(line)
+        if _LOG_LINE.match(text) or (i < 3 and text.startswith(KERNEL_LOG_WORDS)):
             return True
         body = split_prefix(line)[2]
         if _may_start(body) and classify(body).tag in _TITLE_KINDS:

@@ -37,6 +37,8 @@ class Summary:
     notes: list[str] = field(default_factory=list)
     suppressed: int = 0
     errors: list[str] = field(default_factory=list)
+    #: where the annotations of captured acquisitions came from (`Annotators.source_counts`): {} if none
+    annotations: dict[str, int] = field(default_factory=dict)
 
 
 # Imported after `Summary` so the renderers may import it from here.

@@ -2,7 +2,9 @@
 
     {"version": 1, "findings": [...], "stats": {"events", "tasks", "classes", "dependencies"}}
 
-plus `"notes"` and `"suppressed"` when the run has any.  Each finding is
+plus `"notes"` and `"suppressed"` when the run has any, and `stats.annotations` when a
+capture (ftrace, perf) was read: how many of its acquisitions took their annotations
+from the capture, the kernel's state, a rule, or none (`Annotators.source_counts`).  Each finding is
 `Finding.to_json()`, which turns kind-specific `details` into plain data.
 """
 
@@ -38,6 +40,8 @@ def document(findings: list[Finding], summary: "Summary") -> dict[str, Any]:
             "dependencies": summary.dependencies,
         },
     }
+    if summary.annotations:  # a capture was read: where its acquisitions' annotations came from
+        doc["stats"]["annotations"] = dict(summary.annotations)
     if summary.notes:
         doc["notes"] = list(summary.notes)
     if summary.suppressed:

@@ -294,6 +294,9 @@ def dump_stack(pr: _Out, finding: Finding) -> None:
 def lockdep_print_held_locks(pr: _Out, finding: Finding) -> None:
     """`lockdep_print_held_locks()`: `N lock(s) held by TASK:` and one ` #i: ` line per entry."""
     held = finding.held_locks
+    if not held and _missing(finding, "held_locks"):
+        pr(f"locks held by {finding.task}:{NOT_IN_LOG}")
+        return
     if not held:
         pr(f"no locks held by {finding.task}.")
         return
@@ -310,9 +313,10 @@ def print_deadlock_bug(finding: Finding, summary: "Summary", pr: _Out) -> None:
     nxt, prv = _next(finding), _prev(finding)
     print_header(pr, f"WARNING: {finding.message}", finding, summary)
     pr(f"{finding.task} is trying to acquire lock:", print_lock(nxt, finding.location))
-    pr("", "but task is already holding lock:", print_lock(prv, finding.location))
+    pr("", "but task is already holding lock:", _held_line(finding, prv))
     pr("", "other info that might help us debug this:")
-    print_deadlock_scenario(pr, nxt, prv)
+    if not _missing(finding, "held"):
+        print_deadlock_scenario(pr, nxt, prv)
     lockdep_print_held_locks(pr, finding)
     dump_stack(pr, finding)
 
@@ -337,10 +341,13 @@ def print_circular_bug(finding: Finding, summary: "Summary", pr: _Out) -> None:
     """
     nxt, prv = _next(finding), _prev(finding)
     print_circular_bug_header(pr, finding, summary, nxt, prv)
+    if _missing(finding, "chain"):
+        pr("", NOT_IN_LOG)
     for link in finding.chain:
         print_circular_bug_entry(pr, link)
     pr("", "other info that might help us debug this:", "")
-    print_circular_lock_scenario(pr, finding, nxt, prv)
+    if not _missing(finding, "held"):
+        print_circular_lock_scenario(pr, finding, nxt, prv)
     lockdep_print_held_locks(pr, finding)
     dump_stack(pr, finding)
 
@@ -351,7 +358,7 @@ def print_circular_bug_header(
     """`print_circular_bug_header()`: the two locks and the chain heading."""
     print_header(pr, f"WARNING: {finding.message}", finding, summary)
     pr(f"{finding.task} is trying to acquire lock:", print_lock(nxt, finding.location))
-    pr("", "but task is already holding lock:", print_lock(prv, finding.location))
+    pr("", "but task is already holding lock:", _held_line(finding, prv))
     pr("", "which lock already depends on the new lock.", "")
     pr("", "the existing dependency chain (in reverse order) is:")
 
@@ -448,15 +455,20 @@ def print_irq_inversion_bug(finding: Finding, summary: "Summary", pr: _Out) -> N
     path: list[ChainLink] = list(details.get("path") or [])
     print_header(pr, f"WARNING: {finding.message}", finding, summary)
     pr(f"{finding.task} just changed the state of lock:", print_lock(this, finding.location))
-    if forwards:
+    if _missing(finding, "held"):  # which way, and with which class: the log does not say
+        pr(NOT_IN_LOG)
+    elif forwards:
         pr(f"but this lock took another, {irqclass}-unsafe lock in the past:")
     else:
         pr(f"but this lock was taken by another, {irqclass}-safe lock in the past:")
-    pr(print_lock_name(other.name, other.usage))
+    if not _missing(finding, "held"):
+        pr(print_lock_name(other.name, other.usage))
     pr("", "", "and interrupts could create inverse lock ordering between them.", "")
     pr("", "other info that might help us debug this:")
     middle = path[-2].cls if len(path) >= 2 else None
-    if forwards:
+    if _missing(finding, "held"):
+        pass
+    elif forwards:
         print_irq_lock_scenario(pr, this.name, other.name, middle or this.name, other.name)
     else:
         print_irq_lock_scenario(pr, other.name, this.name, middle or other.name, this.name)
@@ -480,7 +492,7 @@ def print_bad_irq_dependency(finding: Finding, summary: "Summary", pr: _Out) -> 
     # follows the expanded title (`Finding.message`), as for every other report.
     print_header(pr, f"WARNING: {finding.message}", finding, summary)
     pr(f"{_task_irq(finding)} is trying to acquire:", print_lock(nxt, finding.location))
-    pr("", "and this task is already holding:", print_lock(prv, finding.location))
+    pr("", "and this task is already holding:", _held_line(finding, prv))
     pr("which would create a new lock dependency:")
     pr(f"{print_lock_name(prv.name, prv.usage)} ->{print_lock_name(nxt.name, nxt.usage)}")
     pr("", f"but this new dependency connects a {irqclass}-irq-safe lock:")
@@ -492,7 +504,8 @@ def print_bad_irq_dependency(finding: Finding, summary: "Summary", pr: _Out) -> 
     pr("", f"... which became {irqclass}-irq-unsafe at:", "...")
     print_lock_trace(pr, traces.get(unsafe_bit), 1)
     pr("", "other info that might help us debug this:", "")
-    print_irq_lock_scenario(pr, safe.name, unsafe.name, prv.name, nxt.name)
+    if not _missing(finding, "held"):
+        print_irq_lock_scenario(pr, safe.name, unsafe.name, prv.name, nxt.name)
     lockdep_print_held_locks(pr, finding)
     pr("", f"the dependencies between {irqclass}-irq-safe lock and the holding lock:")
     print_shortest_lock_dependencies_backwards(pr, list(details.get("safe_path") or []), usage_traces)
@@ -720,6 +733,20 @@ def _file_of(location: str) -> str:
     """`FILE` of a `FILE:LINE` location."""
     file, sep, line = location.rpartition(":")
     return file if sep and line.isdigit() else location
+
+
+#: what stands where a report read from a log lacks a part (`ReportOrigin.missing`): nothing made up
+NOT_IN_LOG = " (not in the log)"
+
+
+def _missing(finding: Finding, part: str) -> bool:
+    """Whether the kernel report a finding was read from lacks PART (a log cut mid-report)."""
+    return finding.report is not None and part in finding.report.missing
+
+
+def _held_line(finding: Finding, prv: LockSnapshot) -> str:
+    """The held lock's `print_lock()` line, or NOT_IN_LOG when its report lost it."""
+    return NOT_IN_LOG if _missing(finding, "held") else print_lock(prv, finding.location)
 
 
 def _next(finding: Finding) -> LockSnapshot:

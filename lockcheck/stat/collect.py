@@ -9,14 +9,19 @@ module, event by event:
 - `contended` (`__lock_contended`) finds the task's held lock, starts its
   wait clock (`waittime_stamp`), counts the contention point (where the
   waiter is: the event's `at=`) and the contending point (where the holder
-  took the lock: the object's last acquire site, the kernel's `lock->ip`),
+  took the lock: the kernel's `lock->ip`, which only `lock_acquired` sets),
   and a contended bounce if the object was last acquired on another CPU;
 - `acquired` (`__lock_acquired`) ends the wait -- a contention is counted
   here, with its wait time -- and restarts the hold clock, counts an
   acquired bounce if the object was last acquired on another CPU, and
-  records this CPU as the object's (`lock->cpu`);
+  records this CPU and site as the object's (`lock->cpu`, `lock->ip`);
 - `release` (`__lock_release` -> `lock_release_holdtime`) records the hold
-  time: `acquisitions` is the number of hold times, as in the kernel.
+  time: `acquisitions` is the number of hold times, as in the kernel.  A
+  release of a lock that is not the innermost held one makes the kernel
+  take the locks above it apart and put them back (`reacquire_held_locks`
+  -> `__lock_acquire`), which restarts their hold clocks: so here too.  A
+  release while still waiting (an interrupted `mutex_lock_killable()`)
+  counts a hold from the acquire and no wait, as the kernel does.
 
 Reads and writes are kept apart (`hlock->read`), giving the `-R`/`-W` rows.
 
@@ -28,8 +33,16 @@ Where a trace differs from the kernel's view:
   any `acquired` (a hand-written `.lt`, the pytest plugin) gets its
   bounces counted at `acquire` instead (trylocks excluded), decided per
   run (file) at its end;
-- times come from trace timestamps (`ts=`, microseconds in ftrace), so a
-  wait shorter than their resolution is 0 but still a contention;
+- times come from trace timestamps (`ts=`, microseconds in ftrace, and
+  the trace's clock, which need not be `local_clock()`), so a wait
+  shorter than their resolution is 0 but still a contention (the kernel
+  skips a wait of exactly 0 ns, which its nanosecond clock all but never
+  measures);
+- the kernel sets `lock->cpu` when it initialises a lock
+  (`lockdep_init_map`), which no tracepoint shows: the first acquisition
+  of an object seen in a trace is no bounce, and neither is one after a
+  `free` (an object re-initialised at the same address without `free` in
+  the trace keeps its old CPU);
 - a `contended` before the task's `acquire` of that lock (some producers
   write the wait first) is held aside, one per task -- a task waits for
   one lock at a time -- and applied when the `acquire` comes;
@@ -87,7 +100,7 @@ class _Class:
 class _Held:
     """The lock_stat part of a `struct held_lock`."""
 
-    __slots__ = ("lock", "instance", "cls", "read", "at", "hold_ts", "waiting", "wait_ts", "refs", "taken")
+    __slots__ = ("lock", "instance", "cls", "read", "at", "hold_ts", "waiting", "wait_ts", "refs", "taken", "holder_at")
 
     def __init__(self, ev: Event, cls: _Class, hold_ts: Optional[int]) -> None:
         self.lock = ev.lock
@@ -100,6 +113,8 @@ class _Held:
         self.wait_ts: Optional[int] = None  # waittime_stamp
         self.refs = 0  # hlock->references: same-class acquisitions merged under a nest lock
         self.taken = False  # `acquired` seen: a contention_begin now is about another lock
+        #: where the lock was last taken before this acquire (the contending point of a run without `acquired`)
+        self.holder_at: Optional[str] = None
 
 
 class _Wait:
@@ -128,12 +143,13 @@ class _Task:
 class _LockObject:
     """What the kernel keeps in a `lockdep_map` for lock_stat: last CPU and acquire site."""
 
-    __slots__ = ("cpu", "ip", "acquire_cpu")
+    __slots__ = ("cpu", "ip", "acquire_cpu", "acquire_ip")
 
     def __init__(self) -> None:
         self.cpu: Optional[int] = None  # lock->cpu, set by __lock_acquired
-        self.ip: Optional[str] = None  # lock->ip: where it was last acquired
-        self.acquire_cpu: Optional[int] = None  # the same at `acquire`, for classes without `acquired`
+        self.ip: Optional[str] = None  # lock->ip: where it was last acquired, set by __lock_acquired only
+        self.acquire_cpu: Optional[int] = None  # the same at `acquire`, for runs without `acquired`
+        self.acquire_ip: Optional[str] = None
 
 
 def _ns(ts: Optional[float]) -> Optional[int]:
@@ -173,6 +189,9 @@ class LockStats:
         self.dropped_class_events = 0
         self.held_at_exit = 0
         self.lost_resets = 0
+        self.given_up_waits = 0
+        #: held locks whose hold clock restarted when a lock taken before them was released
+        self.reacquired = 0
 
     # -- the event loop -------------------------------------------------------------
     def feed(self, ev: Event) -> None:
@@ -226,8 +245,8 @@ class LockStats:
         held.append(hlock)
         if not ev.trylock:  # a trylock does not wait, nor take the lock over (no lock_acquired)
             obj = self._object(ev)
-            if ev.at:
-                obj.ip = ev.at
+            hlock.holder_at = obj.acquire_ip
+            obj.acquire_ip = ev.at
             if ev.cpu is not None:
                 if obj.acquire_cpu is not None and obj.acquire_cpu != ev.cpu:
                     cls.acquire_bounces[hlock.read] += 1
@@ -289,9 +308,18 @@ class LockStats:
             hlock.refs -= 1
             if hlock.refs:
                 return
-        if hlock.waiting:
-            self._close_wait(hlock.lock, task)
-        task.held.remove(hlock)
+        if hlock.waiting:  # released without `acquired`: an interrupted or killed wait (mutex_lock_killable...)
+            self.given_up_waits += 1
+        held = task.held
+        index = next(i for i in range(len(held) - 1, -1, -1) if held[i] is hlock)
+        del held[index]
+        if index < len(held):
+            # not the innermost: `reacquire_held_locks` acquires the locks above it anew, and
+            # `__lock_acquire` restarts their hold clocks (holdtime_stamp = now)
+            self.reacquired += len(held) - index
+            end = _ns(ev.ts)
+            for above in held[index:]:
+                above.hold_ts = end
         self._forget_if_idle(ev.task, task)
 
     def contention_begin(self, ev: Event) -> None:
@@ -338,9 +366,12 @@ class LockStats:
         if ev.at:
             count_point(stats.contention_points, ("", ev.at))
         obj = self._objects.get((ev.lock, ev.instance))
+        # lock->ip, where the holder took it: set by `acquired` (never by the waiter's own acquire);
+        # a run without `acquired` has only the acquire sites, the one before the waiter's
+        holder = obj.ip if obj is not None and obj.ip is not None else hlock.holder_at
+        if holder:
+            count_point(stats.contending_points, ("", holder))
         if obj is not None:
-            if obj.ip:
-                count_point(stats.contending_points, ("", obj.ip))
             if obj.cpu is not None and ev.cpu is not None and obj.cpu != ev.cpu:
                 stats.bounces[BOUNCE_CONTENDED + hlock.read] += 1
 
@@ -360,8 +391,7 @@ class LockStats:
             if obj.cpu is not None and obj.cpu != ev.cpu:
                 stats.bounces[BOUNCE_ACQUIRED + hlock.read] += 1
             obj.cpu = ev.cpu
-        if hlock.at:
-            obj.ip = hlock.at
+        obj.ip = ev.at or hlock.at  # `lock->ip = ip`: the acquired's site (lock_acquire's, as the same caller)
 
     def _find(self, task: _Task, ev: Event) -> Optional[_Held]:
         """`find_held_lock`: from the top; a merged held lock matches any lock of its class."""
@@ -485,6 +515,9 @@ class LockStats:
             named = ", ".join(self.open_wait_names) + (", ..." if self.open_waits > len(self.open_wait_names) else "")
             out.append(f"{count(self.open_waits, 'contention')} never acquired by the end of a run (contention points "
                        f"and bounces counted, no wait time): {named}")
+        if self.given_up_waits:
+            out.append(f"{count(self.given_up_waits, 'wait')} given up (released before `acquired`: an interrupted "
+                       "wait): no wait time, the hold counted from the acquire, as the kernel counts it")
         if self.held_at_exit:
             out.append(f"{count(self.held_at_exit, 'lock')} held at a task's exit: not counted")
         if self.lost_resets:

@@ -67,7 +67,7 @@ def run(args: argparse.Namespace, out: TextIO, stderr: TextIO) -> int:
                            "counts its traces' events: set them side by side with --compare DUMP TRACE")
     if args.fold:
         table = table.folded()
-    classes = [stats for stats in render.ordered(table.classes, key) if stats.rows()]
+    classes = [stats for stats in render.ordered(table.classes, key) if stats.has_data]
     if args.top:
         classes = classes[:args.top]
     if args.format == "json":

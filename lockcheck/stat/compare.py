@@ -118,7 +118,7 @@ def compare(base: Side, new: Side, columns: Sequence[str] = COLUMNS, sort: str =
         return max(_mean(values(base_runs, name, sort)), _mean(values(new_runs, name, sort)))
 
     ordered = sorted(names, key=lambda n: (-weight(n), n) if sort != "class name" else (0, n))
-    ordered = [n for n in ordered if any(_has_rows(run.get(n)) for run in base_runs + new_runs)]
+    ordered = [n for n in ordered if any(_has_data(run.get(n)) for run in base_runs + new_runs)]
     if top:
         ordered = ordered[:top]
     metrics = []
@@ -130,8 +130,8 @@ def compare(base: Side, new: Side, columns: Sequence[str] = COLUMNS, sort: str =
     return metrics
 
 
-def _has_rows(stats: Optional[ClassStats]) -> bool:
-    return stats is not None and bool(stats.rows())
+def _has_data(stats: Optional[ClassStats]) -> bool:
+    return stats is not None and stats.has_data
 
 
 # -- text: lkp's layout --------------------------------------------------------------------------

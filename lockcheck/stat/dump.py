@@ -4,7 +4,8 @@ A dump is recognised by its first non-blank line, `lock_stat version 0.4`
 (`seq_header`).  Each class line is a name ending in `:` (`-W:`/`-R:` for
 the write and read rows of one class) and the twelve columns; under a
 contended class come its contention points, a rule, and its contending
-points (`COUNT [<IP>] SYMBOL`).  Rules, dotted lines and blank lines carry
+points (`COUNT [<IP>] SYMBOL`); a class that waited but holds its lock
+still (no hold time) has its points printed under no row.  Rules, dotted lines and blank lines carry
 nothing.  Names are as the kernel printed them: cut to 37 characters plus
 `#N`/`/N` (`render.display_name`).
 
@@ -62,6 +63,7 @@ class DumpReader:
         current: Optional[ClassStats] = None
         rules = 0  # rules seen since the class's rows: 1 = contention points, 2 = contending points
         header_seen = False
+        header_closed = False
         has_write = False  # the current class had a `-W` row (so a `-R` row of that name is its own)
         for lineno, line in enumerate(lines, 1):
             text = line.strip()
@@ -76,8 +78,10 @@ class DumpReader:
                 self.warning = True
                 continue
             if _RULE.match(line):
-                if current is not None and text[0] == "-":
-                    rules += 1
+                if text[0] == "-" and header_seen and not header_closed:
+                    header_closed = True  # the rule under the column titles
+                elif text[0] == "-" and header_seen:
+                    rules += 1  # before the first class or after a dotted line: a class of points only
                 elif text[0] == ".":
                     if current is not None:
                         yield current
@@ -101,11 +105,18 @@ class DumpReader:
                 has_write = kind == "-W"
                 self._row(current, kind, row.group("numbers").split())
                 continue
-            point = _POINT.match(line) if current is not None and rules else None
+            point = _POINT.match(line) if rules else None
             if point is None:
                 column = len(line) - len(line.lstrip()) + 1
                 raise TraceError(self.file, lineno, column, "expected a lock_stat class line "
                                  "('NAME: 12 numbers') or a contention point ('NAME COUNT [<IP>] SYMBOL')")
+            if current is None or point.group("name") != current.name:
+                # `seq_stats` prints the points of a class that waited but was never released (no
+                # hold time, so no row): a class of its own, its waits not shown
+                if current is not None:
+                    yield current
+                current, rules = ClassStats(point.group("name")), 1
+                current.hidden_waits = True
             site = (point.group("ip") or "", point.group("symbol"))
             points = current.contention_points if rules == 1 else current.contending_points
             points[site] = points.get(site, 0) + int(point.group("count"))

@@ -16,8 +16,11 @@ A class has separate read and write times (the `-R` and `-W` rows) and four
 bounce counters indexed like the kernel's `enum bounce_type`.  Contention
 points (where waiters called `lock_contended`) and contending points (where
 the holder they waited for had taken the lock) are counted per site; the
-kernel keeps the first `LOCKSTAT_POINTS` of each, we keep up to
-`MAX_POINTS` and print `LOCKSTAT_POINTS`.
+kernel keeps the first `LOCKSTAT_POINTS` sites of each and prints them
+in the order it first saw them; a trace's table keeps up to `MAX_POINTS`
+and prints the `LOCKSTAT_POINTS` most frequent (the top contention
+sites), the first seen first among equals.  A dump's sites keep the
+dump's order.
 """
 
 from __future__ import annotations
@@ -135,7 +138,7 @@ class ClassStats:
     """`struct lock_class_stats` of one class, under the name lock_stat prints."""
 
     __slots__ = ("name", "read_waittime", "write_waittime", "read_holdtime", "write_holdtime",
-                 "bounces", "contention_points", "contending_points")
+                 "bounces", "contention_points", "contending_points", "hidden_waits")
 
     def __init__(self, name: str) -> None:
         self.name = name
@@ -146,6 +149,8 @@ class ClassStats:
         self.bounces = [0, 0, 0, 0]
         self.contention_points: dict[Site, int] = {}
         self.contending_points: dict[Site, int] = {}
+        #: a dump printed contention points under no row: the kernel had waits (and no hold) it did not print
+        self.hidden_waits = False
 
     # -- the printed rows ------------------------------------------------------
     @property
@@ -176,16 +181,27 @@ class ClassStats:
         b = self.bounces
         return Row(b[BOUNCE_CONTENDED] + b[BOUNCE_CONTENDED + 1], wait, b[BOUNCE_ACQUIRED] + b[BOUNCE_ACQUIRED + 1], hold)
 
+    @property
+    def has_data(self) -> bool:
+        """Anything to show: a hold or a wait counted, or (a dump's) contention points under no row."""
+        return self.has_write or self.has_read or self.hidden_waits
+
     def rows(self) -> list[tuple[str, Row]]:
         """The rows lock_stat prints for this class, with their suffix (`-W`, `-R` or none).
 
-        The kernel prints a write row when there are write hold times and a
-        read row when there are read hold times; a class with both gets
-        `-W`/`-R`, one with reads only `-R`.  A class seen contended but never
-        released within a trace has wait times only; it is printed the same
-        way, by which times it has.
+        `seq_stats` prints a write row when there are write hold times and a
+        read row when there are read hold times, `-W`/`-R` when there are
+        both, `-R` alone for reads only: which rows come out depends on hold
+        times only (a read wait of a class held only for write is counted,
+        in `contentions` and in the sort, but not printed).  A class with
+        waits and no hold at all (its lock taken within the window and not
+        yet released at its end) gets the kernel's points only; here it
+        gets its wait rows too, by which waits it has, so that the
+        contention shows when a trace has no sites.
         """
-        w, r = self.has_write, self.has_read
+        w, r = self.write_holdtime.nr, self.read_holdtime.nr
+        if not w and not r:
+            w, r = self.write_waittime.nr, self.read_waittime.nr
         if w and r:
             return [("-W", self.write_row()), ("-R", self.read_row())]
         if r:
@@ -205,6 +221,7 @@ class ClassStats:
             self.bounces[i] += count
         _merge_points(self.contention_points, other.contention_points)
         _merge_points(self.contending_points, other.contending_points)
+        self.hidden_waits = self.hidden_waits or other.hidden_waits
 
 
 def _combined(a: LockTime, b: LockTime) -> LockTime:

@@ -115,8 +115,8 @@ def class_text(stats: ClassStats) -> str:
     for suffix, row in rows:
         label = f"{name:>38}{suffix}:" if suffix else f"{name:>40}:"
         lines.append(_row_text(label, row))
-    if stats.contentions:
-        namelen = len(name) + (2 if stats.has_read else 0)
+    if stats.contentions or stats.hidden_waits:  # `seq_stats`: points only under a class that waited
+        namelen = len(name) + (2 if any(suffix == "-R" for suffix, _ in rows) else 0)
         rule = " " * max(0, 40 - namelen) + "-" * namelen
         contending = 0
         for kind, points in enumerate((stats.contention_points, stats.contending_points)):
