@@ -257,6 +257,14 @@ class Recorder:
                 self.on_finding(finding, self.context)
         return found
 
+    def add_finding(self, finding: Finding) -> None:
+        """A finding made outside the checker (a cycle of waits, `lockcheck.waitfor`): filed under
+        the current test like the checker's own."""
+        with self._feed_lock:
+            kept = self._file([finding])
+        if kept and self.on_finding is not None:
+            self.on_finding(finding, self.context)
+
     def drain(self) -> list[Finding]:
         """Apply the queued work now (at the end of a test, of the session); the findings it made."""
         if not self._pending:
