@@ -47,6 +47,8 @@ RAISE, REPORT, OFF = "raise", "report", "off"
 MODES = (RAISE, REPORT, OFF)
 #: the current mode, set by the pytest plugin (module global: read on every contended acquire)
 mode = RAISE
+#: where mode `report` prints (None: sys.stderr), set by the pytest plugin
+report_fd: Optional[int] = None
 
 _monotonic = time.monotonic
 
@@ -186,8 +188,13 @@ def _found(rec: "Recorder", finding: F.Finding) -> None:
     rec.add_finding(finding)
     if mode == RAISE:
         raise DeadlockError(text, finding)
-    sys.stderr.write(text + "\n")
-    sys.stderr.flush()
+    if report_fd is not None:  # the real stderr: a test's captured output may never be shown
+        from lockcheck.hang import write_fd
+
+        write_fd(report_fd, text + "\n")
+    else:
+        sys.stderr.write(text + "\n")
+        sys.stderr.flush()
 
 
 def mixed_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) -> bool:
@@ -251,8 +258,7 @@ def loop_holder(rec: "Recorder", loop: Any, task: str, lock: Any) -> Optional[tu
             code = frame.f_code
             if relpath(code.co_filename) != file:
                 continue
-            lines = [ln for _, _, ln in code.co_lines() if ln is not None]
-            if lines and min(lines) <= line <= max(lines) and frame.f_lineno >= line:
+            if frame.f_lineno >= line and line in {ln for _, _, ln in code.co_lines()}:
                 key, _ = _async_key(rec, atask)
                 return atask, key, f"{file}:{frame.f_lineno}"
     return None

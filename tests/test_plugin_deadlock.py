@@ -1,0 +1,322 @@
+"""Deadlocks caught as they happen (`lockcheck.waitfor`) and hang reports (`lockcheck.hang`).
+
+Every suite here deadlocks or hangs on purpose; each one is run in a
+subprocess with a timeout, and each deadlock is broken by the check (or by
+a thread of the test itself), so none of them can hang this suite.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+import lockcheck
+from lockcheck import pylocks
+
+pytest_plugins = ["pytester"]
+
+TIMEOUT = 120
+#: a short grace: a cycle through a plain Lock is reported once it stood this long
+INI = """
+    [pytest]
+    lockcheck_grace = 0.3
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    pytester.makeini(INI)
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--lockcheck", *args, timeout=TIMEOUT)
+
+
+TWO_THREADS = """
+    import threading
+    import lockcheck
+
+    A = threading.Lock()
+    B = threading.Lock()
+
+    def test_ab_ba():
+        errors = []
+        a_held, b_held = threading.Event(), threading.Event()
+
+        def worker():
+            with B:
+                b_held.set()
+                a_held.wait(10)
+                try:
+                    with A:
+                        pass
+                except lockcheck.DeadlockError as err:
+                    errors.append(("worker", err))
+
+        thread = threading.Thread(target=worker, name="worker")
+        thread.start()
+        with A:
+            a_held.set()
+            b_held.wait(10)
+            try:
+                with B:
+                    pass
+            except lockcheck.DeadlockError as err:
+                errors.append(("main", err))
+        thread.join(10)
+        assert not thread.is_alive()
+        assert len(errors) == 1, errors   # one of the two closed the cycle, and only that one raised
+        print("RAISED IN", errors[0][0])
+        print(errors[0][1])
+"""
+
+
+def test_two_thread_deadlock_raises_in_one_thread(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_dl=TWO_THREADS)
+    result = run(pytester, "-s", "--lockcheck-mode=warn")
+    out = result.stdout.str()
+    assert result.ret == 0, out  # the test's own assertions held: exactly one DeadlockError
+    assert "RAISED IN " in out
+    assert "WARNING: deadlock detected: every context in a cycle of waits is blocked" in out
+    # both threads, what each holds and where it took it, what each waits for
+    assert "holds test_dl.A@" in out and "holds test_dl.B@" in out
+    assert "waits for test_dl.B@" in out and "waits for test_dl.A@" in out
+    assert "worker/" in out and "MainThread/" in out
+    assert "taken at: test_dl.py:12" in out and "taken at: test_dl.py:23" in out
+    # the deadlock is a finding of its test, besides the lock-order one found before it waited
+    assert "deadlock: test_dl.B -> test_dl.A in test_dl.py::test_ab_ba" in out or \
+        "deadlock: test_dl.A -> test_dl.B in test_dl.py::test_ab_ba" in out
+    assert "1 circular-dependency, 1 deadlock" in out
+
+
+def test_deadlock_fails_the_test_in_fail_mode(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_dl=TWO_THREADS)
+    result = run(pytester)
+    result.assert_outcomes(failed=1)
+    assert "lockcheck: deadlock detected" in result.stdout.str()
+
+
+REPORT_MODE = """
+    import threading, time
+
+    A = threading.Lock()
+    B = threading.Lock()
+
+    def test_report_and_wait():
+        b_held = threading.Event()
+
+        def worker():
+            with B:
+                b_held.set()
+                time.sleep(0.2)
+                with A:           # waits: A is main's, until the rescuer releases it
+                    pass
+
+        def rescuer():
+            time.sleep(2.5)
+            A.release()           # a plain Lock may be released by another thread
+
+        A.acquire()
+        threading.Thread(target=worker).start()
+        b_held.wait(10)
+        threading.Thread(target=rescuer).start()
+        with B:                   # closes the cycle: reported, then waits on
+            pass
+"""
+
+
+def test_report_mode_reports_and_keeps_waiting(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_rep=REPORT_MODE)
+    result = run(pytester, "--lockcheck-deadlock=report")
+    result.assert_outcomes(failed=1)  # the finding fails the test; the acquire itself returned
+    err, out = result.stderr.str(), result.stdout.str()
+    assert "WARNING: deadlock detected" in err  # printed when found, while it still waits
+    assert "DeadlockError" not in out
+    assert "lockcheck: deadlock detected" in out
+
+
+def test_off_mode_checks_no_waits(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_rep=REPORT_MODE)
+    result = run(pytester, "--lockcheck-deadlock=off", "--lockcheck-mode=warn")
+    result.assert_outcomes(passed=1)
+    assert "deadlock detected" not in result.stdout.str() + result.stderr.str()
+
+
+def test_bad_deadlock_mode_is_a_usage_error(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_x="def test_x(): pass")
+    pytester.makeini("[pytest]\nlockcheck_deadlock = maybe\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--lockcheck", timeout=TIMEOUT)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "lockcheck_deadlock: expected `raise`, `report` or `off`, not 'maybe'" in result.stderr.str()
+
+
+ASYNC_TASKS = """
+    import asyncio
+    import lockcheck
+
+    def test_two_tasks():
+        async def main():
+            a, b = asyncio.Lock(), asyncio.Lock()
+            both = asyncio.Event()
+
+            async def one():
+                async with a:
+                    await asyncio.sleep(0.05)
+                    async with b:
+                        pass
+
+            async def two():
+                async with b:
+                    await asyncio.sleep(0.05)
+                    async with a:
+                        pass
+
+            return await asyncio.wait_for(
+                asyncio.gather(one(), two(), return_exceptions=True), 20)
+
+        results = asyncio.run(main())
+        raised = [r for r in results if isinstance(r, lockcheck.DeadlockError)]
+        assert len(raised) == 1 and results.count(None) == 1, results
+        print(raised[0])
+"""
+
+
+def test_asyncio_tasks_deadlock(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_adl=ASYNC_TASKS)
+    result = run(pytester, "-s", "--lockcheck-mode=warn")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "WARNING: deadlock detected" in out
+    contexts = out[out.index("the cycle of waits"):out.index("Deadlock scenario")]
+    assert contexts.count("(asyncio task)") == 2
+    assert "holds test_two_tasks.main.a@" in out and "holds test_two_tasks.main.b@" in out
+    assert "waits for test_two_tasks.main.a@" in out and "waits for test_two_tasks.main.b@" in out
+
+
+MIXED = """
+    import asyncio, threading
+    import lockcheck
+
+    LOCK = threading.Lock()
+
+    def test_loop_thread_blocks_on_its_task():
+        async def main():
+            async def holder():
+                with LOCK:                   # a threading lock held across an await
+                    await asyncio.sleep(0.5)
+
+            async def blocker():
+                await asyncio.sleep(0.05)
+                with LOCK:                   # blocks the loop: holder can never resume
+                    pass
+
+            return await asyncio.gather(
+                asyncio.create_task(holder(), name="holder"),
+                asyncio.create_task(blocker(), name="blocker"), return_exceptions=True)
+
+        results = asyncio.run(main())
+        assert results[0] is None and isinstance(results[1], lockcheck.DeadlockError), results
+        print(results[1])
+"""
+
+
+def test_mixed_loop_thread_and_suspended_task(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_mixed=MIXED)
+    result = run(pytester, "-s", "--lockcheck-mode=warn")
+    out = result.stdout.str()
+    assert result.ret == 0, out
+    assert "WARNING: deadlock detected" in out
+    assert "the event loop's thread, running blocker" in out
+    assert "#1: holder [test_mixed.py::test_loop_thread_blocks_on_its_task] (asyncio task, suspended)" in out
+    assert "holds test_mixed.LOCK@" in out and "taken at: test_mixed.py:9" in out
+    assert "suspended at: test_mixed.py:10" in out
+
+
+HANG = """
+    import threading, time
+
+    LOCK = threading.Lock()
+
+    def test_hangs():
+        taken = threading.Event()
+
+        def sleeper():
+            with LOCK:
+                taken.set()
+                time.sleep(RELEASE_AFTER)
+
+        threading.Thread(target=sleeper, name="sleeper", daemon=True).start()
+        taken.wait(10)
+        with LOCK:
+            pass
+"""
+
+
+def test_hang_report_under_pytest_timeout(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_hang=HANG.replace("RELEASE_AFTER", "60"))
+    result = run(pytester, "-p", "timeout", "--timeout=2")
+    result.assert_outcomes(failed=1)
+    out = result.stdout.str()
+    report = out.index("lockcheck: hang report (pytest-timeout: test_hang.py::test_hangs timed out)")
+    assert report < out.index("Stack of sleeper")  # before pytest-timeout's stack dumps
+    # the main thread waits for LOCK, and the report names its holder and where it took it
+    assert "BLOCKED: waits for test_hang.LOCK@0x" in out
+    assert ", held by sleeper/" in out
+    assert "thread sleeper (ident" in out
+    assert "holds test_hang.LOCK@" in out and "taken at: test_hang.py:9, held for " in out
+    assert "wait-for cycle: none among the tracked locks" in out
+
+
+def test_hang_report_before_faulthandler_dump(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_hang=HANG.replace("RELEASE_AFTER", "2"))
+    pytester.makeini(INI + "    faulthandler_timeout = 1\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--lockcheck", timeout=TIMEOUT)
+    result.assert_outcomes(passed=1)
+    err = result.stderr.str()
+    report = err.index("lockcheck: hang report (faulthandler_timeout: test_hang.py::test_hangs ran 1s)")
+    assert report < err.index("Timeout (0:00:01)!")
+    assert ", held by sleeper/" in err
+
+
+def test_own_hang_report(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_hang=HANG.replace("RELEASE_AFTER", "2"))
+    result = run(pytester, "--lockcheck-hang-report=0.5")
+    result.assert_outcomes(passed=1)  # reported, not ended
+    err = result.stderr.str()
+    report = err.index("lockcheck: hang report (--lockcheck-hang-report=0.5: test_hang.py::test_hangs)")
+    assert report < err.index("(most recent call first)")  # then the stacks
+    assert ", held by sleeper/" in err
+
+
+def test_rlock_cycle_is_certain_at_once() -> None:
+    """RLocks are released by their holder only: a cycle of them raises without the grace wait."""
+    errors: list[BaseException] = []
+    with pylocks.instrument() as rec:
+        rec.grace = 30.0  # a grace wait would fail this test's join below
+        a = threading.RLock()
+        b = threading.RLock()
+        a_held, b_held = threading.Event(), threading.Event()
+
+        def worker() -> None:
+            with b:
+                b_held.set()
+                a_held.wait(10)
+                try:
+                    with a:
+                        pass
+                except lockcheck.DeadlockError as err:
+                    errors.append(err)
+
+        thread = threading.Thread(target=worker)
+        thread.start()
+        with a:
+            a_held.set()
+            b_held.wait(10)
+            try:
+                with b:
+                    pass
+            except lockcheck.DeadlockError as err:
+                errors.append(err)
+        thread.join(10)
+    assert not thread.is_alive()
+    assert len(errors) == 1
+    assert [f.kind for f, _ in rec.findings].count("deadlock") == 1
+    finding = errors[0].finding
+    assert finding is not None and len(finding.details["contexts"]) == 2
