@@ -567,6 +567,7 @@ class TrackedAsyncLock(_ORIG_ALOCK, metaclass=_OrigInstanceCheck):
         self._lc_since = 0.0
 
     async def acquire(self) -> bool:
+        __tracebackhide__ = True  # pytest: a DeadlockError points at the caller
         rec = _rec
         lc = self._lc
         if rec is None or lc is None:

@@ -7,7 +7,12 @@ a thread of the test itself), so none of them can hang this suite.
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -320,3 +325,54 @@ def test_rlock_cycle_is_certain_at_once() -> None:
     assert [f.kind for f, _ in rec.findings].count("deadlock") == 1
     finding = errors[0].finding
     assert finding is not None and len(finding.details["contexts"]) == 2
+
+
+# -- the README's examples are real output -----------------------------------------------
+
+README = Path(__file__).resolve().parent.parent / "README.md"
+SECTION = "### Deadlocks as they happen, and hang reports"
+#: what changes from run to run: waiting times, thread idents, lock instance numbers (how many
+#: locks were made before depends on the plugins installed)
+_VARYING = [(re.compile(r"\b\d+\.\d\ds\b"), "N.NNs"), (re.compile(r"\b\d{6,}\b"), "IDENT"),
+            (re.compile(r"\b0x[0-9a-f]+\b"), "0xN")]
+
+
+def _normal(line: str) -> str:
+    for pattern, stands in _VARYING:
+        line = pattern.sub(stands, line)
+    return line.rstrip()
+
+
+def readme_examples() -> list[tuple[str, str, list[str], list[str]]]:
+    """(file name, its code, the command's arguments, the output lines shown) of each example."""
+    text = README.read_text()
+    section = text[text.index(SECTION):]
+    section = section[:section.index("\n## ")]
+    pairs = re.findall(r"^```py\n(.*?)^```\n\n```text\n(.*?)^```", section, re.M | re.S)
+    examples = []
+    for code, shown in pairs:
+        name = code.splitlines()[0].lstrip("# ").strip()
+        command, *lines = shown.splitlines()
+        assert command.startswith("$ pytest ")
+        examples.append((name, code, command.split()[2:-1], [line for line in lines if line != "..."]))
+    return examples
+
+
+@pytest.mark.parametrize("example", readme_examples(), ids=lambda example: example[0])
+def test_readme_example_prints_what_it_shows(example: tuple, tmp_path: Path) -> None:
+    name, code, args, shown = example
+    (tmp_path / name).write_text(code)
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args, name],
+                          capture_output=True, text=True, timeout=TIMEOUT, cwd=tmp_path,
+                          env={**os.environ, "COLUMNS": "80"})
+    out = [_normal(line) for line in proc.stdout.splitlines()]
+    at = 0
+    for line in shown:  # each shown line, in order, in what the example prints
+        want = _normal(line)
+        assert want in out[at:], f"{name}: not printed (after line {at}): {want!r}\n{proc.stdout}"
+        at = out.index(want, at) + 1
+
+
+def test_readme_shows_every_case() -> None:
+    assert [name for name, *_ in readme_examples()] == [
+        "test_transfer.py", "test_tasks.py", "test_loop.py", "test_hang.py"]
