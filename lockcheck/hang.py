@@ -290,9 +290,10 @@ class HangHooks:
         except (ValueError, TypeError):
             fault = 0.0
         if fault > 0:
-            early = max(fault - min(0.25, fault / 10), 0.0)
+            # faulthandler's own C thread dumps at `fault`; ours must run, and write, before it
+            early = fault - min(0.5, fault / 4)
             self._timers.append(HangTimer(early, lambda: write_fd(fd, hang_report(
-                self.rec, f"faulthandler_timeout: {item.nodeid} ran {fault:g}s")) ).start())
+                self.rec, f"faulthandler_timeout: {item.nodeid} ran {fault:g}s"))).start())
         if self.seconds > 0:
             self._timers.append(HangTimer(self.seconds, lambda: self._own(fd, item)).start())
 

@@ -42,6 +42,14 @@ Options (command line / ini):
 - `lockcheck_timed_acquire` (ini, `try` or `blocking`, default `try`):
   whether `acquire(timeout=...)` is a trylock or validated like a blocking
   acquire.
+- `--lockcheck-deadlock=raise|report|off` / `lockcheck_deadlock`: a blocking
+  acquire that closes a cycle of waits (`lockcheck.waitfor`) raises
+  `lockcheck.DeadlockError` (default), or prints its report and keeps
+  waiting; either way the `deadlock` finding fails its test;
+- `--lockcheck-hang-report=SECONDS` / `lockcheck_hang_report`: a test still
+  running after SECONDS gets a hang report (`lockcheck.hang`) and the stacks
+  of every thread; pytest-timeout's timeouts and `faulthandler_timeout` get
+  the report anyway, before their stack dumps.
 
 Marker: `@pytest.mark.lockcheck(skip=True)` switches checking off for one
 test: its lock operations are still recorded (so holds stay balanced) but

@@ -159,6 +159,7 @@ def wait_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) ->
         return
     wait = Wait(task, comm, lock, rec.site(_user(frame))[2])
     with _wf_lock:
+        outer = waits.get(task)
         waits[task] = wait
         chain = find_cycle(task, lock)
     try:
@@ -177,7 +178,15 @@ def wait_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) ->
         _found(rec, deadlock_finding(rec, chain[0], chain_contexts(rec, chain), frame))
         real.acquire()  # mode report: keep waiting (a hang report will show it)
     finally:
-        if waits.get(task) is wait:
+        _unwait(task, wait, outer)
+
+
+def _unwait(task: str, wait: Wait, outer: Optional[Wait]) -> None:
+    """The wait is over; a signal handler's wait gives the interrupted one back (`outer`)."""
+    if waits.get(task) is wait:
+        if outer is not None:
+            waits[task] = outer
+        else:
             del waits[task]
 
 
@@ -213,6 +222,7 @@ def mixed_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) -
         return False
     atask, key, where = suspended
     wait = Wait(task, comm, lock, rec.site(_user(frame))[2], asyncio.current_task(loop))
+    outer = waits.get(task)
     waits[task] = wait
     try:
         name = lock_name(lock)
@@ -228,8 +238,7 @@ def mixed_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) -
         lock._real.acquire()
         return True
     finally:
-        if waits.get(task) is wait:
-            del waits[task]
+        _unwait(task, wait, outer)
 
 
 def _comm_of(rec: "Recorder", key: str, atask: Any) -> str:
@@ -295,6 +304,7 @@ async def wait_task(lock: Any, acquire: Any, rec: "Recorder", task: str, comm: s
         return
     wait = Wait(task, comm, lock, rec.site(_user(frame))[2], asyncio.current_task())
     with _wf_lock:
+        outer = waits.get(task)
         waits[task] = wait
         chain = find_cycle(task, lock)
     try:
@@ -316,8 +326,7 @@ async def wait_task(lock: Any, acquire: Any, rec: "Recorder", task: str, comm: s
         _found(rec, deadlock_finding(rec, chain[0], chain_contexts(rec, chain), frame))
         await acquire()
     finally:
-        if waits.get(task) is wait:
-            del waits[task]
+        _unwait(task, wait, outer)
 
 
 # -- the finding --------------------------------------------------------------------------

@@ -270,13 +270,13 @@ def test_hang_report_under_pytest_timeout(pytester: pytest.Pytester) -> None:
 
 
 def test_hang_report_before_faulthandler_dump(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_hang=HANG.replace("RELEASE_AFTER", "2"))
-    pytester.makeini(INI + "    faulthandler_timeout = 1\n")
+    pytester.makepyfile(test_hang=HANG.replace("RELEASE_AFTER", "3"))
+    pytester.makeini(INI + "    faulthandler_timeout = 2\n")
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--lockcheck", timeout=TIMEOUT)
     result.assert_outcomes(passed=1)
     err = result.stderr.str()
-    report = err.index("lockcheck: hang report (faulthandler_timeout: test_hang.py::test_hangs ran 1s)")
-    assert report < err.index("Timeout (0:00:01)!")
+    report = err.index("lockcheck: hang report (faulthandler_timeout: test_hang.py::test_hangs ran 2s)")
+    assert report < err.index("Timeout (0:00:02)!")
     assert ", held by sleeper/" in err
 
 
