@@ -38,7 +38,8 @@ Options (command line / ini):
   (`recursive-locking Future._condition` is always on: see pylocks);
 - `lockcheck_grace` (ini, seconds, default 1): how long a re-acquire of a
   held `Lock` waits for another thread's release (a signal) before it is
-  reported and raises `SelfDeadlockError`;
+  reported and raises `SelfDeadlockError`, and how long a cycle of waits
+  through a `Lock` or an `asyncio.Lock` must stand before it is reported;
 - `lockcheck_timed_acquire` (ini, `try` or `blocking`, default `try`):
   whether `acquire(timeout=...)` is a trylock or validated like a blocking
   acquire.
@@ -120,7 +121,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("lockcheck_suppress", type="linelist", default=[],
                   help="findings not to report: lines of `KIND CLASSGLOB...`")
     parser.addini("lockcheck_grace", default="1.0",
-                  help="seconds a re-acquire of a held Lock waits for another thread's release before raising")
+                  help="seconds a re-acquire of a held Lock waits for another thread's release before raising "
+                       "(and a cycle of waits through a Lock must stand before it is reported)")
     parser.addini("lockcheck_deadlock", default="raise",
                   help="raise (default), report or off (as --lockcheck-deadlock)")
     parser.addini("lockcheck_hang_report", default="0",

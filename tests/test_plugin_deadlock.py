@@ -131,6 +131,16 @@ def test_report_mode_reports_and_keeps_waiting(pytester: pytest.Pytester) -> Non
     assert "lockcheck: deadlock detected" in out
 
 
+def test_cycle_broken_within_grace_is_no_deadlock(pytester: pytest.Pytester) -> None:
+    """A Lock released by a thread outside the cycle (a signal) ends it: not reported, not raised."""
+    pytester.makepyfile(test_rep=REPORT_MODE)
+    result = run(pytester, "-o", "lockcheck_grace=10", "--lockcheck-mode=warn")
+    result.assert_outcomes(passed=1)
+    out = result.stdout.str() + result.stderr.str()
+    assert "1 finding (1 circular-dependency)" in out  # the order is still reported
+    assert "deadlock detected" not in out
+
+
 def test_off_mode_checks_no_waits(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_rep=REPORT_MODE)
     result = run(pytester, "--lockcheck-deadlock=off", "--lockcheck-mode=warn")
