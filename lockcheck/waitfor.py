@@ -229,8 +229,8 @@ def mixed_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) -
         running = wait.atask.get_name() if wait.atask is not None else "a callback"
         contexts = [
             _context(wait.comm, task, f"the event loop's thread, running {running}", "the event loop", None,
-                     name, wait.site, _comm_of(rec, key, atask), 0.0),
-            _context(_comm_of(rec, key, atask), key, "asyncio task, suspended", name, _taken_at(rec, task, lock),
+                     name, wait.site, rec._comm(key), 0.0),
+            _context(rec._comm(key), key, "asyncio task, suspended", name, _taken_at(rec, task, lock),
                      None, where, wait.comm, None),
         ]
         finding = deadlock_finding(rec, wait, contexts, frame, mixed=True)
@@ -239,10 +239,6 @@ def mixed_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) -
         return True
     finally:
         _unwait(task, wait, outer)
-
-
-def _comm_of(rec: "Recorder", key: str, atask: Any) -> str:
-    return rec._comm(key)
 
 
 def loop_holder(rec: "Recorder", loop: Any, task: str, lock: Any) -> Optional[tuple[Any, str, str]]:
