@@ -90,6 +90,9 @@ def test_two_thread_deadlock_raises_in_one_thread(pytester: pytest.Pytester) -> 
     assert "deadlock: test_dl.B -> test_dl.A in test_dl.py::test_ab_ba" in out or \
         "deadlock: test_dl.A -> test_dl.B in test_dl.py::test_ab_ba" in out
     assert "1 circular-dependency, 1 deadlock" in out
+    # How to fix: where each context took what it holds, and what it waits for
+    assert re.search(r"worker/\d+ \[test_dl.py::test_ab_ba\]: test_dl.B at test_dl.py:12, then test_dl.A at", out)
+    assert re.search(r"MainThread/\d+ \[test_dl.py::test_ab_ba\]: test_dl.A at test_dl.py:23, then test_dl.B at", out)
 
 
 REPORT_MODE = """
@@ -236,6 +239,7 @@ def test_mixed_loop_thread_and_suspended_task(pytester: pytest.Pytester) -> None
     assert "#1: holder [test_mixed.py::test_loop_thread_blocks_on_its_task] (asyncio task, suspended)" in out
     assert "holds test_mixed.LOCK@" in out and "taken at: test_mixed.py:9" in out
     assert "suspended at: test_mixed.py:10" in out
+    assert "Do not hold the threading lock test_mixed.LOCK across an await (at test_mixed.py:10)" in out
 
 
 HANG = """

@@ -16,7 +16,7 @@ and where it took it, the lock it waits for and where, and since when.
 from __future__ import annotations
 
 from lockcheck.findings import DEADLOCK, Finding
-from lockcheck.report import Summary, text
+from lockcheck.report import Summary, python, text
 
 COLUMN = 32  # width of one context's column in the scenario
 
@@ -75,4 +75,24 @@ def _lock(name: str) -> str:
     return f"({cls}) {inst}" if cls else f"({name})"
 
 
+def deadlock_advice(finding: Finding) -> list[str]:
+    """What breaks this kind of cycle: one lock order, or no lock held across a wait."""
+    contexts = finding.details.get("contexts", [])
+    if finding.details.get("mixed") and len(contexts) > 1:
+        lock = str(contexts[1]["holds"]).rpartition("@")[0]
+        return [f"Do not hold the threading lock {lock} across an await (at {contexts[1]['waits_at']}):",
+                "in coroutines use an asyncio.Lock, or release it before awaiting; the event loop's",
+                "thread must never block on a lock that one of its suspended tasks may hold."]
+    held = [str(ctx["holds"]).rpartition("@")[0] for ctx in contexts]
+    lines = ["Each context holds the lock the one before it waits for. Take these locks in one",
+             f"order everywhere ({' -> '.join(reversed(held))}, or its reverse), or release the held",
+             "lock before taking the next; where each order was taken:"]
+    for ctx in contexts:
+        lock = str(ctx["holds"]).rpartition("@")[0]
+        wanted = str(ctx["waits_for"]).rpartition("@")[0]
+        lines.append(f"  {ctx['task']}: {lock} at {ctx['holds_at'] or '?'}, then {wanted} at {ctx['waits_at']}")
+    return lines
+
+
 text.PRINTERS[DEADLOCK] = print_deadlock
+python._ADVICE[DEADLOCK] = deadlock_advice
