@@ -140,10 +140,11 @@ def hang_report(rec: "Recorder", why: str) -> str:
         return (f"    BLOCKED: waits for {name}, at: {wait.site}, for {now - wait.since:.2f}s, "
                 f"held by {owner}")
 
+    me = _thread.get_ident()
     for ident, frame in frames.items():
-        if ident == _thread.get_ident() and names.get(ident) is None:
-            continue  # the reporting timer itself
         key = by_ident.get(ident)
+        if ident == me and (key is None or (key not in waits and not held_lines(key))):
+            continue  # the thread reporting (a timer); under a signal, the interrupted one is kept
         name = names.get(ident, "<not a threading.Thread>")
         state = tasks.get(key) if key is not None else None
         lines.append(f"  thread {name} (ident {ident}){': ' + state.name if state is not None else ''}")

@@ -262,11 +262,16 @@ HANG = """
 """
 
 
-def test_hang_report_under_pytest_timeout(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("method", ["signal", "thread"])
+def test_hang_report_under_pytest_timeout(pytester: pytest.Pytester, method: str) -> None:
     pytester.makepyfile(test_hang=HANG.replace("RELEASE_AFTER", "60"))
-    result = run(pytester, "-p", "timeout", "--timeout=2")
-    result.assert_outcomes(failed=1)
+    result = run(pytester, "-p", "timeout", "--timeout=2", f"--timeout-method={method}")
+    if method == "signal":
+        result.assert_outcomes(failed=1)
+    else:  # the thread method ends the process after its dumps
+        assert result.ret == 1
     out = result.stdout.str()
+    assert "thread pytest_timeout" not in out  # the thread that reports is not one that hangs
     report = out.index("lockcheck: hang report (pytest-timeout: test_hang.py::test_hangs timed out)")
     assert report < out.index("Stack of sleeper")  # before pytest-timeout's stack dumps
     # the main thread waits for LOCK, and the report names its holder and where it took it
