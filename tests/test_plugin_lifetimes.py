@@ -242,6 +242,59 @@ def test_fork_with_a_lock_held_by_another_thread(pytester: pytest.Pytester) -> N
     result.stdout.no_fnmatch_line("*recursive locking*")
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX-only")
+def test_multiprocessing_child_started_while_holding_a_lock(pytester: pytest.Pytester) -> None:
+    """A pool that starts its worker processes (start method fork) while it holds its own lock
+    (pebble's ProcessPool does): the child runs the worker and exits, its parent's `with` never
+    resumes there, so that hold is not the child's -- a pool the worker makes is no nesting of
+    one class -- but the lock stays locked in the child, so taking it is held-at-fork."""
+    pytester.makepyfile(test_pool="""
+        import multiprocessing
+        import threading
+
+
+        class Pool:
+            def __init__(self):
+                self.mutex = threading.Lock()
+
+            def run(self, target, *args):
+                with self.mutex:  # a worker started under the pool's lock
+                    proc = multiprocessing.get_context("fork").Process(target=target, args=args)
+                    proc.start()
+                proc.join(3)
+                if proc.exitcode is None:  # hung, as it would for ever
+                    proc.kill()
+                    proc.join()
+                return proc.exitcode
+
+
+        def worker_with_a_pool_of_its_own():
+            with Pool().mutex:
+                pass
+
+
+        def worker_taking_the_parents_lock(pool):
+            with pool.mutex:
+                pass
+
+
+        def test_worker_makes_a_pool():
+            assert Pool().run(worker_with_a_pool_of_its_own) == 0
+
+
+        def test_worker_takes_the_lock_held_at_the_fork():
+            pool = Pool()
+            assert pool.run(worker_taking_the_parents_lock, pool) != 0
+    """)
+    result = run(pytester, "-p", "no:logging")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*FAILED test_pool.py::test_worker_takes_the_lock_held_at_the_fork*"])
+    result.stdout.fnmatch_lines(["*WARNING: lock held by another thread at fork*",
+                                 "*but MainThread/* held it when it started this process*",
+                                 "*MainThread/* held Pool.mutex (taken at test_pool.py:10*) when it started this process*"])
+    result.stdout.no_fnmatch_line("*recursive locking*")
+
+
 APP = """
     from threading import Lock
 
