@@ -508,3 +508,46 @@ def test_memory_handler_flushing_to_its_target_is_clean(pytester: pytest.Pyteste
     result = run(pytester, "-p", "no:logging")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["lockcheck: 0 findings in *"])
+
+
+def test_only_the_stdlibs_own_logging_inversion_is_accepted(pytester: pytest.Pytester) -> None:
+    """dictConfig holds logging's module lock while it takes each old handler's lock.  The
+    stdlib's FileHandler.close takes them the other way round (accepted by default: no program
+    can change it); a third-party handler whose emit() logs does the same in its own code
+    (opentelemetry-sdk's LoggingHandler did), a real deadlock with a thread that reconfigures
+    logging -- reported, even though its class name ends in Handler.lock."""
+    pytester.makepyfile(test_handlers="""
+        import logging
+        import logging.config
+
+        CONFIG = {"version": 1, "disable_existing_loggers": False}
+
+
+        class AuditHandler(logging.Handler):
+            def emit(self, record):
+                logging.getLogger("audit.inner")  # logging's module lock, under this handler's lock
+
+
+        def test_file_handler_closed_then_logging_reconfigured(tmp_path):
+            handler = logging.FileHandler(tmp_path / "app.log")
+            handler.close()  # its lock, then the module lock (Handler.close)
+            logging.config.dictConfig(CONFIG)  # the module lock, then each old handler's
+            del handler
+
+
+        def test_handler_that_logs_then_logging_reconfigured():
+            handler = AuditHandler()
+            logger = logging.getLogger("app")
+            logger.addHandler(handler)
+            try:
+                logger.warning("audited")
+                logging.config.dictConfig(CONFIG)
+            finally:
+                logger.removeHandler(handler)
+    """)
+    result = run(pytester, "-p", "no:logging")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*FAILED test_handlers.py::test_handler_that_logs_then_logging_reconfigured*"])
+    result.stdout.fnmatch_lines(["lockcheck: 1 finding (1 circular-dependency), 1 suppressed in *",
+                                 "  circular-dependency: *AuditHandler.lock*"])
