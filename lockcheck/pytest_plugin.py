@@ -35,7 +35,7 @@ Options (command line / ini):
   reported, even in a run that never takes both orders;
 - `lockcheck_suppress` (ini, lines `KIND CLASSGLOB...`): findings of that
   kind whose classes match every glob are counted, not reported
-  (`recursive-locking Future._condition` is always on: see pylocks);
+  (the standard library's own orders, `lockcheck.recorder.DEFAULT_SUPPRESS`, are always on);
 - `lockcheck_grace` (ini, seconds, default 1): how long a re-acquire of a
   held `Lock` waits for another thread's release (a signal) before it is
   reported and raises `SelfDeadlockError`, and how long a cycle of waits
