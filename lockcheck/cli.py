@@ -204,7 +204,12 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
     try:
         if handle_signals:
             _take_signals()
-        args = build_parser().parse_args(argv)
+        try:
+            with contextlib.redirect_stdout(out):  # --help and --version print to `out`, whose failures are errors
+                args = build_parser().parse_args(argv)
+        except SystemExit as done:  # they end the parse; a full or closed stdout fails at this flush
+            out.flush()
+            return int(done.code or 0)
         if args.command is None:
             raise UsageError(f"lockcheck: a command is required ({', '.join(COMMANDS)}); see lockcheck --help")
         status = COMMANDS[args.command](args, out, stderr)

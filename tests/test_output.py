@@ -171,6 +171,20 @@ def test_full_stdout_is_one_line():
     assert result.stderr == "<stdout>: cannot write: No space left on device\n"
 
 
+@pytest.mark.parametrize("args", [["--help"], ["check", "--help"], ["--version"]])
+def test_help_and_version_on_a_full_stdout_are_one_line(args):
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "lockcheck", *args], stdout=full, stderr=subprocess.PIPE,
+                                text=True)
+    assert (result.returncode, result.stderr) == (2, "<stdout>: cannot write: No space left on device\n")
+
+
+def test_help_goes_to_the_stdout_main_was_given():
+    status, out, err = cli("check", "--help")
+    assert status == 0 and err == ""
+    assert out.startswith("usage: lockcheck check") and "examples:" in out
+
+
 def test_closed_pipe_is_one_line(tmp_path, trace):
     """`lockcheck check x | head -0`: the reader is gone before the report is written."""
     script = f"{sys.executable} -m lockcheck check --no-config {trace} | head -c0; exit ${{PIPESTATUS[0]}}"
