@@ -14,8 +14,8 @@ import io
 import json
 import lzma
 import re
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -387,10 +387,11 @@ def test_aliases_stay_fast_on_adversarial_names(tmp_path):
                                     "[[alias]]\nglob = '*a*a*a*a*a*b'\nclass = 'y'\n")
     names = ["a" * n for n in (29, 200, 511, 512, 5000)]
     trace = write(tmp_path, "t.lt", "".join(f"T{i} acquire {n}\nT{i} release {n}\n" for i, n in enumerate(names)))
-    start = time.perf_counter()
-    status, _, err = check("--suppress", sup, trace)
-    assert status == 0, err
-    assert time.perf_counter() - start < 5
+    # no stopwatch (speed is the benchmarks' job): a hang guard only, far above the milliseconds this takes
+    # and far below the centuries an unbounded pattern ((a+)+b, 2^512 paths) would
+    result = subprocess.run([sys.executable, "-m", "lockcheck", "check", "--no-config", "--no-progress",
+                             "--suppress", sup, trace], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
 
 
 def test_glob_alias(tmp_path):
