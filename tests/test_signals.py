@@ -71,9 +71,16 @@ def start(*args: str, reader_process: bool = False) -> subprocess.Popen:
     if reader_process:
         env["LOCKCHECK_FASTPATH"] = "0"
     proc = subprocess.Popen([sys.executable, "-c", STARTED, *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_default_signals)
     assert proc.stderr.readline() == "started\n"
     return proc
+
+
+def _default_signals() -> None:
+    """As a terminal's foreground command has them, whatever this test run inherited (a background job
+    ignores SIGINT, and lockcheck keeps a signal ignored that it was started with ignored)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def children(pid: int) -> list[int]:
@@ -135,6 +142,28 @@ def test_interrupt_at_any_moment_is_one_line_and_130(tmp_path, long_trace, delay
     status = proc.wait(timeout=60)
     assert (status, err) == (130, "lockcheck: interrupted\n")
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("ignored", [signal.SIGHUP, signal.SIGINT])
+def test_a_signal_ignored_at_start_stays_ignored(long_trace, ignored):
+    """`nohup lockcheck ...` (SIGHUP ignored) and a shell's background job (SIGINT ignored) must not die of
+    that signal: the parent said so."""
+    env = dict(os.environ, LOCKCHECK_JOBS="1")
+
+    def ignore() -> None:
+        _default_signals()
+        signal.signal(ignored, signal.SIG_IGN)
+
+    proc = subprocess.Popen([sys.executable, "-c", STARTED, "check", "--no-config", "--no-progress",
+                             *long_trace[:8]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=ignore)
+    assert proc.stderr.readline() == "started\n"
+    time.sleep(1.0)  # past the imports: lockcheck has taken the signals it takes
+    assert proc.poll() is None, "the check ended before the signal: the trace is too small to test this"
+    proc.send_signal(ignored)
+    out, err = proc.communicate(timeout=300)
+    assert (proc.returncode, err) == (0, "")
+    assert out.startswith("lockcheck: no problems found")
 
 
 def test_interrupt_while_writing_an_output_leaves_no_file(tmp_path):
