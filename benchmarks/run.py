@@ -252,16 +252,18 @@ def cases(args) -> list[Case]:
 SHAPE_SIZES = {
     "chain-backwards": [1000, 2000, 4000, 8000, 16000],
     "chain-registered": [1000, 2000, 4000, 8000, 16000],
+    "chain-rooted": [1000, 2000, 4000, 8000],
     "chain-irq": [1000, 2000, 4000, 8000, 16000],
     "star-in": [2000, 4000, 8000],
     "star-out": [2000, 4000, 8000],
-    "fifo": [500, 1000, 2000],
-    "addresses": [250_000, 1_000_000],
-    "addresses-ftrace": [250_000, 1_000_000],
+    "fifo": [500, 1000, 2000, 4000],
+    "addresses": [250_000, 1_000_000, 3_000_000],
+    "addresses-ftrace": [250_000, 1_000_000, 3_000_000],
 }
 QUICK_SHAPE_SIZES = {
     "chain-backwards": [1000, 4000, 16000],
     "chain-registered": [1000, 4000, 16000],
+    "chain-rooted": [1000, 2000, 4000],
     "chain-irq": [1000, 4000, 16000],
     "star-in": [2000, 8000],
     "star-out": [2000, 8000],
