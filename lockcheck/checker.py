@@ -453,6 +453,10 @@ class Checker:
             limit = order[tcls]
             if order[root.cls] > limit:
                 return None
+            # a two-way search proves most impossible paths for about twice its smaller side,
+            # where the search below would visit everything reachable in the window to find nothing
+            if not self.graph.may_reach(root.cls, tcls):
+                return None
         accessed = {root.cls}
         queue: deque = deque()
         popleft = queue.popleft
