@@ -74,20 +74,26 @@ class Case:
     #: the trace must check clean (the reader-only ftrace case reports the uncertain findings
     #: the missing lockdep state leaves: only a crash or a rejected trace fails it)
     expect_clean: bool = True
+    #: extra environment of the checker (`LOCKCHECK_PURE=1` for the pure-Python case)
+    env: dict = field(default_factory=dict)
+    #: measured at the small size only (the pure-Python case: a 10M run would take the budget)
+    small_only: bool = False
 
 
-def _child_env() -> dict:
+def _child_env(extra: Optional[dict] = None) -> dict:
     env = dict(os.environ)
+    env.update(extra or {})
     env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.setdefault("PYTHONHASHSEED", "0")
     return env
 
 
-def measure(cmd: list[str], stdout_path: Path, stderr_path: Path, timeout: float) -> Measure:
+def measure(cmd: list[str], stdout_path: Path, stderr_path: Path, timeout: float,
+            env: Optional[dict] = None) -> Measure:
     """Run `cmd`; wall time and *its own* peak RSS (os.wait4 rusage, not RUSAGE_CHILDREN's running max)."""
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         start = time.perf_counter()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, env=_child_env())
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, cwd=ROOT, env=_child_env(env))
         timer = threading.Timer(timeout, proc.kill)
         timer.start()
         try:
@@ -146,35 +152,46 @@ def ftrace_case() -> Optional[Case]:
         return f"ftrace-clean-e{events}.ftrace"
 
     def make(path: Path, events: int, seed: int, meta: Path) -> Measure:
-        import lzma
-        import re
-
-        start = time.perf_counter()
-        sys.path.insert(0, str(ROOT))
-        from lockcheck.readers import read_all
-
-        per_copy = sum(1 for _ in read_all([str(trace)]))
-        with lzma.open(trace, "rt", encoding="utf-8", errors="replace") as stream:
-            lines = stream.read().splitlines(keepends=True)
-        header = [line for line in lines if line.startswith("#")]
-        body = [line for line in lines if not line.startswith("#")]
-        head = re.compile(r"^(.*?)-(\d+)( +(?:\(.*?\) +)?\[)(\d+)\]")
-        copies = max(1, -(-events // per_copy))
-        with open(path, "w", encoding="utf-8") as out:
-            out.writelines(header)
-            for copy in range(copies):
-                offset = 100000 * copy
-
-                def renumber(match: "re.Match") -> str:
-                    pid = int(match.group(2))
-                    pid = offset + 99000 + int(match.group(4)) if pid == 0 and copy else pid + offset if pid else 0
-                    return f"{match.group(1)}-{pid}{match.group(3)}{match.group(4)}]"
-
-                out.writelines(head.sub(renumber, line, count=1) for line in body)
-        meta.write_text(json.dumps({"events": per_copy * copies, "copies": copies}))
-        return Measure(time.perf_counter() - start, 0.0, 0, "", "")
+        # in a child process: the capture read here would otherwise raise this process's RSS,
+        # which Linux counts into every later child's peak (a child's ru_maxrss starts at its parent's)
+        out, err = path.with_name(path.name + ".out"), path.with_name(path.name + ".err")
+        m = measure([sys.executable, str(Path(__file__).resolve()), "--write-ftrace", str(path), str(events), str(meta)],
+                    out, err, 3600)
+        out.unlink(missing_ok=True)
+        err.unlink(missing_ok=True)
+        return m
 
     return Case("ftrace", make, key, "ftrace", extra_args=["--lockdep-state", str(CAPTURE)])
+
+
+def write_ftrace(path: Path, events: int, meta: Path) -> None:
+    """The `clean` capture repeated to about `events` events, each copy with its own pids (see `ftrace_case`)."""
+    trace = CAPTURE / "trace.ftrace.xz"
+    import lzma
+    import re
+
+    sys.path.insert(0, str(ROOT))
+    from lockcheck.readers import read_all
+
+    per_copy = sum(1 for _ in read_all([str(trace)]))
+    with lzma.open(trace, "rt", encoding="utf-8", errors="replace") as stream:
+        lines = stream.read().splitlines(keepends=True)
+    header = [line for line in lines if line.startswith("#")]
+    body = [line for line in lines if not line.startswith("#")]
+    head = re.compile(r"^(.*?)-(\d+)( +(?:\(.*?\) +)?\[)(\d+)\]")
+    copies = max(1, -(-events // per_copy))
+    with open(path, "w", encoding="utf-8") as out:
+        out.writelines(header)
+        for copy in range(copies):
+            offset = 100000 * copy
+
+            def renumber(match: "re.Match") -> str:
+                pid = int(match.group(2))
+                pid = offset + 99000 + int(match.group(4)) if pid == 0 and copy else pid + offset if pid else 0
+                return f"{match.group(1)}-{pid}{match.group(3)}{match.group(4)}]"
+
+            out.writelines(head.sub(renumber, line, count=1) for line in body)
+    meta.write_text(json.dumps({"events": per_copy * copies, "copies": copies}))
 
 
 def ftrace_reader_case(ftrace: Case) -> Case:
@@ -186,15 +203,48 @@ def ftrace_reader_case(ftrace: Case) -> Case:
     return Case("ftrace-nostate", ftrace.make, ftrace.key, "ftrace", expect_clean=False)
 
 
+def pure_case(lt: Case) -> Case:
+    """The `.lt` trace with the compiled core turned off: what pure Python does (small size only)."""
+    return Case(lt.name + "-pure", lt.make, lt.key, "auto", env={"LOCKCHECK_PURE": "1"}, small_only=True)
+
+
+def jsonl_case(lt: Case, seed_regen: bool) -> Case:
+    """The `.lt` trace's very events as JSON Lines (`benchmarks/to_jsonl.py`): reader against reader."""
+
+    def key(events: int, seed: int) -> str:
+        return "jsonl-of-" + lt.key(events, seed).replace(".lt", "") + ".jsonl"
+
+    def make(path: Path, events: int, seed: int, meta: Path) -> Measure:
+        source, n = ensure_trace(lt, events, seed, seed_regen)
+        out, err = path.with_name(path.name + ".out"), path.with_name(path.name + ".err")
+        m = measure([sys.executable, str(HERE / "to_jsonl.py"), str(source), str(path)], out, err, 3600)
+        written = int(out.read_text().strip() or 0) if m.status == 0 else 0
+        out.unlink(missing_ok=True)
+        err.unlink(missing_ok=True)
+        if m.status == 0:
+            meta.write_text(json.dumps({"events": written, "from": source.name}))
+            if written != n:
+                print(f"[jsonl] note: {written:,} events written, the generator counted {n:,}")
+        return m
+
+    return Case("jsonl", make, key, "auto")
+
+
+#: cases run only when --case names them (the ftrace reader without the kernel's state)
+ON_REQUEST = ("ftrace-nostate",)
+
+
 def cases(args) -> list[Case]:
-    all_cases = [lt_case(args.gzip)]
+    lt = lt_case(args.gzip)
+    all_cases = [lt, pure_case(lt)]
     ftrace = ftrace_case()
     if ftrace is not None:
         all_cases += [ftrace, ftrace_reader_case(ftrace)]
-    if args.case:
-        wanted = set(args.case)
-        all_cases = [c for c in all_cases if c.name in wanted or c.name.split("-")[0] in wanted]
-    return all_cases
+    all_cases.append(jsonl_case(lt, args.regen))
+    if not args.case:
+        return [c for c in all_cases if c.name not in ON_REQUEST]
+    wanted = set(args.case)
+    return [c for c in all_cases if c.name in wanted or c.name.split("-")[0] in wanted]
 
 
 # -- adversarial shapes: growth curves -----------------------------------------------------
@@ -202,20 +252,24 @@ def cases(args) -> list[Case]:
 SHAPE_SIZES = {
     "chain-backwards": [1000, 2000, 4000, 8000, 16000],
     "chain-registered": [1000, 2000, 4000, 8000, 16000],
+    "chain-rooted": [1000, 2000, 4000, 8000],
     "chain-irq": [1000, 2000, 4000, 8000, 16000],
     "star-in": [2000, 4000, 8000],
     "star-out": [2000, 4000, 8000],
-    "fifo": [500, 1000, 2000],
-    "addresses": [250_000, 1_000_000],
-    "addresses-ftrace": [250_000, 1_000_000],
+    "fifo": [500, 1000, 2000, 4000],
+    "addresses": [250_000, 1_000_000, 3_000_000],
+    "addresses-ftrace": [250_000, 1_000_000, 3_000_000],
 }
 QUICK_SHAPE_SIZES = {
     "chain-backwards": [1000, 4000, 16000],
+    "chain-registered": [1000, 4000, 16000],
+    "chain-rooted": [1000, 2000, 4000],
     "chain-irq": [1000, 4000, 16000],
     "star-in": [2000, 8000],
-    "fifo": [500, 1000],
-    "addresses": [100_000, 400_000],
-    "addresses-ftrace": [100_000, 400_000],
+    "star-out": [2000, 8000],
+    "fifo": [500, 1000, 2000],
+    "addresses": [250_000, 1_000_000],
+    "addresses-ftrace": [250_000, 1_000_000],
 }
 
 
@@ -319,10 +373,13 @@ def loud(message: str) -> None:
 def run_case(case: Case, args, keep_dir: Path) -> bool:
     ok = True
     fmt = args.input_format or case.input_format
-    for events in (args.events, max(args.events // 4, 1)):
+    for events in sizes(args)[:1 if case.small_only else None]:
         trace, n = ensure_trace(case, events, args.seed, args.regen)
         stem = keep_dir / f"{case.name}-e{events}-s{args.seed}"
-        m = measure(check_cmd(trace, fmt, case.extra_args), stem.with_suffix(".json"), stem.with_suffix(".stderr"), args.timeout)
+        m = measure(check_cmd(trace, fmt, case.extra_args), stem.with_suffix(".json"), stem.with_suffix(".stderr"),
+                    args.timeout, case.env)
+        print(f"[{case.name}] {n:,} events: {m.wall:.2f}s, {n / m.wall:,.0f} events/s, "
+              f"peak RSS {m.rss_mb:.1f} MB, exit {m.status}", flush=True)
         findings: Optional[list] = None
         checker_events = None
         try:
@@ -333,7 +390,7 @@ def run_case(case: Case, args, keep_dir: Path) -> bool:
             pass
         if checker_events is not None and checker_events != n:
             print(f"[{case.name}] note: the checker counted {checker_events:,} events, the generator {n:,}")
-        case.results.append({"events": n, "wall_s": m.wall, "events_per_s": n / m.wall, "rss_mb": m.rss_mb,
+        case.results.append({"size": events, "events": n, "wall_s": m.wall, "events_per_s": n / m.wall, "rss_mb": m.rss_mb,
                              "status": m.status, "findings": len(findings) if findings is not None else None})
         if case.expect_clean and (m.status != 0 or findings) or m.status not in (0, 1):
             ok = False
@@ -358,28 +415,89 @@ def run_case(case: Case, args, keep_dir: Path) -> bool:
     return ok
 
 
-def report(all_cases: list[Case]) -> bool:
+def sizes(args) -> tuple[int, int]:
+    """The two trace sizes of every case: N and N x --scale (1M and 10M by default)."""
+    return args.events, args.events * args.scale
+
+
+# -- floors: what Python itself costs on the same trace, measured in the same run ----------------
+def run_floors(lt: Case, args, keep_dir: Path) -> dict[int, dict]:
+    """`floors.py split` and `floors.py chain` over the `.lt` trace of each size.
+
+    The ratio of lockcheck's wall time to a floor's survives a noisy
+    machine better than events/s: both sides run minutes apart on the same
+    machine.  Start-up is included on both sides (python + the loop).
+    """
+    floors: dict[int, dict] = {}
+    for events in sizes(args):
+        trace, n = ensure_trace(lt, events, args.seed, args.regen)
+        row = floors[events] = {"events": n}
+        for which in ("split", "chain"):
+            stem = keep_dir / f"floor-{which}-e{events}"
+            m = measure([sys.executable, str(HERE / "floors.py"), which, str(trace)],
+                        stem.with_suffix(".out"), stem.with_suffix(".err"), args.timeout)
+            row[which] = m.wall if m.status == 0 else None
+            row[which + "_rss_mb"] = m.rss_mb
+            print(f"[floor {which}] {n:,} events: {m.wall:.2f}s, {n / m.wall:,.0f} events/s, "
+                  f"peak RSS {m.rss_mb:.1f} MB" + ("" if m.status == 0 else f"  FAILED (exit {m.status})"), flush=True)
+    return floors
+
+
+# -- the pytest plugin's overhead ----------------------------------------------------------------
+def run_plugin(args, keep_dir: Path) -> dict[str, Optional[float]]:
+    """`bench_plugin.py`: the tracked-lock worst case (threads that only take and release locks)
+    and a lock-heavy pytest suite, each as slowdown = instrumented / plain."""
+    result: dict[str, Optional[float]] = {}
+    for name, extra in (("worst-case", ["--repeat", "3"]), ("suite", ["--suite", "--repeat", "1"])):
+        stem = keep_dir / f"plugin-{name}"
+        m = measure([sys.executable, str(HERE / "bench_plugin.py")] + extra,
+                    stem.with_suffix(".out"), stem.with_suffix(".err"), args.timeout)
+        lines = m.stdout.strip().splitlines()
+        slowdown = None
+        for line in lines:
+            if line.startswith("slowdown:"):
+                slowdown = float(line.split()[1].rstrip("x"))
+        result[name] = slowdown
+        print(f"[plugin {name}] " + ("; ".join(line.strip() for line in lines) if m.status == 0
+                                     else f"FAILED (exit {m.status}): {m.stderr.strip()[-300:]}"), flush=True)
+    return result
+
+
+def report(all_cases: list[Case], floors: dict[int, dict], plugin: dict) -> bool:
     ok = True
     print()
-    print(f"{'case':<8} {'events':>11} {'wall s':>8} {'events/s':>10} {'peak RSS MB':>12} {'exit':>5} {'findings':>9}")
+    print("lockcheck check --format json, end to end (interpreter start-up included); x split / x chain:"
+          " wall time as a multiple of the floors' on the .lt trace of the same size")
+    print(f"{'case':<8} {'events':>11} {'wall s':>8} {'events/s':>10} {'peak RSS MB':>12} "
+          f"{'x split':>8} {'x chain':>8} {'exit':>5} {'findings':>9}")
+    for size, row in sorted(floors.items()):
+        for which in ("split", "chain"):
+            if row.get(which):
+                print(f"{'floor:' + which:<8} {row['events']:>11,} {row[which]:>8.2f} {row['events'] / row[which]:>10,.0f} "
+                      f"{row[which + '_rss_mb']:>12.1f}")
     for case in all_cases:
         for r in case.results:
             nf = "?" if r["findings"] is None else r["findings"]
+            row = floors.get(r["size"], {})
+            # the floor's time per event times this case's events (a repeated capture is not exactly N)
+            per = {w: row[w] / row["events"] * r["events"] for w in ("split", "chain") if row.get(w)}
+            ratios = [f"{r['wall_s'] / per[w]:>8.2f}" if w in per else f"{'-':>8}" for w in ("split", "chain")]
+            r["x_split"], r["x_chain"] = [r["wall_s"] / per[w] if w in per else None for w in ("split", "chain")]
             print(f"{case.name:<8} {r['events']:>11,} {r['wall_s']:>8.2f} {r['events_per_s']:>10,.0f} "
-                  f"{r['rss_mb']:>12.1f} {r['status']:>5} {nf:>9}")
+                  f"{r['rss_mb']:>12.1f} {ratios[0]} {ratios[1]} {r['status']:>5} {nf:>9}")
     print()
     for case in all_cases:
         if len(case.results) < 2:
             continue
-        full, quarter = case.results[0], case.results[1]
-        rss_ratio = full["rss_mb"] / quarter["rss_mb"] if quarter["rss_mb"] else float("nan")
-        speed_ratio = full["events_per_s"] / quarter["events_per_s"]
+        small, large = case.results[0], case.results[1]
+        rss_ratio = large["rss_mb"] / small["rss_mb"] if small["rss_mb"] else float("nan")
+        speed_ratio = large["events_per_s"] / small["events_per_s"]
         flat = rss_ratio <= FLAT_RSS_RATIO
-        fast = full["events_per_s"] >= FLOOR_EVENTS_PER_S
-        print(f"{case.name}: peak RSS {full['rss_mb']:.1f} MB at {full['events']:,} events vs "
-              f"{quarter['rss_mb']:.1f} MB at {quarter['events']:,}: ratio {rss_ratio:.2f} "
+        fast = large["events_per_s"] >= FLOOR_EVENTS_PER_S
+        print(f"{case.name}: peak RSS {large['rss_mb']:.1f} MB at {large['events']:,} events vs "
+              f"{small['rss_mb']:.1f} MB at {small['events']:,}: ratio {rss_ratio:.2f} "
               f"({'flat' if flat else 'NOT FLAT: memory grows with trace length'})")
-        print(f"{case.name}: throughput {full['events_per_s']:,.0f} vs {quarter['events_per_s']:,.0f} events/s: "
+        print(f"{case.name}: throughput {large['events_per_s']:,.0f} vs {small['events_per_s']:,.0f} events/s: "
               f"ratio {speed_ratio:.2f}; floor {FLOOR_EVENTS_PER_S:,} events/s: "
               f"{'OK' if fast else 'BELOW THE FLOOR'}")
         if not flat:
@@ -392,7 +510,8 @@ def report(all_cases: list[Case]) -> bool:
 
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--events", type=int, default=1_000_000, help="events in the large trace (default 1000000)")
+    ap.add_argument("--events", type=int, default=1_000_000, help="events in the small trace (default 1000000)")
+    ap.add_argument("--scale", type=int, default=10, help="the large trace is --events x this (default 10)")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--input-format", default=None,
                     help="force `lockcheck check --input-format` for every case (default: the case's own, auto)")
@@ -400,20 +519,31 @@ def main(argv: Optional[list[str]] = None) -> int:
                     help="keep the checker's JSON output and stderr under benchmarks/out/ (traces are always cached)")
     ap.add_argument("--regen", action="store_true", help="regenerate cached traces")
     ap.add_argument("--gzip", action="store_true", help="benchmark gzip-compressed traces")
-    ap.add_argument("--case", action="append", help="run only this case (repeatable): lt, ftrace")
+    ap.add_argument("--case", action="append",
+                    help="run only this case (repeatable): lt, lt-pure, ftrace, jsonl, ftrace-nostate; none: no case")
     ap.add_argument("--timeout", type=float, default=1800, help="seconds before a checker run is killed")
-    ap.add_argument("--shapes", choices=("none", "quick", "full"), default="full",
-                    help="adversarial shapes' growth curves: none, quick (fewer sizes) or full (default)")
+    ap.add_argument("--shapes", choices=("none", "quick", "full"), default="quick",
+                    help="adversarial shapes' growth curves: none, quick (default: fits the 10-minute budget) or full")
     ap.add_argument("--shape", action="append", help="run only this shape (repeatable; implies --case none)")
+    ap.add_argument("--no-plugin", action="store_true", help="leave out the pytest plugin's overhead")
+    ap.add_argument("--write-ftrace", nargs=3, metavar=("PATH", "EVENTS", "META"), help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.write_ftrace:
+        path, events, meta = args.write_ftrace
+        write_ftrace(Path(path), int(events), Path(meta))
+        return 0
+    began = time.perf_counter()
 
     print(f"lockcheck benchmark: python {platform.python_version()} ({sys.executable}), "
-          f"{os.cpu_count()} CPUs, {platform.machine()}, seed {args.seed}", flush=True)
-    all_cases = cases(args)
-    if not all_cases:
+          f"{os.cpu_count()} CPUs, {platform.machine()}, seed {args.seed}; "
+          f"load average {' '.join(f'{x:.1f}' for x in os.getloadavg())}", flush=True)
+    all_cases = [] if args.shape or args.case == ["none"] else cases(args)
+    if args.case and args.case != ["none"] and not all_cases:
         sys.exit(f"no case named {args.case}")
     import tempfile
     ok = True
+    floors: dict[int, dict] = {}
+    plugin: dict = {}
     with tempfile.TemporaryDirectory(prefix="lockcheck-bench-") as tmp:
         keep_dir = OUT if args.keep else Path(tmp)
         OUT.mkdir(parents=True, exist_ok=True)
@@ -424,21 +554,33 @@ def main(argv: Optional[list[str]] = None) -> int:
         else:
             loud("`import lockcheck.cli` fails: the checker does not exist yet or is broken:\n"
                  + base.stderr.strip()[-800:])
-        if not args.shape:
+        if all_cases:
+            lt = next((c for c in all_cases if c.name.startswith("lt")), None) or lt_case(args.gzip)
+            floors = run_floors(lt, args, keep_dir)
             for case in all_cases:
                 ok &= run_case(case, args, keep_dir)
         shape_results = {}
         if args.shapes != "none" or args.shape:
-            sizes = dict(QUICK_SHAPE_SIZES if args.shapes == "quick" else SHAPE_SIZES)
+            shape_sizes = dict(QUICK_SHAPE_SIZES if args.shapes == "quick" else SHAPE_SIZES)
             if args.shape:
-                sizes = {name: SHAPE_SIZES[name] for name in args.shape}
-            shape_results = run_shapes(sizes, keep_dir, min(args.timeout, 300))
+                shape_sizes = {name: SHAPE_SIZES[name] for name in args.shape}
+            shape_results = run_shapes(shape_sizes, keep_dir, min(args.timeout, 300))
             ok &= all(row["ok"] for rows in shape_results.values() for row in rows)
-    if not args.shape:
-        ok &= report(all_cases)
+        if not (args.no_plugin or args.shape or args.case):
+            print()
+            plugin = run_plugin(args, keep_dir)
+    if all_cases:
+        ok &= report(all_cases, floors, plugin)
+    if plugin:
+        print("plugin overhead (instrumented / plain, target < 2x): "
+              + ", ".join(f"{name} {value:.2f}x" if value else f"{name} failed" for name, value in plugin.items()))
+    total = time.perf_counter() - began
+    print(f"benchmark wall time: {total:.0f}s (budget 600s); load average now "
+          f"{' '.join(f'{x:.1f}' for x in os.getloadavg())}")
     summary = {"python": platform.python_version(), "cpus": os.cpu_count(), "seed": args.seed,
-               "startup_s": base.wall, "startup_rss_mb": base.rss_mb,
-               "cases": {c.name: c.results for c in all_cases}, "shapes": shape_results}
+               "startup_s": base.wall, "startup_rss_mb": base.rss_mb, "floors": floors,
+               "cases": {c.name: c.results for c in all_cases}, "shapes": shape_results,
+               "plugin": plugin, "wall_s": total}
     (OUT / "last-run.json").write_text(json.dumps(summary, indent=2) + "\n")
     if not ok:
         loud("benchmark FAILED: the checker did not exit 0 on a clean trace (see above)")

@@ -14,6 +14,9 @@ Each shape is small in events and hard for a naive incremental checker:
 - `chain-registered N`: the same backwards chain over classes first seen on
   their own in reverse order (CN first): positions given on first sight are
   exactly wrong for every dependency;
+- `chain-rooted N`: the backwards chain again, each new class first taken
+  under one root class (a dependency into it before it links to the
+  chain), so no class is a source when it gets linked;
 - `chain-irq N`: a chain built first link first in a trace where one
   class is irq-safe: every new dependency asks whether an irq-safe class
   leads to it (lockdep's check_irq_usage searches backwards);
@@ -37,7 +40,7 @@ import zlib
 from typing import Callable, Iterator, TextIO
 
 #: bump when a shape's output changes (benchmarks/run.py keys its cache on it)
-SHAPES_VERSION = 1
+SHAPES_VERSION = 1  # chain-rooted added: the other shapes unchanged
 
 
 def _cls(i: int) -> str:
@@ -57,6 +60,25 @@ def chain_registered(n: int) -> Iterator[str]:
         yield f"T0 acquire {_cls(i)}"
         yield f"T0 release {_cls(i)}"
     yield from chain_backwards(n)
+
+
+def chain_rooted(n: int) -> Iterator[str]:
+    """A chain built backwards whose every new class is first taken under one root class.
+
+    Each class has a dependency into it (root -> Ci) before it links to the
+    chain (Ci -> C(i+1)), so the O(1) move of a class that nothing leads to
+    does not apply: the search for a cycle and the reordering both face the
+    whole chain built so far (Pearce-Kelly's worst case).
+    """
+    for i in range(n - 1, -1, -1):
+        yield f"T{i % 4} acquire &shape->root"
+        yield f"T{i % 4} acquire {_cls(i)}"
+        yield f"T{i % 4} release {_cls(i)}"
+        yield f"T{i % 4} release &shape->root"
+        yield f"T{i % 4} acquire {_cls(i)}"
+        yield f"T{i % 4} acquire {_cls(i + 1)}"
+        yield f"T{i % 4} release {_cls(i + 1)}"
+        yield f"T{i % 4} release {_cls(i)}"
 
 
 def chain_irq(n: int) -> Iterator[str]:
@@ -105,6 +127,7 @@ def addresses(n: int) -> Iterator[str]:
 SHAPES: dict[str, Callable[[int], Iterator[str]]] = {
     "chain-backwards": chain_backwards,
     "chain-registered": chain_registered,
+    "chain-rooted": chain_rooted,
     "chain-irq": chain_irq,
     "star-in": star_in,
     "star-out": star_out,

@@ -92,6 +92,8 @@ class Checker:
         self._inline_cache_hits = type(self).validate_chain is Checker.validate_chain
         self._nodes = self.graph.nx._node
         self.stopped = False
+        #: re-acquired locks that need no validation skip it (`reacquire_held_locks`; off: the full path)
+        self.quick_reacquire = True
         #: while locks are re-acquired: the classes held (see `reacquire_held_locks`)
         self._held_classes: Optional[set] = None
         #: whether the trace being read carries irq context (`open_trace`)
@@ -326,7 +328,10 @@ class Checker:
                 self.validate_chain(task, hlock, chain_head, chain_key, ev)
         held.append(hlock)
         task.chain_key = chain_key
-        if len(held) == MAX_LOCK_DEPTH:
+        # a re-acquisition (hold_event given) is no new acquisition: the depth it reaches again was
+        # reported when the task first got there (a first-in first-out release of N > 48 held locks
+        # would otherwise report every lock that moves past the limit)
+        if len(held) == MAX_LOCK_DEPTH and hold_event is None:
             self.report(self._finding(F.MAX_DEPTH, task, ev, lock=cls, next=self.snapshot(hlock),
                                       details={"depth": len(held), "max": MAX_LOCK_DEPTH}))
         return True
@@ -448,6 +453,10 @@ class Checker:
             limit = order[tcls]
             if order[root.cls] > limit:
                 return None
+            # a two-way search proves most impossible paths for about twice its smaller side,
+            # where the search below would visit everything reachable in the window to find nothing
+            if not self.graph.may_reach(root.cls, tcls):
+                return None
         accessed = {root.cls}
         queue: deque = deque()
         popleft = queue.popleft
@@ -510,14 +519,54 @@ class Checker:
         each is validated; the classes held are kept in a set meanwhile, so
         that `check_deadlock` costs O(1) for a class not held twice and a
         release costs what moves, not what moves times the depth.
+
+        Most of what moves needs nothing but its new chain key, and gets only
+        that: a lock whose `lock_acquire` would mark no usage bit, merge no
+        nest lock, start no chain (same irq context as the lock below it),
+        find no class held twice, and add only the dependency from the lock
+        below, already in the graph with this type (`check_prev_add`'s early
+        return).  The entry is pushed again with its new chain key, the
+        chain cached or counted as `validate_chain` would.  A first-in
+        first-out release of N held locks moves N^2 / 2 of them: this keeps
+        each move to a few steps (tests/test_reacquire.py holds it to the
+        full path).
         """
-        self._held_classes = {h.cls for h in task.held}
+        held = task.held
+        self._held_classes = held_classes = {h.cls for h in held}
+        quick = self._inline_cache_hits and self.quick_reacquire
+        irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
+        need = task.usage_need
+        nodes, classes, cache, stats = self._nodes, self._classes, self.chain_cache, self.stats
         try:
             for again in above:
+                cls = again.cls
+                if (quick and held and again.nest is None and again.check and not again.trylock
+                        and again.irq_context == irq_context and cls not in held_classes):
+                    top = held[-1]
+                    read = again.read
+                    attrs = classes[top.cls].get(cls)
+                    if (attrs is not None and top.irq_context == irq_context and top.check and not top.trylock
+                            and not need[(1 if read else 0) | (4 if again.hardirqs_off else 0)] & ~nodes[cls]["usage"]):
+                        dep = calc_dep(top.read, read)
+                        if attrs["dep"] & dep == dep:
+                            chain_key = task.chain_key
+                            again.prev_chain_key = chain_key
+                            chain_key = hash((chain_key, cls, read))
+                            if chain_key in cache:
+                                stats.chain_hits += 1
+                            else:
+                                if len(held) < MAX_LOCK_DEPTH:
+                                    cache.add(chain_key)
+                                stats.chains += 1
+                                attrs["distance"] = 1
+                            held.append(again)
+                            task.chain_key = chain_key
+                            held_classes.add(cls)
+                            continue
                 self.lock_acquire(task, ev, again.lock, again.instance, again.subclass, again.read,
-                                  again.trylock, again.check, again.nest, again.hardirqs_off, again.references,
-                                  hold_event=again.event)
-                self._held_classes.add(again.cls)
+                                  again.trylock, again.check, again.nest, again.hardirqs_off,
+                                  again.references, hold_event=again.event)
+                held_classes.add(cls)
         finally:
             self._held_classes = None
 

@@ -44,6 +44,11 @@ DEP_N_MASK = DEP_SN | DEP_EN
 DEP_NAMES = {DEP_SR: "SR", DEP_ER: "ER", DEP_SN: "SN", DEP_EN: "EN"}
 #: usage bits USED_IN_{HARD,SOFT}IRQ{,_READ} (lockcheck.usage): the "irq-safe" bits
 _USED_IN_MASK = 0b00110011
+#: distance between the positions of classes placed one after the other in the topological
+#: order: room to place a small moved set between two classes without renumbering others
+_GAP = 1 << 20
+#: first budget (classes visited) of each side of a two-way search; doubled until a side completes
+_FIRST_BUDGET = 8
 
 
 def calc_dep(prev_read: int, next_read: int) -> int:
@@ -84,6 +89,8 @@ class DepGraph:
         # None: unknown (recomputed on demand); False: the graph has a cycle
         # (only weak cycles through recursive readers are ever stored).
         self._ord: Optional[dict] = None
+        #: position -> class, for every position in `_ord` (positions are distinct)
+        self._at: dict = {}
         self._cyclic = False
         #: the lowest and highest positions in `_ord` (positions need not be 0..n-1: a class
         #: that nothing leads to can always go first, one that leads nowhere last)
@@ -107,8 +114,7 @@ class DepGraph:
             if self._irq_reach is not None:
                 self._irq_reach[name] = 0
             if self._ord is not None:
-                self._hi += 1
-                self._ord[name] = self._hi
+                self._place_last(name)
 
     def usage(self, name: str) -> int:
         node = self.nx._node.get(name)
@@ -217,33 +223,54 @@ class DepGraph:
                 # affect which other classes are reachable, so they are left out
                 loops = list(nx.selfloop_edges(self.nx))
                 view = nx.restricted_view(self.nx, [], loops) if loops else self.nx
-                self._ord = {name: i for i, name in enumerate(nx.topological_sort(view))}
-                self._lo, self._hi = 0, len(self._ord) - 1
+                self._ord = {name: i * _GAP for i, name in enumerate(nx.topological_sort(view))}
+                self._at = {i: name for name, i in self._ord.items()}
+                self._lo, self._hi = 0, (len(self._ord) - 1) * _GAP
             except nx.NetworkXUnfeasible:
                 self._cyclic = True
                 return None
         return self._ord
 
+    def _place_last(self, name: str) -> None:
+        self._hi += _GAP
+        self._ord[name] = self._hi
+        self._at[self._hi] = name
+
+    def _place_first(self, name: str) -> None:
+        self._lo -= _GAP
+        self._move(name, self._lo)
+
+    def _move(self, name: str, position: int) -> None:
+        at = self._at
+        old = self._ord[name]
+        if at.get(old) == name:
+            del at[old]
+        self._ord[name] = position
+        at[position] = name
+
     def _order_edge(self, u: str, v: str) -> None:
         """Restore the topological order after adding `u -> v`, touching only the affected region.
 
-        Pearce-Kelly: nothing to do when `u` is already before `v`; otherwise
-        only the classes placed between them move -- those reachable from `v`
-        and those reaching `u` -- into the slots they held.  Before that, two
+        Nothing to do when `u` is already before `v`.  Otherwise, first two
         O(1) cases that keep the affected region empty where appending new
         classes would make it everything: a `u` that nothing leads to moves in
         front of all classes, a `v` that leads nowhere behind them (a chain
-        built last link first, a star built leaves first).
+        built last link first, a star built leaves first).  Then a two-way
+        search: the classes reaching `u` placed after `v` (backward) and those
+        reachable from `v` placed before `u` (forward) are searched side by
+        side with a growing budget, and as soon as one side is complete, that
+        side alone moves into a free gap across the other (`_GAP` leaves room
+        between neighbours), so the cost is about twice the smaller side,
+        not the sum of both.  Where the gap has no room left, both sides are
+        completed and moved into the positions they held (Pearce-Kelly).
         """
         order = self._ord
         if order is None or self._cyclic:
             return
         if u not in order:
-            self._hi += 1
-            order[u] = self._hi
+            self._place_last(u)
         if v not in order:
-            self._hi += 1
-            order[v] = self._hi
+            self._place_last(v)
         if u == v:
             return
         lower, upper = order[v], order[u]
@@ -251,39 +278,114 @@ class DepGraph:
             return
         succ, pred = self.nx._succ, self.nx._pred
         if _only_self(pred[u], u):
-            self._lo -= 1
-            order[u] = self._lo
+            self._place_first(u)
             return
         if _only_self(succ[v], v):
-            self._hi += 1
-            order[v] = self._hi
+            self._hi += _GAP
+            self._move(v, self._hi)
             return
-        forward = self._region(v, succ, lambda n: order[n] <= upper)
-        if u in forward:
-            self._cyclic = True
-            self._ord = None
-            return
-        backward = self._region(u, pred, lambda n: order[n] >= lower)
+        budget = _FIRST_BUDGET
+        forward = backward = None
+        while forward is None and backward is None:
+            backward = _region(u, pred, lambda n: order[n] >= lower, budget)
+            if backward is not None:
+                if v in backward:
+                    self._cyclic = True
+                    self._ord = None
+                    return
+                if self._fit(backward, pred, below=lower):
+                    return
+            forward = _region(v, succ, lambda n: order[n] <= upper, budget)
+            if forward is not None:
+                if u in forward:
+                    self._cyclic = True
+                    self._ord = None
+                    return
+                if self._fit(forward, succ, above=upper):
+                    return
+            budget *= 4
+        if forward is None:
+            forward = _region(v, succ, lambda n: order[n] <= upper)
+            if u in forward:
+                self._cyclic = True
+                self._ord = None
+                return
+        if backward is None:
+            backward = _region(u, pred, lambda n: order[n] >= lower)
         moved = sorted(backward, key=order.__getitem__) + sorted(forward, key=order.__getitem__)
         slots = sorted(order[n] for n in moved)
+        at = self._at
         for name, slot in zip(moved, slots):
             order[name] = slot
+            at[slot] = name
 
-    @staticmethod
-    def _region(start: str, adjacency: dict, inside) -> set:
-        seen = {start}
-        stack = [start]
-        while stack:
-            node = stack.pop()
-            for other in adjacency[node]:
-                if other not in seen and other != node and inside(other):
-                    seen.add(other)
-                    stack.append(other)
-        return seen
+    def _fit(self, region: set, adjacency: dict, below: Optional[int] = None,
+             above: Optional[int] = None) -> bool:
+        """Move a complete region into free positions just below `below` (a backward region,
+        which must go before `v`) or just above `above` (a forward one, after `u`), keeping its
+        inner order; False, moving nothing, when the gap there has no room.
+
+        The room is bounded by the region's neighbours outside it: for a backward
+        region its other predecessors (all placed before `below`), for a forward
+        one its other successors (all placed after `above`).
+        """
+        order, at = self._ord, self._at
+        if below is not None:
+            bound = max((order[o] for n in region for o in adjacency[n] if o not in region), default=self._lo - _GAP)
+            candidates = range(below - 1, bound, -1)
+        else:
+            bound = min((order[o] for n in region for o in adjacency[n] if o not in region), default=self._hi + _GAP)
+            candidates = range(above + 1, bound)
+        if len(candidates) < len(region):
+            return False
+        free = []
+        for position in candidates:
+            if position not in at:
+                free.append(position)
+                if len(free) == len(region):
+                    break
+        else:
+            return False
+        # a backward region fills positions downwards from `below`: its last class goes highest
+        ranked = sorted(region, key=order.__getitem__, reverse=below is not None)
+        for name, position in zip(ranked, free):
+            self._move(name, position)
+        self._lo = min(self._lo, free[-1] if below is not None else free[0])
+        self._hi = max(self._hi, free[0] if below is not None else free[-1])
+        return True
+
+    def may_reach(self, src: str, dst: str) -> bool:
+        """False when no path leads from `src` to `dst`; True when one may (or does).
+
+        A two-way search inside the topological order's window between them,
+        forward from `src` and backward from `dst` with a growing budget:
+        whichever side completes first without meeting the other proves there
+        is no path, so the cost is about twice the smaller side.  A search for
+        a cycle that cannot exist is skipped this way even when the classes
+        reachable from the new dependency's head are many (lockdep's own
+        forward search would visit them all to find nothing).
+        """
+        order = self.topological_order()
+        if order is None:
+            return True
+        lo, hi = order[src], order[dst]
+        if lo > hi:
+            return False
+        succ, pred = self.nx._succ, self.nx._pred
+        budget = _FIRST_BUDGET
+        while True:
+            forward = _region(src, succ, lambda n: order[n] <= hi, budget)
+            if forward is not None:
+                return dst in forward
+            backward = _region(dst, pred, lambda n: order[n] >= lo, budget)
+            if backward is not None:
+                return src in backward
+            budget *= 4
 
     def invalidate_order(self) -> None:
         """Call after changing `self.nx` directly (merging, loading)."""
         self._ord = None
+        self._at = {}
         self._cyclic = False
         self._irq_reach = None
         self.irq_safe_classes = sum(1 for _, usage in self.nx.nodes(data="usage") if (usage or 0) & _USED_IN_MASK)
@@ -349,6 +451,22 @@ class DepGraph:
                     attrs[key] = data[key]
                 else:
                     attrs.pop(key, None)
+
+
+def _region(start: str, adjacency: dict, inside: Callable[[str], bool], budget: Optional[int] = None) -> Optional[set]:
+    """`start` and every class reachable from it through classes `inside` allows (self-loops
+    skipped); None once more than `budget` classes are found."""
+    seen = {start}
+    stack = [start]
+    while stack:
+        node = stack.pop()
+        for other in adjacency[node]:
+            if other not in seen and other != node and inside(other):
+                seen.add(other)
+                if budget is not None and len(seen) > budget:
+                    return None
+                stack.append(other)
+    return seen
 
 
 def _only_self(adjacent: dict, node: str) -> bool:

@@ -127,7 +127,8 @@ class ReferenceLockdep:
         elif op == "softirq-exit":
             task.softirq = max(0, task.softirq - 1)
 
-    def acquire(self, task: Task, lock, instance, subclass, read, trylock, check, nest, refs) -> None:
+    def acquire(self, task: Task, lock, instance, subclass, read, trylock, check, nest, refs,
+                again: bool = False) -> None:
         cls = class_name(lock, subclass)
         if task.held and nest is not None and task.held[-1].cls == cls:
             top = task.held[-1]
@@ -139,7 +140,7 @@ class ReferenceLockdep:
         elif check and not trylock:
             self.validate(task, new)
         task.held.append(new)
-        if len(task.held) >= 48:
+        if len(task.held) == 48 and not again:  # reported when first reached, not on re-acquisition
             self.report("lock-depth-exceeded", cls)
 
     def validate(self, task: Task, new: Held) -> None:
@@ -204,4 +205,4 @@ class ReferenceLockdep:
         del held[index:]
         for again in above:
             self.acquire(task, again.lock, again.instance, again.subclass, again.read, again.trylock,
-                         again.check, again.nest, again.refs)
+                         again.check, again.nest, again.refs, again=True)

@@ -9,9 +9,11 @@ algorithms on random insertion sequences.
 from __future__ import annotations
 
 import networkx as nx
-from hypothesis import given, settings
+import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from lockcheck import graph as graph_module
 from lockcheck.checker import Checker
 from lockcheck.findings import Evidence
 from lockcheck.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
@@ -47,6 +49,55 @@ def test_order_stays_topological_and_cycles_are_noticed(insertions, registered_f
         else:
             assert order is None
             break
+
+
+MANY = [f"C{i}" for i in range(30)]
+
+
+@pytest.mark.parametrize("gap", [1, 2, 3, 1 << 20])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(insertions=st.lists(st.tuples(st.sampled_from(MANY), st.sampled_from(MANY)), min_size=10, max_size=120),
+       queries=st.lists(st.tuples(st.sampled_from(MANY), st.sampled_from(MANY)), max_size=10))
+def test_two_way_moves_keep_the_order_and_answer_reachability(monkeypatch, gap, insertions, queries) -> None:
+    """Moves into gaps (room: `gap`; 1 leaves none, so Pearce-Kelly's full move runs) and the
+    budgeted two-way searches: a valid order with distinct positions, `may_reach` never wrong."""
+    monkeypatch.setattr(graph_module, "_GAP", gap)
+    monkeypatch.setattr(graph_module, "_FIRST_BUDGET", 2)  # both sides of a search run out of budget often
+    graph = DepGraph()
+    graph.topological_order()
+    for u, v in insertions:
+        graph.add_dependency(u, v, DEP_EN, EV)
+        order = graph.topological_order()
+        if order is None:
+            assert not _acyclic_without_loops(graph.nx)
+            return
+        assert graph._at == {position: name for name, position in order.items()}
+        for a, b in graph.nx.edges:
+            if a != b:
+                assert order[a] < order[b], (a, b)
+        for src, dst in queries:
+            if src in order and dst in order and src != dst:
+                if nx.has_path(graph.nx, src, dst):
+                    assert graph.may_reach(src, dst)
+                elif order[src] < order[dst]:
+                    assert not graph.may_reach(src, dst)
+
+
+def test_a_chain_rooted_backwards_moves_one_class_per_link() -> None:
+    """Every class gets a dependency into it before it links to the chain: no O(1) move applies,
+    and a one-way reorder would move the whole chain each time; the two-way one moves one class."""
+    graph = DepGraph()
+    graph.topological_order()
+    n = 300
+    for i in range(n - 1, -1, -1):
+        graph.add_dependency("root", f"C{i}", DEP_EN, EV)
+        before = dict(graph.topological_order())
+        graph.add_dependency(f"C{i}", f"C{i + 1}", DEP_EN, EV)
+        after = graph.topological_order()
+        assert [name for name in before if before[name] != after[name]] in ([], [f"C{i}"])
+        assert not graph.may_reach(f"C{i + 1}", f"C{i}")
+    order = graph.topological_order()
+    assert sorted(order, key=order.__getitem__) == ["root"] + [f"C{i}" for i in range(n + 1)]
 
 
 def _held(cls: str, read: int = 0) -> HeldLock:
