@@ -24,6 +24,7 @@ The checker never prints: `feed()` returns the new findings of one event.
 from __future__ import annotations
 
 from collections import deque
+from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional, Sequence
 
@@ -35,6 +36,9 @@ from lockcheck.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, _only_self, calc_d
 from lockcheck.irq import IrqValidator
 from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, snapshot, task_finding, usage_needs
 from lockcheck.usage import usage_chars
+
+#: a held entry's class (check_deadlock's first look at the stack)
+_held_class = attrgetter("cls")
 
 #: what `feed` returns for the (usual) event that raises nothing: one shared, immutable value
 _NOTHING: tuple = ()
@@ -368,6 +372,8 @@ class Checker:
         """Same class already held: 0 reported, 1 fine, 2 allowed by a held nest lock (no new deps)."""
         if self._held_classes is not None and nxt.cls not in self._held_classes:
             return 1
+        if nxt.cls not in map(_held_class, task.held):
+            return 1  # the common case, in C: a deep stack costs a scan, not a Python loop per entry
         nest = None
         nest_key = nxt.nest
         for prev in task.held:

@@ -52,14 +52,18 @@ def materialize(held: list, file: str) -> None:
     event is read back (by `lt.scan_fast`, which takes every line the fast
     path takes) only when a report or a new dependency asks for it.
     """
-    for i, entry in enumerate(held):
-        if entry.__class__ is tuple:
-            hlock = HeldLock.deferred(functools.partial(lt.scan_fast, entry[LINE], file, entry[LINENO]),
-                                      entry[CLS], entry[LOCK], entry[INSTANCE], entry[SUBCLASS], entry[READ],
-                                      entry[TRYLOCK], True, entry[NEST], entry[IRQ_CONTEXT],
-                                      entry[HARDIRQS_OFF], entry[REFERENCES])
-            hlock.prev_chain_key = entry[PREV_KEY]
-            held[i] = hlock
+    # the fast path only pushes, pops and rewrites the top entry, so its tuples are the top of
+    # the stack: stop at the first HeldLock (a deep stack is not walked again at every miss)
+    for i in range(len(held) - 1, -1, -1):
+        entry = held[i]
+        if entry.__class__ is not tuple:
+            break
+        hlock = HeldLock.deferred(functools.partial(lt.scan_fast, entry[LINE], file, entry[LINENO]),
+                                  entry[CLS], entry[LOCK], entry[INSTANCE], entry[SUBCLASS], entry[READ],
+                                  entry[TRYLOCK], True, entry[NEST], entry[IRQ_CONTEXT],
+                                  entry[HARDIRQS_OFF], entry[REFERENCES])
+        hlock.prev_chain_key = entry[PREV_KEY]
+        held[i] = hlock
 
 
 def applies(checker: Checker) -> bool:
