@@ -41,7 +41,13 @@ Options (command line / ini):
   reported and raises `SelfDeadlockError`;
 - `lockcheck_timed_acquire` (ini, `try` or `blocking`, default `try`):
   whether `acquire(timeout=...)` is a trylock or validated like a blocking
-  acquire.
+  acquire;
+- `--lockcheck-waits` / `lockcheck_waits = true`: waits on events under
+  locks (`Thread.join`, `Future.result`, `Queue.get`, `Event.wait`...) are
+  dependencies too, DEPT's model (`lockcheck.waits`);
+- `lockcheck_interrupts` (ini, default true): signal handlers and
+  finalizers run as interrupt contexts, so lockdep's irq checks apply
+  (`lockcheck.pyirq`); `false` switches that off.
 
 Marker: `@pytest.mark.lockcheck(skip=True)` switches checking off for one
 test: its lock operations are still recorded (so holds stay balanced) but
@@ -96,6 +102,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "warn: report them without failing anything")
     group.addoption("--lockcheck-stack-depth", metavar="N", type=int, default=None,
                     help="Python frames shown for each acquisition site in reports (default 5; 0: none)")
+    group.addoption("--lockcheck-waits", action="store_true", default=None,
+                    help="also check waits on events under locks (Thread.join, Future.result, Queue.get, "
+                         "Event.wait, Condition.wait, asyncio events and queues)")
     parser.addini("lockcheck", type="bool", default=False, help="enable lockcheck (as --lockcheck)")
     parser.addini("lockcheck_mode", default="fail", help="fail (default) or warn (as --lockcheck-mode)")
     parser.addini("lockcheck_order", default="",
@@ -106,6 +115,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   help="findings not to report: lines of `KIND CLASSGLOB...`")
     parser.addini("lockcheck_grace", default="1.0",
                   help="seconds a re-acquire of a held Lock waits for another thread's release before raising")
+    parser.addini("lockcheck_waits", type="bool", default=False,
+                  help="check waits on events under locks (as --lockcheck-waits)")
+    parser.addini("lockcheck_interrupts", type="bool", default=True,
+                  help="signal handlers and finalizers run as interrupt contexts (lockdep's irq checks)")
     parser.addini("lockcheck_timed_acquire", default="try",
                   help="`try` (default): acquire(timeout=...) is a trylock; `blocking`: validated as blocking")
 
@@ -212,6 +225,7 @@ class LockcheckPlugin:
         self.child_dir = tempfile.mkdtemp(prefix="lockcheck-children-")
         self.recorder.on_fork_child = self._in_forked_child
         pylocks.start(self.recorder)
+        self._start_contexts(config)
         if not early:
             self.configured()
 
@@ -254,10 +268,21 @@ class LockcheckPlugin:
                 out.write(self.trace_file.getvalue())
                 self.trace_file = rec.trace = out
 
+    def _start_contexts(self, config: pytest.Config) -> None:
+        """The opt-in waits (`lockcheck.waits`) and the interrupt contexts (`lockcheck.pyirq`)."""
+        from lockcheck import pyirq, waits
+
+        if _option(config, "lockcheck_waits") or config.getini("lockcheck_waits"):
+            waits.start(self.recorder)
+        if config.getini("lockcheck_interrupts"):
+            pyirq.start(self.recorder)
+
     def close(self) -> None:
-        from lockcheck import pylocks
+        from lockcheck import pylocks, pyirq, waits
 
         if self.recorder is not None:
+            waits.stop()
+            pyirq.stop(self.recorder)
             pylocks.stop(self.recorder)
             if self.in_child:
                 return
