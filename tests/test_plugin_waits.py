@@ -402,3 +402,43 @@ def test_a_collection_that_takes_no_lock_records_no_event() -> None:
         finally:
             pyirq.stop(rec)
     assert rec.checker.stats.events == before + 2
+
+
+# -- the README's examples are real output ------------------------------------------------------
+
+README_SECTION = "### Waits on events, signal handlers and finalizers"
+
+
+def _readme_examples() -> tuple[dict[str, str], list[str]]:
+    """The section's test files (`py` blocks, named by their first line) and shown outputs (`text`)."""
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    section = text.split(README_SECTION, 1)[1].split("\n## ", 1)[0]
+    files = {}
+    for block in re.findall(r"^```py\n(.*?)^```", section, re.M | re.S):
+        first, _, source = block.partition("\n")
+        files[first.removeprefix("# ").strip()] = source
+    return files, re.findall(r"^```text\n(.*?)^```", section, re.M | re.S)
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="needs SIGUSR1")
+def test_readme_waits_and_interrupts_examples_print_what_the_readme_shows(pytester: pytest.Pytester) -> None:
+    files, shown = _readme_examples()
+    assert sorted(files) == ["test_future.py", "test_join.py", "test_queue.py", "test_signal.py"]
+    assert len(shown) == 4
+    for name, source in files.items():
+        pytester.path.joinpath(name).write_text(source)
+    without = run(pytester, *files)
+    without.assert_outcomes(passed=3, failed=1)  # only the signal handler's finding needs no option
+    result = run(pytester, "--lockcheck-waits", *files)
+    result.assert_outcomes(failed=4)
+    import re
+
+    def same_instances(text: str) -> str:  # lock instances are numbered in creation order
+        return re.sub(r"\b0x[0-9a-f]+\b", "0x?", text)
+
+    out = same_instances(result.stdout.str())
+    for block in shown:
+        assert same_instances(block) in out, block
