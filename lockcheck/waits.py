@@ -95,8 +95,9 @@ _by_site: dict[tuple, str] = {}
 _ORIG_CONDITION = tracked._ORIG_CONDITION
 #: frames seen through when looking for where a waitable was made: the library that made it
 _LIB_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (concurrent.futures, asyncio))
-_LIB_FILES = (os.path.abspath(threading.__file__), os.path.abspath(queue.__file__), os.path.abspath(__file__),
-              os.path.abspath(tracked.__file__))
+_LIB_FILES = (os.path.abspath(threading.__file__), os.path.abspath(queue.__file__))
+#: ours: always looked past (the patched `__init__`, the tracked Condition's)
+_OWN_FILES = (os.path.abspath(__file__), os.path.abspath(tracked.__file__))
 _TARGET = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?=(?!=)")
 _lib_codes: dict = {}
 
@@ -131,9 +132,13 @@ def describe(cls: str) -> Optional[str]:
 # -- event classes: creation sites -------------------------------------------------------------
 
 
-def _maker_frame(depth: int) -> Any:
-    """The frame that made a waitable: the first outside threading, queue, concurrent.futures,
-    asyncio and lockcheck; None when that is the standard library or the test runner."""
+def _maker_frame(depth: int, through: bool) -> Any:
+    """The frame that made a waitable; None when that is the standard library or the test runner.
+
+    `through`: look past threading, queue, concurrent.futures and asyncio to the code that
+    asked them (a Future is made by `submit`); otherwise an object those modules make for
+    themselves (a Queue's Conditions, an Event's) is theirs, not a wait of the program's.
+    """
     try:
         frame = sys._getframe(depth)
     except ValueError:
@@ -143,9 +148,12 @@ def _maker_frame(depth: int) -> Any:
         lib = _lib_codes.get(code)
         if lib is None:
             path = os.path.abspath(code.co_filename)
-            lib = _lib_codes[code] = path in _LIB_FILES or path.startswith(_LIB_DIRS)
+            lib = _lib_codes[code] = 2 if path in _OWN_FILES else 1 if (
+                path in _LIB_FILES or path.startswith(_LIB_DIRS)) else 0
         if not lib:
             break
+        if lib == 1 and not through:
+            return None
         frame = frame.f_back
     if frame is None:
         return None
@@ -196,7 +204,7 @@ def _made(obj: Any, kind: str, depth: int = 3) -> None:
     """`obj` was just made: an event class for it, if user code made it while recording."""
     if tracked._rec is None:
         return
-    frame = _maker_frame(depth)
+    frame = _maker_frame(depth, kind == "Future")
     if frame is not None:
         _objects[obj] = (_class_for(frame, kind), pysites.new_instance())
 

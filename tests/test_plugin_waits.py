@@ -442,3 +442,33 @@ def test_readme_waits_and_interrupts_examples_print_what_the_readme_shows(pytest
     out = same_instances(result.stdout.str())
     for block in shown:
         assert same_instances(block) in out, block
+
+
+def test_waits_inside_the_library_are_not_the_programs() -> None:
+    """An Event's and a Queue's own Conditions are theirs: a real blocking wait under a lock
+    adds one dependency, on the Event or Queue, and none on their inner Condition."""
+    rec = pylocks.Recorder()
+    with pylocks.instrument(rec):
+        waits.start(rec)
+        try:
+            held = threading.Lock()
+            ready = threading.Event()
+            jobs: queue.Queue = queue.Queue()
+
+            def later() -> None:
+                ready.set()
+                jobs.put(1)
+
+            timer = threading.Timer(0.05, later)  # a Thread made by threading itself: no class
+            timer.start()
+            with held:
+                ready.wait()
+                assert jobs.get() == 1
+            timer.join()
+        finally:
+            waits.stop()
+    succ = rec.checker.graph.nx._succ
+    [lock_class] = [cls for cls in succ if cls.endswith(".held")]
+    assert sorted(succ[lock_class]) == [f"Event({lock_class[:-5]}.ready)", f"Queue({lock_class[:-5]}.jobs)"]
+    assert not [cls for cls in succ if cls.startswith(("Condition(", "Thread("))]
+    assert rec.findings == []
