@@ -134,6 +134,39 @@ WAITS = """
         asyncio.run(main())
 
 
+    def test_asyncio_queue_under_lock():
+        async def main():
+            lock = asyncio.Lock()
+            inbox = asyncio.Queue()
+
+            async def producer():
+                async with lock:
+                    await inbox.put("msg")
+
+            await asyncio.create_task(producer())
+            async with lock:
+                assert await inbox.get() == "msg"
+
+        asyncio.run(main())
+
+
+    def test_queue_join_under_lock():
+        lock = threading.Lock()
+        work = queue.Queue()
+        work.put(1)
+
+        def consumer():
+            work.get()
+            with lock:
+                work.task_done()
+
+        t = threading.Thread(target=consumer)
+        t.start()
+        t.join()
+        with lock:
+            work.join()
+
+
     def test_wait_without_a_lock_is_fine():
         lock = threading.Lock()
         q = queue.Queue()
@@ -156,26 +189,28 @@ WAIT_TESTS = {"join": "Thread(test_join_under_lock.t)",
               "queue": "Queue(test_queue_under_lock.q)",
               "event": "Event(test_event_under_lock.done)",
               "condition": "Condition(test_condition_on_another_lock.cond)",
-              "asyncio_event": "asyncio.Event(test_asyncio_event_under_lock.main.ev)"}
+              "asyncio_event": "asyncio.Event(test_asyncio_event_under_lock.main.ev)",
+              "asyncio_queue": "asyncio.Queue(test_asyncio_queue_under_lock.main.inbox)",
+              "queue_join": "Queue.join(test_queue_join_under_lock.work)"}
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--lockcheck", *args, timeout=TIMEOUT)
 
 
-def test_join_future_queue_event_condition_cycles_found_with_waits_only(pytester: pytest.Pytester) -> None:
+def test_join_future_queue_event_condition_asyncio_cycles_found_with_waits_only(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_waits=WAITS)
     without = run(pytester)
-    without.assert_outcomes(passed=7)
+    without.assert_outcomes(passed=9)
     assert "circular" not in without.stdout.str()
 
     result = run(pytester, "--lockcheck-waits")
     out = result.stdout.str()
-    result.assert_outcomes(passed=1, failed=6)
+    result.assert_outcomes(passed=1, failed=8)
     assert result.ret == 1
     for test, event in WAIT_TESTS.items():
         headline = next(line for line in out.splitlines() if line.strip().startswith("circular-dependency: ")
-                        and f"::test_{test}" in line)
+                        and (f"::test_{test}_under" in line or f"::test_{test}_on" in line))
         assert event in headline, (test, headline)
     # the kernel's layout, extended by the wait
     assert "waits for completion of Thread(test_join_under_lock.t) at test_waits.py:19, holding " \
@@ -190,7 +225,7 @@ def test_join_future_queue_event_condition_cycles_found_with_waits_only(pytester
 def test_waits_ini_option(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_waits=WAITS)
     pytester.makeini("[pytest]\nlockcheck_waits = true\n")
-    result = run(pytester, "-k", "queue or without")
+    result = run(pytester, "-k", "test_queue_under_lock or without")
     result.assert_outcomes(passed=1, failed=1)
     assert "circular-dependency: Queue(test_queue_under_lock.q) -> test_queue_under_lock.lock in " \
            "test_waits.py::test_queue_under_lock" in result.stdout.str()
