@@ -288,12 +288,17 @@ def _depend(rec: Any, task: str, comm: str, held: list, event: tuple[str, str], 
     checker = rec.checker
     succ = checker.graph.nx._succ
     cls, inst = event
+
+    def known(hlock: Any) -> bool:
+        first, second = (hlock.cls, cls) if waits else (cls, hlock.cls)
+        return second in succ.get(first, ())
+
+    new = [hlock for hlock in held if not known(hlock)]
+    if not new:
+        return  # every dependency known: checked when it was added
     key = f"{task}~{'wait' if waits else 'signal'}"
     site = rec.site(pysites.user_frame(frame))
-    for hlock in held:
-        first, second = (hlock.cls, cls) if waits else (cls, hlock.cls)
-        if first in succ and second in succ[first]:
-            continue  # known: checked when it was added
+    for hlock in new:
         state = checker.tasks.get(key)
         if state is None:
             state = checker.tasks[key] = TaskState(key, comm)
@@ -366,7 +371,7 @@ def _waiter(kind: str, timed: Callable[..., bool] = lambda rec, *a, **k: False,
     def make(original: Any) -> Any:
         def wait(self: Any, *args: Any, **kwargs: Any) -> Any:
             rec = tracked._rec
-            if rec is None or not _objects:
+            if rec is None:
                 return original(self, *args, **kwargs)
             event = _event_of(self, kind)
             if event is None or timed(rec, *args, **kwargs):
@@ -402,7 +407,7 @@ def _signaller(kind: str, is_async: bool = False, lock_of: Optional[Callable[[An
     def make(original: Any) -> Any:
         def signal(self: Any, *args: Any, **kwargs: Any) -> Any:
             rec = tracked._rec
-            if rec is not None and _objects:
+            if rec is not None:
                 event = _event_of(self, kind)
                 if event is not None:
                     _signal(rec, event, sys._getframe(1), is_async, lock_of(self) if lock_of else None)
@@ -463,7 +468,7 @@ def _work_item_run(original: Any) -> Any:
 def _futures_wait(original: Any) -> Any:
     def wait(fs: Any, timeout: Optional[float] = None, return_when: str = concurrent.futures.ALL_COMPLETED) -> Any:
         rec = tracked._rec
-        if rec is None or not _objects or _timed(rec, True, timeout):
+        if rec is None or _timed(rec, True, timeout):
             return original(fs, timeout, return_when)
         fs = list(fs) if not isinstance(fs, (set, frozenset, list, tuple)) else fs
         frame = sys._getframe(1)
