@@ -226,7 +226,14 @@ def _event_of(obj: Any, kind: str) -> Optional[tuple[str, str]]:
 
 
 def _task(rec: Any, is_async: bool) -> tuple[str, str]:
-    return rec.async_task() if is_async else rec.thread_task()
+    """The waiting or signalling context: the asyncio task, or the thread outside any loop
+    (an `asyncio.Queue` filled by synchronous code before the loop runs)."""
+    if is_async:
+        try:
+            return rec.async_task()
+        except RuntimeError:  # no running event loop
+            pass
+    return rec.thread_task()
 
 
 def _wait_begin(rec: Any, event: tuple[str, str], frame: Any, is_async: bool = False,

@@ -507,3 +507,31 @@ def test_waits_inside_the_library_are_not_the_programs() -> None:
     assert sorted(succ[lock_class]) == [f"Event({lock_class[:-5]}.ready)", f"Queue({lock_class[:-5]}.jobs)"]
     assert not [cls for cls in succ if cls.startswith(("Condition(", "Thread("))]
     assert rec.findings == []
+
+
+def test_asyncio_signals_outside_a_running_loop_behave_as_without_lockcheck() -> None:
+    rec = pylocks.Recorder()
+    with pylocks.instrument(rec):
+        waits.start(rec)
+        try:
+            lock = threading.Lock()
+            inbox: asyncio.Queue = asyncio.Queue()
+            done = asyncio.Event()
+            with lock:  # synchronous code, no loop running: the thread is the context
+                inbox.put_nowait(1)
+                done.set()
+
+            async def main() -> int:
+                await done.wait()
+                return await inbox.get()
+
+            assert asyncio.run(main()) == 1
+        finally:
+            waits.stop()
+    assert rec.findings == []
+    # the signals under the lock were recorded for the thread: event -> lock
+    succ = rec.checker.graph.nx._succ
+    [lock_class] = [cls for cls in succ if cls.endswith("_lockcheck.lock")]
+    stem = lock_class[:-len(".lock")]
+    assert set(succ[f"asyncio.Event({stem}.done)"]) == {lock_class}
+    assert set(succ[f"asyncio.Queue({stem}.inbox)"]) == {lock_class}
