@@ -381,7 +381,11 @@ def _waiter(kind: str, timed: Callable[..., bool] = lambda rec, *a, **k: False,
             if rec is None:
                 return original(self, *args, **kwargs)
             event = _event_of(self, kind)
-            if event is None or timed(rec, *args, **kwargs):
+            try:
+                untracked = event is None or timed(rec, *args, **kwargs)
+            except TypeError:  # arguments the method does not take: the original says so
+                untracked = True
+            if untracked:
                 return original(self, *args, **kwargs)
             task = _wait_begin(rec, event, sys._getframe(1), except_lock=lock_of(self) if lock_of else None)
             try:

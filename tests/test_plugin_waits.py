@@ -383,6 +383,8 @@ def test_waits_patches_keep_signatures_and_are_undone() -> None:
             t = threading.Thread(target=lambda: None)
             with pytest.raises(RuntimeError, match="before it is started"):
                 t.join()
+            with pytest.raises(TypeError, match=r"get\(\) got an unexpected keyword argument 'wait'"):
+                q.get(wait=True)  # the original's own error
         finally:
             waits.stop()
     for (owner, attr), original in before.items():
