@@ -537,3 +537,54 @@ def test_asyncio_signals_outside_a_running_loop_behave_as_without_lockcheck() ->
     stem = lock_class[:-len(".lock")]
     assert set(succ[f"asyncio.Event({stem}.done)"]) == {lock_class}
     assert set(succ[f"asyncio.Queue({stem}.inbox)"]) == {lock_class}
+
+
+class _DefinedBeforeTracking:
+    """A class whose `__del__` is not wrapped (defined at import): only a collection shows it."""
+
+    lock: object = None
+
+    def __init__(self) -> None:
+        self.cycle = self
+
+    def __del__(self) -> None:
+        with type(self).lock:  # type: ignore[attr-defined]
+            pass
+
+
+@pytest.mark.parametrize("how", ["weakref.finalize", "gc"])
+def test_finalizers_run_as_hardirqs(how: str) -> None:
+    import gc
+
+    rec = pylocks.Recorder()
+    with pylocks.instrument(rec):
+        pyirq.start(rec)
+        try:
+            registry_lock = threading.Lock()
+            with registry_lock:
+                pass
+
+            def unregister() -> None:
+                with registry_lock:
+                    pass
+
+            if how == "weakref.finalize":
+                class Handle:
+                    pass
+
+                handle = Handle()
+                weakref.finalize(handle, unregister)
+                del handle
+            else:
+                _DefinedBeforeTracking.lock = registry_lock
+                gc.disable()
+                try:
+                    _DefinedBeforeTracking()
+                    gc.collect()
+                finally:
+                    gc.enable()
+            rec.drain()
+        finally:
+            pyirq.stop(rec)
+    found = [(f.kind, f.lock, f.details.get("new_bit")) for f, _ in rec.findings]
+    assert found == [("inconsistent-lock-state", "test_finalizers_run_as_hardirqs.registry_lock", "IN-HARDIRQ-W")]
