@@ -115,16 +115,27 @@ _COMPLETES = {
 }
 
 
+#: an event class's name, for the graphs of other processes (xdist workers, saved graphs)
+_EVENT_NAME = re.compile(r"^((?:asyncio\.)?(?:Thread|Future|Queue(?:\.join)?|Event|Condition))\(.+\)(?:/\d)?$")
+
+
 def is_event(cls: str) -> bool:
     """Whether a class of the graph is an event class (made by a wait), not a lock."""
-    return cls in EVENTS
+    return cls in EVENTS or _EVENT_NAME.match(cls) is not None
 
 
 def describe(cls: str) -> Optional[str]:
-    """`Thread(test_x.t)` -> "the end of the thread made at test_x.py:9" (None for a lock class)."""
+    """`Thread(test_x.t)` -> "the end of the thread made at test_x.py:9" (None for a lock class).
+
+    A class made in another process (an xdist worker) is known by its name only: its kind
+    says what completes it, and "its creation site" stands for the site.
+    """
     entry = EVENTS.get(cls)
     if entry is None:
-        return None
+        match = _EVENT_NAME.match(cls)
+        if match is None:
+            return None
+        entry = (match.group(1), "its creation site")
     kind, site = entry
     return _COMPLETES.get(kind, "{site}").format(site=site)
 

@@ -215,7 +215,8 @@ def test_join_future_queue_event_condition_asyncio_cycles_found_with_waits_only(
     # the kernel's layout, extended by the wait
     assert "waits for completion of Thread(test_join_under_lock.t) at test_waits.py:19, holding " \
            "test_join_under_lock.lock" in out
-    assert "completing Queue(test_queue_under_lock.q) needs test_queue_under_lock.lock" in out
+    assert "completing Queue(test_queue_under_lock.q) needs test_queue_under_lock.lock: Thread-" in out
+    assert "holds it when it signals the event (taken at test_waits.py:" in out
     assert "wait_for_completion(Future(test_future_under_lock.fut));" in out
     assert "completing(Future(test_future_under_lock.fut));" in out
     assert "(Thread(test_join_under_lock.t): the end of the thread made at test_waits.py:15)" in out
@@ -589,3 +590,12 @@ def test_finalizers_run_as_hardirqs(how: str) -> None:
             pyirq.stop(rec)
     found = [(f.kind, f.lock, f.details.get("new_bit")) for f, _ in rec.findings]
     assert found == [("inconsistent-lock-state", "test_finalizers_run_as_hardirqs.registry_lock", "IN-HARDIRQ-W")]
+
+
+def test_event_classes_of_other_processes_are_known_by_name() -> None:
+    """An xdist controller renders cycles of its workers' graphs: their event classes are not
+    in its own table, their names say what they are."""
+    assert waits.is_event("Queue.join(worker_mod.jobs)") and waits.is_event("asyncio.Event(main.ev)")
+    assert waits.describe("Thread(test_x.t)") == "the end of the thread made at its creation site"
+    assert waits.describe("Queue.join(m.q)") == "task_done() of every item of the queue made at its creation site"
+    assert not waits.is_event("Cache._lock") and waits.describe("test_x.py:12") is None

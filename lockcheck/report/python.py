@@ -128,7 +128,11 @@ def print_waits(pr: text._Out, finding: Finding) -> None:
             lines.append(f" {split_task(task)[0]} waits for completion of {taken} at {site}, holding {held}")
             lines.append(f"   ({taken}: {describe(taken)})")
         elif is_event(held):
-            lines.append(f" completing {held} needs {taken}: {split_task(task)[0]} holds or takes it at {site}")
+            # a thread's run and a work item hold their event throughout; other events are one call
+            how = "takes it at" if held.startswith(("Thread(", "Future(")) else \
+                "holds it when it signals the event (taken at"
+            close = "" if how.startswith("takes") else ")"
+            lines.append(f" completing {held} needs {taken}: {split_task(task)[0]} {how} {site}{close}")
     if lines:
         pr("", "the cycle goes through waits on events (--lockcheck-waits; a wait is an acquisition",
            "of its event's class, and what completes the event holds that class):")
