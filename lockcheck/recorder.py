@@ -91,6 +91,8 @@ class Recorder:
         #: locks that existed before tracking began (`lockcheck.patching.Preexisting`), set by start
         self.preexisting: list = []
         self._local = _thread._local()
+        #: thread ident -> the task key of the newest thread with it (idents are reused)
+        self.thread_keys: dict[int, str] = {}
         #: called with (recorder, task) when a thread first appears (`lockcheck.pyirq` records there
         #: that only the main thread runs signal handlers)
         self.on_new_thread: Optional[Callable[["Recorder", str], None]] = None
@@ -157,6 +159,7 @@ class Recorder:
                 name = current.name if current is not None else "thread"
             name = name.replace(" ", "_").replace("\t", "_").replace('"', "'")
             task = f"{self.task_prefix}{name}/{next(_task_numbers)}"
+            self.thread_keys[_get_ident()] = task  # the hang report's thread -> task (lockcheck.hang)
             gen, comm = -1, task
             if self.on_new_thread is not None:
                 self.on_new_thread(self, task)
@@ -263,6 +266,14 @@ class Recorder:
             for finding in found:
                 self.on_finding(finding, self.context)
         return found
+
+    def add_finding(self, finding: Finding) -> None:
+        """A finding made outside the checker (a cycle of waits, `lockcheck.waitfor`): filed under
+        the current test like the checker's own."""
+        with self._feed_lock:
+            kept = self._file([finding])
+        if kept and self.on_finding is not None:
+            self.on_finding(finding, self.context)
 
     def drain(self) -> list[Finding]:
         """Apply the queued work now (at the end of a test, of the session); the findings it made."""

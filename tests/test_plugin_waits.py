@@ -457,7 +457,7 @@ def _readme_examples() -> tuple[dict[str, str], list[str]]:
     from pathlib import Path
 
     text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
-    section = text.split(README_SECTION, 1)[1].split("\n## ", 1)[0]
+    section = text.split(README_SECTION, 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     files = {}
     for block in re.findall(r"^```py\n(.*?)^```", section, re.M | re.S):
         first, _, source = block.partition("\n")
