@@ -6,15 +6,17 @@ inside `lockcheck.pylocks.instrument()` (what `pytest --lockcheck` does for
 a session), best of N runs each, and the slowdown ratio is printed.
 Target: below 2x.
 
-    python benchmarks/bench_plugin.py [--ops 20000] [--threads 4] [--repeat 5]
-    python benchmarks/bench_plugin.py --suite [--repeat 3]
+    python benchmarks/bench_plugin.py [--ops 20000] [--threads 4] [--repeat 5] [--waits]
+    python benchmarks/bench_plugin.py --suite [--repeat 3] [--waits]
 
 The first form is the worst case: critical sections that do nothing, so
 the cost of tracking each acquire and release is all there is.  `--suite`
 measures what a project sees: a generated pytest suite whose tests run
 thread pools over shared caches and counters guarded by locks (with the
 small amount of work real code does under a lock), timed end to end as
-`pytest` and `pytest --lockcheck`.
+`pytest` and `pytest --lockcheck`.  `--waits` adds what `--lockcheck-waits`
+patches (`lockcheck.waits`) to the instrumented run (the interrupt contexts
+of `lockcheck.pyirq` are on in both forms, as in the plugin by default).
 """
 
 from __future__ import annotations
@@ -139,7 +141,7 @@ def test_pool(round):
 '''
 
 
-def run_suite(repeat: int, rounds: int = 20, ops: int = 500) -> tuple[float, float]:
+def run_suite(repeat: int, rounds: int = 20, ops: int = 500, waits: bool = False) -> tuple[float, float]:
     """Best-of-`repeat` wall time of a generated lock-heavy suite, without and with --lockcheck."""
     with tempfile.TemporaryDirectory() as tmp:
         test = Path(tmp) / "test_lockheavy.py"
@@ -157,7 +159,7 @@ def run_suite(repeat: int, rounds: int = 20, ops: int = 500) -> tuple[float, flo
                     raise SystemExit(f"suite failed ({' '.join(extra) or 'plain'}):\n{proc.stdout[-2000:]}")
             return best
 
-        return timed([]), timed(["--lockcheck"])
+        return timed([]), timed(["--lockcheck"] + (["--lockcheck-waits"] if waits else []))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,9 +168,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=4)
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--suite", action="store_true", help="time a generated pytest suite instead")
+    parser.add_argument("--waits", action="store_true", help="also check waits on events (--lockcheck-waits)")
     args = parser.parse_args(argv)
     if args.suite:
-        plain, tracked = run_suite(min(args.repeat, 3))
+        plain, tracked = run_suite(min(args.repeat, 3), waits=args.waits)
         print("suite: 20 tests, each a 4-thread pool over a lock-guarded cache and an RLock-guarded counter")
         print(f"pytest:             {plain:.2f} s")
         print(f"pytest --lockcheck: {tracked:.2f} s")
@@ -176,9 +179,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     plain = min(run(args.ops, args.threads) for _ in range(args.repeat))
     tracked = []
+    from lockcheck import pyirq, waits
+
     for _ in range(args.repeat):
         with pylocks.instrument() as rec:
-            tracked.append(run(args.ops, args.threads))
+            pyirq.start(rec)
+            if args.waits:
+                waits.start(rec)
+            try:
+                tracked.append(run(args.ops, args.threads))
+            finally:
+                waits.stop()
+                pyirq.stop(rec)
         assert not rec.findings, [f.kind for f, _ in rec.findings]
     best = min(tracked)
     acquires = args.threads * args.ops * 5

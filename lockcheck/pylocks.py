@@ -98,6 +98,11 @@ How Python locks map onto lockdep (the decisions, in one place):
   thread queues its events, applied in order by the next feed.  In a
   forked child the recorder's and the class registry's locks are made anew
   (`os.register_at_fork`).
+- **Interrupt contexts and waits** (the pytest plugin starts them): signal
+  handlers run as softirqs and finalizers as hardirqs, so lockdep's irq
+  checks apply (`lockcheck.pyirq`); with `--lockcheck-waits`, waits on
+  threads, futures, queues, events and conditions are acquisitions of the
+  event's class (DEPT's model, `lockcheck.waits`).
 
 The checker is not thread safe: every feed happens under a raw `_thread`
 lock that is itself never tracked (and never waited for by its own thread).

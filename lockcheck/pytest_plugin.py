@@ -42,7 +42,7 @@ Options (command line / ini):
   through a `Lock` or an `asyncio.Lock` must stand before it is reported;
 - `lockcheck_timed_acquire` (ini, `try` or `blocking`, default `try`):
   whether `acquire(timeout=...)` is a trylock or validated like a blocking
-  acquire.
+  acquire;
 - `--lockcheck-deadlock=raise|report|off` / `lockcheck_deadlock`: a blocking
   acquire that closes a cycle of waits (`lockcheck.waitfor`) raises
   `lockcheck.DeadlockError` (default), or prints its report and keeps
@@ -50,7 +50,13 @@ Options (command line / ini):
 - `--lockcheck-hang-report=SECONDS` / `lockcheck_hang_report`: a test still
   running after SECONDS gets a hang report (`lockcheck.hang`) and the stacks
   of every thread; pytest-timeout's timeouts and `faulthandler_timeout` get
-  the report anyway, before their stack dumps.
+  the report anyway, before their stack dumps;
+- `--lockcheck-waits` / `lockcheck_waits = true`: waits on events under
+  locks (`Thread.join`, `Future.result`, `Queue.get`, `Event.wait`...) are
+  dependencies too, DEPT's model (`lockcheck.waits`);
+- `lockcheck_interrupts` (ini, default true): signal handlers and
+  finalizers run as interrupt contexts, so lockdep's irq checks apply
+  (`lockcheck.pyirq`); `false` switches that off.
 
 Marker: `@pytest.mark.lockcheck(skip=True)` switches checking off for one
 test: its lock operations are still recorded (so holds stay balanced) but
@@ -112,6 +118,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lockcheck-hang-report", metavar="SECONDS", type=float, default=None,
                     help="print who holds and waits for which lock, and the stacks, when a test "
                          "runs longer than SECONDS (pytest-timeout and faulthandler_timeout get it anyway)")
+    group.addoption("--lockcheck-waits", action="store_true", default=None,
+                    help="also check waits on events under locks (Thread.join, Future.result, Queue.get, "
+                         "Event.wait, Condition.wait, asyncio events and queues)")
     parser.addini("lockcheck", type="bool", default=False, help="enable lockcheck (as --lockcheck)")
     parser.addini("lockcheck_mode", default="fail", help="fail (default) or warn (as --lockcheck-mode)")
     parser.addini("lockcheck_order", default="",
@@ -127,6 +136,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                   help="raise (default), report or off (as --lockcheck-deadlock)")
     parser.addini("lockcheck_hang_report", default="0",
                   help="seconds after which a running test gets a hang report (as --lockcheck-hang-report)")
+    parser.addini("lockcheck_waits", type="bool", default=False,
+                  help="check waits on events under locks (as --lockcheck-waits)")
+    parser.addini("lockcheck_interrupts", type="bool", default=True,
+                  help="signal handlers and finalizers run as interrupt contexts (lockdep's irq checks)")
     parser.addini("lockcheck_timed_acquire", default="try",
                   help="`try` (default): acquire(timeout=...) is a trylock; `blocking`: validated as blocking")
 
@@ -235,6 +248,7 @@ class LockcheckPlugin:
         self.recorder.on_fork_child = self._in_forked_child
         self.hang = _hang_hooks(config, self.recorder)
         pylocks.start(self.recorder)
+        self._start_contexts(config)
         if not early:
             self.configured()
 
@@ -277,12 +291,23 @@ class LockcheckPlugin:
                 out.write(self.trace_file.getvalue())
                 self.trace_file = rec.trace = out
 
+    def _start_contexts(self, config: pytest.Config) -> None:
+        """The opt-in waits (`lockcheck.waits`) and the interrupt contexts (`lockcheck.pyirq`)."""
+        from lockcheck import pyirq, waits
+
+        if _option(config, "lockcheck_waits") or config.getini("lockcheck_waits"):
+            waits.start(self.recorder)
+        if config.getini("lockcheck_interrupts"):
+            pyirq.start(self.recorder)
+
     def close(self) -> None:
-        from lockcheck import pylocks
+        from lockcheck import pylocks, pyirq, waits
 
         if self.hang is not None:
             self.hang.uninstall()
         if self.recorder is not None:
+            waits.stop()
+            pyirq.stop(self.recorder)
             pylocks.stop(self.recorder)
             if self.in_child:
                 return

@@ -94,6 +94,9 @@ class Recorder:
         self._local = _thread._local()
         #: thread ident -> the task key of the newest thread with it (idents are reused)
         self.thread_keys: dict[int, str] = {}
+        #: called with (recorder, task) when a thread first appears (`lockcheck.pyirq` records there
+        #: that only the main thread runs signal handlers)
+        self.on_new_thread: Optional[Callable[["Recorder", str], None]] = None
         self._atasks: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
         self._sites: dict = {}
         if trace is not None:
@@ -143,20 +146,24 @@ class Recorder:
     def _comm(self, task: str) -> str:
         return f"{task} [{self.context}]" if self.context else task
 
-    def thread_task(self) -> tuple[str, str]:
-        """(task key, comm) of the calling thread."""
+    def thread_task(self, name: Optional[str] = None) -> tuple[str, str]:
+        """(task key, comm) of the calling thread; `name`: its name, for a thread that is not yet
+        in `threading._active` (its first event comes from its own bootstrap)."""
         local = self._local
         try:
             gen, task, comm = local.info
         except AttributeError:
             # not current_thread(): in a thread started by _thread it would make a _DummyThread,
             # which threading.enumerate() then lists for ever (Python 3.10, 3.11)
-            current = threading._active.get(_get_ident())  # type: ignore[attr-defined]
-            name = current.name if current is not None else "thread"
+            if name is None:
+                current = threading._active.get(_get_ident())  # type: ignore[attr-defined]
+                name = current.name if current is not None else "thread"
             name = name.replace(" ", "_").replace("\t", "_").replace('"', "'")
             task = f"{self.task_prefix}{name}/{next(_task_numbers)}"
             self.thread_keys[_get_ident()] = task  # the hang report's thread -> task (lockcheck.hang)
             gen, comm = -1, task
+            if self.on_new_thread is not None:
+                self.on_new_thread(self, task)
             # dropped with the thread's locals when the thread ends (any thread: _thread, dummy)
             local.end = _ThreadEnd(self._pending, task)
         if gen != self._gen:

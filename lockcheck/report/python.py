@@ -25,6 +25,8 @@ from lockcheck.findings import (
     CIRCULAR,
     HELD_AT_EXIT,
     HELD_AT_FORK,
+    INCONSISTENT,
+    IRQ_INVERSION,
     MAX_DEPTH,
     ORDER_VIOLATION,
     RECURSIVE,
@@ -70,6 +72,14 @@ class PythonOut(text._Out):
         self(" May be due to missing lock nesting notation: in Python, lockcheck.nested()",
              " on the inner lock, a declared order, or a suppression (see How to fix)", "")
 
+    def verb(self, name: str, verb: str, held: bool) -> str:
+        """An event class of `--lockcheck-waits`: waited for, or held by what completes it."""
+        from lockcheck.waits import is_event
+
+        if not is_event(name):
+            return verb
+        return "completing" if held else "wait_for_completion"
+
     def _current_stack(self, evidence: Evidence) -> Optional[tuple[Frame, ...]]:
         """The chain's `-> #0` is the event being reported: its stack is the finding's."""
         finding = self.finding
@@ -83,6 +93,7 @@ def print_finding(finding: Finding, summary: Summary, out: TextIO, depth: int = 
     """One finding: the kernel's layout with Python stacks, then How to fix and the suppression line."""
     pr = PythonOut(out, finding, depth)
     text.PRINTERS.get(finding.kind, text.print_generic_bug)(finding, summary, pr)
+    print_waits(pr, finding)
     print_how_to_fix(pr, finding)
     print_suppression(pr, finding, key_of)
 
@@ -95,6 +106,37 @@ def render(findings: list[Finding], summary: Summary, out: TextIO, depth: int = 
     if findings:
         out.write("\n")
     text.print_summary(findings, summary, out)
+
+
+# -- waits on events (--lockcheck-waits) --------------------------------------------
+
+
+def print_waits(pr: text._Out, finding: Finding) -> None:
+    """The kernel layout extended by the waits: which dependencies of the cycle are waits on an
+    event ("waits for completion of ...") and which are what completing that event needs."""
+    from lockcheck.waits import describe, is_event
+
+    chain = finding.chain
+    # (held class, taken class, where, task) for each dependency of the cycle, the new one last
+    pairs = [(chain[i + 1].cls, chain[i].cls, chain[i].evidence.at or chain[i].evidence.location,
+              chain[i].evidence.task) for i in range(len(chain) - 1)]
+    if finding.held is not None:
+        pairs.append((finding.held, finding.lock, finding.site or finding.location, finding.task))
+    lines = []
+    for held, taken, site, task in pairs:
+        if is_event(taken):
+            lines.append(f" {split_task(task)[0]} waits for completion of {taken} at {site}, holding {held}")
+            lines.append(f"   ({taken}: {describe(taken)})")
+        elif is_event(held):
+            # a thread's run and a work item hold their event throughout; other events are one call
+            how = "takes it at" if held.startswith(("Thread(", "Future(")) else \
+                "holds it when it signals the event (taken at"
+            close = "" if how.startswith("takes") else ")"
+            lines.append(f" completing {held} needs {taken}: {split_task(task)[0]} {how} {site}{close}")
+    if lines:
+        pr("", "the cycle goes through waits on events (--lockcheck-waits; a wait is an acquisition",
+           "of its event's class, and what completes the event holds that class):")
+        pr(*lines)
 
 
 # -- How to fix ------------------------------------------------------------------
@@ -110,7 +152,12 @@ def print_how_to_fix(pr: text._Out, finding: Finding) -> None:
 
 def circular_advice(finding: Finding) -> list[str]:
     """Take the locks in one order: which orders were seen where, and which acquisition breaks it."""
+    from lockcheck.waits import is_event
+
     chain = finding.chain
+    events = [cls for cls in dict.fromkeys([link.cls for link in chain] + [finding.lock]) if is_event(cls)]
+    if events:
+        return wait_advice(finding, events)
     prev, nxt = finding.held or "?", finding.lock
     order = [link.cls for link in reversed(chain)] if len(chain) >= 2 else [nxt, prev]
     lines = ["Take these locks in one order everywhere. The order seen first is",
@@ -134,6 +181,17 @@ def circular_advice(finding: Finding) -> list[str]:
         f"    {' < '.join(order)}",
     ]
     return lines
+
+
+def wait_advice(finding: Finding, events: list[str]) -> list[str]:
+    """A cycle through a wait: no lock order fixes it; the wait must not hold what completing needs."""
+    held = finding.held or "?"
+    return [
+        f"Do not wait for {', '.join(events)} while holding a lock that completing it needs:",
+        f"release {held} before the wait (copy what the wait needs out of the critical section),",
+        "or let whatever completes the event do without that lock. A wait with a timeout",
+        "only turns the deadlock into a stall.",
+    ]
 
 
 def recursive_advice(finding: Finding) -> list[str]:
@@ -179,6 +237,26 @@ def recursive_advice(finding: Finding) -> list[str]:
         "",
         f"    lockcheck.name(parent.{attr}, \"{owner}parent_{attr.lstrip('_')}\")",
     ]
+
+
+#: what lockdep's irq classes are in a Python program (`lockcheck.pyirq`)
+_PY_IRQ = {"SOFTIRQ": "a signal handler (run by the main thread between two bytecodes)",
+           "HARDIRQ": "a finalizer (__del__, a weakref.finalize callback, the garbage collector)"}
+
+
+def irq_advice(finding: Finding) -> list[str]:
+    """An interrupt context takes a lock that the code it interrupts may hold."""
+    text = " ".join(str(finding.details.get(key, "")) for key in ("prev_bit", "new_bit", "irqclass"))
+    kinds = [kind for kind in _PY_IRQ if kind in text] or list(_PY_IRQ)
+    lines = [f"In a Python program {kind} is {_PY_IRQ[kind]}." for kind in kinds]
+    lines += [
+        f"It takes {finding.lock}, which the code it interrupts may be holding: it then waits",
+        "for its own thread (a Lock never returns; an RLock is re-entered in mid-update).",
+        "Take no lock there: record what happened (a flag, queue.SimpleQueue.put_nowait,",
+        "os.write to a pipe) and do the work outside the handler, or block the signal",
+        "(signal.pthread_sigmask) around the critical section.",
+    ]
+    return lines
 
 
 def held_at_exit_advice(finding: Finding) -> list[str]:
@@ -231,6 +309,8 @@ def order_advice(finding: Finding) -> list[str]:
 
 _ADVICE: dict[str, Callable[[Finding], list[str]]] = {
     CIRCULAR: circular_advice,
+    INCONSISTENT: irq_advice,
+    IRQ_INVERSION: irq_advice,
     RECURSIVE: recursive_advice,
     HELD_AT_EXIT: held_at_exit_advice,
     HELD_AT_FORK: held_at_fork_advice,

@@ -192,6 +192,10 @@ class _Out:
         """The hint after a recursive-locking scenario."""
         self(" May be due to missing lock nesting notation", "")
 
+    def verb(self, name: str, verb: str, held: bool) -> str:
+        """A scenario line's verb for class `name` (`held`: taken first, held across the next line)."""
+        return verb
+
 
 # -- entry point -----------------------------------------------------------------
 
@@ -380,10 +384,10 @@ def print_circular_lock_scenario(pr: _Out, finding: Finding, src: LockSnapshot, 
         pr("Chain exists of:", f"  {source} --> {parent} --> {target}", "")
     pr(" Possible unsafe locking scenario:", "")
     pr("       CPU0                    CPU1", "       ----                    ----")
-    pr(f"  {_verb(tgt)}({target});")
-    pr(f"{CPU1}lock({parent});")
-    pr(f"{CPU1}lock({target});")
-    pr(f"  {_verb(src)}({source});")
+    pr(f"  {pr.verb(target, _verb(tgt), True)}({target});")
+    pr(f"{CPU1}{pr.verb(parent, 'lock', True)}({parent});")
+    pr(f"{CPU1}{pr.verb(target, 'lock', False)}({target});")
+    pr(f"  {pr.verb(source, _verb(src), False)}({source});")
     pr("", " *** DEADLOCK ***", "")
 
 
