@@ -227,16 +227,21 @@ def test_condition_wait_is_release_and_reacquire() -> None:
     with pylocks.instrument() as rec:
         cond = threading.Condition()
         ready = []
+        waiting = threading.Event()
 
         def notifier() -> None:
-            time.sleep(0.01)
-            with cond:
+            waiting.wait(10)
+            with cond:  # taken only once the main thread's wait has released it
                 ready.append(True)
                 cond.notify_all()
 
+        def predicate() -> bool:
+            waiting.set()  # wait_for asks before it waits: the notifier can only get in then
+            return bool(ready)
+
         threading.Thread(target=notifier).start()
         with cond:
-            assert cond.wait_for(lambda: ready, timeout=10)
+            assert cond.wait_for(predicate, timeout=10)
     assert rec.findings == []
     events = rec.checker.stats.events
     assert events >= 6  # acquire, release (wait), acquire (woken), release; the notifier's pair
