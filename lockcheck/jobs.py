@@ -1,0 +1,522 @@
+"""`--jobs N` and `--dask ADDRESS`: one check spread over processes (or a cluster), findings unchanged.
+
+Lockdep's verdicts depend on the order of the whole input: a dependency is
+checked against the graph as it stands when it is first seen, a chain is
+validated the first time any task builds it, a usage bit is validated when
+it is first set.  What a task holds, though, depends on that task's events
+only.  So the work splits in two:
+
+- **map** (`map_shards`, in a worker): read one file, or the share of one
+  file's tasks that a part owns (`owner`), with a private checker -- the
+  fast path and the compiled core included.  An event that this checker
+  takes as a cache hit (a known chain, no new usage bit, an innermost
+  release: what most of a long trace is) changes nothing but its task's
+  stack, and is applied there and forgotten.  Every other event -- a
+  *candidate* -- is kept with its position, its task's state just before
+  it (held stack, chain key, irq state) and what the private checker's
+  state was just after it (`Candidate`).
+- **merge** (`replay`, in lockcheck's process): the candidates of every
+  part, in trace order (file, line), are fed to the session's one checker,
+  each with its task's state put back first.  That checker sees every
+  event that could add a class, a usage bit, a chain or a dependency, in
+  the order the sequential run sees them, on the same graph: it finds the
+  same findings with the same evidence, and builds the same graph.
+
+Why a private checker's hit is a hit in the whole run too: its classes,
+usage bits and cached chains all came from its own earlier candidates,
+which the merge replays earlier, on a graph that holds at least as much.
+The merge checks that after each candidate (`Candidate.classes`,
+`Candidate.chains`): when a replayed candidate did *not* leave what the
+private run left -- a usage bit or chain that only a finding on the
+merged graph kept from being set -- a later "hit" of that part might be
+a miss in the whole run, and the run is done again in one process
+(`Fallback`).  So is any input the split cannot follow: standard input,
+kernel logs, captures whose annotations read a boot's state or watch all
+tasks at once, lost events (which reset every task of a CPU), a declared
+`--order` (its checker looks at hits too), an unreadable or malformed
+file.  A fallback gives what `--jobs 1` gives, only slower; `--jobs` never
+changes a report.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import multiprocessing
+import os
+import zlib
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+
+from lockcheck import events as E
+from lockcheck.checker import MAX_LOCK_DEPTH, Checker, CheckerOptions
+from lockcheck.errors import TraceError
+from lockcheck.events import Event
+from lockcheck.findings import Finding
+from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, usage_needs
+from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
+
+#: the kinds of `Candidate`: a file opened (its run begins), or an event for the merge's checker
+OPEN, EVENT = 0, 1
+_NOTHING: tuple = ()
+
+
+class Fallback(Exception):
+    """The split cannot give the sequential result for these inputs: check them in one process."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One unit of map work: the tasks of file `path` that part `part` of `parts` owns."""
+
+    index: int  #: the file's place among the inputs (trace order across files)
+    path: str
+    part: int = 0
+    parts: int = 1
+
+
+@dataclass
+class TaskSnapshot:
+    """A task's state just before a candidate event: what the merge's checker puts back."""
+
+    key: str
+    name: str
+    held: list
+    chain_key: int
+    hardirq_depth: int
+    softirq_depth: int
+    hardirqs_enabled: bool
+    softirqs_enabled: bool
+    cpu: Optional[int]
+    #: the locks among those the event can ask about that the task was seen to take (captures)
+    acquired: Optional[list]
+    irq_events: dict
+    irq_known: bool
+
+    @classmethod
+    def of(cls, task: TaskState, ev: Event) -> "TaskSnapshot":
+        held = [_copy_held(h) for h in task.held]
+        acquired = None
+        if task.acquired_ever is not None:
+            asked = {(ev.lock, ev.instance)}
+            if ev.nest is not None:
+                asked.add(tuple(ev.nest))
+            asked.update(tuple(h.nest) for h in task.held if h.nest is not None)
+            acquired = [key for key in asked if key in task.acquired_ever]
+        return cls(task.key, task.name, held, task.chain_key, task.hardirq_depth, task.softirq_depth,
+                   task.hardirqs_enabled, task.softirqs_enabled, task.cpu, acquired, dict(task.irq_events),
+                   task.irq_known)
+
+    def restore(self) -> TaskState:
+        """A fresh `TaskState` equal to the one snapshotted (its held locks copied again)."""
+        task = TaskState(self.key, self.name)
+        task.held = [_copy_held(h) for h in self.held]
+        task.chain_key = self.chain_key
+        task.hardirq_depth = self.hardirq_depth
+        task.softirq_depth = self.softirq_depth
+        task.hardirqs_enabled = self.hardirqs_enabled
+        task.softirqs_enabled = self.softirqs_enabled
+        task.cpu = self.cpu
+        if self.acquired is not None:
+            task.acquired_ever = RecentLocks()
+            for key in self.acquired:
+                task.acquired_ever.add(key)
+        task.irq_events = dict(self.irq_events)
+        task.irq_known = self.irq_known
+        task.usage_need = usage_needs(task)
+        return task
+
+
+def _copy_held(h: HeldLock) -> HeldLock:
+    copy = HeldLock(h.cls, h.lock, h.instance, h.subclass, h.read, h.trylock, h.check, h.nest, h.irq_context,
+                    h.hardirqs_off, h.references, h.event)
+    copy.prev_chain_key = h.prev_chain_key
+    return copy
+
+
+@dataclass
+class Candidate:
+    """An event the merge must feed (or a file's start), with where it sits in the trace."""
+
+    #: (file index, line, order within the part): sorts as the sequential run reads
+    key: tuple
+    kind: int
+    event: Optional[Event] = None
+    task: Optional[TaskSnapshot] = None
+    #: OPEN: the file's name and format module
+    name: str = ""
+    module: str = ""
+    #: after the private checker applied it: the usage bits of the classes it touched
+    classes: dict = field(default_factory=dict)
+    #: ... and the chain keys of the task's stack that it had cached
+    chains: list = field(default_factory=list)
+
+
+@dataclass
+class MapResult:
+    """What one group of shards sends back."""
+
+    candidates: list = field(default_factory=list)
+    events: int = 0
+    tasks: int = 0
+    unknown_releases: int = 0
+    #: reader statistics of the files this group read as part 0, by file index
+    reader_stats: dict = field(default_factory=dict)
+    #: why the split cannot serve these inputs (the whole run goes to one process), or None
+    fallback: Optional[str] = None
+
+
+def owner(task: str, parts: int) -> int:
+    """The part that checks `task` (a stable hash: the same in every process and on every machine)."""
+    return zlib.crc32(task.encode("utf-8", "surrogatepass")) % parts
+
+
+# -- map ----------------------------------------------------------------------------------
+
+
+class PartChecker(Checker):
+    """A part's private checker: applies every event it owns, records the candidates.
+
+    Overrides `feed` only, so the fast path (which applies hits itself and
+    hands the rest to `feed`) runs here as in a one-process check.
+    """
+
+    def __init__(self, options: CheckerOptions) -> None:
+        super().__init__(None, options)
+        self.shard: Optional[Shard] = None
+        self.candidates: list[Candidate] = []
+        self._seq = 0
+
+    def feed(self, ev: Event) -> Sequence[Finding]:
+        shard = self.shard
+        op = ev.op
+        if op == E.LOST_EVENTS:
+            raise Fallback("lost events reset the tasks of a CPU")
+        if op == E.RUN:
+            self.candidates.append(Candidate((shard.index, ev.line, 0), EVENT, ev))
+            return super().feed(ev)
+        if shard.parts > 1 and owner(ev.task, shard.parts) != shard.part:
+            return _NOTHING  # another part's task
+        if ev.line is None:
+            raise Fallback("an event without a line number")
+        task = self.tasks.get(ev.task)
+        if task is not None and self._hit(task, ev):
+            return super().feed(ev)
+        self._seq += 1
+        snapshot = TaskSnapshot.of(task, ev) if task is not None else None
+        super().feed(ev)
+        task = self.tasks[ev.task]
+        candidate = Candidate((shard.index, ev.line, self._seq), EVENT, ev, snapshot)
+        classes = {h.cls for h in task.held}
+        if op == E.ACQUIRE:
+            classes.add(f"{ev.lock}/{ev.subclass}" if ev.subclass else ev.lock)
+        nodes = self._nodes
+        candidate.classes = {cls: nodes[cls]["usage"] for cls in classes if cls in nodes}
+        cache = self.chain_cache
+        keys = [h.prev_chain_key for h in task.held[1:]]
+        keys.append(task.chain_key)
+        candidate.chains = [key for key in keys if key in cache]
+        self.candidates.append(candidate)
+        self.findings.clear()  # a part's own findings are not the run's
+        return _NOTHING
+
+    def _hit(self, task: TaskState, ev: Event) -> bool:
+        """Whether `feed` would change nothing but the task's own state (`Checker.feed` and
+        `lock_acquire` read the same way, for the cases that raise nothing and add nothing)."""
+        op = ev.op
+        held = task.held
+        if op == E.ACQUIRE:
+            return self._acquire_hit(task, ev)
+        if op == E.RELEASE:
+            if not held:
+                return False
+            top = held[-1]
+            return top.instance == ev.instance and top.lock == ev.lock and not top.references
+        if op == E.CONTENDED or op == E.ACQUIRED:
+            return True
+        if op == E.FREE:
+            return not any(h.lock == ev.lock and h.instance == ev.instance for h in held)
+        if op == E.EXIT:
+            return not held
+        if op in E.IRQ_OPS:
+            return self._irq_hit(task, ev)
+        return False
+
+    def _acquire_hit(self, task: TaskState, ev: Event) -> bool:
+        cls = f"{ev.lock}/{ev.subclass}" if ev.subclass else ev.lock
+        node = self._nodes.get(cls)
+        if node is None:
+            return False
+        held = task.held
+        depth = len(held)
+        if depth >= MAX_LOCK_DEPTH - 1:
+            return False
+        if depth and ev.nest is not None and held[-1].cls == cls:
+            return True  # nest_lock merge
+        read, trylock, check = ev.mode, ev.trylock, ev.check
+        hardirqs_off = not task.hardirqs_enabled or task.hardirq_depth > 0
+        if check:
+            needed = task.usage_need[(1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)]
+        else:
+            needed = 512 if read else 256
+        if needed & ~node["usage"]:
+            return False
+        if ev.nest is not None and not self.lock_is_held(task, ev.nest[0], ev.nest[1]):
+            return False
+        if trylock or not check:
+            return True
+        irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
+        chain_key = task.chain_key
+        if depth and held[-1].irq_context != irq_context:
+            chain_key = INITIAL_CHAIN_KEY
+        return hash((chain_key, cls, read)) in self.chain_cache
+
+    def _irq_hit(self, task: TaskState, ev: Event) -> bool:
+        """Irq context events change only the task, except an enable that marks held locks
+        (`mark_held_locks`) with a bit one of them lacks, and what leaves a note."""
+        op = ev.op
+        if op == E.HARDIRQ_EXIT:
+            return task.hardirq_depth > 0
+        if op == E.SOFTIRQ_EXIT:
+            return task.softirq_depth > 0
+        if op == E.IRQS_ON:
+            if task.hardirqs_enabled:
+                return True
+            if task.hardirq_depth:
+                return False
+            bits = [ENABLED_HARDIRQ]
+            if task.softirqs_enabled and task.softirq_depth == 0:
+                bits.append(ENABLED_SOFTIRQ)
+            return self._marked(task, bits)
+        if op == E.SOFTIRQS_ON:
+            if task.softirqs_enabled or task.softirq_depth:
+                return True
+            if not task.hardirqs_enabled or task.hardirq_depth > 0:
+                return True
+            return self._marked(task, [ENABLED_SOFTIRQ])
+        return True  # enter, irqs-off, softirqs-off
+
+    def _marked(self, task: TaskState, bits: list) -> bool:
+        nodes = self._nodes
+        for h in task.held:
+            if not h.check:
+                continue
+            usage = nodes[h.cls]["usage"]
+            for bit in bits:
+                if not usage & (1 << (bit + (READ_MASK if h.read else 0))):
+                    return False
+        return True
+
+
+def map_shards(options: Any, shards: Sequence[Shard]) -> MapResult:
+    """Map work: check `shards` in trace order with one private checker; the candidates.
+
+    `options` is the session's `SessionOptions`.  A top-level function of
+    plain data in and out, so a process pool or a Dask worker can run it.
+    """
+    from lockcheck import hotpath
+    from lockcheck.readers import ReadContext, inputs, read_all, run_rules
+    from lockcheck.suppress import load_config
+
+    result = MapResult()
+    config = load_config(options.suppress, use_pyproject=options.use_pyproject)
+    annotation_options = _annotation_options(options)
+    annotator = annotation_options.annotators()
+    checker = PartChecker(CheckerOptions(first=False, strict_start=options.strict_start))
+    fast_allowed = os.environ.get("LOCKCHECK_FASTPATH") != "0" and not config.aliases
+    try:
+        for shard in shards:
+            checker.shard = shard
+            item = inputs.Input(shard.path, inputs.TRACE)
+            annotator.add_boots([item], annotation_options)
+
+            def opened(name: str, module, shard: Shard = shard) -> None:
+                if getattr(module, "TAKES_REPORTS", False):
+                    raise Fallback(f"{name}: a kernel log")
+                checker.open_trace(**run_rules(module))
+                annotator.open_trace(name, module)
+                checker.candidates.append(Candidate((shard.index, -1, 0), OPEN, name=name,
+                                                    module=module.__name__))
+
+            def choose(module, rules_module, shard: Shard = shard):
+                probe: Iterator[Event] = iter(())
+                if annotator.transform(rules_module, probe) is not probe:
+                    raise Fallback(f"{shard.path}: annotations apply to it")
+                parse = hotpath.parser(module, checker) if fast_allowed else None
+                if parse is None or shard.parts == 1:
+                    return parse
+                return lambda lines, name: parse(_own_lines(lines, shard.part, shard.parts), name)
+
+            context = ReadContext(on_open=opened, parallel=False, errors=[], fast=choose)
+            events = config.apply_aliases(read_all([item], options.input_format, context))
+            for _ in checker.run(events):
+                pass
+            if context.errors:
+                raise Fallback(context.errors[0].format())
+            if shard.part == 0:
+                result.reader_stats[shard.index] = context.stats
+            checker.start_trace()
+    except Fallback as why:
+        return MapResult(fallback=str(why))
+    except TraceError as err:
+        return MapResult(fallback=err.format())
+    result.candidates = checker.candidates
+    result.events = checker.stats.events
+    result.tasks = checker.task_count
+    result.unknown_releases = checker.stats.unknown_releases
+    return result
+
+
+def _annotation_options(options: Any):
+    from lockcheck.annotations import AnnotationOptions
+
+    return AnnotationOptions(options.lockdep_state, options.annotations, options.builtin_annotations)
+
+
+def _own_lines(lines: Iterable[str], part: int, parts: int) -> Iterator[str]:
+    """`.lt` lines, those of other parts' tasks blanked (numbering kept: a blank line is skipped).
+
+    Only a line that opens with a plain task word is judged here; any other
+    goes on, and `PartChecker.feed` drops its event if another part owns it.
+    """
+    crc = zlib.crc32
+    for line in lines:
+        first = line[:1]
+        if first and first not in ' \t"#\r\n':
+            task = line.partition(" ")[0]
+            if "\t" not in task and crc(task.encode("utf-8", "surrogatepass")) % parts != part:
+                yield ""
+                continue
+        yield line
+
+
+# -- planning and running the map --------------------------------------------------------------
+
+
+def plan(paths: list[str], sizes: list[int], workers: int, split: bool = True) -> list[list[Shard]]:
+    """Shards for `workers` workers, grouped by worker, each group in trace order.
+
+    Fewer files than workers: each file is split by task into enough parts
+    to keep every worker busy.  Otherwise whole files, the largest first to
+    the least loaded worker.
+    """
+    n = len(paths)
+    if n == 0:
+        return []
+    if n < workers and split:
+        parts = math.ceil(workers / n)
+        shards = [Shard(i, path, k, parts) for i, path in enumerate(paths) for k in range(parts)]
+        groups: list[list[Shard]] = [[] for _ in range(workers)]
+        for j, shard in enumerate(shards):
+            groups[j % workers].append(shard)
+    else:
+        load = [(0, w) for w in range(min(workers, n))]
+        groups = [[] for _ in load]
+        for i in sorted(range(n), key=lambda i: -sizes[i]):
+            total, w = heapq.heappop(load)
+            groups[w].append(Shard(i, paths[i]))
+            heapq.heappush(load, (total + max(sizes[i], 1), w))
+    return [sorted(group, key=lambda s: (s.index, s.part)) for group in groups if group]
+
+
+def run_pool(options: Any, groups: list[list[Shard]]) -> list[MapResult]:
+    """The map over forked worker processes, one per group."""
+    from lockcheck.readers.parallel import _block_signals, _unblock, follow_parent
+
+    if len(groups) == 1:
+        return [map_shards(options, groups[0])]
+    context = multiprocessing.get_context("fork")
+    blocked = _block_signals()  # the workers start with them blocked and set their own handlers first
+    try:
+        pool = context.Pool(len(groups), initializer=follow_parent, initargs=(os.getpid(),))
+    finally:
+        _unblock(blocked)
+    try:
+        results = pool.starmap(map_shards, [(options, group) for group in groups], chunksize=1)
+        pool.close()
+        return results
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+def run_dask(options: Any, groups: list[list[Shard]], address: str) -> list[MapResult]:
+    """The map on a Dask distributed cluster at `address` (each worker reads the files by their paths)."""
+    try:
+        from distributed import Client
+    except ImportError:
+        from lockcheck.errors import UsageError
+
+        raise UsageError("--dask needs Dask's distributed scheduler: pip install 'pylockdep[dask]'") from None
+    with Client(address, set_as_default=False) as client:
+        futures = client.map(map_shards, [options] * len(groups), groups, pure=False)
+        return client.gather(futures)
+
+
+def dask_workers(address: str) -> int:
+    """How many threads the cluster at `address` has (how many parts to split into)."""
+    from distributed import Client
+
+    with Client(address, set_as_default=False) as client:
+        return max(1, sum(client.nthreads().values()))
+
+
+# -- merge --------------------------------------------------------------------------------------
+
+
+def replay(results: list[MapResult], checker: Checker, opened: Callable[[str, Any], None]) -> Iterator[Finding]:
+    """Feed every part's candidates to `checker` in trace order; the findings, as they come.
+
+    `opened(name, module)` starts a file's run (the session's `_opened`).
+    Raises `Fallback` when a candidate leaves the merged state short of
+    what its part assumed after it (see the module's docstring).
+    """
+    import importlib
+
+    streams = [result.candidates for result in results]
+    nodes = checker.graph.nx._node
+    cache = checker.chain_cache
+    tasks = checker.tasks
+    last = None
+    for candidate in heapq.merge(*streams, key=_key):
+        key = candidate.key
+        if key == last:
+            continue  # a file's start, or a `#lockcheck-run` line, seen by every part of the file
+        last = key
+        if candidate.kind == OPEN:
+            opened(candidate.name, importlib.import_module(candidate.module))
+            continue
+        ev = candidate.event
+        if candidate.task is not None:
+            tasks[ev.task] = candidate.task.restore()
+        elif ev.op != E.RUN:
+            tasks.pop(ev.task, None)
+        yield from checker.feed(ev)
+        if checker.stopped:
+            return
+        for cls, usage in candidate.classes.items():
+            node = nodes.get(cls)
+            if node is None or usage & ~node["usage"]:
+                raise Fallback(f"{ev.location}: usage of {cls} differs in the merged run")
+        for chain in candidate.chains:
+            if chain not in cache:
+                raise Fallback(f"{ev.location}: a chain the part cached was not cached in the merged run")
+
+
+def _key(candidate: Candidate) -> tuple:
+    return candidate.key
+
+
+def finish(results: list[MapResult], checker: Checker, context: Any) -> None:
+    """The run's totals from the parts: events, tasks, releases of locks never seen taken, reader stats."""
+    checker.stats.events = sum(r.events for r in results)
+    checker.stats.unknown_releases = sum(r.unknown_releases for r in results)
+    checker.tasks.clear()
+    checker._tasks_before = sum(r.tasks for r in results)
+    stats = {}
+    for result in results:
+        stats.update(result.reader_stats)
+    for index in sorted(stats):
+        merge = getattr(context.stats, "merge", None)
+        if merge is not None:
+            merge(stats[index])
