@@ -46,7 +46,8 @@ import multiprocessing
 import os
 import zlib
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Optional, Sequence
+from operator import attrgetter
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence
 
 from lockcheck import events as E
 from lockcheck.checker import MAX_LOCK_DEPTH, Checker, CheckerOptions
@@ -75,13 +76,20 @@ class Shard:
     parts: int = 1
 
 
-@dataclass
-class TaskSnapshot:
-    """A task's state just before a candidate event: what the merge's checker puts back."""
+#: an event as plain data (its fields in `Event.__slots__` order: `Event(*fields)` rebuilds it)
+_EVENT_FIELDS = attrgetter(*Event.__slots__)
+
+
+class TaskSnapshot(NamedTuple):
+    """A task's state just before a candidate event: what the merge's checker puts back.
+
+    Plain tuples all the way down (a held lock is `_held_row`), so that
+    thousands of them cross a pipe at the speed of pickling tuples.
+    """
 
     key: str
     name: str
-    held: list
+    held: tuple
     chain_key: int
     hardirq_depth: int
     softirq_depth: int
@@ -89,67 +97,103 @@ class TaskSnapshot:
     softirqs_enabled: bool
     cpu: Optional[int]
     #: the locks among those the event can ask about that the task was seen to take (captures)
-    acquired: Optional[list]
+    acquired: Optional[tuple]
     irq_events: dict
     irq_known: bool
 
-    @classmethod
-    def of(cls, task: TaskState, ev: Event) -> "TaskSnapshot":
-        held = [_copy_held(h) for h in task.held]
+
+class Candidate(NamedTuple):
+    """An event the merge must feed (or a file's start), with where it sits in the trace."""
+
+    #: (file index, line, order within the part): sorts as the sequential run reads
+    key: tuple
+    kind: int
+    #: the event's fields (`_EVENT_FIELDS`)
+    event: Optional[tuple] = None
+    task: Optional[TaskSnapshot] = None
+    #: OPEN: the file's name and format module
+    name: str = ""
+    module: str = ""
+    #: after the private checker applied it: the usage bits of the classes it touched
+    classes: Optional[dict] = None
+    #: ... and the chain keys of the task's stack that it had cached
+    chains: tuple = ()
+
+
+class _Wire:
+    """Events and held locks as tuples, each made once: a lock held across many candidates is
+    one object in the pickle (its memo), not one per candidate."""
+
+    def __init__(self) -> None:
+        self._events: dict[int, tuple] = {}
+        self._held: dict[int, tuple] = {}
+
+    def event(self, ev: Event) -> tuple:
+        known = self._events.get(id(ev))
+        if known is not None and known[0] is ev:
+            return known[1]
+        fields = _EVENT_FIELDS(ev)
+        self._events[id(ev)] = (ev, fields)
+        return fields
+
+    def held(self, h: HeldLock) -> tuple:
+        known = self._held.get(id(h))
+        if known is not None and known[0] is h and known[1] == h.references:
+            return known[2]
+        row = (h.cls, h.lock, h.instance, h.subclass, h.read, h.trylock, h.check, h.nest, h.irq_context,
+               h.hardirqs_off, h.references, h.prev_chain_key, self.event(h.event))
+        self._held[id(h)] = (h, h.references, row)
+        return row
+
+    def task(self, task: TaskState, ev: Event) -> TaskSnapshot:
         acquired = None
         if task.acquired_ever is not None:
             asked = {(ev.lock, ev.instance)}
             if ev.nest is not None:
                 asked.add(tuple(ev.nest))
             asked.update(tuple(h.nest) for h in task.held if h.nest is not None)
-            acquired = [key for key in asked if key in task.acquired_ever]
-        return cls(task.key, task.name, held, task.chain_key, task.hardirq_depth, task.softirq_depth,
-                   task.hardirqs_enabled, task.softirqs_enabled, task.cpu, acquired, dict(task.irq_events),
-                   task.irq_known)
+            acquired = tuple(key for key in asked if key in task.acquired_ever)
+        return TaskSnapshot(task.key, task.name, tuple(self.held(h) for h in task.held), task.chain_key,
+                            task.hardirq_depth, task.softirq_depth, task.hardirqs_enabled, task.softirqs_enabled,
+                            task.cpu, acquired, dict(task.irq_events), task.irq_known)
 
-    def restore(self) -> TaskState:
-        """A fresh `TaskState` equal to the one snapshotted (its held locks copied again)."""
-        task = TaskState(self.key, self.name)
-        task.held = [_copy_held(h) for h in self.held]
-        task.chain_key = self.chain_key
-        task.hardirq_depth = self.hardirq_depth
-        task.softirq_depth = self.softirq_depth
-        task.hardirqs_enabled = self.hardirqs_enabled
-        task.softirqs_enabled = self.softirqs_enabled
-        task.cpu = self.cpu
-        if self.acquired is not None:
+
+class _Unwire:
+    """The merge's side of `_Wire`: one `Event` per event tuple, fresh held locks per restore."""
+
+    def __init__(self) -> None:
+        self._events: dict[int, tuple] = {}
+
+    def event(self, fields: tuple) -> Event:
+        known = self._events.get(id(fields))
+        if known is not None and known[0] is fields:
+            return known[1]
+        ev = Event(*fields)
+        self._events[id(fields)] = (fields, ev)
+        return ev
+
+    def task(self, snap: TaskSnapshot) -> TaskState:
+        """A fresh `TaskState` equal to the one snapshotted."""
+        task = TaskState(snap.key, snap.name)
+        held = task.held
+        for row in snap.held:
+            h = HeldLock(*row[:11], self.event(row[12]))
+            h.prev_chain_key = row[11]
+            held.append(h)
+        task.chain_key = snap.chain_key
+        task.hardirq_depth = snap.hardirq_depth
+        task.softirq_depth = snap.softirq_depth
+        task.hardirqs_enabled = snap.hardirqs_enabled
+        task.softirqs_enabled = snap.softirqs_enabled
+        task.cpu = snap.cpu
+        if snap.acquired is not None:
             task.acquired_ever = RecentLocks()
-            for key in self.acquired:
+            for key in snap.acquired:
                 task.acquired_ever.add(key)
-        task.irq_events = dict(self.irq_events)
-        task.irq_known = self.irq_known
+        task.irq_events = dict(snap.irq_events)
+        task.irq_known = snap.irq_known
         task.usage_need = usage_needs(task)
         return task
-
-
-def _copy_held(h: HeldLock) -> HeldLock:
-    copy = HeldLock(h.cls, h.lock, h.instance, h.subclass, h.read, h.trylock, h.check, h.nest, h.irq_context,
-                    h.hardirqs_off, h.references, h.event)
-    copy.prev_chain_key = h.prev_chain_key
-    return copy
-
-
-@dataclass
-class Candidate:
-    """An event the merge must feed (or a file's start), with where it sits in the trace."""
-
-    #: (file index, line, order within the part): sorts as the sequential run reads
-    key: tuple
-    kind: int
-    event: Optional[Event] = None
-    task: Optional[TaskSnapshot] = None
-    #: OPEN: the file's name and format module
-    name: str = ""
-    module: str = ""
-    #: after the private checker applied it: the usage bits of the classes it touched
-    classes: dict = field(default_factory=dict)
-    #: ... and the chain keys of the task's stack that it had cached
-    chains: list = field(default_factory=list)
 
 
 @dataclass
@@ -186,6 +230,13 @@ class PartChecker(Checker):
         self.shard: Optional[Shard] = None
         self.candidates: list[Candidate] = []
         self._seq = 0
+        self._wire = _Wire()
+        # what decides a hit is the classes, usage bits and cached chains, never the dependencies:
+        # a part records none and validates no usage bit (the merge does both, on the whole graph)
+        self.irq.mark_lock_irq = _valid
+
+    def check_prevs_add(self, task: TaskState, nxt: HeldLock, ev: Event) -> None:
+        """No dependencies in a part: the merge adds them, in trace order."""
 
     def feed(self, ev: Event) -> Sequence[Finding]:
         shard = self.shard
@@ -193,7 +244,7 @@ class PartChecker(Checker):
         if op == E.LOST_EVENTS:
             raise Fallback("lost events reset the tasks of a CPU")
         if op == E.RUN:
-            self.candidates.append(Candidate((shard.index, ev.line, 0), EVENT, ev))
+            self.candidates.append(Candidate((shard.index, ev.line, 0), EVENT, self._wire.event(ev)))
             return super().feed(ev)
         if shard.parts > 1 and owner(ev.task, shard.parts) != shard.part:
             return _NOTHING  # another part's task
@@ -203,20 +254,34 @@ class PartChecker(Checker):
         if task is not None and self._hit(task, ev):
             return super().feed(ev)
         self._seq += 1
-        snapshot = TaskSnapshot.of(task, ev) if task is not None else None
+        snapshot = self._wire.task(task, ev) if task is not None else None
+        old = list(task.held) if task is not None and op in (E.ACQUIRE, E.RELEASE) else None  # alive: ids stay unique
+        before = {id(h) for h in old} if old is not None else None
         super().feed(ev)
         task = self.tasks[ev.task]
-        candidate = Candidate((shard.index, ev.line, self._seq), EVENT, ev, snapshot)
-        classes = {h.cls for h in task.held}
+        held = task.held
+        # what this event may have added: the classes of the locks it pushed (all held locks for
+        # an irq event, which marks them) and the chains it cached, one per lock pushed
+        chains = []
+        if before is None and op in (E.ACQUIRE, E.RELEASE):
+            before = set()
+        if before is None:
+            classes = {h.cls for h in held}
+        else:
+            classes = set()
+            cache = self.chain_cache
+            for i, h in enumerate(held):
+                if id(h) not in before:
+                    classes.add(h.cls)
+                    key = held[i + 1].prev_chain_key if i + 1 < len(held) else task.chain_key
+                    if key in cache:
+                        chains.append(key)
         if op == E.ACQUIRE:
             classes.add(f"{ev.lock}/{ev.subclass}" if ev.subclass else ev.lock)
         nodes = self._nodes
-        candidate.classes = {cls: nodes[cls]["usage"] for cls in classes if cls in nodes}
-        cache = self.chain_cache
-        keys = [h.prev_chain_key for h in task.held[1:]]
-        keys.append(task.chain_key)
-        candidate.chains = [key for key in keys if key in cache]
-        self.candidates.append(candidate)
+        self.candidates.append(Candidate(
+            (shard.index, ev.line, self._seq), EVENT, self._wire.event(ev), snapshot,
+            classes={cls: nodes[cls]["usage"] for cls in classes if cls in nodes}, chains=tuple(chains)))
         self.findings.clear()  # a part's own findings are not the run's
         return _NOTHING
 
@@ -308,6 +373,10 @@ class PartChecker(Checker):
         return True
 
 
+def _valid(*args: Any) -> bool:
+    return True
+
+
 def map_shards(options: Any, shards: Sequence[Shard]) -> MapResult:
     """Map work: check `shards` in trace order with one private checker; the candidates.
 
@@ -342,10 +411,11 @@ def map_shards(options: Any, shards: Sequence[Shard]) -> MapResult:
                 probe: Iterator[Event] = iter(())
                 if annotator.transform(rules_module, probe) is not probe:
                     raise Fallback(f"{shard.path}: annotations apply to it")
-                parse = hotpath.parser(module, checker) if fast_allowed else None
-                if parse is None or shard.parts == 1:
-                    return parse
-                return lambda lines, name: parse(_own_lines(lines, shard.part, shard.parts), name)
+                if not fast_allowed:
+                    return None
+                if shard.parts == 1:
+                    return hotpath.parser(module, checker)
+                return hotpath.parser(module, checker, foreign=lambda task: owner(task, shard.parts) != shard.part)
 
             context = ReadContext(on_open=opened, parallel=False, errors=[], fast=choose)
             events = config.apply_aliases(read_all([item], options.input_format, context))
@@ -371,23 +441,6 @@ def _annotation_options(options: Any):
     from lockcheck.annotations import AnnotationOptions
 
     return AnnotationOptions(options.lockdep_state, options.annotations, options.builtin_annotations)
-
-
-def _own_lines(lines: Iterable[str], part: int, parts: int) -> Iterator[str]:
-    """`.lt` lines, those of other parts' tasks blanked (numbering kept: a blank line is skipped).
-
-    Only a line that opens with a plain task word is judged here; any other
-    goes on, and `PartChecker.feed` drops its event if another part owns it.
-    """
-    crc = zlib.crc32
-    for line in lines:
-        first = line[:1]
-        if first and first not in ' \t"#\r\n':
-            task = line.partition(" ")[0]
-            if "\t" not in task and crc(task.encode("utf-8", "surrogatepass")) % parts != part:
-                yield ""
-                continue
-        yield line
 
 
 # -- planning and running the map --------------------------------------------------------------
@@ -464,10 +517,14 @@ def dask_workers(address: str) -> int:
 # -- merge --------------------------------------------------------------------------------------
 
 
-def replay(results: list[MapResult], checker: Checker, opened: Callable[[str, Any], None]) -> Iterator[Finding]:
+def replay(results: list[MapResult], checker: Checker, opened: Callable[[str, Any], None],
+           counts: Optional[dict] = None) -> Iterator[Finding]:
     """Feed every part's candidates to `checker` in trace order; the findings, as they come.
 
     `opened(name, module)` starts a file's run (the session's `_opened`).
+    `counts["tasks"]` counts the tasks met: a task's first event is always a
+    candidate, so this is the count one process makes, also when `--first`
+    stops the merge early.
     Raises `Fallback` when a candidate leaves the merged state short of
     what its part assumed after it (see the module's docstring).
     """
@@ -477,6 +534,7 @@ def replay(results: list[MapResult], checker: Checker, opened: Callable[[str, An
     nodes = checker.graph.nx._node
     cache = checker.chain_cache
     tasks = checker.tasks
+    unwire = _Unwire()
     last = None
     for candidate in heapq.merge(*streams, key=_key):
         key = candidate.key
@@ -486,15 +544,17 @@ def replay(results: list[MapResult], checker: Checker, opened: Callable[[str, An
         if candidate.kind == OPEN:
             opened(candidate.name, importlib.import_module(candidate.module))
             continue
-        ev = candidate.event
+        ev = unwire.event(candidate.event)
         if candidate.task is not None:
-            tasks[ev.task] = candidate.task.restore()
+            tasks[ev.task] = unwire.task(candidate.task)
         elif ev.op != E.RUN:
             tasks.pop(ev.task, None)
+            if counts is not None:
+                counts["tasks"] = counts.get("tasks", 0) + 1
         yield from checker.feed(ev)
         if checker.stopped:
             return
-        for cls, usage in candidate.classes.items():
+        for cls, usage in (candidate.classes or {}).items():
             node = nodes.get(cls)
             if node is None or usage & ~node["usage"]:
                 raise Fallback(f"{ev.location}: usage of {cls} differs in the merged run")
@@ -507,12 +567,13 @@ def _key(candidate: Candidate) -> tuple:
     return candidate.key
 
 
-def finish(results: list[MapResult], checker: Checker, context: Any) -> None:
-    """The run's totals from the parts: events, tasks, releases of locks never seen taken, reader stats."""
+def finish(results: list[MapResult], checker: Checker, context: Any, tasks: int) -> None:
+    """The run's totals from the parts: events, releases of locks never seen taken, reader stats;
+    `tasks` met (`replay`'s count)."""
     checker.stats.events = sum(r.events for r in results)
     checker.stats.unknown_releases = sum(r.unknown_releases for r in results)
     checker.tasks.clear()
-    checker._tasks_before = sum(r.tasks for r in results)
+    checker._tasks_before = tasks
     stats = {}
     for result in results:
         stats.update(result.reader_stats)

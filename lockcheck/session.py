@@ -184,13 +184,14 @@ class CheckSession:
         self.context.on_dump = lambda name, lines: findings.extend(self._stream_dump(checker, name, lines))
         try:
             traces, dumps = self._split_dumps(paths)
+            if split and not (traces and type(checker) is Checker and not options.first):
+                from lockcheck.jobs import Fallback
+
+                # --first stops at the first finding: one process reads no further than that
+                raise Fallback("no traces, a declared order, or --first")
             annotator.add_boots(traces, annotation_options)
             if dumps:
                 findings.extend(self._check_dumps(checker, dumps))
-            if split and not (traces and type(checker) is Checker):
-                from lockcheck.jobs import Fallback
-
-                raise Fallback("no traces, or a declared order")
             if traces:
                 if split:
                     findings.extend(self._check_split(checker, traces))
@@ -243,8 +244,9 @@ class CheckSession:
         for result in results:
             if result.fallback is not None:
                 raise jobs.Fallback(result.fallback)
-        found = list(jobs.replay(results, checker, lambda name, module: self._opened(checker, name, module)))
-        jobs.finish(results, checker, self.context)
+        counts: dict = {}
+        found = list(jobs.replay(results, checker, lambda name, module: self._opened(checker, name, module), counts))
+        jobs.finish(results, checker, self.context, counts.get("tasks", 0))
         return found
 
     def _fast_path(self, checker: Checker):
