@@ -139,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE (TOML: docs/suppress.md)")
     diff.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
     diff.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    diff.add_argument("--jobs", "-j", type=_jobs, default=1, metavar="N",
+                      help="check in N processes, both sides at once (the result is that of --jobs 1)")
     _add_annotation_args(diff, sides=True)
 
     stat = _command(sub, "stat", "contention and hold-time statistics per class, as /proc/lock_stat")
@@ -351,7 +353,8 @@ def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     with _output(args.output, stdout, args) as out:
         return run_diff_command(args.base, args.new, args.format, out, stderr, args.input_format,
-                                args.suppress, not args.no_config, annotations=_annotation_options(args))
+                                args.suppress, not args.no_config, annotations=_annotation_options(args),
+                                jobs=args.jobs)
 
 
 def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:

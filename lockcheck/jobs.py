@@ -472,8 +472,8 @@ def plan(paths: list[str], sizes: list[int], workers: int, split: bool = True) -
     return [sorted(group, key=lambda s: (s.index, s.part)) for group in groups if group]
 
 
-def run_pool(options: Any, groups: list[list[Shard]]) -> list[MapResult]:
-    """The map over forked worker processes, one per group."""
+def run_pool(options: Any, groups: list[list[Shard]], workers: Optional[int] = None) -> list[MapResult]:
+    """The map over forked worker processes (one per group, at most `workers`), results in group order."""
     from lockcheck.readers.parallel import _block_signals, _unblock, follow_parent
 
     if len(groups) == 1:
@@ -481,7 +481,8 @@ def run_pool(options: Any, groups: list[list[Shard]]) -> list[MapResult]:
     context = multiprocessing.get_context("fork")
     blocked = _block_signals()  # the workers start with them blocked and set their own handlers first
     try:
-        pool = context.Pool(len(groups), initializer=follow_parent, initargs=(os.getpid(),))
+        pool = context.Pool(min(len(groups), workers or len(groups)), initializer=follow_parent,
+                            initargs=(os.getpid(),))
     finally:
         _unblock(blocked)
     try:
@@ -577,7 +578,7 @@ def finish(results: list[MapResult], checker: Checker, context: Any, tasks: int)
     stats = {}
     for result in results:
         stats.update(result.reader_stats)
-    for index in sorted(stats):
+    for index in sorted(stats) if context is not None else ():
         merge = getattr(context.stats, "merge", None)
         if merge is not None:
             merge(stats[index])

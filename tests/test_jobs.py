@@ -251,3 +251,46 @@ def test_a_dask_cluster_splits_one_file_by_task(tmp_path) -> None:
                                   dashboard_address=None) as cluster:
         result = _check([str(path)], 1, dask=cluster.scheduler_address)
     assert _visible(result) == expected and result[3].parallel_fallback is None
+
+
+def _diff(base: str, new: str, jobs_n: int) -> tuple[str, object]:
+    from lockcheck.diff import document, run_diff
+
+    options = SessionOptions(use_pyproject=False)
+    result = run_diff(base, new, jobs=jobs_n, options=options)
+    return json.dumps(document(result), sort_keys=True), result
+
+
+def _examples(tmp_path: Path) -> str:
+    """The examples folder without its malformed trace (which stops a diff)."""
+    folder = tmp_path / "examples"
+    folder.mkdir()
+    for path in (ROOT / "tests" / "data" / "examples").iterdir():
+        if path.name != "malformed.lt":
+            (folder / path.name).write_bytes(path.read_bytes())
+    return str(folder)
+
+
+@pytest.mark.parametrize("base, new", [
+    ("traces/abba.lt", "EXAMPLES"),
+    ("tests/data/examples/abba.lt", "tests/data/examples/abcd-chain.lt"),
+    ("tests/data/examples/subclass-inversion.lt", "tests/data/examples/mm_take_all_locks-nest.lt"),
+])
+def test_diff_split_gives_the_same_result(base, new, tmp_path) -> None:
+    """`diff --jobs 2`: both sides mapped by workers at once, BASE and NEW's two checkers fed by merges."""
+    new = _examples(tmp_path) if new == "EXAMPLES" else str(ROOT / new)
+    expected, _ = _diff(str(ROOT / base), new, 1)
+    got, result = _diff(str(ROOT / base), new, 2)
+    assert got == expected
+    assert result.base.split is not None and result.new.split is not None
+
+
+def test_diff_split_against_a_saved_graph(tmp_path, capsys) -> None:
+    graph = tmp_path / "base.json"
+    assert main(["graph", str(ROOT / "traces" / "abba.lt"), "-o", str(graph), "--quiet"]) == 0
+    runs = []
+    examples = _examples(tmp_path)
+    for n in ("1", "2"):
+        status = main(["diff", "--format", "json", "--jobs", n, str(graph), examples])
+        runs.append((status, capsys.readouterr()))
+    assert runs[0] == runs[1] and runs[0][0] == 1
