@@ -40,6 +40,7 @@ changes a report.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 import multiprocessing
@@ -53,7 +54,8 @@ from lockcheck import events as E
 from lockcheck.checker import MAX_LOCK_DEPTH, Checker, CheckerOptions
 from lockcheck.errors import TraceError
 from lockcheck.events import Event
-from lockcheck.findings import Finding
+from lockcheck.findings import Evidence, Finding
+from lockcheck.readers import lt
 from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, usage_needs
 from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
 
@@ -140,8 +142,14 @@ class _Wire:
         known = self._held.get(id(h))
         if known is not None and known[0] is h and known[1] == h.references:
             return known[2]
+        source = h._source
+        if h._event is None and isinstance(source, functools.partial) and source.func is lt.scan_fast:
+            # a hold of the fast path whose event nothing asked for yet: its line goes, unread
+            event: tuple = source.args
+        else:
+            event = self.event(h.event)
         row = (h.cls, h.lock, h.instance, h.subclass, h.read, h.trylock, h.check, h.nest, h.irq_context,
-               h.hardirqs_off, h.references, h.prev_chain_key, self.event(h.event))
+               h.hardirqs_off, h.references, h.prev_chain_key, event)
         self._held[id(h)] = (h, h.references, row)
         return row
 
@@ -155,7 +163,26 @@ class _Wire:
             acquired = tuple(key for key in asked if key in task.acquired_ever)
         return TaskSnapshot(task.key, task.name, tuple(self.held(h) for h in task.held), task.chain_key,
                             task.hardirq_depth, task.softirq_depth, task.hardirqs_enabled, task.softirqs_enabled,
-                            task.cpu, acquired, dict(task.irq_events), task.irq_known)
+                            task.cpu, acquired, _irq_rows(task.irq_events), task.irq_known)
+
+
+def _irq_rows(irq_events: dict) -> tuple:
+    """`TaskState.irq_events` as plain data: `("stamp", n)` and `(op, stamp, *Evidence fields)`."""
+    rows = []
+    for op, value in irq_events.items():
+        if op == "stamp":
+            rows.append((op, value))
+        else:
+            stamp, ev = value
+            rows.append((op, stamp, ev.file, ev.line, ev.task, ev.at, ev.ts))
+    return tuple(rows)
+
+
+def _irq_events(rows: tuple) -> dict:
+    events: dict = {}
+    for row in rows:
+        events[row[0]] = row[1] if len(row) == 2 else (row[1], Evidence(*row[2:]))
+    return events
 
 
 class _Unwire:
@@ -172,26 +199,32 @@ class _Unwire:
         self._events[id(fields)] = (fields, ev)
         return ev
 
-    def task(self, snap: TaskSnapshot) -> TaskState:
-        """A fresh `TaskState` equal to the one snapshotted."""
-        task = TaskState(snap.key, snap.name)
+    def task(self, snap: tuple) -> TaskState:
+        """A fresh `TaskState` equal to the one snapshotted (a `TaskSnapshot` as a plain tuple)."""
+        key, name, rows, chain_key, hardirq_depth, softirq_depth, hardirqs_enabled, softirqs_enabled, cpu, \
+            acquired, irq_rows, irq_known = snap
+        task = TaskState(key, name)
         held = task.held
-        for row in snap.held:
-            h = HeldLock(*row[:11], self.event(row[12]))
+        for row in rows:
+            event = row[12]
+            if len(event) == 3:  # (line, file, line number): read back only if asked, as the fast path does
+                h = HeldLock.deferred(functools.partial(lt.scan_fast, *event), *row[:11])
+            else:
+                h = HeldLock(*row[:11], self.event(event))
             h.prev_chain_key = row[11]
             held.append(h)
-        task.chain_key = snap.chain_key
-        task.hardirq_depth = snap.hardirq_depth
-        task.softirq_depth = snap.softirq_depth
-        task.hardirqs_enabled = snap.hardirqs_enabled
-        task.softirqs_enabled = snap.softirqs_enabled
-        task.cpu = snap.cpu
-        if snap.acquired is not None:
+        task.chain_key = chain_key
+        task.hardirq_depth = hardirq_depth
+        task.softirq_depth = softirq_depth
+        task.hardirqs_enabled = hardirqs_enabled
+        task.softirqs_enabled = softirqs_enabled
+        task.cpu = cpu
+        if acquired is not None:
             task.acquired_ever = RecentLocks()
-            for key in snap.acquired:
-                task.acquired_ever.add(key)
-        task.irq_events = dict(snap.irq_events)
-        task.irq_known = snap.irq_known
+            for lock in acquired:
+                task.acquired_ever.add(lock)
+        task.irq_events = _irq_events(irq_rows)
+        task.irq_known = irq_known
         task.usage_need = usage_needs(task)
         return task
 
@@ -430,7 +463,9 @@ def map_shards(options: Any, shards: Sequence[Shard]) -> MapResult:
         return MapResult(fallback=str(why))
     except TraceError as err:
         return MapResult(fallback=err.format())
-    result.candidates = checker.candidates
+    # plain tuples cross a pipe several times faster than named ones (no Python-level __new__)
+    result.candidates = [(c.key, c.kind, c.event, tuple(c.task) if c.task is not None else None, c.name,
+                          c.module, c.classes, c.chains) for c in checker.candidates]
     result.events = checker.stats.events
     result.tasks = checker.task_count
     result.unknown_releases = checker.stats.unknown_releases
@@ -537,17 +572,16 @@ def replay(results: list[MapResult], checker: Checker, opened: Callable[[str, An
     tasks = checker.tasks
     unwire = _Unwire()
     last = None
-    for candidate in heapq.merge(*streams, key=_key):
-        key = candidate.key
+    for key, kind, fields, snapshot, name, module, classes, chains in heapq.merge(*streams, key=_key):
         if key == last:
             continue  # a file's start, or a `#lockcheck-run` line, seen by every part of the file
         last = key
-        if candidate.kind == OPEN:
-            opened(candidate.name, importlib.import_module(candidate.module))
+        if kind == OPEN:
+            opened(name, importlib.import_module(module))
             continue
-        ev = unwire.event(candidate.event)
-        if candidate.task is not None:
-            tasks[ev.task] = unwire.task(candidate.task)
+        ev = unwire.event(fields)
+        if snapshot is not None:
+            tasks[ev.task] = unwire.task(snapshot)
         elif ev.op != E.RUN:
             tasks.pop(ev.task, None)
             if counts is not None:
@@ -555,17 +589,17 @@ def replay(results: list[MapResult], checker: Checker, opened: Callable[[str, An
         yield from checker.feed(ev)
         if checker.stopped:
             return
-        for cls, usage in (candidate.classes or {}).items():
+        for cls, usage in (classes or {}).items():
             node = nodes.get(cls)
             if node is None or usage & ~node["usage"]:
                 raise Fallback(f"{ev.location}: usage of {cls} differs in the merged run")
-        for chain in candidate.chains:
+        for chain in chains:
             if chain not in cache:
                 raise Fallback(f"{ev.location}: a chain the part cached was not cached in the merged run")
 
 
-def _key(candidate: Candidate) -> tuple:
-    return candidate.key
+def _key(candidate: tuple) -> tuple:
+    return candidate[0]
 
 
 def finish(results: list[MapResult], checker: Checker, context: Any, tasks: int) -> None:
