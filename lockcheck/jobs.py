@@ -529,24 +529,35 @@ def run_pool(options: Any, groups: list[list[Shard]], workers: Optional[int] = N
         pool.join()
 
 
-def run_dask(options: Any, groups: list[list[Shard]], address: str) -> list[MapResult]:
-    """The map on a Dask distributed cluster at `address` (each worker reads the files by their paths)."""
+#: seconds to wait for a Dask scheduler to answer
+DASK_TIMEOUT = 30
+
+
+def _client(address: str):
+    """A Dask client of the scheduler at `address`; a missing extra or a scheduler that does not
+    answer is one line and exit status 2, as any bad option is."""
+    from lockcheck.errors import UsageError
+
     try:
         from distributed import Client
     except ImportError:
-        from lockcheck.errors import UsageError
-
         raise UsageError("--dask needs Dask's distributed scheduler: pip install 'pylockdep[dask]'") from None
-    with Client(address, set_as_default=False) as client:
+    try:
+        return Client(address, set_as_default=False, timeout=DASK_TIMEOUT)
+    except (OSError, TimeoutError, ValueError) as err:
+        raise UsageError(f"--dask {address}: cannot reach the scheduler ({type(err).__name__}: {err})") from None
+
+
+def run_dask(options: Any, groups: list[list[Shard]], address: str) -> list[MapResult]:
+    """The map on a Dask distributed cluster at `address` (each worker reads the files by their paths)."""
+    with _client(address) as client:
         futures = client.map(map_shards, [options] * len(groups), groups, pure=False)
         return client.gather(futures)
 
 
 def dask_workers(address: str) -> int:
     """How many threads the cluster at `address` has (how many parts to split into)."""
-    from distributed import Client
-
-    with Client(address, set_as_default=False) as client:
+    with _client(address) as client:
         return max(1, sum(client.nthreads().values()))
 
 

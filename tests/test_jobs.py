@@ -294,3 +294,25 @@ def test_diff_split_against_a_saved_graph(tmp_path, capsys) -> None:
         status = main(["diff", "--format", "json", "--jobs", n, str(graph), examples])
         runs.append((status, capsys.readouterr()))
     assert runs[0] == runs[1] and runs[0][0] == 1
+
+
+def test_a_dask_scheduler_that_does_not_answer_is_one_line(tmp_path, capsys, monkeypatch) -> None:
+    monkeypatch.setattr(jobs, "DASK_TIMEOUT", 1)
+    path = tmp_path / "t.lt"
+    path.write_text(E2E["abba"])
+    assert main(["check", "--dask", "tcp://127.0.0.1:9", str(path)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--dask tcp://127.0.0.1:9: cannot reach the scheduler" in err[0]
+
+
+def test_runs_inside_one_file_stay_runs_split(tmp_path, monkeypatch, capsys) -> None:
+    """A `convert`ed file holds one run per input (`#lockcheck-run`): every part starts each run."""
+    out = tmp_path / "runs.lt"
+    sources = [ROOT / "traces" / "abba.lt"] + [ROOT / "tests" / "data" / "examples" / f"{name}.lt" for name in
+                                               ("abcd-chain", "irq-inconsistent", "trylock", "unlock-imbalance")]
+    assert main(["convert", *map(str, sources), "-o", str(out)]) == 0
+    capsys.readouterr()
+    session = _same([str(out)], monkeypatch)
+    assert session.parallel_fallback is None
+    _, doc, *_ = _check([str(out)], 3)
+    assert doc["stats"]["tasks"] == _check([str(out)], 1)[1]["stats"]["tasks"]
