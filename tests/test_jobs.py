@@ -195,7 +195,7 @@ def test_a_declared_order_is_checked_in_one_process(tmp_path, monkeypatch) -> No
     assert session.parallel_fallback is not None
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines=traces())
 def test_generated_traces_give_the_same_findings_split(lines, tmp_path_factory) -> None:
     """Random interleavings of tasks (nest bursts, out-of-order releases, irq events, lost events,
