@@ -9,11 +9,16 @@ __version__ = "0.1.0"
 
 
 def __getattr__(attr: str):
-    """Lazy exports: `lockcheck.name`, `lockcheck.nested` (annotations), `lockcheck.instrument`."""
+    """Lazy exports: `lockcheck.name`, `lockcheck.nested` (annotations), `lockcheck.instrument`,
+    `lockcheck.DeadlockError` (a blocking acquire that closes a cycle of waits)."""
     if attr in ("name", "nested"):
         from lockcheck import annotate
 
         return getattr(annotate, attr)
+    if attr == "DeadlockError":
+        from lockcheck.waitfor import DeadlockError
+
+        return DeadlockError
     if attr == "instrument":
         from lockcheck.pylocks import instrument
 

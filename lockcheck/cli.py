@@ -229,7 +229,12 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
     try:
         if handle_signals:
             _take_signals()
-        args = build_parser().parse_args(argv)
+        try:
+            with contextlib.redirect_stdout(out):  # --help and --version print to `out`, whose failures are errors
+                args = build_parser().parse_args(argv)
+        except SystemExit as done:  # they end the parse; a full or closed stdout fails at this flush
+            out.flush()
+            return int(done.code or 0)
         if args.command is None:
             raise UsageError(f"lockcheck: a command is required ({', '.join(COMMANDS)}); see lockcheck --help")
         status = COMMANDS[args.command](args, out, stderr)
@@ -272,10 +277,11 @@ def _take_signals() -> None:
     exception is printed as "Exception ignored" and lost; there the signal
     is raised again (`_redeliver`), to be handled at the next ordinary line.
     """
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    for name in ("SIGTERM", "SIGHUP"):
-        if hasattr(signal, name):
-            signal.signal(getattr(signal, name), _terminate)
+    for name, handler in (("SIGINT", signal.default_int_handler), ("SIGTERM", _terminate), ("SIGHUP", _terminate)):
+        signum = getattr(signal, name, None)
+        # ignored by the parent (`nohup` ignores SIGHUP; a shell's background job, SIGINT): left ignored
+        if signum is not None and signal.getsignal(signum) is not signal.SIG_IGN:
+            signal.signal(signum, handler)
     if sys.unraisablehook is not _redeliver:
         global _unraisable_before
         _unraisable_before = sys.unraisablehook

@@ -28,7 +28,10 @@ def _interrupted_early(signum: int, frame: object) -> None:
         os._exit(EXIT_INTERRUPTED)
 
 
-signal.signal(signal.SIGINT, _interrupted_early)
+# a signal the parent left ignored stays ignored (`nohup`, a shell's background job): that is its
+# way of saying the command must not die of it
+if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+    signal.signal(signal.SIGINT, _interrupted_early)
 
 
 def run() -> None:
@@ -56,5 +59,5 @@ def _ignore_signals_from_now_on() -> None:
     signals = {signal.SIGINT} | {getattr(signal, name) for name in ("SIGTERM", "SIGHUP") if hasattr(signal, name)}
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_BLOCK, signals)
-    else:
+    elif signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
         signal.signal(signal.SIGINT, _interrupted_early)

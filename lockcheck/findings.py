@@ -26,6 +26,8 @@ ORDER_VIOLATION = "order-violation"  # a dependency against a declared lock orde
 #: not lockdep's: a forked child (Python's os.fork) takes a lock that a thread which did not survive
 #: the fork held; nobody in the child will ever release it (the pytest plugin)
 HELD_AT_FORK = "held-at-fork"
+#: not lockdep's: a cycle of blocked waits seen as it happens (lockcheck.waitfor, the pytest plugin)
+DEADLOCK = "deadlock"
 
 #: the kernel's title for each kind (the message of the JSON contract)
 MESSAGES = {
@@ -40,6 +42,7 @@ MESSAGES = {
     MAX_DEPTH: "MAX_LOCK_DEPTH too low!",
     ORDER_VIOLATION: "lock order violates the declared order",
     HELD_AT_FORK: "lock held by another thread at fork",
+    DEADLOCK: "deadlock detected: every context in a cycle of waits is blocked",
 }
 
 

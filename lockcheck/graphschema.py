@@ -230,7 +230,7 @@ def _name(entry: dict, key: str, path: Path, required: bool = False) -> Optional
 def _usage(value: Any, path: Path) -> None:
     if isinstance(value, list):
         for j, name in enumerate(value):
-            if name not in USAGE_NAMES:
+            if not isinstance(name, str) or name not in USAGE_NAMES:  # a list or object is unhashable
                 raise SchemaError(path + [j], f"unknown usage bit {_show(name)}")
         return
     if isinstance(value, int) and not isinstance(value, bool):
@@ -242,7 +242,7 @@ def _usage(value: Any, path: Path) -> None:
 def _dep(value: Any, path: Path) -> None:
     if isinstance(value, list) and value:
         for j, name in enumerate(value):
-            if name not in DEP_TYPE_NAMES:
+            if not isinstance(name, str) or name not in DEP_TYPE_NAMES:
                 raise SchemaError(path + [j], f"unknown dependency type {_show(name)} "
                                               f"(expected {', '.join(sorted(DEP_TYPE_NAMES))})")
         return

@@ -70,7 +70,11 @@ class ReportCollector(ReportSink):
         problems = len(self.groups.findings)
         read = (f"{_count(stats.reports, 'lockdep report')} ({_count(problems, 'distinct problem')})"
                 if stats.reports else "no lockdep report")
-        out = [f"read {read} from {_count(stats.files, 'kernel log')}; "
+        lost = ""
+        if stats.headless:  # the rest of a report whose title the log lost (see each one's note)
+            lost = (f", and {_count(stats.headless, 'part')} of {'a report' if stats.headless == 1 else 'reports'}"
+                    " whose start is not in the log")
+        out = [f"read {read} from {_count(stats.files, 'kernel log')}{lost}; "
                f"skipped {_count(stats.other_lines, 'line')} of other output"]
         if stats.truncated:
             out.append(f"{_count(stats.truncated, 'report')} cut short or with lines lost: "

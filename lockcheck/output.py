@@ -95,21 +95,25 @@ def atomic_text(path: str) -> Iterator[TextIO]:
         fd, temp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp", dir=directory)
     except OSError as err:
         raise OutputError(path, _reason(err)) from None
+    raw = os.fdopen(fd, "w", encoding="utf-8", newline="")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as raw:
-            out = _Guarded(raw, path)
-            yield out
-            out.flush()
-            try:
-                os.fsync(raw.fileno())
-            except OSError as err:
-                raise OutputError(path, _reason(err)) from None
+        out = _Guarded(raw, path)
+        yield out
+        out.flush()
+        try:
+            os.fsync(raw.fileno())
+            raw.close()
+        except OSError as err:
+            raise OutputError(path, _reason(err)) from None
         _keep_mode(path, temp)
         try:
             os.replace(temp, target)
         except OSError as err:
             raise OutputError(path, _reason(err)) from None
     except BaseException:
+        # closing flushes what is still buffered, which fails again on a full disk: the first error is the one
+        with contextlib.suppress(OSError):
+            raw.close()
         with contextlib.suppress(OSError):
             os.unlink(temp)
         raise

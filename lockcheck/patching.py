@@ -70,6 +70,10 @@ def start(recorder: Recorder) -> None:
     if not _fork_hook and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_in_child)
         _fork_hook = True
+    # a multiprocessing child (start method fork) runs its target, never the code that forked
+    import multiprocessing.util
+
+    multiprocessing.util.register_after_fork(recorder, Recorder.process_started)
     tracked._rec = recorder
     recorder.active = True
     for module, attr, value in _PATCHES:

@@ -35,13 +35,22 @@ Options (command line / ini):
   reported, even in a run that never takes both orders;
 - `lockcheck_suppress` (ini, lines `KIND CLASSGLOB...`): findings of that
   kind whose classes match every glob are counted, not reported
-  (`recursive-locking Future._condition` is always on: see pylocks);
+  (the standard library's own orders, `lockcheck.recorder.DEFAULT_SUPPRESS`, are always on);
 - `lockcheck_grace` (ini, seconds, default 1): how long a re-acquire of a
   held `Lock` waits for another thread's release (a signal) before it is
-  reported and raises `SelfDeadlockError`;
+  reported and raises `SelfDeadlockError`, and how long a cycle of waits
+  through a `Lock` or an `asyncio.Lock` must stand before it is reported;
 - `lockcheck_timed_acquire` (ini, `try` or `blocking`, default `try`):
   whether `acquire(timeout=...)` is a trylock or validated like a blocking
   acquire.
+- `--lockcheck-deadlock=raise|report|off` / `lockcheck_deadlock`: a blocking
+  acquire that closes a cycle of waits (`lockcheck.waitfor`) raises
+  `lockcheck.DeadlockError` (default), or prints its report and keeps
+  waiting; either way the `deadlock` finding fails its test;
+- `--lockcheck-hang-report=SECONDS` / `lockcheck_hang_report`: a test still
+  running after SECONDS gets a hang report (`lockcheck.hang`) and the stacks
+  of every thread; pytest-timeout's timeouts and `faulthandler_timeout` get
+  the report anyway, before their stack dumps.
 
 Marker: `@pytest.mark.lockcheck(skip=True)` switches checking off for one
 test: its lock operations are still recorded (so holds stay balanced) but
@@ -80,6 +89,7 @@ PLUGIN_NAME = "lockcheck-session"
 FAIL, WARN = "fail", "warn"
 MODES = (FAIL, WARN)
 DEFAULT_STACK_DEPTH = 5
+DEADLOCK_MODES = ("raise", "report", "off")
 MARKER = "lockcheck(skip=False): skip=True records this test's lock operations without checking them"
 
 
@@ -96,6 +106,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "warn: report them without failing anything")
     group.addoption("--lockcheck-stack-depth", metavar="N", type=int, default=None,
                     help="Python frames shown for each acquisition site in reports (default 5; 0: none)")
+    group.addoption("--lockcheck-deadlock", choices=DEADLOCK_MODES, default=None,
+                    help="a blocking acquire that closes a cycle of waits: raise lockcheck.DeadlockError "
+                         "(default), report it and keep waiting, or off")
+    group.addoption("--lockcheck-hang-report", metavar="SECONDS", type=float, default=None,
+                    help="print who holds and waits for which lock, and the stacks, when a test "
+                         "runs longer than SECONDS (pytest-timeout and faulthandler_timeout get it anyway)")
     parser.addini("lockcheck", type="bool", default=False, help="enable lockcheck (as --lockcheck)")
     parser.addini("lockcheck_mode", default="fail", help="fail (default) or warn (as --lockcheck-mode)")
     parser.addini("lockcheck_order", default="",
@@ -105,7 +121,12 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addini("lockcheck_suppress", type="linelist", default=[],
                   help="findings not to report: lines of `KIND CLASSGLOB...`")
     parser.addini("lockcheck_grace", default="1.0",
-                  help="seconds a re-acquire of a held Lock waits for another thread's release before raising")
+                  help="seconds a re-acquire of a held Lock waits for another thread's release before raising "
+                       "(and a cycle of waits through a Lock must stand before it is reported)")
+    parser.addini("lockcheck_deadlock", default="raise",
+                  help="raise (default), report or off (as --lockcheck-deadlock)")
+    parser.addini("lockcheck_hang_report", default="0",
+                  help="seconds after which a running test gets a hang report (as --lockcheck-hang-report)")
     parser.addini("lockcheck_timed_acquire", default="try",
                   help="`try` (default): acquire(timeout=...) is a trylock; `blocking`: validated as blocking")
 
@@ -187,6 +208,7 @@ class LockcheckPlugin:
         self._child_offsets: dict[str, int] = {}
         self.in_child = False
         self.mode = _mode(config)
+        self.hang: Optional[Any] = None
         self.stack_depth = _stack_depth(config)
         if self._is_controller(config):
             self._become_controller()
@@ -211,6 +233,7 @@ class LockcheckPlugin:
 
         self.child_dir = tempfile.mkdtemp(prefix="lockcheck-children-")
         self.recorder.on_fork_child = self._in_forked_child
+        self.hang = _hang_hooks(config, self.recorder)
         pylocks.start(self.recorder)
         if not early:
             self.configured()
@@ -257,6 +280,8 @@ class LockcheckPlugin:
     def close(self) -> None:
         from lockcheck import pylocks
 
+        if self.hang is not None:
+            self.hang.uninstall()
         if self.recorder is not None:
             pylocks.stop(self.recorder)
             if self.in_child:
@@ -379,9 +404,14 @@ class LockcheckPlugin:
         marker = item.get_closest_marker("lockcheck")
         check = not (marker is not None and (marker.kwargs.get("skip") or marker.kwargs.get("enabled") is False))
         rec.set_context(item.nodeid, check)
+        if self.hang is not None:
+            self.hang.install()  # pytest-timeout is loaded by now, if it is there
+            self.hang.test_started(item)
         try:
             return (yield)
         finally:
+            if self.hang is not None:
+                self.hang.test_ended()
             rec.end_context(item.nodeid)
             rec.set_context(None)
 
@@ -651,6 +681,26 @@ def _checker(config: pytest.Config) -> Checker:
     graph = DepGraph()
     order.seed(graph)
     return OrderChecker(order, graph)
+
+
+def _hang_hooks(config: pytest.Config, rec: Any) -> Any:
+    """The deadlock mode set (`lockcheck.waitfor`), and the hang report's hooks (`lockcheck.hang`)."""
+    from lockcheck import hang, waitfor
+
+    mode = (_option(config, "lockcheck_deadlock") or str(config.getini("lockcheck_deadlock")).strip().lower()
+            or waitfor.RAISE)
+    if mode not in waitfor.MODES:
+        raise pytest.UsageError(f"lockcheck_deadlock: expected `raise`, `report` or `off`, not {mode!r}")
+    waitfor.mode = mode
+    seconds = _option(config, "lockcheck_hang_report")
+    if seconds is None:
+        try:
+            seconds = float(str(config.getini("lockcheck_hang_report")).strip() or 0)
+        except ValueError:
+            raise pytest.UsageError("lockcheck_hang_report: expected a number of seconds") from None
+    if seconds < 0:
+        raise pytest.UsageError("--lockcheck-hang-report: expected 0 or more seconds")
+    return hang.HangHooks(config, rec, seconds)
 
 
 def _mode(config: pytest.Config) -> str:

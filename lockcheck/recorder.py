@@ -74,10 +74,11 @@ class Recorder:
         #: a `__del__` that runs in one of them while it is in here queues its work instead of
         #: waiting for a lock its own thread holds
         self._busy: set = set()
-        #: work queued for the next feed: events, ("drop"|"exit"|"fork", ...) items
+        #: work queued for the next feed: events, ("drop"|"exit"|"fork"|"process", ...) items
         self._pending: collections.deque = collections.deque()
-        #: locks (class, instance) held by a thread that is gone -- ended holding an RLock, or
-        #: not the forking thread of this forked child -- -> (why, its TaskState, the HeldLock):
+        #: locks (class, instance) held by a thread that is gone -- ended holding an RLock, not
+        #: the forking thread of this forked child, or the forking thread whose code does not go
+        #: on in a multiprocessing child -- -> (why, its TaskState, the HeldLock):
         #: nobody will release them, so taking one is the finding (`held-at-exit`, `held-at-fork`)
         self._orphans: dict = {}
         self.dropped_held = 0  # locks garbage-collected or re-initialised while held
@@ -91,6 +92,8 @@ class Recorder:
         #: locks that existed before tracking began (`lockcheck.patching.Preexisting`), set by start
         self.preexisting: list = []
         self._local = _thread._local()
+        #: thread ident -> the task key of the newest thread with it (idents are reused)
+        self.thread_keys: dict[int, str] = {}
         self._atasks: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
         self._sites: dict = {}
         if trace is not None:
@@ -152,6 +155,7 @@ class Recorder:
             name = current.name if current is not None else "thread"
             name = name.replace(" ", "_").replace("\t", "_").replace('"', "'")
             task = f"{self.task_prefix}{name}/{next(_task_numbers)}"
+            self.thread_keys[_get_ident()] = task  # the hang report's thread -> task (lockcheck.hang)
             gen, comm = -1, task
             # dropped with the thread's locals when the thread ends (any thread: _thread, dummy)
             local.end = _ThreadEnd(self._pending, task)
@@ -257,6 +261,14 @@ class Recorder:
                 self.on_finding(finding, self.context)
         return found
 
+    def add_finding(self, finding: Finding) -> None:
+        """A finding made outside the checker (a cycle of waits, `lockcheck.waitfor`): filed under
+        the current test like the checker's own."""
+        with self._feed_lock:
+            kept = self._file([finding])
+        if kept and self.on_finding is not None:
+            self.on_finding(finding, self.context)
+
     def drain(self) -> list[Finding]:
         """Apply the queued work now (at the end of a test, of the session); the findings it made."""
         if not self._pending:
@@ -355,6 +367,8 @@ class Recorder:
                     found.extend(self._feed(Event(task, RELEASE, cls, inst), None))
             elif item[0] == "exit":
                 found.extend(self._thread_ended(item[1]))
+            elif item[0] == "process":
+                self._process_target(item[1])
         return found
 
     def _thread_ended(self, task: str) -> list[Finding]:
@@ -393,6 +407,32 @@ class Recorder:
         if self.on_fork_child is not None:
             self.on_fork_child(self)
 
+    def process_started(self) -> None:
+        """`multiprocessing.util.register_after_fork`: this forked child now runs a multiprocessing
+        target (start method fork), and will exit when it returns.
+
+        The forking thread's frames -- the `with` blocks around `Process.start()`, a pool's own
+        lock -- never resume in this child, so what that thread held at the fork is nobody's
+        here: locked for ever, as another thread's hold at the fork is, and no lock the target
+        takes nests inside it.  The target runs as a new task.
+        """
+        if not self.active:
+            return
+        info = getattr(self._local, "info", None)
+        if info is None:
+            return
+        self._pending.append(("process", info[1]))
+        del self._local.info  # the next lock operation makes this thread a new task
+
+    def _process_target(self, task: str) -> None:
+        """The forking thread's holds become orphans (see `process_started`); its stack goes."""
+        state = self.checker.tasks.pop(task, None)
+        if state is None:
+            return
+        for hlock in state.held:
+            self._orphans[hlock.lock, hlock.instance] = ("process", state, hlock)
+        self.checker._tasks_before += 1
+
     def _fork_child(self, task: Optional[str]) -> None:
         """The threads that did not survive the fork: what they held, nobody in the child releases."""
         tasks = self.checker.tasks
@@ -410,10 +450,15 @@ class Recorder:
         state = self.checker.tasks.get(ev.task)
         if state is None:
             return _NOTHING
-        if why == "fork":
+        if why in ("fork", "process"):
+            # next: this acquisition (fed already, so the innermost hold); prev: the hold at the fork
+            taking = state.held[-1] if state.held and state.held[-1].instance == ev.instance else None
             finding = self.checker._finding(HELD_AT_FORK, state, ev, lock=hlock.cls, held=hlock.cls,
-                                            next=self.checker.snapshot(hlock))
+                                            next=self.checker.snapshot(taking) if taking is not None else None,
+                                            prev=self.checker.snapshot(hlock))
             finding.details["holder"] = gone.key
+            if why == "process":
+                finding.details["process_target"] = True
         else:  # the report of the thread that ended holding it, made when it matters
             finding = self.checker._finding(F.HELD_AT_EXIT, gone, ev, lock=hlock.cls)
             finding.details["task_exit"] = True
@@ -540,10 +585,16 @@ def _count(n: int, noun: str) -> str:
 #: - same-class nesting ordered on purpose (lockdep's `lock_set_cmp_fn`):
 #:   `concurrent.futures._AcquireFutures` takes Future conditions sorted by id();
 #: - logging: `logging.config` (fileConfig, dictConfig) holds the module lock while it shuts
-#:   the old handlers down (each handler's lock), and `FileHandler.close` holds its handler's
-#:   lock while `Handler.close` takes the module lock -- an inversion inside the stdlib itself
-#:   (every Python 3.10-3.13), reported by any run that configures logging twice.
-DEFAULT_SUPPRESS = ["recursive-locking Future._condition", "circular-dependency logging._lock *Handler.lock"]
+#:   the old handlers down (each handler's lock), and `FileHandler.close` (and the close of
+#:   MemoryHandler, SocketHandler, SysLogHandler) holds its handler's lock while `Handler.close`
+#:   takes the module lock -- an inversion inside the stdlib itself (every Python 3.10-3.13),
+#:   reported by any run that configures logging twice.
+#: Both name the classes by their qualified names, so only the stdlib's own classes match: a
+#: third-party handler whose `emit` logs (taking the module lock under its handler lock, as
+#: opentelemetry-sdk's LoggingHandler does) inverts against dictConfig in its own code, and is
+#: reported.
+DEFAULT_SUPPRESS = ["recursive-locking concurrent.futures._base.Future._condition",
+                    "circular-dependency logging._lock logging.*Handler.lock"]
 
 
 def _parse_rule(rule: str) -> tuple[str, list[str]]:

@@ -16,8 +16,10 @@ import asyncio
 import asyncio.locks
 import sys
 import threading
+import time
 from typing import TYPE_CHECKING, Any, Optional
 
+from lockcheck import waitfor as _waitfor
 from lockcheck.events import RREAD, WRITE
 from lockcheck.pysites import creation, registry, user_frame
 
@@ -34,6 +36,7 @@ _ORIG_ALOCK = asyncio.locks.Lock
 
 _RAW_LOCK_TYPE = type(_thread.allocate_lock())
 _RAW_RLOCK_TYPE = type(_ORIG_RLOCK())
+_monotonic = time.monotonic
 
 #: the active recorder, set by `lockcheck.patching.start` (None: every tracked lock behaves
 #: as the raw lock it wraps); a module global because every acquire reads it
@@ -73,7 +76,7 @@ class _WrapperMeta(type):
 class _Tracked(metaclass=_WrapperMeta):
     """What every tracked lock has: the real lock, its class, instance and holder."""
 
-    __slots__ = ("_real", "_cls", "_inst", "_holder", "__weakref__")
+    __slots__ = ("_real", "_cls", "_inst", "_holder", "_since", "__weakref__")
     _lc_instantiable = False
 
     def __getattr__(self, attr: str) -> Any:
@@ -133,7 +136,8 @@ class _Tracked(metaclass=_WrapperMeta):
                           blocking: bool, timeout: float) -> bool:
         """Take the real lock with its event: a trylock is fed once it succeeded; a blocking
         acquire is fed *before* it waits (the report must exist even if it never returns),
-        and withdrawn again if it fails or times out."""
+        and withdrawn again if it fails or times out.  An untimed one that cannot take the lock
+        at once is a wait: `lockcheck.waitfor` checks it for a cycle of waits first."""
         __tracebackhide__ = True
         real = self._real
         if self._is_try(rec, blocking, timeout):
@@ -144,7 +148,12 @@ class _Tracked(metaclass=_WrapperMeta):
             return ok
         rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
         try:
-            ok = real.acquire(blocking, timeout)
+            if timeout == -1:
+                ok = True
+                if not real.acquire(False):
+                    _waitfor.wait_thread(self, rec, task, comm, frame)
+            else:
+                ok = real.acquire(blocking, timeout)
         except BaseException:
             rec.released(task, self._cls, self._inst)
             raise
@@ -169,6 +178,7 @@ class TrackedLock(_Tracked):
         self._cls = cls
         self._inst = inst
         self._holder: Optional[str] = None
+        self._since = 0.0
 
     def _acquire(self, blocking: bool, timeout: float, frame: Any, subclass: int) -> bool:
         __tracebackhide__ = True
@@ -183,6 +193,7 @@ class TrackedLock(_Tracked):
 
     def _took(self, task: str) -> None:
         self._holder = task
+        self._since = _monotonic()
 
     def __enter__(self) -> bool:
         """`with lock:` -- the blocking, untimed acquire of `_acquire`, without its general dispatch
@@ -196,11 +207,13 @@ class TrackedLock(_Tracked):
             return self._reacquire(rec, task, comm, sys._getframe(1), 0)
         rec.acquired(task, comm, self._cls, self._inst, sys._getframe(1))
         try:
-            self._real.acquire()
+            if not self._real.acquire(False):  # contended: a wait, checked for a cycle of waits
+                _waitfor.wait_thread(self, rec, task, comm, sys._getframe(1))
         except BaseException:
             rec.released(task, self._cls, self._inst)
             raise
         self._holder = task
+        self._since = _monotonic()
         return True
 
     def _reacquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int) -> bool:
@@ -209,7 +222,11 @@ class TrackedLock(_Tracked):
         if self._real.acquire(True, rec.grace):
             # released by another thread meanwhile (its release was recorded for us)
             rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
-            self._holder = task
+            self._took(task)
+            return True
+        if _waitfor.mixed_thread(self, rec, task, comm, frame):  # report mode: waited, and took it
+            rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
+            self._took(task)
             return True
         rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
         rec.released(task, self._cls, self._inst)
@@ -256,6 +273,7 @@ class TrackedRLock(_Tracked):
         self._cls = cls
         self._inst = inst
         self._holder: Optional[str] = None
+        self._since = 0.0
         self._depth = 0
         OWNED_CLASSES.add(cls)
 
@@ -272,6 +290,7 @@ class TrackedRLock(_Tracked):
 
     def _took(self, task: str) -> None:
         self._holder, self._depth = task, 1
+        self._since = _monotonic()
 
     def release(self) -> None:
         real = self._real
@@ -319,6 +338,7 @@ class TrackedRLock(_Tracked):
             raise
         if task is not None:
             self._holder = task
+            self._since = _monotonic()
         self._depth = depth
 
     def _is_owned(self) -> bool:
@@ -544,8 +564,10 @@ class TrackedAsyncLock(_ORIG_ALOCK, metaclass=_OrigInstanceCheck):
         super().__init__(*args, **kwargs)
         self._lc = creation() if _rec is not None else None
         self._lc_holder: Optional[str] = None
+        self._lc_since = 0.0
 
     async def acquire(self) -> bool:
+        __tracebackhide__ = True  # pytest: a DeadlockError points at the caller
         rec = _rec
         lc = self._lc
         if rec is None or lc is None:
@@ -564,15 +586,18 @@ class TrackedAsyncLock(_ORIG_ALOCK, metaclass=_OrigInstanceCheck):
                     f"and no other task released it within {rec.grace:g}s (possible recursive locking detected)"
                 ) from None
             rec.acquired(task, comm, cls, inst, frame)
-            self._lc_holder = task
+            self._lc_holder, self._lc_since = task, _monotonic()
             return True
         rec.acquired(task, comm, cls, inst, frame)
         try:
-            await super().acquire()
+            if self._locked:  # a wait: checked for a cycle of waits first
+                await _waitfor.wait_task(self, super().acquire, rec, task, comm, frame)
+            else:
+                await super().acquire()
         except BaseException:
             rec.released(task, cls, inst)
             raise
-        self._lc_holder = task
+        self._lc_holder, self._lc_since = task, _monotonic()
         return True
 
     def release(self) -> None:

@@ -65,6 +65,49 @@ def test_any_bytes_through_the_cli_exit_0_1_or_2(tmp_path, data):
     assert "Traceback" not in err.getvalue()
 
 
+JSON_VALUES = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8)
+                           | st.sampled_from(["EN", "INITIAL USE", "A", "x.lt", "9" * 5000]),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner,
+                                                                                      max_size=3),
+                           max_leaves=6)
+TRACE = os.path.join(os.path.dirname(__file__), "..", "traces", "abba.lt")
+
+
+def _paths(value, path=()):
+    """Every place in a JSON document: object keys and list items, outermost first."""
+    yield path
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        yield from _paths(item, path + (key,))
+
+
+@settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "150")), deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_any_value_anywhere_in_a_saved_graph_is_used_or_one_error(tmp_path, data):
+    """A real saved graph with one value replaced by any JSON value: `--baseline` and `diff` use it or refuse it."""
+    graph = tmp_path / "g.json"
+    if not graph.exists():
+        assert main(["graph", "--no-config", "--no-progress", TRACE, "-o", str(graph)],
+                    stdout=io.StringIO(), stderr=io.StringIO()) == 0
+        (tmp_path / "good.json").write_bytes(graph.read_bytes())
+    doc = json.loads((tmp_path / "good.json").read_text())
+    path = data.draw(st.sampled_from(list(_paths(doc))[1:]))
+    place = doc
+    for key in path[:-1]:
+        place = place[key]
+    place[path[-1]] = data.draw(JSON_VALUES)
+    graph.write_text(json.dumps(doc))  # NaN and Infinity as Python writes them: not JSON, refused
+    for args in (["check", "--no-config", "--no-progress", "--baseline", str(graph), TRACE],
+                 ["diff", "--no-config", str(graph), TRACE]):
+        err = io.StringIO()
+        status = main(args, stdout=io.StringIO(), stderr=err)
+        errors = [line for line in err.getvalue().splitlines() if not line.startswith("lockcheck: ")]
+        assert "internal error" not in err.getvalue() and "Traceback" not in err.getvalue(), err.getvalue()
+        assert status in (0, 1) and not errors or status == 2 and len(errors) == 1, err.getvalue()
+        assert not errors or errors[0].startswith(f"{graph}:")
+
+
 def test_read_all_is_lazy_and_errors_name_the_file(tmp_path):
     path = tmp_path / "bad.lt"
     path.write_text("T1 acquire A\nT1 zap\n")

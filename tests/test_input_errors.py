@@ -14,8 +14,8 @@ import io
 import json
 import lzma
 import re
+import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -95,6 +95,27 @@ def test_huge_numbers_in_a_lockdep_dump(tmp_path):
     path = write(tmp_path, "lockdep", f"all lock classes:\n00ab FD: {DIGITS} BD:    2 +.+.: A\n")
     status, _, err = check(path)
     assert one_error(status, err, path).group(1) == "2"
+
+
+LOCK_STAT_HEAD = ("lock_stat version 0.4\n" + "-" * 20 + "\n class name con-bounces contentions waittime-min "
+                  "waittime-max waittime-total waittime-avg acq-bounces acquisitions holdtime-min holdtime-max "
+                  "holdtime-total holdtime-avg\n" + "-" * 20 + "\n\n")
+
+
+@pytest.mark.parametrize("tail, line", [
+    (f"  A:  {DIGITS}  1  1.00  1.00  1.00  1.00  1  1  0.00  1.00  1.00  1.00\n", "6"),
+    (f"  A:  1  1  1.00  1.00  1.00  1.00  1  1  0.00  1.00  {DIGITS}.00  1.00\n", "6"),
+    (f"  A:  1  1  1.00  1.00  1.00  1.00  1  1  0.00  1.00  1.00  1.00\n  ----\n  A  {DIGITS}  [<0abc>] f+0x1/0x2\n",
+     "8"),
+])
+def test_huge_numbers_in_a_lock_stat_dump(tmp_path, tail, line):
+    """`stat` of a /proc/lock_stat dump: a count or a time of thousands of digits is an error at its column."""
+    path = write(tmp_path, "lock_stat", LOCK_STAT_HEAD + tail)
+    status, _, err = cli("stat", "--no-progress", path)
+    match = one_error(status, err, path, "number too long (500")
+    assert match.group(1) == line
+    source = Path(path).read_text().splitlines()[int(line) - 1]
+    assert source[int(match.group(2)) - 1:].startswith("999")
 
 
 def test_huge_line_number_in_a_site_is_no_site(tmp_path):
@@ -207,6 +228,9 @@ EVIDENCE = {"file": "x.lt", "line": 1, "task": "T"}
                                                                                  "function": "f"}])}]},
      "evidence.stack[0].line: expected an integer"),
     ({"lockcheck-graph": 1, "classes": [{"name": "A"}, {"name": "A"}]}, "listed twice"),
+    ({"lockcheck-graph": 1, "classes": [{"name": "A", "usage": [["INITIAL USE"]]}]}, "unknown usage bit a list"),
+    ({"lockcheck-graph": 1, "dependencies": [{"from": "A", "to": "B", "dep": [{}], "evidence": EVIDENCE}]},
+     "unknown dependency type an object"),
 ])
 def test_saved_graph_of_wrong_types(tmp_path, doc, message):
     graph = write(tmp_path, "g.json", json.dumps(doc, indent=1))
@@ -363,10 +387,11 @@ def test_aliases_stay_fast_on_adversarial_names(tmp_path):
                                     "[[alias]]\nglob = '*a*a*a*a*a*b'\nclass = 'y'\n")
     names = ["a" * n for n in (29, 200, 511, 512, 5000)]
     trace = write(tmp_path, "t.lt", "".join(f"T{i} acquire {n}\nT{i} release {n}\n" for i, n in enumerate(names)))
-    start = time.perf_counter()
-    status, _, err = check("--suppress", sup, trace)
-    assert status == 0, err
-    assert time.perf_counter() - start < 5
+    # no stopwatch (speed is the benchmarks' job): a hang guard only, far above the milliseconds this takes
+    # and far below the centuries an unbounded pattern ((a+)+b, 2^512 paths) would
+    result = subprocess.run([sys.executable, "-m", "lockcheck", "check", "--no-config", "--no-progress",
+                             "--suppress", sup, trace], capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
 
 
 def test_glob_alias(tmp_path):

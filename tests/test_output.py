@@ -85,11 +85,22 @@ def test_full_disk_keeps_the_old_file(tmp_path, trace, monkeypatch, command):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["abba.lt", "out.json"]  # no temporary file left
 
 
-def test_file_size_limit_keeps_the_old_graph(tmp_path, trace):
-    """A real short write (RLIMIT_FSIZE, as a full disk would): the old graph survives, one error line."""
+@pytest.mark.parametrize("command", [
+    lambda trace, out: ["graph", "--no-config", trace, "-o", out],
+    lambda trace, out: ["check", "--no-config", trace, "--save-graph", out],
+    lambda trace, out: ["check", "--no-config", "--format", "json", trace, "-o", out],
+    lambda trace, out: ["convert", trace, "-o", out],
+])
+@pytest.mark.parametrize("size", [1024, 4096])
+def test_file_size_limit_keeps_the_old_file(tmp_path, command, size):
+    """A real short write (RLIMIT_FSIZE, as a full disk would): the old file survives, one error line.
+
+    The file object's own close flushes what is still buffered and fails
+    again: that second failure is the same one error, not a traceback.
+    """
     big = tmp_path / "big.lt"
     big.write_text("".join(f"T{i} acquire L{i}\nT{i} acquire M{i}\nT{i} release M{i}\nT{i} release L{i}\n"
-                           for i in range(300)))
+                           for i in range(300)) + "".join(f"R{i} acquire X{i}@1\nR{i} acquire X{i}@2\n" for i in range(40)))
     target = tmp_path / "g.json"
     target.write_text(OLD)
 
@@ -97,12 +108,14 @@ def test_file_size_limit_keeps_the_old_graph(tmp_path, trace):
         import resource
 
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
 
-    result = lockcheck("graph", "--no-config", str(big), "-o", str(target), preexec_fn=limit)
+    result = lockcheck(*command(str(big), str(target)), preexec_fn=limit)
     assert result.returncode == 2, result.stderr
-    assert result.stderr.splitlines()[-1].startswith(f"{target}: cannot write: ")
+    assert [line for line in result.stderr.splitlines() if not line.startswith("lockcheck: ")] == \
+        [f"{target}: cannot write: File too large"], result.stderr
     assert target.read_text() == OLD
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.lt", "g.json"]  # no temporary file left
 
 
 SLOW_WRITER = """
@@ -169,6 +182,20 @@ def test_full_stdout_is_one_line():
                                 stdout=full, stderr=subprocess.PIPE, text=True, cwd=Path(__file__).parents[1])
     assert result.returncode == 2
     assert result.stderr == "<stdout>: cannot write: No space left on device\n"
+
+
+@pytest.mark.parametrize("args", [["--help"], ["check", "--help"], ["--version"]])
+def test_help_and_version_on_a_full_stdout_are_one_line(args):
+    with open("/dev/full", "w") as full:
+        result = subprocess.run([sys.executable, "-m", "lockcheck", *args], stdout=full, stderr=subprocess.PIPE,
+                                text=True)
+    assert (result.returncode, result.stderr) == (2, "<stdout>: cannot write: No space left on device\n")
+
+
+def test_help_goes_to_the_stdout_main_was_given():
+    status, out, err = cli("check", "--help")
+    assert status == 0 and err == ""
+    assert out.startswith("usage: lockcheck check") and "examples:" in out
 
 
 def test_closed_pipe_is_one_line(tmp_path, trace):

@@ -2,8 +2,9 @@
 
 A representative subset of CPython's `test.test_threading` (the lock, Condition-as-RLock and
 semaphore test classes, `threading.__all__`, and the ThreadTests that observe lock types and
-foreign threads) runs twice in subprocesses, without and with `--lockcheck`; the outcome of
-every test id must be the same, with no finding.  The full modules, on 3.10-3.13, are run by
+foreign threads) and of `test.test_logging` (a fork while another thread holds the handler
+locks, MemoryHandler flushing to its target, `logging.__all__`) runs twice in subprocesses,
+without and with `--lockcheck`; the outcome of every test id must be the same, with no finding.  The full modules, on 3.10-3.13, are run by
 hand (the numbers are in the issue's closing note): this is what fits in CI time.
 """
 
@@ -18,7 +19,8 @@ from pathlib import Path
 import pytest
 
 SUBSET = ("(LockTests and not RLockTests) or ConditionAsRLockTests or BoundedSemaphoreTests or MiscTestCase"
-          " or test_disallow_instantiation or test_foreign_thread or test_lock_no_subclass")
+          " or test_disallow_instantiation or test_foreign_thread or test_lock_no_subclass"
+          " or test_post_fork_child_no_deadlock or MemoryHandlerTest")
 TIMEOUT = 300
 
 
@@ -41,7 +43,7 @@ def test_cpython_threading_tests_give_the_same_results_with_the_plugin(tmp_path:
     for mode in ("off", "on"):
         xml = tmp_path / f"{mode}.xml"
         args = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:logging",
-                "-o", "addopts=", "--pyargs", "test.test_threading", "-k", SUBSET, f"--junitxml={xml}"]
+                "-o", "addopts=", "--pyargs", "test.test_threading", "test.test_logging", "-k", SUBSET, f"--junitxml={xml}"]
         if mode == "on":
             args.append("--lockcheck")
         # both at once: the tests mostly sleep and wait for threads
@@ -52,6 +54,8 @@ def test_cpython_threading_tests_give_the_same_results_with_the_plugin(tmp_path:
         outputs[mode], _ = proc.communicate(timeout=TIMEOUT)
     off, on = _outcomes(runs["off"][0]), _outcomes(runs["on"][0])
     assert sum(1 for outcome in off.values() if outcome == "passed") >= 40  # the subset ran
+    assert any(test.endswith("test_post_fork_child_no_deadlock") for test in off)
+    assert sum(1 for test in off if "MemoryHandlerTest" in test) >= 2
     differ = {test: (off.get(test), on.get(test)) for test in set(off) | set(on) if off.get(test) != on.get(test)}
     assert differ == {}, outputs["on"][-3000:]
     assert "lockcheck: 0 findings in " in outputs["on"], outputs["on"][-3000:]

@@ -242,6 +242,59 @@ def test_fork_with_a_lock_held_by_another_thread(pytester: pytest.Pytester) -> N
     result.stdout.no_fnmatch_line("*recursive locking*")
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX-only")
+def test_multiprocessing_child_started_while_holding_a_lock(pytester: pytest.Pytester) -> None:
+    """A pool that starts its worker processes (start method fork) while it holds its own lock
+    (pebble's ProcessPool does): the child runs the worker and exits, its parent's `with` never
+    resumes there, so that hold is not the child's -- a pool the worker makes is no nesting of
+    one class -- but the lock stays locked in the child, so taking it is held-at-fork."""
+    pytester.makepyfile(test_pool="""
+        import multiprocessing
+        import threading
+
+
+        class Pool:
+            def __init__(self):
+                self.mutex = threading.Lock()
+
+            def run(self, target, *args):
+                with self.mutex:  # a worker started under the pool's lock
+                    proc = multiprocessing.get_context("fork").Process(target=target, args=args)
+                    proc.start()
+                proc.join(3)
+                if proc.exitcode is None:  # hung, as it would for ever
+                    proc.kill()
+                    proc.join()
+                return proc.exitcode
+
+
+        def worker_with_a_pool_of_its_own():
+            with Pool().mutex:
+                pass
+
+
+        def worker_taking_the_parents_lock(pool):
+            with pool.mutex:
+                pass
+
+
+        def test_worker_makes_a_pool():
+            assert Pool().run(worker_with_a_pool_of_its_own) == 0
+
+
+        def test_worker_takes_the_lock_held_at_the_fork():
+            pool = Pool()
+            assert pool.run(worker_taking_the_parents_lock, pool) != 0
+    """)
+    result = run(pytester, "-p", "no:logging")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(["*FAILED test_pool.py::test_worker_takes_the_lock_held_at_the_fork*"])
+    result.stdout.fnmatch_lines(["*WARNING: lock held by another thread at fork*",
+                                 "*but MainThread/* held it when it started this process*",
+                                 "*MainThread/* held Pool.mutex (taken at test_pool.py:10*) when it started this process*"])
+    result.stdout.no_fnmatch_line("*recursive locking*")
+
+
 APP = """
     from threading import Lock
 
@@ -455,3 +508,46 @@ def test_memory_handler_flushing_to_its_target_is_clean(pytester: pytest.Pyteste
     result = run(pytester, "-p", "no:logging")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["lockcheck: 0 findings in *"])
+
+
+def test_only_the_stdlibs_own_logging_inversion_is_accepted(pytester: pytest.Pytester) -> None:
+    """dictConfig holds logging's module lock while it takes each old handler's lock.  The
+    stdlib's FileHandler.close takes them the other way round (accepted by default: no program
+    can change it); a third-party handler whose emit() logs does the same in its own code
+    (opentelemetry-sdk's LoggingHandler did), a real deadlock with a thread that reconfigures
+    logging -- reported, even though its class name ends in Handler.lock."""
+    pytester.makepyfile(test_handlers="""
+        import logging
+        import logging.config
+
+        CONFIG = {"version": 1, "disable_existing_loggers": False}
+
+
+        class AuditHandler(logging.Handler):
+            def emit(self, record):
+                logging.getLogger("audit.inner")  # logging's module lock, under this handler's lock
+
+
+        def test_file_handler_closed_then_logging_reconfigured(tmp_path):
+            handler = logging.FileHandler(tmp_path / "app.log")
+            handler.close()  # its lock, then the module lock (Handler.close)
+            logging.config.dictConfig(CONFIG)  # the module lock, then each old handler's
+            del handler
+
+
+        def test_handler_that_logs_then_logging_reconfigured():
+            handler = AuditHandler()
+            logger = logging.getLogger("app")
+            logger.addHandler(handler)
+            try:
+                logger.warning("audited")
+                logging.config.dictConfig(CONFIG)
+            finally:
+                logger.removeHandler(handler)
+    """)
+    result = run(pytester, "-p", "no:logging")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines([
+        "*FAILED test_handlers.py::test_handler_that_logs_then_logging_reconfigured*"])
+    result.stdout.fnmatch_lines(["lockcheck: 1 finding (1 circular-dependency), 1 suppressed in *",
+                                 "  circular-dependency: *AuditHandler.lock*"])

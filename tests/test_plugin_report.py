@@ -408,3 +408,38 @@ def test_reports_show_stacks_how_to_fix_and_a_suppression_that_works(pytester: p
     result.assert_outcomes(passed=6)
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*lockcheck: 0 findings, 3 suppressed*"])
+
+
+def _backtrace(report: str) -> list[str]:
+    """The frames a report prints under `stack backtrace:` (up to its `by TASK in test` line)."""
+    lines = report.splitlines()
+    frames = []
+    for line in lines[lines.index("stack backtrace:") + 1:]:
+        if not line.startswith(" ") or line.startswith(" by "):
+            break
+        frames.append(line.strip())
+    return frames
+
+
+def test_stack_depth_option_limits_the_frames_of_each_report(pytester: pytest.Pytester) -> None:
+    """`--lockcheck-stack-depth` (and its ini twin) is how many frames each site shows; bad values
+    are a usage error, not a traceback."""
+    pytester.makepyfile(**REPORT_SUITE)
+    frames = {}
+    # the command line; then the ini option, when the command line does not say
+    for args, ini in ((["--lockcheck-stack-depth=3"], ""), ([], "lockcheck_stack_depth = 1\n")):
+        pytester.makeini("[pytest]\nlockcheck_grace = 0.1\n" + ini)
+        result = run(pytester, "--lockcheck", *args, "-k", "add or audit")
+        result.assert_outcomes(passed=1, failed=1)
+        (report,) = reports(result.stdout.str().split(" short test summary info ", 1)[0])
+        frames[len(frames)] = _backtrace(report)
+    # innermost first: the helper, the method and the test; with 1, the helper alone
+    assert len(frames[0]) == 3 and frames[0][0] == "util.py:6 in locked"
+    assert frames[0][1].startswith("bank.py:26 in ") and frames[0][2] == "test_bank.py:12 in test_audit"
+    assert frames[1] == ["util.py:6 in locked"]
+    for bad, message in (("--lockcheck-stack-depth=-1", "*--lockcheck-stack-depth: expected 0 or more frames*"),
+                         ("-olockcheck_stack_depth=deep", "*lockcheck_stack_depth: expected a number of frames*")):
+        result = run(pytester, "--lockcheck", bad)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([message])
+        assert "Traceback" not in result.stderr.str()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import lzma
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -451,14 +450,10 @@ def test_names_resolved_by_address_match_the_printed_names():
     assert wrong == []
 
 
-def test_real_capture_speed_fast_path_beats_the_grammar():
-    lines = capture_lines("clean")[12:20012]
-    started = time.perf_counter()
-    for line in lines:
-        ftrace.scan(line)
-    fast = time.perf_counter() - started
-    started = time.perf_counter()
-    for line in lines[:1000]:
-        ftrace.scan_slow(line)
-    slow = (time.perf_counter() - started) * 20
-    assert fast * 5 < slow
+def test_real_capture_lock_lines_never_fall_to_the_grammar():
+    """The fast path's speed is the benchmarks' business; what a test can hold is that it is
+    taken: every lock event line of a real capture is read by `scan`, not left to the grammar."""
+    lines = [line for line in capture_lines("clean")[12:20012] if " lock_" in line]
+    assert len(lines) > 10000
+    left = [line for line in lines if ftrace.scan(line) is None]
+    assert left == []

@@ -207,6 +207,48 @@ def test_a_report_cut_short_gives_what_it_printed_with_a_note(log: Path) -> None
             assert any("cut short" in note or "lost lines" in note for note in splat.notes)
 
 
+#: sentences that only a lockdep report prints, after its title (lockdep.c's print_*_bug functions)
+_REPORT_ONLY = ("*** DEADLOCK ***", "May be due to missing lock nesting notation",
+                "the existing dependency chain (in reverse order) is:", "which lock already depends on the new lock.",
+                "but there are no more locks to release!")
+
+
+@pytest.mark.parametrize("log", LOGS, ids=lambda p: p.stem)
+def test_a_report_whose_start_the_log_lost_is_noted_not_passed_over(log: Path) -> None:
+    """A log that begins inside a report (a dmesg whose ring buffer wrapped, a paste of a report's
+    middle): its kind, task and lock came before the cut, so nothing is read, but where its
+    remaining lines say they are a lockdep report, a note says so (one per report) instead of
+    the log passing as clean."""
+    lines = stamped(raw(lines_of(log)))
+    splats, stats = read_back(lines)
+    assert stats.headless == 0 and len(splats) == 1  # a whole report is no headless part
+    title = next(i for i, line in enumerate(lines) if split_prefix(line)[2].startswith(("WARNING: ", "[ ")))
+    for cut in range(title + 1, len(lines)):
+        rest = lines[cut:]
+        says = [i for i, line in enumerate(rest, 1) if split_prefix(line)[2].strip() in _REPORT_ONLY]
+        splats, stats = read_back(rest, "wrapped.log")
+        assert splats == [], cut
+        assert stats.headless == (1 if says else 0), cut
+        if says:
+            [note] = stats.notes
+            assert note.startswith(f"wrapped.log:{says[0]}: part of a lockdep report whose start is not in the log")
+
+
+def test_each_headless_part_is_noted_once() -> None:
+    report = raw(lines_of(DATA / "circular-3-classes.log"))
+    tail = report[report.index("the existing dependency chain (in reverse order) is:"):]
+    other = [f"usb 1-1: event {i}" for i in range(250)]  # far enough apart to be two reports
+    splats, stats = read_back(stamped(tail + other + tail))
+    assert splats == [] and stats.headless == 2 and len(stats.notes) == 2
+    # and the closing note of a run says what was not read
+    from lockcheck.logreports import ReportCollector
+
+    collector = ReportCollector(None)
+    collector.log_done("dmesg", stats)
+    assert collector.notes()[0].startswith("read no lockdep report from 1 kernel log, and 2 parts of reports "
+                                           "whose start is not in the log; skipped ")
+
+
 _PRINTED_CLASS = re.compile(r"\((\S[^\n]*?)\)\{[-+.?]*\}|lock\(([^\n]*?)\);")
 
 

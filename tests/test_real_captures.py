@@ -168,3 +168,37 @@ def test_where_each_acquisitions_annotations_came_from(boot):
     assert any(note.startswith(f"annotations of {resolved['acquisitions']} captured acquisitions: "
                                f"{resolved['state']} from the kernel's state ({changed} changed by it)")
                for note in with_state["notes"])
+
+
+def test_the_readmes_table_of_annotation_sources_is_measured():
+    """The README's table of where each capture's annotations came from, and what the built-in
+    rules save, are what check reports on these captures, not figures remembered from a run."""
+    import re
+
+    from testdata import ROOT
+
+    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    extra = {}
+    for boot in BOOTS:
+        _, alone = check(boot)
+        _, resolved = check(boot, *state(boot))
+        plain, stated = alone["stats"]["annotations"], resolved["stats"]["annotations"]
+        assert plain["capture"] == stated["capture"] == 0  # neither was made with the kprobe
+
+        def changed(kind: str) -> int:
+            return sum(int(m.group(1)) for note in resolved["notes"]
+                       for m in [re.match(rf"(\d+) acquisitions? of .* {kind}", note)] if m)
+
+        subclasses, trylocks = changed("given subclass"), changed("taken as trylocks")
+        assert subclasses + trylocks == stated["state_changed"]
+        row = (f"| `{boot}` | {stated['acquisitions']} | {stated['state']} from the state "
+               f"({stated['state_changed']} changed: {subclasses} subclasses, {trylocks} lost `try ` flags), "
+               f"{stated['rule']} by rule | {plain['rule']} by rule, {plain['none']} left as captured |")
+        assert row in readme, row
+        # without the built-in rules: the same findings, more dependencies (through check=0 maps)
+        _, bare = check(boot, "--no-builtin-annotations")
+        assert [f["kind"] for f in bare["findings"]] == [f["kind"] for f in alone["findings"]]
+        extra[boot] = bare["stats"]["dependencies"] - alone["stats"]["dependencies"]
+        assert extra[boot] > 0
+    assert (f"and {extra['clean']} (`clean`) and {extra['clean-nohash']} (`clean-nohash`) more dependencies"
+            in readme)

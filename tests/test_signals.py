@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import contextlib
+import io
+import json
 import os
 import signal
 import subprocess
@@ -11,6 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from lockcheck.cli import main
 
 #: runs the command as the console script does, saying when lockcheck's first module is imported
 STARTED = ("import sys, lockcheck.entry; sys.stderr.write('started\\n'); sys.stderr.flush(); "
@@ -33,10 +37,30 @@ def big(tmp_path_factory) -> str:
     return big_trace(tmp_path_factory.mktemp("signals") / "big.lt", 5)
 
 
+#: how often `long_trace` names its file: each is a run of its own, read and checked again
+LONG_REPEATS = 16
+
+
 @pytest.fixture(scope="module")
-def long_trace(tmp_path_factory) -> str:
-    """A trace that takes several seconds to check even on the compiled fast path (about 4 s here)."""
-    return big_trace(tmp_path_factory.mktemp("signals") / "long.lt", 32)
+def long_trace(tmp_path_factory) -> list[str]:
+    """Inputs that take several seconds to check even on the compiled fast path (8 MiB read 16 times).
+
+    The compiled fast path checks 32 MiB in about a second, so one file of
+    that size ended before a late interrupt; the same file named again and
+    again makes the work longer without more disk.
+    """
+    return [big_trace(tmp_path_factory.mktemp("signals") / "long.lt", 8)] * LONG_REPEATS
+
+
+def test_the_same_file_named_again_is_read_again(long_trace):
+    """What `long_trace` relies on: each name on the command line is a run of its own, even the same file."""
+    def events(*paths: str) -> int:
+        out = io.StringIO()
+        assert main(["check", "--no-config", "--no-progress", "--format", "json", *paths], stdout=out,
+                    stderr=io.StringIO()) == 0
+        return json.loads(out.getvalue())["stats"]["events"]
+
+    assert events(*long_trace[:3]) == 3 * events(long_trace[0]) > 0
 
 
 def start(*args: str, reader_process: bool = False) -> subprocess.Popen:
@@ -47,9 +71,16 @@ def start(*args: str, reader_process: bool = False) -> subprocess.Popen:
     if reader_process:
         env["LOCKCHECK_FASTPATH"] = "0"
     proc = subprocess.Popen([sys.executable, "-c", STARTED, *args], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, env=env)
+                            stderr=subprocess.PIPE, text=True, env=env, preexec_fn=_default_signals)
     assert proc.stderr.readline() == "started\n"
     return proc
+
+
+def _default_signals() -> None:
+    """As a terminal's foreground command has them, whatever this test run inherited (a background job
+    ignores SIGINT, and lockcheck keeps a signal ignored that it was started with ignored)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)
 
 
 def children(pid: int) -> list[int]:
@@ -103,7 +134,7 @@ needs_worker = pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="the reader 
 @pytest.mark.parametrize("delay", [0.0, 0.1, 0.4, 0.9])
 def test_interrupt_at_any_moment_is_one_line_and_130(tmp_path, long_trace, delay):
     """From lockcheck's first import on: during imports, argument parsing, reading, checking."""
-    proc = start("check", "--no-config", "--no-progress", long_trace)
+    proc = start("check", "--no-config", "--no-progress", *long_trace)
     time.sleep(delay)
     assert proc.poll() is None, "the check ended before the interrupt: the trace is too small to test this"
     proc.send_signal(signal.SIGINT)
@@ -111,6 +142,28 @@ def test_interrupt_at_any_moment_is_one_line_and_130(tmp_path, long_trace, delay
     status = proc.wait(timeout=60)
     assert (status, err) == (130, "lockcheck: interrupted\n")
     assert not list(tmp_path.glob(".*.tmp"))
+
+
+@pytest.mark.parametrize("ignored", [signal.SIGHUP, signal.SIGINT])
+def test_a_signal_ignored_at_start_stays_ignored(long_trace, ignored):
+    """`nohup lockcheck ...` (SIGHUP ignored) and a shell's background job (SIGINT ignored) must not die of
+    that signal: the parent said so."""
+    env = dict(os.environ, LOCKCHECK_JOBS="1")
+
+    def ignore() -> None:
+        _default_signals()
+        signal.signal(ignored, signal.SIG_IGN)
+
+    proc = subprocess.Popen([sys.executable, "-c", STARTED, "check", "--no-config", "--no-progress",
+                             *long_trace[:8]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=ignore)
+    assert proc.stderr.readline() == "started\n"
+    time.sleep(1.0)  # past the imports: lockcheck has taken the signals it takes
+    assert proc.poll() is None, "the check ended before the signal: the trace is too small to test this"
+    proc.send_signal(ignored)
+    out, err = proc.communicate(timeout=300)
+    assert (proc.returncode, err) == (0, "")
+    assert out.startswith("lockcheck: no problems found")
 
 
 def test_interrupt_while_writing_an_output_leaves_no_file(tmp_path):

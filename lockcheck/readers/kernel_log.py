@@ -19,6 +19,10 @@ time, streaming:
 - a report the log cut short (it ends, or another report starts, before the
   `stack backtrace:`), or one that lost lines (a gap in `-> #N`, fewer held
   locks than `N locks held by` said), still gives what it holds, with a note;
+- the rest of a report whose title the log does not hold (a ring buffer
+  that wrapped, a paste of a report's middle) gives nothing to read, but
+  where a sentence only lockdep prints (`*** DEADLOCK ***`...) shows it, a
+  note says so, so that such a log does not pass unremarked;
 - lockdep's own capacity warnings (`BUG: MAX_LOCKDEP_KEYS too low!` and the
   like) and reports of kinds lockcheck does not check (`[ BUG: Invalid wait
   context ]`) become notes;
@@ -247,6 +251,25 @@ _OTHER_TITLES = {"bad_contention": "bad contention detected!", "invalid_wait": "
 #: lines that turn lockdep off without a report of its own: a note each
 _CAPACITY = ("too_low", "invalid_subclass", "non_static_key", "unregistered_key")
 
+#: sentences only a lockdep report prints (grammar tag -> text): met outside any report, they are
+#: the rest of one whose title the log does not hold (a dmesg ring buffer that wrapped, a paste
+#: of the middle of a report) -- a note, never silence
+_REPORT_ONLY = {
+    "deadlock": "*** DEADLOCK ***",
+    "nesting_hint": "May be due to missing lock nesting notation",
+    "chain_head": "the existing dependency chain (in reverse order) is:",
+    "depends": "which lock already depends on the new lock.",
+    "no_more_locks": "but there are no more locks to release!",
+}
+
+
+def _report_only(text: str) -> Optional[str]:
+    """The sentence of `_REPORT_ONLY` this line is (by the grammar), or None; a substring test first."""
+    if not any(sentence in text for sentence in _REPORT_ONLY.values()):
+        return None
+    return _REPORT_ONLY.get(classify(split_prefix(text)[2]).tag)
+
+
 def _may_start(text: str) -> bool:
     """Cheap test: can this line be a title or capacity line?  (Held to the grammar by a test.)
 
@@ -268,10 +291,11 @@ class LogStats:
     reports: int = 0
     other_lines: int = 0  #: lines around, between and inside reports that were not theirs
     truncated: int = 0  #: reports cut short or with lines lost
+    headless: int = 0  #: parts of reports whose title is not in the log
     notes: list[str] = field(default_factory=list)
 
     def merge(self, other: "LogStats") -> None:
-        for name in ("files", "lines", "reports", "other_lines", "truncated"):
+        for name in ("files", "lines", "reports", "other_lines", "truncated", "headless"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.notes.extend(other.notes)
 
@@ -620,6 +644,8 @@ class _LogReader:
         self.width: dict[Optional[str], int] = {}
         self.last_caller: Optional[str] = None
         self.last_ts: Optional[float] = None
+        #: line of the last report-only sentence met outside a report (one note per headless part)
+        self.headless_at: Optional[int] = None
 
     def lines(self, lines: Iterable[str]) -> Iterator[Splat]:
         stats = self.stats
@@ -629,6 +655,7 @@ class _LogReader:
             if not self.open and not _may_start(line):
                 if line.strip():
                     stats.other_lines += 1
+                    self._headless(line, lineno)
                 continue
             yield from self._line(line, lineno)
             if self.open:
@@ -660,6 +687,7 @@ class _LogReader:
         builder = self.open.get(caller)
         if builder is None and not _may_start(body):
             self.stats.other_lines += 1
+            self._headless(body, lineno)
             return
         parsed = classify(body, lineno)
         if parsed.tag in _TITLE_KINDS or parsed.tag in _OTHER_TITLES or parsed.tag in _CAPACITY:
@@ -682,7 +710,25 @@ class _LogReader:
         elif builder.idle >= _MAX_IDLE:
             yield self._close(caller, f"{_MAX_IDLE} lines of other output follow it")
 
+    def _headless(self, text: str, lineno: int) -> None:
+        """A sentence only a lockdep report prints, outside any report: its title is not in the log.
+
+        One note per such part (sentences within `_MAX_IDLE` lines of each
+        other are one report); nothing is read from it, as its kind, task and
+        locks came before it.
+        """
+        sentence = _report_only(text)
+        if sentence is None:
+            return
+        last, self.headless_at = self.headless_at, lineno
+        if last is not None and lineno - last < _MAX_IDLE:
+            return
+        self.stats.headless += 1
+        self.stats.notes.append(f"{self.file}:{lineno}: part of a lockdep report whose start is not in the log "
+                                f"({sentence!r}: the log begins, or lost lines, inside it); nothing read from it")
+
     def _start(self, parsed: Parsed, caller: Optional[str], ts: Optional[float], lineno: int) -> Iterator[Splat]:
+        self.headless_at = None
         tag = parsed.tag
         where = f"{self.file}:{lineno}"
         if tag in _OTHER_TITLES:

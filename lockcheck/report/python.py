@@ -193,8 +193,17 @@ def held_at_exit_advice(finding: Finding) -> list[str]:
 
 def held_at_fork_advice(finding: Finding) -> list[str]:
     holder = finding.details.get("holder", "another thread")
+    held_at = _held_site(finding)
+    taken = f" (taken at {held_at})" if held_at else ""
+    if finding.details.get("process_target"):
+        return [
+            f"{holder} held {finding.held or finding.lock}{taken} when it started this process",
+            "(start method 'fork'); the child runs its target instead of the code that would release",
+            "it, so this acquire never returns. Start the process after releasing the lock, do not",
+            "use that lock in the target, or use the 'spawn' or 'forkserver' start method.",
+        ]
     return [
-        f"{holder} held {finding.held or finding.lock} when the process forked; in the child no thread",
+        f"{holder} held {finding.held or finding.lock}{taken} when the process forked; in the child no thread",
         "will ever release it, so this acquire never returns. Fork before starting threads,",
         "re-initialise the lock in the child (os.register_at_fork(after_in_child=...)), or",
         "start processes with the 'spawn' or 'forkserver' method instead of 'fork'.",

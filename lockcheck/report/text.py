@@ -804,8 +804,14 @@ def print_held_at_fork(finding: Finding, summary: "Summary", pr: _Out) -> None:
     holder = finding.details.get("holder", "another thread")
     print_header(pr, f"WARNING: {finding.message}", finding, summary)
     pr(f"{finding.task} is trying to acquire lock:", print_lock(nxt, finding.location))
-    pr("", f"but {holder} held it when the process forked, and did not survive the fork:",
-       "no thread of this process will ever release it.")
+    if finding.details.get("process_target"):
+        # the forking thread itself, in a multiprocessing child: its code does not go on here
+        pr("", f"but {holder} held it when it started this process:", print_lock(_prev(finding)),
+           "and the code that would release it does not run in the child:",
+           "no thread of this process will ever release it.")
+    else:
+        pr("", f"but {holder} held it when the process forked, and did not survive the fork:",
+           print_lock(_prev(finding)), "no thread of this process will ever release it.")
     pr("", " *** DEADLOCK ***", "")
     lockdep_print_held_locks(pr, finding)
     dump_stack(pr, finding)

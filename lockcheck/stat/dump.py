@@ -29,6 +29,9 @@ _NUMBER = r"-?\d+(?:\.\d+)?"
 _ROW = re.compile(r"^\s*(?P<name>.*?)(?P<kind>-[WR])?:(?P<numbers>(?:\s+" + _NUMBER + r"){12})\s*$")
 _POINT = re.compile(r"^\s*(?P<name>.+?)\s+(?P<count>\d+)\s+(?:\[<(?P<ip>[^>\s]*)>\])?\s*(?P<symbol>\S.*?)\s*$")
 _RULE = re.compile(r"^\s*(-+|\.+)\s*$")
+#: most digits a count or time may have: the kernel prints 64-bit values (20 digits), and Python
+#: refuses to convert numbers of thousands of digits
+MAX_DIGITS = 24
 
 
 def is_lock_stat(first_line: Optional[str]) -> bool:
@@ -103,6 +106,7 @@ class DumpReader:
                         yield current
                     current, rules = ClassStats(name), 0
                 has_write = kind == "-W"
+                self._bounded(line, lineno, row.start("numbers"), row.group("numbers"))
                 self._row(current, kind, row.group("numbers").split())
                 continue
             point = _POINT.match(line) if rules else None
@@ -117,6 +121,7 @@ class DumpReader:
                     yield current
                 current, rules = ClassStats(point.group("name")), 1
                 current.hidden_waits = True
+            self._bounded(line, lineno, point.start("count"), point.group("count"))
             site = (point.group("ip") or "", point.group("symbol"))
             points = current.contention_points if rules == 1 else current.contending_points
             points[site] = points.get(site, 0) + int(point.group("count"))
@@ -124,6 +129,14 @@ class DumpReader:
             raise TraceError(self.file, None, None, "empty file: not a /proc/lock_stat dump")
         if current is not None:
             yield current
+
+    def _bounded(self, line: str, lineno: int, start: int, numbers: str) -> None:
+        """A number longer than any the kernel prints is an error at its column, not a ValueError."""
+        for number in re.finditer(r"\S+", numbers):
+            digits = sum(ch.isdigit() for ch in number.group())
+            if digits > MAX_DIGITS:
+                raise TraceError(self.file, lineno, start + number.start() + 1,
+                                 f"number too long ({digits} digits)", source=line)
 
     @staticmethod
     def _row(stats: ClassStats, kind: Optional[str], numbers: list[str]) -> None:
