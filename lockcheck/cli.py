@@ -113,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
 
     check.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
+    _add_jobs_args(check)
 
     graph = _command(sub, "graph", "write the dependency graph of traces (.json, .graphml, .dot)")
     _add_input_args(graph)
@@ -126,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--suppress", metavar="FILE", help="suppressions and aliases (aliases rename classes; docs/suppress.md)")
     graph.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
     graph.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
+    _add_jobs_args(graph)
     _add_annotation_args(graph)
 
     diff = _command(sub, "diff", "what NEW adds to BASE: dependencies and findings (exit 1 on a new finding)")
@@ -137,6 +139,8 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("--suppress", metavar="FILE", help="accept known findings listed in FILE (TOML: docs/suppress.md)")
     diff.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
     diff.add_argument("--output", "-o", metavar="FILE", help="write the report to FILE instead of stdout")
+    diff.add_argument("--jobs", "-j", type=_jobs, default=1, metavar="N",
+                      help="check in N processes, both sides at once (the result is that of --jobs 1)")
     _add_annotation_args(diff, sides=True)
 
     stat = _command(sub, "stat", "contention and hold-time statistics per class, as /proc/lock_stat")
@@ -179,6 +183,27 @@ def _add_annotation_args(parser: argparse.ArgumentParser, sides: bool = False) -
                              "no-check C), added to the built-in ones")
     parser.add_argument("--no-builtin-annotations", action="store_true",
                         help="do not apply lockcheck's built-in rules for kernel captures (docs/annotations.md)")
+
+
+def _jobs(text: str) -> int:
+    """`--jobs N`: a whole number of processes, at least 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes (1 or more)")
+    return value
+
+
+def _add_jobs_args(parser: argparse.ArgumentParser) -> None:
+    """Where the checking runs: this process, N processes, or a Dask cluster (same findings)."""
+    parser.add_argument("--jobs", "-j", type=_jobs, default=1, metavar="N",
+                        help="check in N processes: files in parallel, one large file split by task "
+                             "(the findings are those of --jobs 1)")
+    parser.add_argument("--dask", metavar="ADDRESS",
+                        help="check on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786); "
+                             "needs pylockdep[dask] and the traces at the same paths on its workers")
 
 
 def _add_input_args(parser: argparse.ArgumentParser, traces_required: bool = True) -> None:
@@ -300,6 +325,8 @@ def _session_options(args: argparse.Namespace, **extra) -> SessionOptions:
         lockdep_state=list(args.lockdep_state),
         annotations=args.annotations,
         builtin_annotations=not args.no_builtin_annotations,
+        jobs=args.jobs,
+        dask=args.dask,
         **extra,
     )
 
@@ -332,7 +359,8 @@ def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
     with _output(args.output, stdout, args) as out:
         return run_diff_command(args.base, args.new, args.format, out, stderr, args.input_format,
-                                args.suppress, not args.no_config, annotations=_annotation_options(args))
+                                args.suppress, not args.no_config, annotations=_annotation_options(args),
+                                jobs=args.jobs)
 
 
 def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:

@@ -74,6 +74,12 @@ class Side:
     reports: Optional["_ReportFan"] = None
     #: cycles a side's /proc/lockdep dumps close among themselves (their graph holds none of them)
     dump_findings: list[Finding] = field(default_factory=list)
+    #: a trace side's inputs (`inputs.Input`s), for `--jobs`; None when it has dumps too
+    inputs: Optional[list] = None
+    #: `--jobs`: what the workers sent back for this side (`lockcheck.jobs.MapResult`s), or None
+    split: Optional[list] = None
+    #: the split side's totals and notes were taken (by its first merge)
+    split_merged: bool = False
 
     def feeds(self, *checkers: Checker) -> None:
         """Each trace file is a run of its own for `checkers`, and a capture starts mid-flight
@@ -151,7 +157,7 @@ def load_side(spec: str, input_format: str = "auto", aliases=None, annotations=N
     if dumps:  # dumps beside traces: their dependencies first, as `check` merges them first
         events = itertools.chain(replay_events(dump_graph), events)
     return Side(spec, DepGraph(), events=events, context=context, annotator=annotator,
-                dump_findings=dump_findings)
+                dump_findings=dump_findings, inputs=None if dumps else paths)
 
 
 def _dump_graph(dumps: list[str], annotator=None) -> tuple[DepGraph, list[Finding]]:
@@ -171,8 +177,15 @@ def run_side(side: Side) -> Side:
     """Check a side on its own (BASE): fill its graph and findings."""
     checker = Checker(DepGraph(), CheckerOptions())
     side.feeds(checker)
-    source = side.events if side.events is not None else replay_events(side.graph)
-    side.findings = side.dump_findings + list(checker.run(source)) + reports_of(side, checker)
+    found = _replay_split(side, checker)
+    if found is None:
+        if side.split is not None:  # the merge could not follow the split: read the side again
+            side.split = None
+            checker = Checker(DepGraph(), CheckerOptions())
+            side.feeds(checker)
+        source = side.events if side.events is not None else replay_events(side.graph)
+        found = list(checker.run(source))
+    side.findings = side.dump_findings + found + reports_of(side, checker)
     if side.annotator is not None:
         side.annotator.mark_uncertain(side.findings)
     side.events_read = checker.stats.events
@@ -182,6 +195,71 @@ def run_side(side: Side) -> Side:
     side.known |= {f.key() for f in side.findings}
     side.checked = True
     return side
+
+
+def _map_sides(sides: list[Side], options: Any, workers: int) -> None:
+    """`--jobs`: the trace sides' files checked by worker processes, all sides at once (`side.split`).
+
+    A side the split cannot serve (standard input, an unreadable input,
+    dumps, captures, kernel logs: see `lockcheck.jobs`) is read in one pass
+    as before.
+    """
+    import os
+
+    from lockcheck import jobs
+    from lockcheck.readers import inputs
+
+    planned = []
+    for side in sides:
+        if side.inputs is None or side.context is None:
+            continue
+        items = side.inputs
+        if any(item.kind not in (inputs.TRACE, inputs.SKIP, inputs.LOCK_STAT) or item.path == "-" for item in items):
+            continue
+        paths = [item.path for item in items if item.kind == inputs.TRACE]
+        if not paths:
+            continue
+        sizes = []
+        for path in paths:
+            try:
+                sizes.append(os.path.getsize(path))
+            except OSError:
+                sizes.append(0)
+        planned.append((side, jobs.plan(paths, sizes, workers)))
+    if not planned:
+        return
+    groups = [group for _, side_groups in planned for group in side_groups]
+    results = jobs.run_pool(options, groups, workers)
+    for side, side_groups in planned:
+        mine, results = results[:len(side_groups)], results[len(side_groups):]
+        if all(result.fallback is None for result in mine):
+            side.split = mine
+
+
+def _replay_split(side: Side, checker: Checker) -> Optional[list[Finding]]:
+    """A split side's events fed to `checker` in trace order (`lockcheck.jobs.replay`); its
+    findings, or None: the side is not split, or the merge could not follow the split."""
+    if side.split is None:
+        return None
+    from lockcheck import jobs
+    from lockcheck.readers import inputs, run_rules
+
+    def opened(name: str, module: Any) -> None:
+        checker.open_trace(**run_rules(module))
+        if side.annotator is not None:
+            side.annotator.open_trace(name, module)
+
+    counts: dict = {}
+    try:
+        found = list(jobs.replay(side.split, checker, opened, counts))
+    except jobs.Fallback:
+        return None
+    first = not side.split_merged
+    side.split_merged = True
+    jobs.finish(side.split, checker, side.context if first else None, counts.get("tasks", 0))
+    if first:
+        side.context.skipped.extend(item for item in side.inputs if item.kind != inputs.TRACE)
+    return found
 
 
 def replay_events(graph: DepGraph) -> Iterator[Event]:
@@ -294,9 +372,23 @@ def diff_graphs(base: Side, new: Side) -> DiffResult:
     found_alone: list[Finding] = []
     found_joined: list[Finding] = []
     is_trace = new.events is not None
-    for ev in new.events if is_trace else replay_events(new.graph):
-        found_alone.extend(alone.feed(ev))
-        found_joined.extend(joined.feed(ev))
+    split = joined_split = _replay_split(new, alone)
+    if split is not None:
+        joined_split = _replay_split(new, joined)
+        if joined_split is not None:
+            found_alone, found_joined = split, joined_split
+    if split is None or joined_split is None:
+        if new.split is not None:  # the merge could not follow the split: read NEW in one pass
+            new.split = None
+            new.context.skipped.clear()
+            joined_graph = DepGraph()
+            joined_graph.merge(base.graph, origin=base.name)
+            alone = Checker(DepGraph(), CheckerOptions())
+            joined = Checker(joined_graph, CheckerOptions())
+            new.feeds(alone, joined)
+        for ev in new.events if is_trace else replay_events(new.graph):
+            found_alone.extend(alone.feed(ev))
+            found_joined.extend(joined.feed(ev))
     found_alone += new.dump_findings + reports_of(new, alone)
     found_joined += reports_of(new, joined)
     if is_trace:
@@ -335,10 +427,17 @@ def _compare_edges(result: DiffResult, base: DepGraph, new: DepGraph) -> None:
 
 
 def run_diff(base_spec: str, new_spec: str, input_format: str = "auto", config=None,
-             annotations=None) -> DiffResult:
-    """Load both sides, diff them, apply suppressions; the result to render."""
+             annotations=None, jobs: int = 1, options=None) -> DiffResult:
+    """Load both sides, diff them, apply suppressions; the result to render.
+
+    `jobs` > 1: trace sides are checked by that many worker processes
+    (`lockcheck.jobs`, with `options`, a `SessionOptions`), both sides at
+    once, and merged here in trace order: the same result.
+    """
     base = load_side(base_spec, input_format, config, annotations)
     new = load_side(new_spec, input_format, config, annotations)
+    if jobs > 1 and options is not None:
+        _map_sides([base, new], options, jobs)
     run_side(base)
     result = diff_graphs(base, new)
     for side in (base, new):
@@ -490,7 +589,8 @@ __all__ = ["DiffResult", "Side", "diff_graphs", "document", "load_side", "render
 
 
 def run_diff_command(base: str, new: str, fmt: str, out: TextIO, stderr: TextIO, input_format: str = "auto",
-                     suppress: Optional[str] = None, use_pyproject: bool = True, annotations=None) -> int:
+                     suppress: Optional[str] = None, use_pyproject: bool = True, annotations=None,
+                     jobs: int = 1) -> int:
     """`lockcheck diff`: exit 1 when NEW adds a finding that is not suppressed, 0 otherwise."""
     from lockcheck.suppress import load_config
 
@@ -501,6 +601,15 @@ def run_diff_command(base: str, new: str, fmt: str, out: TextIO, stderr: TextIO,
 
         if fmt not in RENDERERS:
             raise UsageError(f"unknown --format {fmt!r} (choose from text, json, sarif, github)")
-    result = run_diff(base, new, input_format, config, annotations)
+    options = None
+    if jobs > 1:
+        from lockcheck.session import SessionOptions
+
+        options = SessionOptions(input_format=input_format, suppress=suppress, use_pyproject=use_pyproject)
+        if annotations is not None:
+            options.lockdep_state = list(annotations.lockdep_state)
+            options.annotations = annotations.annotations
+            options.builtin_annotations = annotations.builtin
+    result = run_diff(base, new, input_format, config, annotations, jobs=jobs, options=options)
     render(result, fmt, out)
     return 1 if result.findings else 0

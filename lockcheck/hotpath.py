@@ -71,14 +71,18 @@ def applies(checker: Checker) -> bool:
     return checker._inline_cache_hits
 
 
-def parser(module: ModuleType, checker: Checker, tick: Optional[Callable[[str], None]] = None
+def parser(module: ModuleType, checker: Checker, tick: Optional[Callable[[str], None]] = None,
+           foreign: Optional[Callable[[str], bool]] = None
            ) -> Optional[Callable[[Iterable[str], str], Iterator[Event]]]:
     """The fast parse of a format for `checker` (`parse(lines, file)`), or None: none for that format.
 
     `tick(file)`, if given, is called every `TICK` lines (a progress line).
+    `foreign(task)`, if given, says which tasks another process checks
+    (`lockcheck.jobs`): once the checker has dropped one event of such a
+    task, its further lines are skipped here, unread.
     """
     if getattr(module, "NAME", None) == "lt":
-        return functools.partial(lt_events, checker, tick=tick)
+        return functools.partial(lt_events, checker, tick=tick, foreign=foreign)
     return None
 
 
@@ -216,7 +220,8 @@ _TAKES_BY_KIND = {_ACQUIRE: _TAKES["acquire"], _RELEASE: _TAKES["release"], _STA
 
 
 def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
-              tick: Optional[Callable[[str], None]] = None) -> Iterator[Event]:
+              tick: Optional[Callable[[str], None]] = None,
+              foreign: Optional[Callable[[str], bool]] = None) -> Iterator[Event]:
     """The events of `.lt` lines that need the full checker; the others applied to `checker` here.
 
     Feed what this yields to `checker.feed` before asking for the next one
@@ -276,6 +281,8 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             task_key, _, tail = line.partition(" ")
             view = task_view.get(task_key)
             if view is None:
+                if task_key in task_view:
+                    continue  # another process's task (`foreign`): a view of None
                 task = tasks.get(task_key)
                 if task is not None:
                     view = task_view[task_key] = _view(task)
@@ -419,6 +426,8 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 task = tasks.get(ev.task)  # its view again, at once (the compiled core only looks views up)
                 if task is not None:
                     task_view[ev.task] = _view(task)
+                elif foreign is not None and foreign(ev.task):
+                    task_view[ev.task] = None  # the compiled core skips its lines too
         if compiled is not None:
             numbered.stop()
         for lineno, line in numbered:

@@ -45,6 +45,10 @@ class SessionOptions:
     progress: bool = True
     #: read `[tool.lockcheck]` of the nearest pyproject.toml
     use_pyproject: bool = True
+    #: `--jobs N`: check in N processes (`lockcheck.jobs`); the findings are those of one
+    jobs: int = 1
+    #: `--dask ADDRESS`: the same split, on the Dask cluster whose scheduler is at ADDRESS
+    dask: Optional[str] = None
 
 
 class CheckSession:
@@ -64,6 +68,8 @@ class CheckSession:
         self.reports = None
         #: traces read in a format without irq context (perf script)
         self.no_irq_files: list[str] = []
+        #: why a `--jobs`/`--dask` run was done in one process after all (None: it was split)
+        self.parallel_fallback: Optional[str] = None
 
     def run(self, paths: list[str], out: TextIO) -> int:
         from lockcheck.report import RENDERERS, Summary
@@ -123,6 +129,26 @@ class CheckSession:
     def check(self, paths: list[str]) -> tuple[Checker, list[Finding], list[Finding]]:
         """Read and check the traces: the checker, the findings kept, the findings suppressed.
 
+        With `jobs` > 1 or `dask`, the traces are checked split (`lockcheck.jobs`);
+        inputs the split cannot follow are checked again in this process, from
+        the start, so the result never depends on the split.
+        """
+        if self.options.jobs > 1 or self.options.dask:
+            from lockcheck.jobs import Fallback
+
+            try:
+                return self._check(paths, split=True)
+            except Fallback as why:
+                self.parallel_fallback = str(why)
+                self.errors.clear()
+                self.dump_notes.clear()
+                self.no_irq_files.clear()
+                self.progress_line = None
+        return self._check(paths, split=False)
+
+    def _check(self, paths: list[str], split: bool) -> tuple[Checker, list[Finding], list[Finding]]:
+        """`check`, in this process or (`split`) in several.
+
         Order of work: `[tool.lockcheck]` and `--suppress` are read; baselines
         are merged; a declared order seeds the graph; lock names are aliased
         before the checker sees an event; suppressions filter what it found.
@@ -158,16 +184,24 @@ class CheckSession:
         self.context.on_dump = lambda name, lines: findings.extend(self._stream_dump(checker, name, lines))
         try:
             traces, dumps = self._split_dumps(paths)
+            if split and not (traces and type(checker) is Checker and not options.first):
+                from lockcheck.jobs import Fallback
+
+                # --first stops at the first finding: one process reads no further than that
+                raise Fallback("no traces, a declared order, or --first")
             annotator.add_boots(traces, annotation_options)
             if dumps:
                 findings.extend(self._check_dumps(checker, dumps))
             if traces:
-                self.context.transform = annotator.transform
-                self.context.fast = self._fast_path(checker)
-                self.checker_stats = checker.stats
-                events = self.config.apply_aliases(read_all(traces, self.options.input_format, self.context))
-                for finding in checker.run(self._progress(events, traces)):
-                    findings.append(finding)
+                if split:
+                    findings.extend(self._check_split(checker, traces))
+                else:
+                    self.context.transform = annotator.transform
+                    self.context.fast = self._fast_path(checker)
+                    self.checker_stats = checker.stats
+                    events = self.config.apply_aliases(read_all(traces, self.options.input_format, self.context))
+                    for finding in checker.run(self._progress(events, traces)):
+                        findings.append(finding)
                 annotator.mark_uncertain(findings)
                 findings[:] = annotator.fold_kernel_reports(findings)
         except TraceError as err:
@@ -182,6 +216,38 @@ class CheckSession:
             print(visible(f"lockcheck: {names}: empty trace (no events)"), file=self.stderr)
         kept, suppressed = self.config.filter(findings)
         return checker, kept, suppressed
+
+    def _check_split(self, checker: Checker, traces: list) -> list[Finding]:
+        """The traces checked by workers (`lockcheck.jobs`), merged into `checker` in trace order."""
+        from lockcheck import jobs
+        from lockcheck.readers import inputs
+
+        paths: list[str] = []
+        sizes: list[int] = []
+        for item in traces:
+            if item.kind in (inputs.SKIP, inputs.DUMP, inputs.LOCK_STAT):
+                self.context.skipped.append(item)
+            elif item.kind != inputs.TRACE or item.path == STDIN:
+                raise jobs.Fallback(f"{item.path}: standard input or an unreadable input")
+            else:
+                paths.append(item.path)
+                try:
+                    sizes.append(os.path.getsize(item.path))
+                except OSError:
+                    sizes.append(0)
+        address = self.options.dask
+        workers = self.options.jobs
+        if address:
+            workers = max(workers, jobs.dask_workers(address))
+        groups = jobs.plan(paths, sizes, workers)
+        results = jobs.run_dask(self.options, groups, address) if address else jobs.run_pool(self.options, groups)
+        for result in results:
+            if result.fallback is not None:
+                raise jobs.Fallback(result.fallback)
+        counts: dict = {}
+        found = list(jobs.replay(results, checker, lambda name, module: self._opened(checker, name, module), counts))
+        jobs.finish(results, checker, self.context, counts.get("tasks", 0))
+        return found
 
     def _fast_path(self, checker: Checker):
         """What chooses the fast path for a file (`ReadContext.fast`), or None when it may not run.

@@ -1,0 +1,629 @@
+"""`--jobs N` and `--dask ADDRESS`: one check spread over processes (or a cluster), findings unchanged.
+
+Lockdep's verdicts depend on the order of the whole input: a dependency is
+checked against the graph as it stands when it is first seen, a chain is
+validated the first time any task builds it, a usage bit is validated when
+it is first set.  What a task holds, though, depends on that task's events
+only.  So the work splits in two:
+
+- **map** (`map_shards`, in a worker): read one file, or the share of one
+  file's tasks that a part owns (`owner`), with a private checker -- the
+  fast path and the compiled core included.  An event that this checker
+  takes as a cache hit (a known chain, no new usage bit, an innermost
+  release: what most of a long trace is) changes nothing but its task's
+  stack, and is applied there and forgotten.  Every other event -- a
+  *candidate* -- is kept with its position, its task's state just before
+  it (held stack, chain key, irq state) and what the private checker's
+  state was just after it (`Candidate`).
+- **merge** (`replay`, in lockcheck's process): the candidates of every
+  part, in trace order (file, line), are fed to the session's one checker,
+  each with its task's state put back first.  That checker sees every
+  event that could add a class, a usage bit, a chain or a dependency, in
+  the order the sequential run sees them, on the same graph: it finds the
+  same findings with the same evidence, and builds the same graph.
+
+Why a private checker's hit is a hit in the whole run too: its classes,
+usage bits and cached chains all came from its own earlier candidates,
+which the merge replays earlier, on a graph that holds at least as much.
+The merge checks that after each candidate (`Candidate.classes`,
+`Candidate.chains`): when a replayed candidate did *not* leave what the
+private run left -- a usage bit or chain that only a finding on the
+merged graph kept from being set -- a later "hit" of that part might be
+a miss in the whole run, and the run is done again in one process
+(`Fallback`).  So is any input the split cannot follow: standard input,
+kernel logs, captures whose annotations read a boot's state or watch all
+tasks at once, lost events (which reset every task of a CPU), a declared
+`--order` (its checker looks at hits too), an unreadable or malformed
+file.  A fallback gives what `--jobs 1` gives, only slower; `--jobs` never
+changes a report.
+"""
+
+from __future__ import annotations
+
+import functools
+import heapq
+import math
+import multiprocessing
+import os
+import zlib
+from dataclasses import dataclass, field
+from operator import attrgetter
+from typing import Any, Callable, Iterable, Iterator, NamedTuple, Optional, Sequence
+
+from lockcheck import events as E
+from lockcheck.checker import MAX_LOCK_DEPTH, Checker, CheckerOptions
+from lockcheck.errors import TraceError
+from lockcheck.events import Event
+from lockcheck.findings import Evidence, Finding
+from lockcheck.readers import lt
+from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, usage_needs
+from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
+
+#: the kinds of `Candidate`: a file opened (its run begins), or an event for the merge's checker
+OPEN, EVENT = 0, 1
+_NOTHING: tuple = ()
+
+
+class Fallback(Exception):
+    """The split cannot give the sequential result for these inputs: check them in one process."""
+
+
+@dataclass(frozen=True)
+class Shard:
+    """One unit of map work: the tasks of file `path` that part `part` of `parts` owns."""
+
+    index: int  #: the file's place among the inputs (trace order across files)
+    path: str
+    part: int = 0
+    parts: int = 1
+
+
+#: an event as plain data (its fields in `Event.__slots__` order: `Event(*fields)` rebuilds it)
+_EVENT_FIELDS = attrgetter(*Event.__slots__)
+
+
+class TaskSnapshot(NamedTuple):
+    """A task's state just before a candidate event: what the merge's checker puts back.
+
+    Plain tuples all the way down (a held lock is `_held_row`), so that
+    thousands of them cross a pipe at the speed of pickling tuples.
+    """
+
+    key: str
+    name: str
+    held: tuple
+    chain_key: int
+    hardirq_depth: int
+    softirq_depth: int
+    hardirqs_enabled: bool
+    softirqs_enabled: bool
+    cpu: Optional[int]
+    #: the locks among those the event can ask about that the task was seen to take (captures)
+    acquired: Optional[tuple]
+    irq_events: dict
+    irq_known: bool
+
+
+class Candidate(NamedTuple):
+    """An event the merge must feed (or a file's start), with where it sits in the trace."""
+
+    #: (file index, line, order within the part): sorts as the sequential run reads
+    key: tuple
+    kind: int
+    #: the event's fields (`_EVENT_FIELDS`)
+    event: Optional[tuple] = None
+    task: Optional[TaskSnapshot] = None
+    #: OPEN: the file's name and format module
+    name: str = ""
+    module: str = ""
+    #: after the private checker applied it: the usage bits of the classes it touched
+    classes: Optional[dict] = None
+    #: ... and the chain keys of the task's stack that it had cached
+    chains: tuple = ()
+
+
+class _Wire:
+    """Events and held locks as tuples, each made once: a lock held across many candidates is
+    one object in the pickle (its memo), not one per candidate."""
+
+    def __init__(self) -> None:
+        self._events: dict[int, tuple] = {}
+        self._held: dict[int, tuple] = {}
+
+    def event(self, ev: Event) -> tuple:
+        known = self._events.get(id(ev))
+        if known is not None and known[0] is ev:
+            return known[1]
+        fields = _EVENT_FIELDS(ev)
+        self._events[id(ev)] = (ev, fields)
+        return fields
+
+    def held(self, h: HeldLock) -> tuple:
+        known = self._held.get(id(h))
+        if known is not None and known[0] is h and known[1] == h.references:
+            return known[2]
+        source = h._source
+        if h._event is None and isinstance(source, functools.partial) and source.func is lt.scan_fast:
+            # a hold of the fast path whose event nothing asked for yet: its line goes, unread
+            event: tuple = source.args
+        else:
+            event = self.event(h.event)
+        row = (h.cls, h.lock, h.instance, h.subclass, h.read, h.trylock, h.check, h.nest, h.irq_context,
+               h.hardirqs_off, h.references, h.prev_chain_key, event)
+        self._held[id(h)] = (h, h.references, row)
+        return row
+
+    def task(self, task: TaskState, ev: Event) -> TaskSnapshot:
+        acquired = None
+        if task.acquired_ever is not None:
+            asked = {(ev.lock, ev.instance)}
+            if ev.nest is not None:
+                asked.add(tuple(ev.nest))
+            asked.update(tuple(h.nest) for h in task.held if h.nest is not None)
+            acquired = tuple(key for key in asked if key in task.acquired_ever)
+        return TaskSnapshot(task.key, task.name, tuple(self.held(h) for h in task.held), task.chain_key,
+                            task.hardirq_depth, task.softirq_depth, task.hardirqs_enabled, task.softirqs_enabled,
+                            task.cpu, acquired, _irq_rows(task.irq_events), task.irq_known)
+
+
+def _irq_rows(irq_events: dict) -> tuple:
+    """`TaskState.irq_events` as plain data: `("stamp", n)` and `(op, stamp, *Evidence fields)`."""
+    rows = []
+    for op, value in irq_events.items():
+        if op == "stamp":
+            rows.append((op, value))
+        else:
+            stamp, ev = value
+            rows.append((op, stamp, ev.file, ev.line, ev.task, ev.at, ev.ts))
+    return tuple(rows)
+
+
+def _irq_events(rows: tuple) -> dict:
+    events: dict = {}
+    for row in rows:
+        events[row[0]] = row[1] if len(row) == 2 else (row[1], Evidence(*row[2:]))
+    return events
+
+
+class _Unwire:
+    """The merge's side of `_Wire`: one `Event` per event tuple, fresh held locks per restore."""
+
+    def __init__(self) -> None:
+        self._events: dict[int, tuple] = {}
+
+    def event(self, fields: tuple) -> Event:
+        known = self._events.get(id(fields))
+        if known is not None and known[0] is fields:
+            return known[1]
+        ev = Event(*fields)
+        self._events[id(fields)] = (fields, ev)
+        return ev
+
+    def task(self, snap: tuple) -> TaskState:
+        """A fresh `TaskState` equal to the one snapshotted (a `TaskSnapshot` as a plain tuple)."""
+        key, name, rows, chain_key, hardirq_depth, softirq_depth, hardirqs_enabled, softirqs_enabled, cpu, \
+            acquired, irq_rows, irq_known = snap
+        task = TaskState(key, name)
+        held = task.held
+        for row in rows:
+            event = row[12]
+            if len(event) == 3:  # (line, file, line number): read back only if asked, as the fast path does
+                h = HeldLock.deferred(functools.partial(lt.scan_fast, *event), *row[:11])
+            else:
+                h = HeldLock(*row[:11], self.event(event))
+            h.prev_chain_key = row[11]
+            held.append(h)
+        task.chain_key = chain_key
+        task.hardirq_depth = hardirq_depth
+        task.softirq_depth = softirq_depth
+        task.hardirqs_enabled = hardirqs_enabled
+        task.softirqs_enabled = softirqs_enabled
+        task.cpu = cpu
+        if acquired is not None:
+            task.acquired_ever = RecentLocks()
+            for lock in acquired:
+                task.acquired_ever.add(lock)
+        task.irq_events = _irq_events(irq_rows)
+        task.irq_known = irq_known
+        task.usage_need = usage_needs(task)
+        return task
+
+
+@dataclass
+class MapResult:
+    """What one group of shards sends back."""
+
+    candidates: list = field(default_factory=list)
+    events: int = 0
+    tasks: int = 0
+    unknown_releases: int = 0
+    #: reader statistics of the files this group read as part 0, by file index
+    reader_stats: dict = field(default_factory=dict)
+    #: why the split cannot serve these inputs (the whole run goes to one process), or None
+    fallback: Optional[str] = None
+
+
+def owner(task: str, parts: int) -> int:
+    """The part that checks `task` (a stable hash: the same in every process and on every machine)."""
+    return zlib.crc32(task.encode("utf-8", "surrogatepass")) % parts
+
+
+# -- map ----------------------------------------------------------------------------------
+
+
+class PartChecker(Checker):
+    """A part's private checker: applies every event it owns, records the candidates.
+
+    Overrides `feed` only, so the fast path (which applies hits itself and
+    hands the rest to `feed`) runs here as in a one-process check.
+    """
+
+    def __init__(self, options: CheckerOptions) -> None:
+        super().__init__(None, options)
+        self.shard: Optional[Shard] = None
+        self.candidates: list[Candidate] = []
+        self._seq = 0
+        self._wire = _Wire()
+        # what decides a hit is the classes, usage bits and cached chains, never the dependencies:
+        # a part records none and validates no usage bit (the merge does both, on the whole graph)
+        self.irq.mark_lock_irq = _valid
+
+    def check_prevs_add(self, task: TaskState, nxt: HeldLock, ev: Event) -> None:
+        """No dependencies in a part: the merge adds them, in trace order."""
+
+    def feed(self, ev: Event) -> Sequence[Finding]:
+        shard = self.shard
+        op = ev.op
+        if op == E.LOST_EVENTS:
+            raise Fallback("lost events reset the tasks of a CPU")
+        if op == E.RUN:
+            self.candidates.append(Candidate((shard.index, ev.line, 0), EVENT, self._wire.event(ev)))
+            return super().feed(ev)
+        if shard.parts > 1 and owner(ev.task, shard.parts) != shard.part:
+            return _NOTHING  # another part's task
+        if ev.line is None:
+            raise Fallback("an event without a line number")
+        task = self.tasks.get(ev.task)
+        if task is not None and self._hit(task, ev):
+            return super().feed(ev)
+        self._seq += 1
+        snapshot = self._wire.task(task, ev) if task is not None else None
+        old = list(task.held) if task is not None and op in (E.ACQUIRE, E.RELEASE) else None  # alive: ids stay unique
+        before = {id(h) for h in old} if old is not None else None
+        super().feed(ev)
+        task = self.tasks[ev.task]
+        held = task.held
+        # what this event may have added: the classes of the locks it pushed (all held locks for
+        # an irq event, which marks them) and the chains it cached, one per lock pushed
+        chains = []
+        if before is None and op in (E.ACQUIRE, E.RELEASE):
+            before = set()
+        if before is None:
+            classes = {h.cls for h in held}
+        else:
+            classes = set()
+            cache = self.chain_cache
+            for i, h in enumerate(held):
+                if id(h) not in before:
+                    classes.add(h.cls)
+                    key = held[i + 1].prev_chain_key if i + 1 < len(held) else task.chain_key
+                    if key in cache:
+                        chains.append(key)
+        if op == E.ACQUIRE:
+            classes.add(f"{ev.lock}/{ev.subclass}" if ev.subclass else ev.lock)
+        nodes = self._nodes
+        self.candidates.append(Candidate(
+            (shard.index, ev.line, self._seq), EVENT, self._wire.event(ev), snapshot,
+            classes={cls: nodes[cls]["usage"] for cls in classes if cls in nodes}, chains=tuple(chains)))
+        self.findings.clear()  # a part's own findings are not the run's
+        return _NOTHING
+
+    def _hit(self, task: TaskState, ev: Event) -> bool:
+        """Whether `feed` would change nothing but the task's own state (`Checker.feed` and
+        `lock_acquire` read the same way, for the cases that raise nothing and add nothing)."""
+        op = ev.op
+        held = task.held
+        if op == E.ACQUIRE:
+            return self._acquire_hit(task, ev)
+        if op == E.RELEASE:
+            if not held:
+                return False
+            top = held[-1]
+            return top.instance == ev.instance and top.lock == ev.lock and not top.references
+        if op == E.CONTENDED or op == E.ACQUIRED:
+            return True
+        if op == E.FREE:
+            return not any(h.lock == ev.lock and h.instance == ev.instance for h in held)
+        if op == E.EXIT:
+            return not held
+        if op in E.IRQ_OPS:
+            return self._irq_hit(task, ev)
+        return False
+
+    def _acquire_hit(self, task: TaskState, ev: Event) -> bool:
+        cls = f"{ev.lock}/{ev.subclass}" if ev.subclass else ev.lock
+        node = self._nodes.get(cls)
+        if node is None:
+            return False
+        held = task.held
+        depth = len(held)
+        if depth >= MAX_LOCK_DEPTH - 1:
+            return False
+        if depth and ev.nest is not None and held[-1].cls == cls:
+            return True  # nest_lock merge
+        read, trylock, check = ev.mode, ev.trylock, ev.check
+        hardirqs_off = not task.hardirqs_enabled or task.hardirq_depth > 0
+        if check:
+            needed = task.usage_need[(1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)]
+        else:
+            needed = 512 if read else 256
+        if needed & ~node["usage"]:
+            return False
+        if ev.nest is not None and not self.lock_is_held(task, ev.nest[0], ev.nest[1]):
+            return False
+        if trylock or not check:
+            return True
+        irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
+        chain_key = task.chain_key
+        if depth and held[-1].irq_context != irq_context:
+            chain_key = INITIAL_CHAIN_KEY
+        return hash((chain_key, cls, read)) in self.chain_cache
+
+    def _irq_hit(self, task: TaskState, ev: Event) -> bool:
+        """Irq context events change only the task, except an enable that marks held locks
+        (`mark_held_locks`) with a bit one of them lacks, and what leaves a note."""
+        op = ev.op
+        if op == E.HARDIRQ_EXIT:
+            return task.hardirq_depth > 0
+        if op == E.SOFTIRQ_EXIT:
+            return task.softirq_depth > 0
+        if op == E.IRQS_ON:
+            if task.hardirqs_enabled:
+                return True
+            if task.hardirq_depth:
+                return False
+            bits = [ENABLED_HARDIRQ]
+            if task.softirqs_enabled and task.softirq_depth == 0:
+                bits.append(ENABLED_SOFTIRQ)
+            return self._marked(task, bits)
+        if op == E.SOFTIRQS_ON:
+            if task.softirqs_enabled or task.softirq_depth:
+                return True
+            if not task.hardirqs_enabled or task.hardirq_depth > 0:
+                return True
+            return self._marked(task, [ENABLED_SOFTIRQ])
+        return True  # enter, irqs-off, softirqs-off
+
+    def _marked(self, task: TaskState, bits: list) -> bool:
+        nodes = self._nodes
+        for h in task.held:
+            if not h.check:
+                continue
+            usage = nodes[h.cls]["usage"]
+            for bit in bits:
+                if not usage & (1 << (bit + (READ_MASK if h.read else 0))):
+                    return False
+        return True
+
+
+def _valid(*args: Any) -> bool:
+    return True
+
+
+def map_shards(options: Any, shards: Sequence[Shard]) -> MapResult:
+    """Map work: check `shards` in trace order with one private checker; the candidates.
+
+    `options` is the session's `SessionOptions`.  A top-level function of
+    plain data in and out, so a process pool or a Dask worker can run it.
+    """
+    from lockcheck import hotpath
+    from lockcheck.readers import ReadContext, inputs, read_all, run_rules
+    from lockcheck.suppress import load_config
+
+    result = MapResult()
+    config = load_config(options.suppress, use_pyproject=options.use_pyproject)
+    annotation_options = _annotation_options(options)
+    annotator = annotation_options.annotators()
+    checker = PartChecker(CheckerOptions(first=False, strict_start=options.strict_start))
+    fast_allowed = os.environ.get("LOCKCHECK_FASTPATH") != "0" and not config.aliases
+    try:
+        for shard in shards:
+            checker.shard = shard
+            item = inputs.Input(shard.path, inputs.TRACE)
+            annotator.add_boots([item], annotation_options)
+
+            def opened(name: str, module, shard: Shard = shard) -> None:
+                if getattr(module, "TAKES_REPORTS", False):
+                    raise Fallback(f"{name}: a kernel log")
+                checker.open_trace(**run_rules(module))
+                annotator.open_trace(name, module)
+                checker.candidates.append(Candidate((shard.index, -1, 0), OPEN, name=name,
+                                                    module=module.__name__))
+
+            def choose(module, rules_module, shard: Shard = shard):
+                probe: Iterator[Event] = iter(())
+                if annotator.transform(rules_module, probe) is not probe:
+                    raise Fallback(f"{shard.path}: annotations apply to it")
+                if not fast_allowed:
+                    return None
+                if shard.parts == 1:
+                    return hotpath.parser(module, checker)
+                return hotpath.parser(module, checker, foreign=lambda task: owner(task, shard.parts) != shard.part)
+
+            context = ReadContext(on_open=opened, parallel=False, errors=[], fast=choose)
+            events = config.apply_aliases(read_all([item], options.input_format, context))
+            for _ in checker.run(events):
+                pass
+            if context.errors:
+                raise Fallback(context.errors[0].format())
+            if shard.part == 0:
+                result.reader_stats[shard.index] = context.stats
+            checker.start_trace()
+    except Fallback as why:
+        return MapResult(fallback=str(why))
+    except TraceError as err:
+        return MapResult(fallback=err.format())
+    # plain tuples cross a pipe several times faster than named ones (no Python-level __new__)
+    result.candidates = [(c.key, c.kind, c.event, tuple(c.task) if c.task is not None else None, c.name,
+                          c.module, c.classes, c.chains) for c in checker.candidates]
+    result.events = checker.stats.events
+    result.tasks = checker.task_count
+    result.unknown_releases = checker.stats.unknown_releases
+    return result
+
+
+def _annotation_options(options: Any):
+    from lockcheck.annotations import AnnotationOptions
+
+    return AnnotationOptions(options.lockdep_state, options.annotations, options.builtin_annotations)
+
+
+# -- planning and running the map --------------------------------------------------------------
+
+
+def plan(paths: list[str], sizes: list[int], workers: int, split: bool = True) -> list[list[Shard]]:
+    """Shards for `workers` workers, grouped by worker, each group in trace order.
+
+    Fewer files than workers: each file is split by task into enough parts
+    to keep every worker busy.  Otherwise whole files, the largest first to
+    the least loaded worker.
+    """
+    n = len(paths)
+    if n == 0:
+        return []
+    if n < workers and split:
+        parts = math.ceil(workers / n)
+        shards = [Shard(i, path, k, parts) for i, path in enumerate(paths) for k in range(parts)]
+        groups: list[list[Shard]] = [[] for _ in range(workers)]
+        for j, shard in enumerate(shards):
+            groups[j % workers].append(shard)
+    else:
+        load = [(0, w) for w in range(min(workers, n))]
+        groups = [[] for _ in load]
+        for i in sorted(range(n), key=lambda i: -sizes[i]):
+            total, w = heapq.heappop(load)
+            groups[w].append(Shard(i, paths[i]))
+            heapq.heappush(load, (total + max(sizes[i], 1), w))
+    return [sorted(group, key=lambda s: (s.index, s.part)) for group in groups if group]
+
+
+def run_pool(options: Any, groups: list[list[Shard]], workers: Optional[int] = None) -> list[MapResult]:
+    """The map over forked worker processes (one per group, at most `workers`), results in group order."""
+    from lockcheck.readers.parallel import _block_signals, _unblock, follow_parent
+
+    if len(groups) == 1:
+        return [map_shards(options, groups[0])]
+    context = multiprocessing.get_context("fork")
+    blocked = _block_signals()  # the workers start with them blocked and set their own handlers first
+    try:
+        pool = context.Pool(min(len(groups), workers or len(groups)), initializer=follow_parent,
+                            initargs=(os.getpid(),))
+    finally:
+        _unblock(blocked)
+    try:
+        results = pool.starmap(map_shards, [(options, group) for group in groups], chunksize=1)
+        pool.close()
+        return results
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+#: seconds to wait for a Dask scheduler to answer
+DASK_TIMEOUT = 30
+
+
+def _client(address: str):
+    """A Dask client of the scheduler at `address`; a missing extra or a scheduler that does not
+    answer is one line and exit status 2, as any bad option is."""
+    from lockcheck.errors import UsageError
+
+    try:
+        from distributed import Client
+    except ImportError:
+        raise UsageError("--dask needs Dask's distributed scheduler: pip install 'pylockdep[dask]'") from None
+    try:
+        return Client(address, set_as_default=False, timeout=DASK_TIMEOUT)
+    except (OSError, TimeoutError, ValueError) as err:
+        raise UsageError(f"--dask {address}: cannot reach the scheduler ({type(err).__name__}: {err})") from None
+
+
+def run_dask(options: Any, groups: list[list[Shard]], address: str) -> list[MapResult]:
+    """The map on a Dask distributed cluster at `address` (each worker reads the files by their paths)."""
+    with _client(address) as client:
+        futures = client.map(map_shards, [options] * len(groups), groups, pure=False)
+        return client.gather(futures)
+
+
+def dask_workers(address: str) -> int:
+    """How many threads the cluster at `address` has (how many parts to split into)."""
+    with _client(address) as client:
+        return max(1, sum(client.nthreads().values()))
+
+
+# -- merge --------------------------------------------------------------------------------------
+
+
+def replay(results: list[MapResult], checker: Checker, opened: Callable[[str, Any], None],
+           counts: Optional[dict] = None) -> Iterator[Finding]:
+    """Feed every part's candidates to `checker` in trace order; the findings, as they come.
+
+    `opened(name, module)` starts a file's run (the session's `_opened`).
+    `counts["tasks"]` counts the tasks met: a task's first event is always a
+    candidate, so this is the count one process makes, also when `--first`
+    stops the merge early.
+    Raises `Fallback` when a candidate leaves the merged state short of
+    what its part assumed after it (see the module's docstring).
+    """
+    import importlib
+
+    streams = [result.candidates for result in results]
+    nodes = checker.graph.nx._node
+    cache = checker.chain_cache
+    tasks = checker.tasks
+    unwire = _Unwire()
+    last = None
+    for key, kind, fields, snapshot, name, module, classes, chains in heapq.merge(*streams, key=_key):
+        if key == last:
+            continue  # a file's start, or a `#lockcheck-run` line, seen by every part of the file
+        last = key
+        if kind == OPEN:
+            opened(name, importlib.import_module(module))
+            continue
+        ev = unwire.event(fields)
+        if snapshot is not None:
+            tasks[ev.task] = unwire.task(snapshot)
+        elif ev.op != E.RUN:
+            tasks.pop(ev.task, None)
+            if counts is not None:
+                counts["tasks"] = counts.get("tasks", 0) + 1
+        yield from checker.feed(ev)
+        if checker.stopped:
+            return
+        for cls, usage in (classes or {}).items():
+            node = nodes.get(cls)
+            if node is None or usage & ~node["usage"]:
+                raise Fallback(f"{ev.location}: usage of {cls} differs in the merged run")
+        for chain in chains:
+            if chain not in cache:
+                raise Fallback(f"{ev.location}: a chain the part cached was not cached in the merged run")
+
+
+def _key(candidate: tuple) -> tuple:
+    return candidate[0]
+
+
+def finish(results: list[MapResult], checker: Checker, context: Any, tasks: int) -> None:
+    """The run's totals from the parts: events, releases of locks never seen taken, reader stats;
+    `tasks` met (`replay`'s count)."""
+    checker.stats.events = sum(r.events for r in results)
+    checker.stats.unknown_releases = sum(r.unknown_releases for r in results)
+    checker.tasks.clear()
+    checker._tasks_before = tasks
+    stats = {}
+    for result in results:
+        stats.update(result.reader_stats)
+    for index in sorted(stats) if context is not None else ():
+        merge = getattr(context.stats, "merge", None)
+        if merge is not None:
+            merge(stats[index])
