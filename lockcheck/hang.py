@@ -52,8 +52,9 @@ def _held_times() -> dict[tuple[str, str], float]:
             if obj._holder is not None:
                 times[obj._cls, obj._inst] = obj._since
         elif isinstance(obj, TrackedAsyncLock):
-            lc = obj._lc
-            if lc is not None and obj._lc_holder is not None:
+            # an asyncio.Lock subclass made while tracking was off has no lockcheck state
+            lc = getattr(obj, "_lc", None)
+            if lc is not None and getattr(obj, "_lc_holder", None) is not None:
                 times[lc] = obj._lc_since
     return times
 
