@@ -460,13 +460,7 @@ def _thread_bootstrap(original: Any) -> Any:
         event = _objects.get(self) if rec is not None else None
         if event is None:
             return original(self)
-        task, comm = rec.thread_task(self.name)
-        _hold(rec, task, comm, event)
-        try:
-            return original(self)
-        finally:
-            if tracked._rec is rec:
-                rec.released(task, event[0], event[1])
+        return _run_holding(rec, rec.thread_task(self.name), event, original, self)
     return _bootstrap_inner
 
 
@@ -477,14 +471,20 @@ def _work_item_run(original: Any) -> Any:
         event = _objects.get(self.future) if rec is not None else None
         if event is None:
             return original(self)
-        task, comm = rec.thread_task()
-        _hold(rec, task, comm, event)
-        try:
-            return original(self)
-        finally:
-            if tracked._rec is rec:
-                rec.released(task, event[0], event[1])
+        return _run_holding(rec, rec.thread_task(), event, original, self)
     return run
+
+
+def _run_holding(rec: Any, context: tuple, event: tuple, original: Any, obj: Any) -> Any:
+    """`original(obj)` with `event` held by the context (task, comm) for the whole call: what
+    completes the event is everything that call does."""
+    task, comm = context
+    _hold(rec, task, comm, event)
+    try:
+        return original(obj)
+    finally:
+        if tracked._rec is rec:
+            rec.released(task, event[0], event[1])
 
 
 def _futures_wait(original: Any) -> Any:
