@@ -12,8 +12,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _clean_copy(tmp_path: Path) -> Path:
+    """The tree without anything built in it (an in-place core, a .venv), where a build may
+    leave its `build/` without writing into the checkout."""
+    source = tmp_path / "source"
+    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns("*.so", "*.pyd", "build", ".venv", "*.egg-info",
+                                                                 "out", ".git", "__pycache__", ".hypothesis"))
+    return source
+
+
 def test_wheel_ships_the_grammars_and_entry_points(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+    source = _clean_copy(tmp_path)
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
                           capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (wheel,) = tmp_path.glob("pylockdep-*.whl")
@@ -30,9 +40,7 @@ def test_wheel_ships_the_grammars_and_entry_points(tmp_path):
 
 def test_without_a_compiler_the_wheel_is_pure_python(tmp_path):
     """The compiled core is optional: a failing compiler leaves it out, and the install goes on."""
-    source = tmp_path / "source"  # the tree without anything built in it (an in-place core, a .venv)
-    shutil.copytree(ROOT, source, ignore=shutil.ignore_patterns("*.so", "*.pyd", "build", ".venv", "*.egg-info",
-                                                                 "out", ".git", "__pycache__", ".hypothesis"))
+    source = _clean_copy(tmp_path)
     env = {**os.environ, "CC": "false", "LDSHARED": "false"}
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
                           capture_output=True, text=True, env=env)
