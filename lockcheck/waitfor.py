@@ -158,10 +158,7 @@ def wait_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) ->
         real.acquire()
         return
     wait = Wait(task, comm, lock, rec.site(_user(frame))[2])
-    with _wf_lock:
-        outer = waits.get(task)
-        waits[task] = wait
-        chain = find_cycle(task, lock)
+    outer, chain = _register(wait)
     try:
         if chain is None:
             real.acquire()
@@ -179,6 +176,15 @@ def wait_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) ->
         real.acquire()  # mode report: keep waiting (a hang report will show it)
     finally:
         _unwait(task, wait, outer)
+
+
+def _register(wait: Wait) -> tuple[Optional[Wait], Optional[list[Wait]]]:
+    """Record that `wait.task` waits for `wait.lock` and look for the cycle that closes, in one
+    step under the wait-for lock; returns the wait it interrupts (a signal handler's) and the cycle."""
+    with _wf_lock:
+        outer = waits.get(wait.task)
+        waits[wait.task] = wait
+        return outer, find_cycle(wait.task, wait.lock)
 
 
 def _unwait(task: str, wait: Wait, outer: Optional[Wait]) -> None:
@@ -299,10 +305,7 @@ async def wait_task(lock: Any, acquire: Any, rec: "Recorder", task: str, comm: s
         await acquire()
         return
     wait = Wait(task, comm, lock, rec.site(_user(frame))[2], asyncio.current_task())
-    with _wf_lock:
-        outer = waits.get(task)
-        waits[task] = wait
-        chain = find_cycle(task, lock)
+    outer, chain = _register(wait)
     try:
         if chain is None:
             await acquire()
