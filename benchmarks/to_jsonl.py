@@ -18,33 +18,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from lockcheck.events import ACQUIRE, MODE_NAMES, WRITE, Event  # noqa: E402
 from lockcheck.readers import read_all  # noqa: E402
-
-
-def to_json(ev: Event) -> dict:
-    """The JSONL object of one event (keys as `lockcheck.readers.jsonl` reads them)."""
-    doc: dict = {"task": ev.task, "op": ev.op}
-    if ev.lock is not None:
-        doc["lock"] = ev.lock
-    if ev.instance is not None:
-        doc["instance"] = ev.instance
-    if ev.op == ACQUIRE:
-        if ev.mode != WRITE:
-            doc["mode"] = MODE_NAMES[ev.mode]
-        if ev.trylock:
-            doc["try"] = True
-        if ev.subclass:
-            doc["subclass"] = ev.subclass
-        if ev.nest is not None:
-            doc["nest"] = {"lock": ev.nest[0], "instance": ev.nest[1]}
-        if not ev.check:
-            doc["nocheck"] = True
-    for key in ("at", "ts", "cpu"):
-        value = getattr(ev, key)
-        if value is not None:
-            doc[key] = value
-    return doc
+from lockcheck.readers.jsonl import to_json  # noqa: E402
 
 
 def convert(src: str, dst: str) -> int:
