@@ -15,6 +15,7 @@ import lzma
 import os
 import sys
 import zlib
+import itertools
 from itertools import repeat
 from typing import BinaryIO, Callable, Iterator, Optional
 
@@ -63,7 +64,7 @@ def open_lines(path: str, positions: Optional[list] = None) -> tuple[str, Iterat
     except BaseException:
         _close(raw, path)
         raise
-    return name, _lines(stream, name, lambda: _close(stream, path))
+    return name, Lines.opened(stream, name, lambda: _close(stream, path))
 
 
 def _open_binary(path: str, name: str) -> BinaryIO:
@@ -189,13 +190,49 @@ class _Prefixed(io.RawIOBase):
 BLOCK = 1 << 18
 
 
-def _lines(stream: BinaryIO, name: str, close: Callable[[], None]) -> Iterator[str]:
+class Lines(itertools.chain):
+    """The decoded lines of an opened input: an iterator (a chain of per-block lists, at C speed).
+
+    `give_bytes()` asks for the rest in blocks instead, for a consumer that
+    splits lines itself (the compiled core of `lockcheck.hotpath`): from the
+    next block on, a block of whole lines that are all ASCII, without NUL and
+    short comes as one `bytes` item -- its lines joined by `\n`, each with
+    the `\r` of a `\r\n` ending still on it -- and any other block as its
+    decoded lines, as before.  Whatever would be an error is one the same way.
+    """
+
+    _blocks: Iterator
+    _want_bytes: list
+
+    @classmethod
+    def opened(cls, stream: BinaryIO, name: str, close: Callable[[], None]) -> "Lines":
+        """The lines of `stream` (closed at the end, or by `close()`)."""
+        want_bytes = [False]
+        blocks = _blocks(stream, name, close, want_bytes)
+        lines = cls.from_iterable(blocks)
+        lines._blocks = blocks
+        lines._want_bytes = want_bytes
+        return lines
+
+    def give_bytes(self) -> bool:
+        """From the next block on, ASCII blocks as `bytes` (see the class); True: done."""
+        self._want_bytes[0] = True
+        return True
+
+    def close(self) -> None:
+        """Stop reading and close the stream (as a generator's `close`)."""
+        self._blocks.close()
+
+
+def _blocks(stream: BinaryIO, name: str, close: Callable[[], None], want_bytes: list) -> Iterator:
     """Decoded lines of `stream`, a block in memory at a time; closes it at the end.
 
+    Yields an iterable of lines per block (`Lines` flattens them).
     Splitting and decoding happen per block of whole lines, in C; only a
     block that fails (invalid UTF-8, a NUL byte) is looked at line by line,
     to name the line and column of the problem.  Memory is bounded by the
-    block size plus one line (at most `MAX_LINE`).
+    block size plus one line (at most `MAX_LINE`).  Once `want_bytes[0]` is
+    set, a block `_plain_block` accepts comes as `(bytes,)` (`Lines.give_bytes`).
     """
     try:
         read = getattr(stream, "read1", stream.read)
@@ -216,18 +253,28 @@ def _lines(stream: BinaryIO, name: str, close: Callable[[], None]) -> Iterator[s
                 continue
             chunk = carry + block[:end] if carry else block[:end]
             carry = block[end + 1:]
+            if want_bytes[0] and _plain_block(chunk):
+                lineno += chunk.count(b"\n") + 1
+                yield (chunk,)
+                continue
             if not chunk.strip(b"\n"):  # a run of empty lines: no decoding, no list
                 blanks = len(chunk) + 1
                 lineno += blanks
-                yield from repeat("", blanks)
+                yield repeat("", blanks)
                 continue
             lines = _decode_block(chunk, name, lineno)
             lineno += len(lines)
-            yield from lines
+            yield lines
         if carry:
-            yield from _decode_block(carry, name, lineno)
+            yield (carry,) if want_bytes[0] and _plain_block(carry) else _decode_block(carry, name, lineno)
     finally:
         close()
+
+
+def _plain_block(chunk: bytes) -> bool:
+    """Whether a block's lines decode to themselves: ASCII, no NUL, none too long (shorter than
+    MAX_LINE in all), so that it cannot hold an error or a byte order mark."""
+    return len(chunk) < MAX_LINE and chunk.isascii() and b"\x00" not in chunk
 
 
 def _decode_block(chunk: bytes, name: str, lineno: int) -> list[str]:
