@@ -200,6 +200,19 @@ static inline int str_is(PyObject *s, const char *p, Py_ssize_t n) {
 static int valid_seconds(const char *p, Py_ssize_t n) {
     if (n > 64 || memchr(p, '_', (size_t)n) != NULL)
         return 0;
+    /* the usual shape, DIGITS[.DIGITS], is a finite float at 64 characters or fewer: no str,
+     * no float made for it; anything else is float()'s to judge */
+    Py_ssize_t i = 0, digits = 0;
+    while (i < n && p[i] >= '0' && p[i] <= '9')
+        i++;
+    digits = i;
+    if (i < n && p[i] == '.') {
+        i++;
+        while (i < n && p[i] >= '0' && p[i] <= '9')
+            i++;
+    }
+    if (i == n && digits > 0)
+        return 1;
     PyObject *text = PyUnicode_FromStringAndSize(p, n);
     if (text == NULL)
         return -1;
@@ -258,7 +271,12 @@ static int set_cpu(PyObject *task, long cpu) {
 static int pop_entry(PyObject *task, PyObject *held, PyObject *top) {
     if (PyObject_SetAttr(task, s_chain_key, PyTuple_GET_ITEM(top, E_PREV_KEY)) < 0)
         return -1;
-    return PyList_SetSlice(held, PyList_GET_SIZE(held) - 1, PyList_GET_SIZE(held), NULL);
+    /* list.pop() without its shrinking: the list keeps its room for the next push */
+    Py_ssize_t size = PyList_GET_SIZE(held);
+    PyObject *last = PyList_GET_ITEM(held, size - 1);
+    Py_SET_SIZE(held, size - 1);
+    Py_DECREF(last);
+    return 0;
 }
 
 /* `top` with REFERENCES replaced by `references`, in place of the top entry. */
