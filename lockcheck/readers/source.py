@@ -86,6 +86,8 @@ def _close(stream: BinaryIO, path: str) -> None:
 def _decompressed(raw: BinaryIO, name: str) -> BinaryIO:
     """`raw` itself, or a decompressing reader when its magic bytes say gzip, xz or zstd."""
     head = _read_exactly(raw, _MAGIC_LEN, name)
+    if not head.startswith((_GZIP_MAGIC, _XZ_MAGIC, _ZSTD_MAGIC)) and _rewound(raw, len(head)):
+        return raw  # a plain file read again from its start: no Python-level layer per read
     stream = io.BufferedReader(_Prefixed(head, raw))
     if head.startswith(_GZIP_MAGIC):
         return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
@@ -94,6 +96,20 @@ def _decompressed(raw: BinaryIO, name: str) -> BinaryIO:
     if head.startswith(_ZSTD_MAGIC):
         return _zstd_reader(stream, name)
     return stream
+
+
+def _rewound(raw: BinaryIO, size: int) -> bool:
+    """Whether `raw`, a file we opened, went back over the `size` bytes just read (a pipe cannot:
+    its magic bytes are replayed by `_Prefixed` instead; standard input is never rewound)."""
+    if raw is sys.stdin.buffer:
+        return False
+    try:
+        if not raw.seekable():
+            return False
+        raw.seek(-size, io.SEEK_CUR)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _read_exactly(raw: BinaryIO, size: int, name: str) -> bytes:
