@@ -1101,6 +1101,10 @@ static PyObject *LineFilter_take(LineFilter *self, PyObject *Py_UNUSED(ignored))
     return counts;
 }
 
+static PyObject *LineFilter_lines_read(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromLongLong(self->lineno);
+}
+
 static PyObject *LineFilter_stop(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
     self->passthrough = 1;
     Py_RETURN_NONE;
@@ -1110,6 +1114,8 @@ static PyMethodDef LineFilter_methods[] = {
     {"take", (PyCFunction)LineFilter_take, METH_NOARGS,
      "(events, chain-cache hits) applied since the last call, and reset."},
     {"stop", (PyCFunction)LineFilter_stop, METH_NOARGS, "From now on pass every line on."},
+    {"lines_read", (PyCFunction)LineFilter_lines_read, METH_NOARGS,
+     "The lines taken so far (every line of a block of bytes split so far): a line number."},
     {NULL}};
 
 static PyTypeObject LineFilterType = {

@@ -330,10 +330,10 @@ class _Peeked(itertools.chain):
         peeked._rest = rest
         return peeked
 
-    def give_bytes(self) -> bool:
+    def give_bytes(self, lines_read: Callable[[], int]) -> bool:
         """Ask the rest for blocks of bytes from its next block on; False: it cannot."""
         give = getattr(self._rest, "give_bytes", None)
-        return give() if give is not None else False
+        return give(lines_read) if give is not None else False
 
 
 def _replay(head: list[str], blanks_before: list[int], trailing: int) -> Iterator[str]:

@@ -209,12 +209,15 @@ BLOCK = 1 << 18
 class Lines(itertools.chain):
     """The decoded lines of an opened input: an iterator (a chain of per-block lists, at C speed).
 
-    `give_bytes()` asks for the rest in blocks instead, for a consumer that
-    splits lines itself (the compiled core of `lockcheck.hotpath`): from the
-    next block on, a block of whole lines that are all ASCII, without NUL and
-    short comes as one `bytes` item -- its lines joined by `\n`, each with
-    the `\r` of a `\r\n` ending still on it -- and any other block as its
-    decoded lines, as before.  Whatever would be an error is one the same way.
+    `give_bytes(lines_read)` asks for the rest in blocks instead, for a
+    consumer that splits lines itself (the compiled core of
+    `lockcheck.hotpath`): from the next block on, a block of whole lines that
+    are all ASCII, without NUL and short comes as one `bytes` item -- its
+    lines joined by `\n`, each with the `\r` of a `\r\n` ending still on it
+    -- and any other block as its decoded lines, as before.  Whatever would be
+    an error is one the same way.  `lines_read()` is how many lines the
+    consumer has taken: the line number errors count from (the lines of a
+    block are not counted twice).
     """
 
     _blocks: Iterator
@@ -223,16 +226,16 @@ class Lines(itertools.chain):
     @classmethod
     def opened(cls, stream: BinaryIO, name: str, close: Callable[[], None]) -> "Lines":
         """The lines of `stream` (closed at the end, or by `close()`)."""
-        want_bytes = [False]
+        want_bytes: list = [None]
         blocks = _blocks(stream, name, close, want_bytes)
         lines = cls.from_iterable(blocks)
         lines._blocks = blocks
         lines._want_bytes = want_bytes
         return lines
 
-    def give_bytes(self) -> bool:
+    def give_bytes(self, lines_read: Callable[[], int]) -> bool:
         """From the next block on, ASCII blocks as `bytes` (see the class); True: done."""
-        self._want_bytes[0] = True
+        self._want_bytes[0] = lines_read
         return True
 
     def close(self) -> None:
@@ -248,13 +251,19 @@ def _blocks(stream: BinaryIO, name: str, close: Callable[[], None], want_bytes: 
     block that fails (invalid UTF-8, a NUL byte) is looked at line by line,
     to name the line and column of the problem.  Memory is bounded by the
     block size plus one line (at most `MAX_LINE`).  Once `want_bytes[0]` is
-    set, a block `_plain_block` accepts comes as `(bytes,)` (`Lines.give_bytes`).
+    set (the consumer's count of lines taken), a block `_plain_block` accepts
+    comes as `(bytes,)` (`Lines.give_bytes`).
     """
     try:
         read = getattr(stream, "read1", stream.read)
         carry = b""
         lineno = 0  # lines yielded so far
         while True:
+            lines_read = want_bytes[0]
+            if lines_read is not None:
+                # the consumer took every line yielded before it asked for more: its count is
+                # this one, without counting the newlines of the blocks of bytes here
+                lineno = lines_read()
             try:
                 block = read(BLOCK)
             except _DECOMPRESS_ERRORS as err:
@@ -269,8 +278,7 @@ def _blocks(stream: BinaryIO, name: str, close: Callable[[], None], want_bytes: 
                 continue
             chunk = carry + block[:end] if carry else block[:end]
             carry = block[end + 1:]
-            if want_bytes[0] and _plain_block(chunk):
-                lineno += chunk.count(b"\n") + 1
+            if lines_read is not None and _plain_block(chunk):
                 yield (chunk,)
                 continue
             if not chunk.strip(b"\n"):  # a run of empty lines: no decoding, no list
@@ -282,7 +290,7 @@ def _blocks(stream: BinaryIO, name: str, close: Callable[[], None], want_bytes: 
             lineno += len(lines)
             yield lines
         if carry:
-            yield (carry,) if want_bytes[0] and _plain_block(carry) else _decode_block(carry, name, lineno)
+            yield (carry,) if lines_read is not None and _plain_block(carry) else _decode_block(carry, name, lineno)
     finally:
         close()
 
