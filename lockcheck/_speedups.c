@@ -1,19 +1,26 @@
 /*
  * lockcheck._speedups: the compiled part of the `.lt` fast path (lockcheck/hotpath.py).
  *
- * `LineFilter(lines, views, tails, chain_cache, initial_key, depth_limit, tick)` is an iterator
- * over `lines` that applies, itself, the lines hotpath.lt_events would apply on its fast path
- * in the common shapes -- a plain release of the innermost lock, an acquisition whose chain is
- * cached, a contended/acquired line -- and yields `(lineno, line)` for every other line, which
+ * `LineFilter(lines, views, tails, chain_cache, initial_key, depth_limit, tick[, classes])` is an
+ * iterator over `lines` that applies, itself, the lines hotpath.lt_events would apply on its fast
+ * path in the common shapes -- a plain release of the innermost lock, an acquisition whose chain
+ * is cached, a contended/acquired line -- and yields `(lineno, line)` for every other line, which
  * the Python loop then handles exactly as it handles every line without this filter.  The
  * filter never decides anything the Python code would decide differently: whatever it is not
- * sure of (a task or a text it has not seen, a non-ASCII line, a nest lock, a HeldLock on top,
- * a cache miss) it passes on.  It shares the Python loop's dictionaries: `views` (task key ->
- * the view tuple built by the Python side) and `tails` (text after the task -> what
- * hotpath._scan_tail read), so it only ever looks things up.
+ * sure of (a task it has no view of, a text it cannot read, a non-ASCII line, a nest lock, a
+ * HeldLock on top, a cache miss) it passes on.  It shares the Python loop's dictionaries:
+ * `views` (task key -> the view tuple built by the Python side) and `tails` (text after the
+ * task -> what hotpath._scan_tail read), so it only ever looks things up in them.
  *
- * The layouts of a view, an info and a stack entry are hotpath.py's; tests/test_hotpath.py
- * holds the filtered and the pure-Python runs to identical results.
+ * Its input: str lines, or blocks of whole ASCII lines as `bytes` (source.Lines.give_bytes),
+ * which it splits itself: a str is made only for a line it passes on or pushes.  The text after
+ * the task is read here (read_tail) for the common shapes -- `acquire`, `release`, `contended`,
+ * `acquired` of `CLASS[@INSTANCE]` with `at=`, a mode and `try` -- as _scan_tail reads them,
+ * the class looked up in `classes` (the graph's nodes) through a table of its own; any other
+ * shape is looked up in `tails`, as before.
+ *
+ * The layouts of a view, an info and a stack entry are hotpath.py's; tests/test_hotpath.py and
+ * tests/test_blocks.py hold the filtered and the pure-Python runs to identical results.
  */
 
 #define PY_SSIZE_T_CLEAN
