@@ -57,14 +57,27 @@ def open_lines(path: str, positions: Optional[list] = None) -> tuple[str, Iterat
     """
     name = STDIN_NAME if path == STDIN else path
     raw = _open_binary(path, name)
+    closed_at: list[int] = []  # where the file was when it was closed
+
+    def position() -> int:
+        return closed_at[0] if closed_at else raw.tell()
+
+    def close() -> None:
+        if not closed_at and path != STDIN:
+            try:
+                closed_at.append(raw.tell())
+            except (OSError, ValueError):  # a pipe named on the command line: no position
+                pass
+        _close(stream, path)
+
     if positions is not None:
-        positions.append(None if path == STDIN else raw.tell)
+        positions.append(None if path == STDIN else position)
     try:
         stream = _decompressed(raw, name)
     except BaseException:
         _close(raw, path)
         raise
-    return name, Lines.opened(stream, name, lambda: _close(stream, path))
+    return name, Lines.opened(stream, name, close)
 
 
 def _open_binary(path: str, name: str) -> BinaryIO:
