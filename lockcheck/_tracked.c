@@ -80,7 +80,8 @@ static int cur_ok;                  /* 0: that recorder is not for the hit path 
 static PyObject *rec_dict, *checker_dict, *tasks, *chain_cache, *classes, *nodes, *stats_dict, *local,
     *pending, *orphans;
 
-/* sites: (code object, line) -> the recorder's site tuple, or None for a frame the site skips */
+/* sites: (code object, instruction) -> the recorder's site tuple, or None for a frame the site
+ * skips (an instruction has one line: no line-table walk per acquire) */
 #define SITE_SLOTS 4096
 typedef struct { PyObject *code; int line; PyObject *site; } SiteEntry;
 static SiteEntry sites[SITE_SLOTS];
@@ -94,9 +95,20 @@ forget_sites(void)
     }
 }
 
+/* this thread's (gen, task, comm) of Recorder.thread_task, as last read (a strong reference, per
+ * OS thread); valid while `epoch` is unchanged and the gen is the recorder's */
+static unsigned long epoch = 1;
+static _Thread_local PyObject *tl_info;
+static _Thread_local unsigned long tl_epoch;
+/* the feed lock's bound `locked` */
+static PyObject *feed_lock_seen, *feed_locked;
+
 static void
 forget_rec(void)
 {
+    epoch++;
+    Py_CLEAR(feed_lock_seen);
+    Py_CLEAR(feed_locked);
     Py_CLEAR(cur_rec);
     Py_CLEAR(rec_dict);
     Py_CLEAR(checker_dict);
@@ -196,6 +208,24 @@ monotonic(void)
     return PyFloat_FromDouble((double)ts.tv_sec + ts.tv_nsec * 1e-9);
 }
 
+/* feed_lock.locked(): 1, 0, or -1 (error) */
+static int
+feed_lock_busy(PyObject *feed_lock)
+{
+    if (feed_lock != feed_lock_seen) {
+        PyObject *bound = PyObject_GetAttr(feed_lock, s_locked);
+        if (bound == NULL)
+            return -1;
+        Py_XSETREF(feed_locked, bound);
+        Py_XSETREF(feed_lock_seen, Py_NewRef(feed_lock));
+    }
+    PyObject *r = PyObject_CallNoArgs(feed_locked);
+    if (r == NULL)
+        return -1;
+    Py_DECREF(r);
+    return r != Py_False;
+}
+
 static int
 str_eq(PyObject *a, PyObject *b)
 {
@@ -228,7 +258,22 @@ bump(PyObject *dict, PyObject *key)
 static int
 thread_task(PyObject *rec, PyObject **task, PyObject **comm)
 {
-    PyObject *info = PyObject_GetAttr(local, s_info);
+    PyObject *info = tl_info;
+    if (info != NULL && tl_epoch == epoch) {
+        PyObject *gen = PyDict_GetItemWithError(rec_dict, s_gen);
+        if (gen != NULL && (gen == PyTuple_GET_ITEM(info, 0)
+                            || (PyLong_CheckExact(gen) && PyLong_CheckExact(PyTuple_GET_ITEM(info, 0))
+                                && PyObject_RichCompareBool(gen, PyTuple_GET_ITEM(info, 0), Py_EQ) == 1))) {
+            *task = Py_NewRef(PyTuple_GET_ITEM(info, 1));
+            *comm = Py_NewRef(PyTuple_GET_ITEM(info, 2));
+            return 0;
+        }
+        if (PyErr_Occurred())
+            return -1;
+    }
+    int again = 0;
+read:
+    info = PyObject_GetAttr(local, s_info);
     if (info != NULL) {
         if (PyTuple_CheckExact(info) && PyTuple_GET_SIZE(info) == 3) {
             PyObject *gen = PyDict_GetItemWithError(rec_dict, s_gen);
@@ -237,7 +282,8 @@ thread_task(PyObject *rec, PyObject **task, PyObject **comm)
                 if (same == 1) {
                     *task = Py_NewRef(PyTuple_GET_ITEM(info, 1));
                     *comm = Py_NewRef(PyTuple_GET_ITEM(info, 2));
-                    Py_DECREF(info);
+                    Py_XSETREF(tl_info, info);
+                    tl_epoch = epoch;
                     return 0;
                 }
             }
@@ -255,6 +301,11 @@ thread_task(PyObject *rec, PyObject **task, PyObject **comm)
     PyObject *pair = PyObject_CallMethodNoArgs(rec, s_thread_task);
     if (pair == NULL)
         return -1;
+    if (!again) {  /* the info it made is read back, and kept for the next time */
+        again = 1;
+        Py_DECREF(pair);
+        goto read;
+    }
     if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
         Py_DECREF(pair);
         PyErr_SetString(PyExc_TypeError, "thread_task() must return (task, comm)");
@@ -275,7 +326,11 @@ site_of(PyObject *rec, PyFrameObject *frame)
     Py_INCREF(f);
     for (int i = 0; i < 8; i++) {
         PyCodeObject *code = PyFrame_GetCode(f);
-        int line = PyFrame_GetLineNumber(f);
+#if PY_VERSION_HEX >= 0x030B0000
+        int line = PyFrame_GetLasti(f);
+#else
+        int line = f->f_lasti;
+#endif
         size_t h = (((size_t)code >> 4) ^ ((size_t)line * 2654435761u)) & (SITE_SLOTS - 1);
         SiteEntry *e = &sites[h];
         if (e->code != (PyObject *)code || e->line != line) {
@@ -337,14 +392,14 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     }
     PyObject *clsname = subclass ? PyUnicode_FromFormat("%U/%d", cls, subclass) : Py_NewRef(cls);
     PyObject *sub = PyLong_FromLong(subclass);
-    PyObject *me = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    PyObject *me = NULL;
     /* the objects the push keeps; made first: an allocation may collect garbage, which runs
      * finalizers -- Python code, which may take locks -- and nothing must run after the checks */
     PyObject *ev = event_type->tp_alloc(event_type, 0);
     PyObject *hl = held_type->tp_alloc(held_type, 0);
     PyObject *key = NULL;
     int result = -1;
-    if (clsname == NULL || sub == NULL || me == NULL || ev == NULL || hl == NULL)
+    if (clsname == NULL || sub == NULL || ev == NULL || hl == NULL)
         goto done;
     if (PyUnicode_READY(clsname) < 0 || PyObject_Hash(clsname) == -1)
         goto done;
@@ -364,6 +419,13 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     if (PyDict_GET_SIZE(orphans))
         goto done;
     PyObject *busy = PyDict_GetItemWithError(rec_dict, s_busy);
+    if (busy != NULL && PySet_Check(busy) && PySet_GET_SIZE(busy)) {
+        me = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+        if (me == NULL) {
+            result = -1;
+            goto done;
+        }
+    }
     /* another thread between entering the recorder and taking its lock is fine, but this one
      * would queue its event: left to Python (rare) */
     if (busy == NULL || !PySet_Check(busy) || (PySet_GET_SIZE(busy) && PySet_Contains(busy, me) != 0))
@@ -371,13 +433,12 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     PyObject *feed_lock = PyDict_GetItemWithError(rec_dict, s_feed_lock);
     if (feed_lock == NULL)
         goto done;
-    PyObject *locked = PyObject_CallMethodNoArgs(feed_lock, s_locked);
-    if (locked == NULL) {
+    int in_use = feed_lock_busy(feed_lock);
+    if (in_use < 0) {
         result = -1;
         goto done;
     }
-    Py_DECREF(locked);
-    if (locked != Py_False)
+    if (in_use)
         goto done;  /* someone is inside the checker: wait for it the Python way */
     if (PyDict_GetItemWithError(checker_dict, s_stopped) != Py_False)
         goto done;
@@ -515,11 +576,10 @@ record_release(BaseObject *self, PyObject *rec, PyObject *holder)
     PyObject *feed_lock = PyDict_GetItemWithError(rec_dict, s_feed_lock);
     if (feed_lock == NULL)
         goto miss;
-    PyObject *locked = PyObject_CallMethodNoArgs(feed_lock, s_locked);
-    if (locked == NULL)
+    int in_use = feed_lock_busy(feed_lock);
+    if (in_use < 0)
         return -1;
-    Py_DECREF(locked);
-    if (locked != Py_False)
+    if (in_use)
         goto miss;
     if (PyDict_GetItemWithError(checker_dict, s_stopped) != Py_False)
         goto miss;

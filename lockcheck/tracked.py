@@ -744,6 +744,13 @@ def nested(lock: Any, subclass: int = 1) -> _Nested:
 # -- the compiled core's view of the recorder ------------------------------------------------------
 
 
+def core_forget() -> None:
+    """The compiled core drops what it cached of the recorder and of each thread's task (the
+    recorder stopped, or a thread's task key was dropped: `Recorder.process_started`)."""
+    if _core is not None:
+        _core.forget()
+
+
 def _c_refresh(rec: Recorder) -> Optional[tuple]:
     """What the hit path reads of a newly started recorder, or None: not one it may serve (a
     recorder or checker whose feeding differs from `Recorder`'s and `Checker`'s: Python only)."""
