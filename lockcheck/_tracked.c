@@ -69,7 +69,7 @@ static Py_ssize_t ts_off[TS_N];
 /* interned names */
 static PyObject *s_rec, *s_trace, *s_check, *s_gen, *s_feed_lock, *s_busy, *s_stopped, *s_usage, *s_events,
     *s_chain_hits, *s_info, *s_locked, *s_acquire, *s_release, *s_is_owned, *s_thread_task, *s_py_enter,
-    *s_py_acquire, *s_py_release, *s_contended, *s_released, *s_self_released, *s_bad_releases,
+    *s_py_acquire, *s_py_release, *s_contended, *s_tried, *s_released, *s_self_released, *s_bad_releases,
     *s_nested_enter, *s_nested_exit;
 static PyObject *small_zero, *small_one;
 
@@ -379,7 +379,7 @@ typedef struct {
  * chain-cache hit with nothing new: 1 recorded, 0 not (nothing changed), -1 error. */
 static int
 record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, PyFrameObject *frame,
-               int subclass)
+               int subclass, int trylock)
 {
     PyObject *site = site_of(rec, frame);
     if (site == NULL)
@@ -459,12 +459,12 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     if (depth + 1 >= max_depth)
         goto done;
     PyObject *node = PyDict_GetItemWithError(nodes, clsname);
-    if (node == NULL || !PyDict_CheckExact(node) || PyDict_GetItemWithError(classes, clsname) == NULL)
+    if (node == NULL || !PyDict_CheckExact(node))  /* a class of the graph (_node and _succ agree) */
         goto done;
     PyObject *usage = PyDict_GetItemWithError(node, s_usage);
     int in_hardirq = Py_SIZE(hdepth) != 0, in_softirq = Py_SIZE(sdepth) != 0;
     int hardirqs_off = henabled != Py_True || in_hardirq;
-    PyObject *needed = PyList_GET_ITEM(need, hardirqs_off ? 4 : 0);
+    PyObject *needed = PyList_GET_ITEM(need, (hardirqs_off ? 4 : 0) | (trylock ? 2 : 0));
     if (usage == NULL || !PyLong_CheckExact(usage) || !PyLong_CheckExact(needed))
         goto done;
     long u = PyLong_AsLong(usage), n = PyLong_AsLong(needed);
@@ -496,7 +496,8 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
         result = -1;
         goto done;
     }
-    int cached = PySet_Contains(chain_cache, key);
+    /* a trylock is no chain to validate (validate_chain returns at once): pushed, not counted */
+    int cached = trylock ? 1 : PySet_Contains(chain_cache, key);
     if (cached != 1) {
         if (cached < 0)
             PyErr_Clear();
@@ -517,11 +518,12 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     /* -- the changes: nothing below runs Python code */
     PyObject *file = PyTuple_GET_ITEM(site, 0), *line = PyTuple_GET_ITEM(site, 1),
              *at = PyTuple_GET_ITEM(site, 2);
-    PyObject *evf[EV_N] = {task, op_acquire, cls, inst, small_zero, Py_False, sub, Py_None, check, at,
+    PyObject *try_ = trylock ? Py_True : Py_False;
+    PyObject *evf[EV_N] = {task, op_acquire, cls, inst, small_zero, try_, sub, Py_None, check, at,
                            Py_None, Py_None, file, line, comm, Py_False};
     for (int i = 0; i < EV_N; i++)
         SLOT(ev, ev_off[i]) = Py_NewRef(evf[i]);
-    PyObject *hlf[HL_N] = {clsname, cls, inst, sub, small_zero, Py_False, Py_True, Py_None, irq,
+    PyObject *hlf[HL_N] = {clsname, cls, inst, sub, small_zero, try_, Py_True, Py_None, irq,
                            hardirqs_off ? Py_True : Py_False, small_zero, chain_key, ev, Py_None};
     for (int i = 0; i < HL_N; i++)
         SLOT(hl, hl_off[i]) = Py_NewRef(hlf[i]);
@@ -534,7 +536,7 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     SLOT(ts, ts_off[TS_CHAIN_KEY]) = Py_NewRef(key);
     PyObject *old_name = SLOT(ts, ts_off[TS_NAME]);
     SLOT(ts, ts_off[TS_NAME]) = Py_NewRef(comm);
-    if (bump(stats_dict, s_events) < 0 || bump(stats_dict, s_chain_hits) < 0)
+    if (bump(stats_dict, s_events) < 0 || (!trylock && bump(stats_dict, s_chain_hits) < 0))
         result = -1;
     else
         result = 1;
@@ -721,7 +723,7 @@ lock_enter_sub(BaseObject *self, int subclass, PyObject *slow_obj, PyObject *slo
         Py_DECREF(comm);
         goto slow_path;
     }
-    int r = record_acquire(self, rec, task, comm, frame, subclass);
+    int r = record_acquire(self, rec, task, comm, frame, subclass, 0);
     if (r <= 0) {
         Py_DECREF(task);
         Py_DECREF(comm);
@@ -772,9 +774,50 @@ slow_acquire(PyObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *
                                      kwnames);
 }
 
+/* lock.acquire(False) of a tracked Lock: the try first; recorded (as a trylock) once it succeeded */
+static PyObject *
+lock_try(BaseObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
+{
+    int ok;
+    if (self->real == NULL || self->holder == NULL)
+        return slow_acquire((PyObject *)self, args, nargs, kwnames);
+    PyObject *rec = active_rec(&ok);
+    if (rec == NULL && PyErr_Occurred())
+        return NULL;
+    PyFrameObject *frame = PyEval_GetFrame();
+    if (rec == NULL || !ok || frame == NULL)
+        return slow_acquire((PyObject *)self, args, nargs, kwnames);
+    PyObject *task, *comm;
+    if (thread_task(rec, &task, &comm) < 0)
+        return NULL;
+    PyObject *res = real_call(self->real, s_acquire, Py_False);
+    int taken = res == NULL ? -1 : PyObject_IsTrue(res);
+    Py_XDECREF(res);
+    int r = taken;
+    if (taken == 1) {
+        r = took(self, task, 0);
+        if (r == 0) {
+            r = record_acquire(self, rec, task, comm, frame, 0, 1);
+            if (r == 0) {  /* not a hit: the rest of the Python path (`_lc_tried`) */
+                PyObject *argv[4] = {(PyObject *)self, rec, task, comm};
+                PyObject *done = PyObject_VectorcallMethod(s_tried, argv, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+                r = done == NULL ? -1 : 1;
+                Py_XDECREF(done);
+            }
+        }
+    }
+    Py_DECREF(task);
+    Py_DECREF(comm);
+    if (r < 0)
+        return NULL;
+    return Py_NewRef(taken ? Py_True : Py_False);
+}
+
 static PyObject *
 lock_acquire(BaseObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames)
 {
+    if (nargs == 1 && args[0] == Py_False && (kwnames == NULL || PyTuple_GET_SIZE(kwnames) == 0))
+        return lock_try(self, args, nargs, kwnames);
     if (!plain_acquire_args(args, nargs, kwnames))
         return slow_acquire((PyObject *)self, args, nargs, kwnames);
     return lock_enter_sub(self, 0, (PyObject *)self, s_py_acquire);
@@ -873,7 +916,7 @@ rlock_enter_sub(BaseObject *self, int subclass, PyObject *slow_obj, PyObject *sl
     PyObject *task, *comm;
     if (thread_task(rec, &task, &comm) < 0)
         return NULL;
-    int r = record_acquire(self, rec, task, comm, frame, subclass);
+    int r = record_acquire(self, rec, task, comm, frame, subclass, 0);
     if (r <= 0) {
         Py_DECREF(task);
         Py_DECREF(comm);
@@ -1258,6 +1301,7 @@ PyInit__trackedcore(void)
     INTERN(s_py_acquire, "_py_acquire");
     INTERN(s_py_release, "_py_release");
     INTERN(s_contended, "_lc_contended");
+    INTERN(s_tried, "_lc_tried");
     INTERN(s_released, "released");
     INTERN(s_self_released, "_released");
     INTERN(s_bad_releases, "bad_releases");

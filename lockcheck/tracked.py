@@ -154,6 +154,11 @@ class _Tracked(_Base, metaclass=_WrapperMeta):
         __tracebackhide__ = True
         return self._acquire(blocking, timeout, sys._getframe(1), 0)
 
+    def _lc_tried(self, rec: Recorder, task: str, comm: str) -> bool:
+        """The compiled core took the lock with a non-blocking try that was no hit: its event."""
+        rec.acquired(task, comm, self._cls, self._inst, sys._getframe(1), trylock=True)
+        return True
+
     def _lc_contended(self, rec: Recorder, task: str, comm: str) -> bool:
         """The compiled hit path recorded the acquire, and the non-blocking try failed: the wait
         (`_recorded_acquire`'s, from there on)."""
