@@ -66,6 +66,41 @@ static Py_ssize_t ts_off[TS_N];
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
 
+/* dict[key] (borrowed; NULL: missing or an error), remembered while the dict is unchanged: a
+ * dict's version tag changes with every change of it, and no two dicts share one, so an entry
+ * found under the same (dict, version, key object) is the value still there (the key is held,
+ * so its address is not reused meanwhile) */
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+#define DICT_VERSION(d) (((PyDictObject *)(d))->ma_version_tag)
+#endif
+#define KSLOTS 512
+typedef struct { PyObject *dict; uint64_t ver; PyObject *key; PyObject *value; } KEntry;
+static KEntry kcache[KSLOTS];
+
+static PyObject *
+kget(PyObject *dict, PyObject *key)
+{
+#ifdef DICT_VERSION
+    size_t h = (((size_t)dict >> 4) ^ (((size_t)key >> 4) * 31)) & (KSLOTS - 1);
+    KEntry *e = &kcache[h];
+    if (e->dict == dict && e->key == key && e->ver == DICT_VERSION(dict))
+        return e->value;
+    PyObject *v = PyDict_GetItemWithError(dict, key);
+    if (v != NULL) {
+        PyObject *old = e->key;
+        e->dict = dict;
+        e->ver = DICT_VERSION(dict);
+        e->key = Py_NewRef(key);
+        e->value = v;
+        Py_XDECREF(old);  /* a str: releasing it runs no Python code */
+    }
+    return v;
+#else
+    return PyDict_GetItemWithError(dict, key);
+#endif
+}
+
+
 /* interned names */
 static PyObject *s_rec, *s_trace, *s_check, *s_gen, *s_feed_lock, *s_busy, *s_stopped, *s_usage, *s_events,
     *s_chain_hits, *s_info, *s_locked, *s_acquire, *s_release, *s_is_owned, *s_thread_task, *s_py_enter,
@@ -77,6 +112,8 @@ static PyObject *small_zero, *small_one;
 
 static PyObject *cur_rec;           /* the recorder the fields below belong to (strong) */
 static int cur_ok;                  /* 0: that recorder is not for the hit path (a subclass...) */
+static long long pend_events, pend_hits;
+static int flush_stats(void);
 static PyObject *rec_dict, *checker_dict, *tasks, *chain_cache, *classes, *nodes, *stats_dict, *local,
     *pending, *orphans;
 
@@ -106,6 +143,9 @@ static PyObject *feed_lock_seen, *feed_locked;
 static void
 forget_rec(void)
 {
+    if (flush_stats() < 0)
+        PyErr_WriteUnraisable(NULL);
+    pend_events = pend_hits = 0;
     epoch++;
     Py_CLEAR(feed_lock_seen);
     Py_CLEAR(feed_locked);
@@ -128,7 +168,7 @@ forget_rec(void)
 static PyObject *
 active_rec(int *ok)
 {
-    PyObject *rec = PyDict_GetItemWithError(tracked_globals, s_rec);
+    PyObject *rec = kget(tracked_globals, s_rec);
     if (rec == NULL || rec == Py_None) {
         if (cur_rec != NULL && !PyErr_Occurred())
             forget_rec();
@@ -236,22 +276,40 @@ str_eq(PyObject *a, PyObject *b)
     return -1;  /* not two plain strings: not for the hit path */
 }
 
-/* dict[key] += 1 for an int counter (stats); 0 on success */
+/* dict[key] += n for an int counter (stats); 0 on success */
 static int
-bump(PyObject *dict, PyObject *key)
+bump(PyObject *dict, PyObject *key, long long n)
 {
     PyObject *v = PyDict_GetItemWithError(dict, key);
-    if (v == NULL || !PyLong_CheckExact(v))
+    if (v == NULL || !PyLong_CheckExact(v)) {
+        if (!PyErr_Occurred())
+            PyErr_Format(PyExc_RuntimeError, "lockcheck: checker stats lost their %R counter", key);
         return -1;
-    long long n = PyLong_AsLongLong(v);
-    if (n == -1 && PyErr_Occurred())
+    }
+    long long old = PyLong_AsLongLong(v);
+    if (old == -1 && PyErr_Occurred())
         return -1;
-    PyObject *w = PyLong_FromLongLong(n + 1);
+    PyObject *w = PyLong_FromLongLong(old + n);
     if (w == NULL)
         return -1;
     int r = PyDict_SetItem(dict, key, w);
     Py_DECREF(w);
     return r;
+}
+
+/* The checker's `stats.events` and `stats.chain_hits` counted by the hit path and not yet added
+ * to it: added whenever they are read or written (tracked._CoreStats) and when the recorder
+ * changes -- a dict update per event would cost more than the rest of a hit. */
+static int
+flush_stats(void)
+{
+    long long e = pend_events, h = pend_hits;
+    if ((e || h) && stats_dict != NULL) {
+        pend_events = pend_hits = 0;
+        if ((e && bump(stats_dict, s_events, e) < 0) || (h && bump(stats_dict, s_chain_hits, h) < 0))
+            return -1;
+    }
+    return 0;
 }
 
 /* (task, comm) of the calling thread, as Recorder.thread_task gives them (new references). */
@@ -260,7 +318,7 @@ thread_task(PyObject *rec, PyObject **task, PyObject **comm)
 {
     PyObject *info = tl_info;
     if (info != NULL && tl_epoch == epoch) {
-        PyObject *gen = PyDict_GetItemWithError(rec_dict, s_gen);
+        PyObject *gen = kget(rec_dict, s_gen);
         if (gen != NULL && (gen == PyTuple_GET_ITEM(info, 0)
                             || (PyLong_CheckExact(gen) && PyLong_CheckExact(PyTuple_GET_ITEM(info, 0))
                                 && PyObject_RichCompareBool(gen, PyTuple_GET_ITEM(info, 0), Py_EQ) == 1))) {
@@ -276,7 +334,7 @@ read:
     info = PyObject_GetAttr(local, s_info);
     if (info != NULL) {
         if (PyTuple_CheckExact(info) && PyTuple_GET_SIZE(info) == 3) {
-            PyObject *gen = PyDict_GetItemWithError(rec_dict, s_gen);
+            PyObject *gen = kget(rec_dict, s_gen);
             if (gen != NULL && PyLong_CheckExact(gen) && PyLong_CheckExact(PyTuple_GET_ITEM(info, 0))) {
                 int same = PyObject_RichCompareBool(gen, PyTuple_GET_ITEM(info, 0), Py_EQ);
                 if (same == 1) {
@@ -369,6 +427,87 @@ site_of(PyObject *rec, PyFrameObject *frame)
 
 /* -- the hit path ------------------------------------------------------------------------ */
 
+/* HeldLock and Event objects nobody else sees any more (a popped entry only its stack held),
+ * kept for the next push with their fields cleared and out of the collector's sight: a push
+ * and a pop then allocate nothing */
+#define FREE_MAX 64
+static PyObject *free_ev[FREE_MAX], *free_hl[FREE_MAX];
+static int n_free_ev, n_free_hl;
+
+static PyObject *
+new_obj(PyTypeObject *tp, PyObject **list, int *n)
+{
+    if (*n > 0) {
+        PyObject *o = list[--*n];
+        PyObject_GC_Track(o);
+        return o;
+    }
+    return tp->tp_alloc(tp, 0);
+}
+
+/* clear the slots of `o` (their values are str, int, bool, None, tuples and an Event: releasing
+ * them runs no Python code) and keep it; `o`'s reference is taken */
+static void
+recycle(PyObject *o, const Py_ssize_t *off, int nslots, PyObject **list, int *n)
+{
+    PyObject *vals[16];
+    for (int i = 0; i < nslots; i++) {
+        vals[i] = SLOT(o, off[i]);
+        SLOT(o, off[i]) = NULL;
+    }
+    PyObject_GC_UnTrack(o);
+    list[(*n)++] = o;
+    for (int i = 0; i < nslots; i++)
+        Py_XDECREF(vals[i]);
+}
+
+static void
+recycle_held(PyObject *top)
+{
+    if (Py_REFCNT(top) != 1 || Py_TYPE(top) != held_type || n_free_hl >= FREE_MAX) {
+        Py_DECREF(top);
+        return;
+    }
+    PyObject *ev = SLOT(top, hl_off[HL_EVENT]);
+    if (ev != NULL && Py_REFCNT(ev) == 1 && Py_TYPE(ev) == event_type && n_free_ev < FREE_MAX) {
+        SLOT(top, hl_off[HL_EVENT]) = NULL;
+        recycle(ev, ev_off, EV_N, free_ev, &n_free_ev);
+    }
+    recycle(top, hl_off, HL_N, free_hl, &n_free_hl);
+}
+
+/* `CLASS/N` (events.class_name), made once per class and subclass (a new reference) */
+static PyObject *subnames;
+
+static PyObject *
+subclass_name(PyObject *cls, int subclass)
+{
+    if (subnames == NULL && (subnames = PyDict_New()) == NULL)
+        return NULL;
+    PyObject *names = PyDict_GetItemWithError(subnames, cls);
+    if (names == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        names = PyList_New(8);
+        if (names == NULL)
+            return NULL;
+        for (int i = 0; i < 8; i++)
+            PyList_SET_ITEM(names, i, Py_NewRef(Py_None));
+        int r = PyDict_SetItem(subnames, cls, names);
+        Py_DECREF(names);
+        if (r < 0)
+            return NULL;
+    }
+    PyObject *name = PyList_GET_ITEM(names, subclass & 7);
+    if (name == Py_None) {
+        name = PyUnicode_FromFormat("%U/%d", cls, subclass);
+        if (name == NULL)
+            return NULL;
+        PyList_SetItem(names, subclass & 7, name);  /* steals it */
+    }
+    return Py_NewRef(name);
+}
+
 typedef struct {
     PyObject_HEAD
     PyObject *real, *cls, *inst, *holder, *since, *depth;
@@ -390,13 +529,13 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
         Py_DECREF(site);
         return 0;
     }
-    PyObject *clsname = subclass ? PyUnicode_FromFormat("%U/%d", cls, subclass) : Py_NewRef(cls);
+    PyObject *clsname = subclass ? subclass_name(cls, subclass) : Py_NewRef(cls);
     PyObject *sub = PyLong_FromLong(subclass);
     PyObject *me = NULL;
     /* the objects the push keeps; made first: an allocation may collect garbage, which runs
      * finalizers -- Python code, which may take locks -- and nothing must run after the checks */
-    PyObject *ev = event_type->tp_alloc(event_type, 0);
-    PyObject *hl = held_type->tp_alloc(held_type, 0);
+    PyObject *ev = new_obj(event_type, free_ev, &n_free_ev);
+    PyObject *hl = new_obj(held_type, free_hl, &n_free_hl);
     PyObject *key = NULL;
     int result = -1;
     if (clsname == NULL || sub == NULL || ev == NULL || hl == NULL)
@@ -406,19 +545,19 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     result = 0;
 
     /* -- the checks: Recorder.acquired / feed / Checker.feed / lock_acquire would do nothing else */
-    if (PyDict_GetItemWithError(tracked_globals, s_rec) != rec)
+    if (kget(tracked_globals, s_rec) != rec)
         goto done;  /* stopped meanwhile (a finalizer ran) */
-    PyObject *v = PyDict_GetItemWithError(rec_dict, s_trace);
+    PyObject *v = kget(rec_dict, s_trace);
     if (v != Py_None)
         goto done;  /* a trace is written: the Python path writes it under the feed lock */
-    PyObject *check = PyDict_GetItemWithError(rec_dict, s_check);
+    PyObject *check = kget(rec_dict, s_check);
     if (check != Py_True)
         goto done;
     if (PyObject_Length(pending) != 0)
         goto done;
     if (PyDict_GET_SIZE(orphans))
         goto done;
-    PyObject *busy = PyDict_GetItemWithError(rec_dict, s_busy);
+    PyObject *busy = kget(rec_dict, s_busy);
     if (busy != NULL && PySet_Check(busy) && PySet_GET_SIZE(busy)) {
         me = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
         if (me == NULL) {
@@ -430,7 +569,7 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
      * would queue its event: left to Python (rare) */
     if (busy == NULL || !PySet_Check(busy) || (PySet_GET_SIZE(busy) && PySet_Contains(busy, me) != 0))
         goto done;
-    PyObject *feed_lock = PyDict_GetItemWithError(rec_dict, s_feed_lock);
+    PyObject *feed_lock = kget(rec_dict, s_feed_lock);
     if (feed_lock == NULL)
         goto done;
     int in_use = feed_lock_busy(feed_lock);
@@ -440,9 +579,9 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     }
     if (in_use)
         goto done;  /* someone is inside the checker: wait for it the Python way */
-    if (PyDict_GetItemWithError(checker_dict, s_stopped) != Py_False)
+    if (kget(checker_dict, s_stopped) != Py_False)
         goto done;
-    PyObject *ts = PyDict_GetItemWithError(tasks, task);
+    PyObject *ts = kget(tasks, task);
     if (ts == NULL || Py_TYPE(ts) != task_type)
         goto done;
     PyObject *held = SLOT(ts, ts_off[TS_HELD]);
@@ -458,10 +597,10 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     Py_ssize_t depth = PyList_GET_SIZE(held);
     if (depth + 1 >= max_depth)
         goto done;
-    PyObject *node = PyDict_GetItemWithError(nodes, clsname);
+    PyObject *node = kget(nodes, clsname);
     if (node == NULL || !PyDict_CheckExact(node))  /* a class of the graph (_node and _succ agree) */
         goto done;
-    PyObject *usage = PyDict_GetItemWithError(node, s_usage);
+    PyObject *usage = kget(node, s_usage);
     int in_hardirq = Py_SIZE(hdepth) != 0, in_softirq = Py_SIZE(sdepth) != 0;
     int hardirqs_off = henabled != Py_True || in_hardirq;
     PyObject *needed = PyList_GET_ITEM(need, (hardirqs_off ? 4 : 0) | (trylock ? 2 : 0));
@@ -536,10 +675,10 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     SLOT(ts, ts_off[TS_CHAIN_KEY]) = Py_NewRef(key);
     PyObject *old_name = SLOT(ts, ts_off[TS_NAME]);
     SLOT(ts, ts_off[TS_NAME]) = Py_NewRef(comm);
-    if (bump(stats_dict, s_events) < 0 || (!trylock && bump(stats_dict, s_chain_hits) < 0))
-        result = -1;
-    else
-        result = 1;
+    pend_events++;
+    if (!trylock)
+        pend_hits++;
+    result = 1;
     Py_DECREF(old_key);
     Py_XDECREF(old_name);
 done:
@@ -560,10 +699,10 @@ done:
 static int
 record_release(BaseObject *self, PyObject *rec, PyObject *holder)
 {
-    PyObject *v = PyDict_GetItemWithError(rec_dict, s_trace);
+    PyObject *v = kget(rec_dict, s_trace);
     if (v != Py_None || PyObject_Length(pending) != 0)
         goto miss;
-    PyObject *busy = PyDict_GetItemWithError(rec_dict, s_busy);
+    PyObject *busy = kget(rec_dict, s_busy);
     if (busy == NULL || !PySet_Check(busy))
         goto miss;
     if (PySet_GET_SIZE(busy)) {
@@ -575,7 +714,7 @@ record_release(BaseObject *self, PyObject *rec, PyObject *holder)
         if (in != 0)
             goto miss;
     }
-    PyObject *feed_lock = PyDict_GetItemWithError(rec_dict, s_feed_lock);
+    PyObject *feed_lock = kget(rec_dict, s_feed_lock);
     if (feed_lock == NULL)
         goto miss;
     int in_use = feed_lock_busy(feed_lock);
@@ -583,9 +722,9 @@ record_release(BaseObject *self, PyObject *rec, PyObject *holder)
         return -1;
     if (in_use)
         goto miss;
-    if (PyDict_GetItemWithError(checker_dict, s_stopped) != Py_False)
+    if (kget(checker_dict, s_stopped) != Py_False)
         goto miss;
-    PyObject *ts = PyDict_GetItemWithError(tasks, holder);
+    PyObject *ts = kget(tasks, holder);
     if (ts == NULL || Py_TYPE(ts) != task_type)
         goto miss;
     PyObject *held = SLOT(ts, ts_off[TS_HELD]);
@@ -605,19 +744,16 @@ record_release(BaseObject *self, PyObject *rec, PyObject *holder)
     if (PyErr_Occurred())
         goto miss;
     /* the changes (Checker.release_innermost); the popped entry is released last */
-    Py_INCREF(top);
-    if (PyList_SetSlice(held, PyList_GET_SIZE(held) - 1, PyList_GET_SIZE(held), NULL) < 0) {
-        Py_DECREF(top);
-        return -1;
-    }
+    Py_SET_SIZE(held, PyList_GET_SIZE(held) - 1);  /* list.pop(): the list's reference is ours now */
     PyObject *old_key = SLOT(ts, ts_off[TS_CHAIN_KEY]);
     SLOT(ts, ts_off[TS_CHAIN_KEY]) = Py_NewRef(prev);
     PyObject *old_holder = self->holder;
     self->holder = Py_NewRef(Py_None);
-    int r = bump(stats_dict, s_events);
+    pend_events++;
+    int r = 0;
     Py_XDECREF(old_key);
     Py_XDECREF(old_holder);
-    Py_DECREF(top);
+    recycle_held(top);
     return r < 0 ? -1 : 1;
 miss:
     if (PyErr_Occurred())
@@ -627,9 +763,37 @@ miss:
 
 /* -- the tracked types' methods ---------------------------------------------------------- */
 
+/* the real locks' methods, looked up once per (built-in) type */
+#define REAL_TYPES 4
+static PyTypeObject *real_types[REAL_TYPES];
+static PyObject *real_methods[REAL_TYPES][3];
+
 static PyObject *
 real_call(PyObject *real, PyObject *name, PyObject *arg)
 {
+    PyTypeObject *tp = Py_TYPE(real);
+    int which = name == s_acquire ? 0 : name == s_release ? 1 : name == s_is_owned ? 2 : -1;
+    if (which >= 0 && (tp->tp_flags & Py_TPFLAGS_IMMUTABLETYPE)) {
+        int k;
+        for (k = 0; k < REAL_TYPES && real_types[k] != NULL && real_types[k] != tp; k++)
+            ;
+        if (k < REAL_TYPES && real_types[k] == NULL) {
+            PyObject *names[3] = {s_acquire, s_release, s_is_owned};
+            for (int i = 0; i < 3; i++) {
+                PyObject *d = PyObject_GetAttr((PyObject *)tp, names[i]);
+                if (d == NULL)
+                    PyErr_Clear();
+                else if (!Py_IS_TYPE(d, &PyMethodDescr_Type))
+                    Py_CLEAR(d);
+                real_methods[k][i] = d;
+            }
+            real_types[k] = (PyTypeObject *)Py_NewRef(tp);
+        }
+        if (k < REAL_TYPES && real_methods[k][which] != NULL) {
+            PyObject *args[2] = {real, arg};
+            return PyObject_Vectorcall(real_methods[k][which], args, arg == NULL ? 1 : 2, NULL);
+        }
+    }
     if (arg == NULL)
         return PyObject_CallMethodNoArgs(real, name);
     return PyObject_CallMethodOneArg(real, name, arg);
@@ -1227,6 +1391,14 @@ setup(PyObject *module, PyObject *args)
         || offsets((PyTypeObject *)ts, ts_names, ts_off, TS_N) < 0)
         return NULL;
     forget_rec();
+    for (; n_free_ev > 0; n_free_ev--) {  /* kept objects of the classes given before */
+        PyObject_GC_Track(free_ev[n_free_ev - 1]);
+        Py_DECREF(free_ev[n_free_ev - 1]);
+    }
+    for (; n_free_hl > 0; n_free_hl--) {
+        PyObject_GC_Track(free_hl[n_free_hl - 1]);
+        Py_DECREF(free_hl[n_free_hl - 1]);
+    }
     Py_XSETREF(tracked_globals, Py_NewRef(g));
     Py_XSETREF(refresh_func, Py_NewRef(refresh));
     Py_XSETREF(site_func, Py_NewRef(site));
@@ -1250,6 +1422,14 @@ forget(PyObject *module, PyObject *unused)
 }
 
 static PyObject *
+flush(PyObject *module, PyObject *unused)
+{
+    if (flush_stats() < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *
 chain_key(PyObject *module, PyObject *args)
 {
     PyObject *a, *b, *c;
@@ -1264,6 +1444,7 @@ chain_key(PyObject *module, PyObject *args)
 static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS, setup_doc},
     {"forget", forget, METH_NOARGS, "Drop what was cached for the last recorder (it stopped)."},
+    {"flush", flush, METH_NOARGS, "Add the statistics counted by the hit path to the checker's."},
     {"chain_key", chain_key, METH_VARARGS,
      "chain_key(prev, cls, read): hash((prev, cls, read)) as the hit path computes it (tested equal)."},
     {NULL},

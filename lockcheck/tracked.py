@@ -756,6 +756,38 @@ def core_forget() -> None:
         _core.forget()
 
 
+def _stats_class() -> type:
+    """`CheckerStats` whose `events` and `chain_hits` include what the hit path counted: it
+    counts them in C and adds them when either is read or written (`_trackedcore.flush`)."""
+    from lockcheck.checker import CheckerStats
+
+    def counter(name: str) -> property:
+        def get(self: Any) -> int:
+            _core.flush()
+            return self.__dict__[name]
+
+        def set_(self: Any, value: int) -> None:
+            _core.flush()
+            self.__dict__[name] = value
+
+        return property(get, set_, doc=f"`CheckerStats.{name}`, with the compiled hit path's count")
+
+    def __getstate__(self: Any) -> dict:
+        _core.flush()
+        return dict(self.__dict__)
+
+    kind = type("CheckerStats", (CheckerStats,), {
+        "__slots__": (), "events": counter("events"), "chain_hits": counter("chain_hits"),
+        "__getstate__": __getstate__, "__reduce__": lambda self: (CheckerStats, (), __getstate__(self)),
+    })
+    kind.__qualname__ = CheckerStats.__qualname__
+    kind.__module__ = CheckerStats.__module__
+    return kind
+
+
+_CoreStats: Optional[type] = None
+
+
 def _c_refresh(rec: Recorder) -> Optional[tuple]:
     """What the hit path reads of a newly started recorder, or None: not one it may serve (a
     recorder or checker whose feeding differs from `Recorder`'s and `Checker`'s: Python only)."""
@@ -772,6 +804,13 @@ def _c_refresh(rec: Recorder) -> Optional[tuple]:
             return None
     if not checker._inline_cache_hits or not hasattr(checker.stats, "__dict__"):
         return None
+    global _CoreStats
+    if _CoreStats is None:
+        _CoreStats = _stats_class()
+    if type(checker.stats) is not _CoreStats:
+        if type(checker.stats) is not _CoreStats.__base__:
+            return None
+        checker.stats.__class__ = _CoreStats
     return (rec.__dict__, checker.__dict__, checker.tasks, checker.chain_cache, checker._classes,
             checker._nodes, checker.stats.__dict__, rec._local, rec._pending, rec._orphans)
 
