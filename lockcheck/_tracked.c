@@ -1218,16 +1218,29 @@ static PyMemberDef base_members[] = {
 };
 
 #define ACQUIRE_DOC "acquire($self, /, blocking=True, timeout=-1)\n--\n\n"
-static PyMethodDef base_methods[] = {
-    {"_lc_lock_enter", (PyCFunction)lock_enter, METH_NOARGS, "__enter__($self, /)\n--\n\n"},
-    {"_lc_lock_exit", (PyCFunction)(void (*)(void))lock_exit, METH_FASTCALL, "__exit__($self, /, *exc)\n--\n\n"},
-    {"_lc_lock_acquire", (PyCFunction)(void (*)(void))lock_acquire, METH_FASTCALL | METH_KEYWORDS, ACQUIRE_DOC},
-    {"_lc_lock_release", (PyCFunction)lock_release, METH_NOARGS, "release($self, /)\n--\n\n"},
-    {"_lc_rlock_enter", (PyCFunction)rlock_enter, METH_NOARGS, "__enter__($self, /)\n--\n\n"},
-    {"_lc_rlock_exit", (PyCFunction)(void (*)(void))rlock_exit, METH_FASTCALL, "__exit__($self, /, *exc)\n--\n\n"},
-    {"_lc_rlock_acquire", (PyCFunction)(void (*)(void))rlock_acquire, METH_FASTCALL | METH_KEYWORDS, ACQUIRE_DOC},
-    {"_lc_rlock_release", (PyCFunction)rlock_release, METH_NOARGS, "release($self, /)\n--\n\n"},
-    {"_lc_rlock_is_owned", (PyCFunction)rlock_is_owned, METH_NOARGS, "_is_owned($self, /)\n--\n\n"},
+/* named as the real locks' methods; the tracked types take them from here (lockcheck.tracked) */
+static PyMethodDef lock_methods[] = {
+    {"__enter__", (PyCFunction)lock_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nLock the lock."},
+    {"__exit__", (PyCFunction)(void (*)(void))lock_exit, METH_FASTCALL,
+     "__exit__($self, /, *exc)\n--\n\nRelease the lock."},
+    {"acquire", (PyCFunction)(void (*)(void))lock_acquire, METH_FASTCALL | METH_KEYWORDS,
+     ACQUIRE_DOC "Lock the lock (recorded by the active lockcheck recorder)."},
+    {"acquire_lock", (PyCFunction)(void (*)(void))lock_acquire, METH_FASTCALL | METH_KEYWORDS,
+     "acquire_lock($self, /, blocking=True, timeout=-1)\n--\n\nAn obsolete synonym of acquire()."},
+    {"release", (PyCFunction)lock_release, METH_NOARGS, "release($self, /)\n--\n\nRelease the lock."},
+    {"release_lock", (PyCFunction)lock_release, METH_NOARGS,
+     "release_lock($self, /)\n--\n\nAn obsolete synonym of release()."},
+    {NULL},
+};
+
+static PyMethodDef rlock_methods[] = {
+    {"__enter__", (PyCFunction)rlock_enter, METH_NOARGS, "__enter__($self, /)\n--\n\nLock the lock."},
+    {"__exit__", (PyCFunction)(void (*)(void))rlock_exit, METH_FASTCALL,
+     "__exit__($self, /, *exc)\n--\n\nRelease the lock."},
+    {"acquire", (PyCFunction)(void (*)(void))rlock_acquire, METH_FASTCALL | METH_KEYWORDS,
+     ACQUIRE_DOC "Lock the lock (recorded by the active lockcheck recorder)."},
+    {"release", (PyCFunction)rlock_release, METH_NOARGS, "release($self, /)\n--\n\nRelease the lock."},
+    {"_is_owned", (PyCFunction)rlock_is_owned, METH_NOARGS, "_is_owned($self, /)\n--\n\n"},
     {NULL},
 };
 
@@ -1242,8 +1255,31 @@ static PyTypeObject BaseType = {
     .tp_dealloc = (destructor)base_dealloc,
     .tp_weaklistoffset = offsetof(BaseObject, weakreflist),
     .tp_members = base_members,
-    .tp_methods = base_methods,
     .tp_new = PyType_GenericNew,
+};
+
+/* the methods of a tracked Lock and of a tracked RLock: bases of TrackedLock and TrackedRLock
+ * (no fields of their own), so that their methods bind to those and carry the real names */
+static PyTypeObject LockBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lockcheck._trackedcore.LockBase",
+    .tp_basicsize = sizeof(BaseObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The compiled hit path of a tracked Lock.",
+    .tp_traverse = (traverseproc)base_traverse,
+    .tp_clear = (inquiry)base_clear,
+    .tp_methods = lock_methods,
+};
+
+static PyTypeObject RLockBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lockcheck._trackedcore.RLockBase",
+    .tp_basicsize = sizeof(BaseObject),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The compiled hit path of a tracked RLock.",
+    .tp_traverse = (traverseproc)base_traverse,
+    .tp_clear = (inquiry)base_clear,
+    .tp_methods = rlock_methods,
 };
 
 /* -- lockcheck.nested(lock, n): one acquisition as a subclass ------------------------------ */
@@ -1332,8 +1368,8 @@ static PyMemberDef nested_members[] = {
 };
 
 static PyMethodDef nested_methods[] = {
-    {"_lc_enter", (PyCFunction)nested_enter, METH_NOARGS, "__enter__($self, /)\n--\n\n"},
-    {"_lc_exit", (PyCFunction)(void (*)(void))nested_exit, METH_FASTCALL, "__exit__($self, /, *exc)\n--\n\n"},
+    {"__enter__", (PyCFunction)nested_enter, METH_NOARGS, "__enter__($self, /)\n--\n\n"},
+    {"__exit__", (PyCFunction)(void (*)(void))nested_exit, METH_FASTCALL, "__exit__($self, /, *exc)\n--\n\n"},
     {NULL},
 };
 
@@ -1460,7 +1496,10 @@ static struct PyModuleDef module_def = {
 PyMODINIT_FUNC
 PyInit__trackedcore(void)
 {
-    if (PyType_Ready(&BaseType) < 0 || PyType_Ready(&NestedType) < 0)
+    LockBaseType.tp_base = &BaseType;
+    RLockBaseType.tp_base = &BaseType;
+    if (PyType_Ready(&BaseType) < 0 || PyType_Ready(&LockBaseType) < 0 || PyType_Ready(&RLockBaseType) < 0
+        || PyType_Ready(&NestedType) < 0)
         return NULL;
     INTERN(s_rec, "_rec");
     INTERN(s_trace, "trace");
@@ -1495,7 +1534,11 @@ PyInit__trackedcore(void)
         return NULL;
     Py_INCREF(&BaseType);
     Py_INCREF(&NestedType);
+    Py_INCREF(&LockBaseType);
+    Py_INCREF(&RLockBaseType);
     if (PyModule_AddObject(m, "Base", (PyObject *)&BaseType) < 0
+        || PyModule_AddObject(m, "LockBase", (PyObject *)&LockBaseType) < 0
+        || PyModule_AddObject(m, "RLockBase", (PyObject *)&RLockBaseType) < 0
         || PyModule_AddObject(m, "Nested", (PyObject *)&NestedType) < 0)
         return NULL;
     return m;

@@ -210,7 +210,7 @@ class _Tracked(_Base, metaclass=_WrapperMeta):
         raise NotImplementedError
 
 
-class TrackedLock(_Tracked):
+class TrackedLock(*((_Tracked, _core.LockBase) if _core is not None else (_Tracked,))):  # type: ignore[misc]
     """A `threading.Lock` that reports to the active recorder."""
 
     __slots__ = ()
@@ -301,7 +301,7 @@ class TrackedLock(_Tracked):
 TrackedLock._lc_real_type = _RAW_LOCK_TYPE
 
 
-class TrackedRLock(_Tracked):
+class TrackedRLock(*((_Tracked, _core.RLockBase) if _core is not None else (_Tracked,))):  # type: ignore[misc]
     """A `threading.RLock`: only the outermost acquire and the last release are events."""
 
     __slots__ = () if _core is not None else ("_depth",)
@@ -392,15 +392,24 @@ TrackedRLock._lc_instantiable = True
 
 def _public_methods() -> None:
     """The tracked types' public acquire and release: the compiled hit path's, or the pure ones."""
-    pure = _core is None
-    for kind, c in ((TrackedLock, "_lc_lock"), (TrackedRLock, "_lc_rlock")):
-        kind.__enter__ = kind._py_enter if pure else getattr(_Base, c + "_enter")
-        kind.acquire = kind._py_acquire if pure else getattr(_Base, c + "_acquire")
-        kind.release = kind._py_release if pure else getattr(_Base, c + "_release")
-        kind.__exit__ = _Tracked.__exit__ if pure else getattr(_Base, c + "_exit")
-    TrackedLock.acquire_lock = TrackedLock.acquire
-    TrackedLock.release_lock = TrackedLock.release
-    TrackedRLock._is_owned = TrackedRLock._py_is_owned if pure else _Base._lc_rlock_is_owned
+    if _core is None:
+        for kind in (TrackedLock, TrackedRLock):
+            kind.__enter__ = kind._py_enter
+            kind.acquire = kind._py_acquire
+            kind.release = kind._py_release
+        TrackedLock.acquire_lock = TrackedLock.acquire
+        TrackedLock.release_lock = TrackedLock.release
+        TrackedRLock._is_owned = TrackedRLock._py_is_owned
+        for func, public in ((_Tracked._py_enter, "__enter__"), (TrackedLock._py_enter, "__enter__"),
+                             (_Tracked._py_acquire, "acquire"), (TrackedLock._py_release, "release"),
+                             (TrackedRLock._py_release, "release"), (TrackedRLock._py_is_owned, "_is_owned")):
+            func.__name__ = public  # as the methods are called (repr, help)
+            func.__qualname__ = func.__qualname__.rpartition(".")[0] + "." + public
+        return
+    for kind, methods in ((TrackedLock, _core.LockBase), (TrackedRLock, _core.RLockBase)):
+        for attr, method in vars(methods).items():
+            if callable(method) and not attr.startswith("__") or attr in ("__enter__", "__exit__"):
+                setattr(kind, attr, method)  # before _Tracked's in the MRO
 
 
 _public_methods()
@@ -731,8 +740,9 @@ class _Nested(_core.Nested if _core is not None else object):  # type: ignore[mi
     def _py_exit(self, *exc: Any) -> None:
         self.lock.release()
 
-    __enter__ = _py_enter if _core is None else _core.Nested._lc_enter
-    __exit__ = _py_exit if _core is None else _core.Nested._lc_exit
+    if _core is None:
+        __enter__ = _py_enter
+        __exit__ = _py_exit
 
 
 def nested(lock: Any, subclass: int = 1) -> _Nested:
