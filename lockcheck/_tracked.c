@@ -763,6 +763,148 @@ miss:
 
 /* -- the tracked types' methods ---------------------------------------------------------- */
 
+/* The non-blocking try of a real lock without the call: `lock.acquire(False)` parses its
+ * arguments as keywords, which costs more than the rest of a try.  The layouts below are
+ * _threadmodule.c's (3.11, 3.12); `verify_raw` checks them against the real types' behaviour
+ * at setup, and anything else is called as a method. */
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock_lock;
+    PyObject *in_weakreflist;
+    char locked;
+} RawLock;
+
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock rlock_lock;
+    unsigned long rlock_owner;
+    unsigned long rlock_count;
+    PyObject *in_weakreflist;
+} RawRLock;
+
+static PyTypeObject *raw_lock_type, *raw_rlock_type;  /* verified: tried in place */
+
+static PyObject *real_call(PyObject *real, PyObject *name, PyObject *arg);
+
+/* real.acquire(False): 1 taken, 0 not, -1 error */
+static int
+try_real(PyObject *real)
+{
+    if (Py_TYPE(real) == raw_lock_type) {
+        RawLock *l = (RawLock *)real;
+        if (PyThread_acquire_lock_timed(l->lock_lock, 0, 0) != PY_LOCK_ACQUIRED)
+            return 0;
+        l->locked = 1;
+        return 1;
+    }
+    if (Py_TYPE(real) == raw_rlock_type) {
+        RawRLock *r = (RawRLock *)real;
+        unsigned long tid = PyThread_get_thread_ident();
+        if (r->rlock_count > 0 && r->rlock_owner == tid) {
+            if (r->rlock_count + 1 > r->rlock_count) {
+                r->rlock_count++;
+                return 1;
+            }
+        }
+        else if (PyThread_acquire_lock_timed(r->rlock_lock, 0, 0) != PY_LOCK_ACQUIRED)
+            return 0;
+        else {
+            r->rlock_owner = tid;
+            r->rlock_count = 1;
+            return 1;
+        }
+    }
+    PyObject *ok = real_call(real, s_acquire, Py_False);
+    if (ok == NULL)
+        return -1;
+    int taken = PyObject_IsTrue(ok);
+    Py_DECREF(ok);
+    return taken;
+}
+
+/* real._is_owned() of an RLock: 1, 0, -1 */
+static int
+rlock_owned(PyObject *real)
+{
+    if (Py_TYPE(real) == raw_rlock_type) {
+        RawRLock *r = (RawRLock *)real;
+        return r->rlock_count > 0 && r->rlock_owner == PyThread_get_thread_ident();
+    }
+    PyObject *res = real_call(real, s_is_owned, NULL);
+    if (res == NULL)
+        return -1;
+    int b = PyObject_IsTrue(res);
+    Py_DECREF(res);
+    return b;
+}
+
+static PyObject *
+call0(PyObject *obj, const char *name)
+{
+    return PyObject_CallMethod(obj, name, NULL);
+}
+
+/* Whether the real types behave as the layouts say; 0 yes, -1 no (an error may be set). */
+static int
+verify_raw(PyObject *lock, PyObject *rlock)
+{
+    PyObject *r;
+    if (Py_TYPE(lock)->tp_basicsize != sizeof(RawLock) || Py_TYPE(rlock)->tp_basicsize != sizeof(RawRLock))
+        return -1;
+    RawLock *l = (RawLock *)lock;
+    if (l->locked != 0 || l->lock_lock == NULL)
+        return -1;
+    if ((r = call0(lock, "acquire")) == NULL)
+        return -1;
+    Py_DECREF(r);
+    int held = l->locked == 1 && PyThread_acquire_lock_timed(l->lock_lock, 0, 0) == PY_LOCK_FAILURE;
+    if ((r = call0(lock, "release")) == NULL)
+        return -1;
+    Py_DECREF(r);
+    if (!held || l->locked != 0 || PyThread_acquire_lock_timed(l->lock_lock, 0, 0) != PY_LOCK_ACQUIRED)
+        return -1;
+    l->locked = 1;
+    if ((r = call0(lock, "locked")) == NULL)
+        return -1;
+    int seen = r == Py_True;
+    Py_DECREF(r);
+    if ((r = call0(lock, "release")) == NULL)
+        return -1;
+    Py_DECREF(r);
+    if (!seen || l->locked != 0)
+        return -1;
+
+    RawRLock *rl = (RawRLock *)rlock;
+    unsigned long tid = PyThread_get_thread_ident();
+    if (rl->rlock_count != 0 || rl->rlock_lock == NULL)
+        return -1;
+    if ((r = call0(rlock, "acquire")) == NULL)
+        return -1;
+    Py_DECREF(r);
+    if ((r = call0(rlock, "acquire")) == NULL)
+        return -1;
+    Py_DECREF(r);
+    int counted = rl->rlock_count == 2 && rl->rlock_owner == tid;
+    for (int i = 0; i < 2; i++) {
+        if ((r = call0(rlock, "release")) == NULL)
+            return -1;
+        Py_DECREF(r);
+    }
+    if (!counted || rl->rlock_count != 0
+        || PyThread_acquire_lock_timed(rl->rlock_lock, 0, 0) != PY_LOCK_ACQUIRED)
+        return -1;
+    rl->rlock_owner = tid;
+    rl->rlock_count = 1;
+    if ((r = call0(rlock, "_is_owned")) == NULL)
+        return -1;
+    seen = r == Py_True;
+    Py_DECREF(r);
+    if ((r = call0(rlock, "release")) == NULL)
+        return -1;
+    Py_DECREF(r);
+    return seen && rl->rlock_count == 0 ? 0 : -1;
+}
+
 /* the real locks' methods, looked up once per (built-in) type */
 #define REAL_TYPES 4
 static PyTypeObject *real_types[REAL_TYPES];
@@ -804,11 +946,7 @@ real_call(PyObject *real, PyObject *name, PyObject *arg)
 static int
 take_real(BaseObject *self, PyObject *task, PyObject *comm, PyObject *rec)
 {
-    PyObject *ok = real_call(self->real, s_acquire, Py_False);
-    if (ok == NULL)
-        goto failed;
-    int taken = PyObject_IsTrue(ok);
-    Py_DECREF(ok);
+    int taken = try_real(self->real);
     if (taken < 0)
         goto failed;
     if (!taken) {
@@ -954,9 +1092,7 @@ lock_try(BaseObject *self, PyObject *const *args, Py_ssize_t nargs, PyObject *kw
     PyObject *task, *comm;
     if (thread_task(rec, &task, &comm) < 0)
         return NULL;
-    PyObject *res = real_call(self->real, s_acquire, Py_False);
-    int taken = res == NULL ? -1 : PyObject_IsTrue(res);
-    Py_XDECREF(res);
+    int taken = try_real(self->real);
     int r = taken;
     if (taken == 1) {
         r = took(self, task, 0);
@@ -1038,12 +1174,7 @@ lock_exit(BaseObject *self, PyObject *const *args, Py_ssize_t nargs)
 static int
 owned(BaseObject *self)
 {
-    PyObject *r = real_call(self->real, s_is_owned, NULL);
-    if (r == NULL)
-        return -1;
-    int b = PyObject_IsTrue(r);
-    Py_DECREF(r);
-    return b;
+    return rlock_owned(self->real);
 }
 
 static PyObject *
@@ -1059,7 +1190,15 @@ rlock_enter_sub(BaseObject *self, int subclass, PyObject *slow_obj, PyObject *sl
     if (is_owned < 0)
         return NULL;
     if (is_owned) {  /* re-entry, or no recorder: the real lock, and the depth */
-        PyObject *res = real_call(self->real, s_acquire, NULL);
+        PyObject *res;
+        if (rec != NULL && Py_TYPE(self->real) == raw_rlock_type) {  /* re-entry: it cannot block */
+            int t = try_real(self->real);
+            if (t < 0)
+                return NULL;
+            res = Py_NewRef(t ? Py_True : Py_False);
+        }
+        else
+            res = real_call(self->real, s_acquire, NULL);
         if (res == NULL)
             return NULL;
         if (PyObject_IsTrue(res) && Py_SIZE(self->depth) != 0) {
@@ -1446,6 +1585,22 @@ setup(PyObject *module, PyObject *args)
     Py_XSETREF(lock_type, (PyTypeObject *)Py_NewRef(lt));
     Py_XSETREF(rlock_type, (PyTypeObject *)Py_NewRef(rlt));
     max_depth = depth;
+    raw_lock_type = raw_rlock_type = NULL;
+#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030D0000
+    {
+        PyObject *thread = PyImport_ImportModule("_thread");
+        PyObject *lock = thread ? PyObject_CallMethod(thread, "allocate_lock", NULL) : NULL;
+        PyObject *rlock = thread ? PyObject_CallMethod(thread, "RLock", NULL) : NULL;
+        if (lock != NULL && rlock != NULL && verify_raw(lock, rlock) == 0) {
+            raw_lock_type = Py_TYPE(lock);
+            raw_rlock_type = Py_TYPE(rlock);
+        }
+        PyErr_Clear();
+        Py_XDECREF(lock);
+        Py_XDECREF(rlock);
+        Py_XDECREF(thread);
+    }
+#endif
     ready = 1;
     Py_RETURN_NONE;
 }
@@ -1455,6 +1610,13 @@ forget(PyObject *module, PyObject *unused)
 {
     forget_rec();
     Py_RETURN_NONE;
+}
+
+static PyObject *
+tries_in_place(PyObject *module, PyObject *unused)
+{
+    return Py_BuildValue("(OO)", raw_lock_type != NULL ? Py_True : Py_False,
+                         raw_rlock_type != NULL ? Py_True : Py_False);
 }
 
 static PyObject *
@@ -1481,6 +1643,8 @@ static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS, setup_doc},
     {"forget", forget, METH_NOARGS, "Drop what was cached for the last recorder (it stopped)."},
     {"flush", flush, METH_NOARGS, "Add the statistics counted by the hit path to the checker's."},
+    {"tries_in_place", tries_in_place, METH_NOARGS,
+     "(Lock, RLock): whether a real lock's non-blocking try is made in place (its layout verified)."},
     {"chain_key", chain_key, METH_VARARGS,
      "chain_key(prev, cls, read): hash((prev, cls, read)) as the hit path computes it (tested equal)."},
     {NULL},

@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 SCENARIO = Path(__file__).parent / "data" / "tracked" / "scenario.py"
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,3 +48,36 @@ def test_chain_key_is_pythons_tuple_hash() -> None:
         for cls in ("a", "Cache._lock", "Cache._lock/1", "x" * 100, "é"):
             for read in (0, 1, 2):
                 assert core.chain_key(prev, cls, read) == hash((prev, cls, read))
+
+
+def test_real_locks_tried_in_place_behave_as_real_locks() -> None:
+    """The hit path takes a real lock without calling it (its layout checked at import, on the
+    CPython versions whose layout it knows); the lock then acts as one taken by its own method."""
+    import threading
+
+    from lockcheck import _trackedcore, pylocks
+
+    if sys.version_info[:2] in ((3, 11), (3, 12)):
+        assert _trackedcore.tries_in_place() == (True, True)
+    with pylocks.instrument() as rec:
+        lock, rlock = threading.Lock(), threading.RLock()
+        with lock:
+            assert lock.locked()
+            assert lock.acquire(False) is False  # taken: the try fails, nothing recorded
+            other = threading.Thread(target=lambda: results.append(lock.acquire(False)))
+            results: list = []
+            other.start()
+            other.join()
+            assert results == [False]
+        assert not lock.locked()
+        with rlock:
+            with rlock:
+                assert rlock._is_owned()
+                assert "count=2" in repr(rlock)
+        assert not rlock._is_owned()
+        with pytest.raises(RuntimeError):
+            lock.release()
+        with pytest.raises(RuntimeError):
+            rlock.release()
+    assert rec.bad_releases == 2
+    assert not rec.findings
