@@ -7,6 +7,14 @@ here: the factories that `lockcheck.patching` installs as
 `threading.Lock`/`RLock`, and the annotations `name` and `nested`, which
 act on tracked locks.  How each type maps onto lockdep is in the docstring
 of `lockcheck.pylocks`.
+
+Where the compiled core (`lockcheck._trackedcore`, lockcheck/_tracked.c) is
+built, `Lock`, `RLock` and `nested` keep their fields in it and their
+`__enter__`/`__exit__`/`acquire`/`release` are its hit path: an uncontended
+acquisition of a chain already validated, and the release of the innermost
+lock, are recorded there with no Python frame; anything else calls the
+`_py_*` methods below, which are those methods themselves in the pure build
+(no compiler, or `LOCKCHECK_PURE=1`).
 """
 
 from __future__ import annotations
