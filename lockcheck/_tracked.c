@@ -108,6 +108,15 @@ static PyObject *s_rec, *s_trace, *s_check, *s_gen, *s_feed_lock, *s_busy, *s_st
     *s_nested_enter, *s_nested_exit;
 static PyObject *small_zero, *small_one;
 
+/* Whether an int (a depth, a count) is not 0.  Not Py_SIZE: since 3.12 an int's ob_size is no
+ * longer its signed digit count (a tracked RLock's release went unrecorded there).  An int's
+ * truth test cannot fail; anything else that would fail counts as not 0 (the slow path). */
+static inline int
+nonzero(PyObject *v)
+{
+    return PyObject_IsTrue(v) != 0;
+}
+
 /* -- the recorder the caches are for ------------------------------------------------------ */
 
 static PyObject *cur_rec;           /* the recorder the fields below belong to (strong) */
@@ -601,7 +610,7 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     if (node == NULL || !PyDict_CheckExact(node))  /* a class of the graph (_node and _succ agree) */
         goto done;
     PyObject *usage = kget(node, s_usage);
-    int in_hardirq = Py_SIZE(hdepth) != 0, in_softirq = Py_SIZE(sdepth) != 0;
+    int in_hardirq = nonzero(hdepth), in_softirq = nonzero(sdepth);
     int hardirqs_off = henabled != Py_True || in_hardirq;
     PyObject *needed = PyList_GET_ITEM(need, (hardirqs_off ? 4 : 0) | (trylock ? 2 : 0));
     if (usage == NULL || !PyLong_CheckExact(usage) || !PyLong_CheckExact(needed))
@@ -739,7 +748,7 @@ record_release(BaseObject *self, PyObject *rec, PyObject *holder)
         goto miss;
     if (str_eq(tinst, self->inst) != 1 || str_eq(tlock, self->cls) != 1)
         goto miss;
-    if (!PyLong_CheckExact(refs) || Py_SIZE(refs) != 0)
+    if (!PyLong_CheckExact(refs) || nonzero(refs))
         goto miss;
     if (PyErr_Occurred())
         goto miss;
@@ -1201,7 +1210,7 @@ rlock_enter_sub(BaseObject *self, int subclass, PyObject *slow_obj, PyObject *sl
             res = real_call(self->real, s_acquire, NULL);
         if (res == NULL)
             return NULL;
-        if (PyObject_IsTrue(res) && Py_SIZE(self->depth) != 0) {
+        if (PyObject_IsTrue(res) && nonzero(self->depth)) {
             PyObject *d = PyNumber_Add(self->depth, small_one);
             if (d == NULL) {
                 Py_DECREF(res);
@@ -1261,12 +1270,12 @@ rlock_release(BaseObject *self, PyObject *unused)
         return NULL;
     if (!is_owned)
         return call_py((PyObject *)self, s_py_release);  /* raises, and is counted */
-    if (Py_SIZE(self->depth) != 0) {
+    if (nonzero(self->depth)) {
         PyObject *d = PyNumber_Subtract(self->depth, small_one);
         if (d == NULL)
             return NULL;
         Py_SETREF(self->depth, d);
-        if (Py_SIZE(d) == 0) {  /* the last release: the event */
+        if (!nonzero(d)) {  /* the last release: the event */
             int ok, r = 0;
             PyObject *rec = active_rec(&ok);
             if (rec == NULL && PyErr_Occurred())
