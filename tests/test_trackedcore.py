@@ -81,3 +81,33 @@ def test_real_locks_tried_in_place_behave_as_real_locks() -> None:
             rlock.release()
     assert rec.bad_releases == 2
     assert not rec.findings
+
+
+def test_an_rlock_released_in_a_thread_is_released_for_the_checker() -> None:
+    """A tracked RLock's last release is an event, in any thread, by `with` or by `release()`
+    (on CPython 3.12 the compiled path once read an int's zero test from its layout and never
+    recorded it: every thread 'ended holding an RLock')."""
+    import threading
+
+    from lockcheck import pylocks
+
+    with pylocks.instrument() as rec:
+        rlock = threading.RLock()
+
+        def run() -> None:
+            for _ in range(3):
+                with rlock:
+                    with rlock:
+                        pass
+                rlock.acquire()
+                rlock.release()
+
+        threads = [threading.Thread(target=run) for _ in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        run()
+        held = {key: list(task.held) for key, task in rec.checker.tasks.items() if task.held}
+    assert held == {}
+    assert not rlock._is_owned()
