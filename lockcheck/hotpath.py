@@ -24,15 +24,21 @@ a report or a new dependency needs them.
 from __future__ import annotations
 
 import functools
+import gc
 import os
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional
 
 from lockcheck.checker import MAX_LOCK_DEPTH, Checker
+from lockcheck import events as E
 from lockcheck.events import LOST_EVENTS, RUN, Event
 from lockcheck.readers import lt
 from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock
 
+#: ops whose handling in the full checker never looks at the task's held locks: their task's
+#: stack may keep the fast path's tuples (`materialize` is for what reads or reports the stack)
+_STACK_UNSEEN = frozenset({E.IRQS_OFF, E.SOFTIRQS_OFF, E.HARDIRQ_ENTER, E.HARDIRQ_EXIT, E.SOFTIRQ_ENTER,
+                           E.SOFTIRQ_EXIT, E.CONTENDED, E.ACQUIRED})
 #: `.lt` mode words -> lockdep's read argument
 _MODES = {"write": 0, "read": 1, "rread": 2}
 #: the directive lines (`#lockcheck-run`, `#lockcheck-lost-events`)
@@ -198,6 +204,43 @@ def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
 _PLAIN_RELEASE = (_RELEASE, 0, None)
 
 
+def _scan_new(rest: str, classes: dict, shapes: dict) -> Optional[tuple]:
+    """`_scan_tail(rest, classes)` for a text not seen before, cached by its text without the
+    lock's `@INSTANCE`: a lock at a new address costs a few slices, not a reading of its options.
+
+    Exact because `_scan_tail` reads the instance only to check it is a
+    non-empty word without quote or tab, and to put it (and the plain
+    release's text) in what it returns.
+    """
+    first = rest.find(" ")
+    if first < 0:
+        return _scan_tail(rest, classes)
+    second = rest.find(" ", first + 1)
+    if second < 0:
+        second = len(rest)
+    at = rest.find("@", first + 1, second)
+    if at < 0:
+        return _scan_tail(rest, classes)
+    instance = rest[at + 1:second]
+    if not instance or '"' in instance or "\t" in instance:
+        return _scan_tail(rest, classes)  # (None)
+    shape = rest[:at] + rest[second:]
+    info = shapes.get(shape)
+    if info is None:
+        info = _scan_tail(shape, classes)
+        if info is None:
+            return None
+        if len(shapes) >= _CACHE_LIMIT:
+            shapes.clear()
+        shapes[shape] = info
+    kind = info[0]
+    if kind == _ACQUIRE:
+        return info[:3] + ("release " + rest[first + 1:second],) + info[4:6] + (instance,) + info[7:]
+    if kind == _RELEASE:
+        return info[:3] + ("release " + rest[first + 1:second], info[4], instance)
+    return info
+
+
 def _stamp(stamp: str, info: tuple) -> tuple[bool, Optional[int]]:
     """The end of a line after ` ts=`: `T` or `T cpu=N`, on a line whose rest `info` read.
 
@@ -206,14 +249,29 @@ def _stamp(stamp: str, info: tuple) -> tuple[bool, Optional[int]]:
     also in the rest is a repeat (not fast: False).
     """
     stamp, blank, cpu_word = stamp.partition(" ")
-    if lt._seconds(stamp) is None or info[1] & (_TS | _CPU):
+    if info[1] & (_TS | _CPU):
+        return False, None
+    # digits with at most one point are a finite float (`lt._seconds`'s verdict) without
+    # building it; anything else (signs, exponents, junk) is left to it
+    if not (len(stamp) <= 64 and stamp.isascii() and stamp.replace(".", "", 1).isdigit()) \
+            and lt._seconds(stamp) is None:
         return False, None
     if not blank:
         return True, info[2]
-    if not cpu_word.startswith("cpu=") or not _TAKES_BY_KIND[info[0]] & _CPU:
+    if not _TAKES_BY_KIND[info[0]] & _CPU:
         return False, None
-    cpu = lt._cpu(cpu_word[4:])
+    cpu = _CPU_WORDS.get(cpu_word, _UNREAD)
+    if cpu is _UNREAD:
+        cpu = lt._cpu(cpu_word[4:]) if cpu_word.startswith("cpu=") else None
+        if len(_CPU_WORDS) >= _CACHE_LIMIT:
+            _CPU_WORDS.clear()
+        _CPU_WORDS[cpu_word] = cpu
     return cpu is not None, cpu
+
+
+#: `cpu=N` word -> N (None: not a cpu= word the fast path takes); a machine has few CPUs
+_CPU_WORDS: dict = {}
+_UNREAD = object()
 
 
 _TAKES_BY_KIND = {_ACQUIRE: _TAKES["acquire"], _RELEASE: _TAKES["release"], _STATS: _TAKES["acquired"]}
@@ -234,7 +292,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     """
     tasks = checker.tasks
     cache = checker.chain_cache
-    classes = checker.graph.nx._node
+    classes = checker.graph._node
     stats = checker.stats
     scan = lt.scan_fast
     parse_line = lt.parse_line
@@ -242,6 +300,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     depth_limit = MAX_LOCK_DEPTH - 1
     task_view: dict = {}  # task key -> (TaskState, held, irq_context, hardirqs_off, usage needs, acquired_ever)
     tails: dict = {}  # text after the task -> what _scan_tail read
+    shapes: dict = {}  # that text without the lock's @INSTANCE -> what _scan_tail read (`_scan_new`)
     events = hits = 0
     compiled = _compiled_filter()
     if compiled is not None:
@@ -251,6 +310,13 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     else:
         numbered = enumerate(lines, 1)
         take = _nothing_taken
+    # The cyclic garbage collector is off while the lines are read: a check makes no reference
+    # cycles per line (what it drops is freed by reference counting), but the collector's passes
+    # over the young objects it makes cost ~5-15% of a check; on again at the end (or when the
+    # reading is abandoned: the generator's `finally`).  tests/test_hotpath_caches.py holds a
+    # check to making no cyclic garbage, the benchmarks hold 10M events to a flat RSS.
+    collecting = gc.isenabled()
+    gc.disable()
     try:
         for lineno, line in numbered:
             if not line:
@@ -309,7 +375,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                             continue
                 info = tails.get(rest)
                 if info is None:
-                    info = _scan_tail(rest, classes)
+                    info = _scan_new(rest, classes, shapes)
                     if info is not None:
                         if len(tails) >= _CACHE_LIMIT:
                             tails.clear()
@@ -407,7 +473,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 if ev is None:
                     continue
             task = tasks.get(ev.task)
-            if task is not None and task.held:
+            if task is not None and task.held and ev.op not in _STACK_UNSEEN:
                 materialize(task.held, file)
             stats.events += events
             stats.chain_hits += hits
@@ -435,6 +501,8 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             if ev is not None:
                 yield ev
     finally:
+        if collecting:
+            gc.enable()
         stats.events += events
         stats.chain_hits += hits
         events, hits = take()
