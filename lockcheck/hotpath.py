@@ -30,15 +30,10 @@ from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional
 
 from lockcheck.checker import MAX_LOCK_DEPTH, Checker
-from lockcheck import events as E
 from lockcheck.events import LOST_EVENTS, RUN, Event
 from lockcheck.readers import lt
 from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock
 
-#: ops whose handling in the full checker never looks at the task's held locks: their task's
-#: stack may keep the fast path's tuples (`materialize` is for what reads or reports the stack)
-_STACK_UNSEEN = frozenset({E.IRQS_OFF, E.SOFTIRQS_OFF, E.HARDIRQ_ENTER, E.HARDIRQ_EXIT, E.SOFTIRQ_ENTER,
-                           E.SOFTIRQ_EXIT, E.CONTENDED, E.ACQUIRED})
 #: `.lt` mode words -> lockdep's read argument
 _MODES = {"write": 0, "read": 1, "rread": 2}
 #: the directive lines (`#lockcheck-run`, `#lockcheck-lost-events`)
@@ -473,7 +468,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 if ev is None:
                     continue
             task = tasks.get(ev.task)
-            if task is not None and task.held and ev.op not in _STACK_UNSEEN:
+            if task is not None and task.held:
                 materialize(task.held, file)
             stats.events += events
             stats.chain_hits += hits
