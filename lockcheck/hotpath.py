@@ -199,43 +199,6 @@ def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
 _PLAIN_RELEASE = (_RELEASE, 0, None)
 
 
-def _scan_new(rest: str, classes: dict, shapes: dict) -> Optional[tuple]:
-    """`_scan_tail(rest, classes)` for a text not seen before, cached by its text without the
-    lock's `@INSTANCE`: a lock at a new address costs a few slices, not a reading of its options.
-
-    Exact because `_scan_tail` reads the instance only to check it is a
-    non-empty word without quote or tab, and to put it (and the plain
-    release's text) in what it returns.
-    """
-    first = rest.find(" ")
-    if first < 0:
-        return _scan_tail(rest, classes)
-    second = rest.find(" ", first + 1)
-    if second < 0:
-        second = len(rest)
-    at = rest.find("@", first + 1, second)
-    if at < 0:
-        return _scan_tail(rest, classes)
-    instance = rest[at + 1:second]
-    if not instance or '"' in instance or "\t" in instance:
-        return _scan_tail(rest, classes)  # (None)
-    shape = rest[:at] + rest[second:]
-    info = shapes.get(shape)
-    if info is None:
-        info = _scan_tail(shape, classes)
-        if info is None:
-            return None
-        if len(shapes) >= _CACHE_LIMIT:
-            shapes.clear()
-        shapes[shape] = info
-    kind = info[0]
-    if kind == _ACQUIRE:
-        return info[:3] + ("release " + rest[first + 1:second],) + info[4:6] + (instance,) + info[7:]
-    if kind == _RELEASE:
-        return info[:3] + ("release " + rest[first + 1:second], info[4], instance)
-    return info
-
-
 def _stamp(stamp: str, info: tuple) -> tuple[bool, Optional[int]]:
     """The end of a line after ` ts=`: `T` or `T cpu=N`, on a line whose rest `info` read.
 
@@ -295,7 +258,6 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     depth_limit = MAX_LOCK_DEPTH - 1
     task_view: dict = {}  # task key -> (TaskState, held, irq_context, hardirqs_off, usage needs, acquired_ever)
     tails: dict = {}  # text after the task -> what _scan_tail read
-    shapes: dict = {}  # that text without the lock's @INSTANCE -> what _scan_tail read (`_scan_new`)
     events = hits = 0
     compiled = _compiled_filter()
     if compiled is not None:
@@ -370,7 +332,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                             continue
                 info = tails.get(rest)
                 if info is None:
-                    info = _scan_new(rest, classes, shapes)
+                    info = _scan_tail(rest, classes)
                     if info is not None:
                         if len(tails) >= _CACHE_LIMIT:
                             tails.clear()
