@@ -14,7 +14,8 @@ def __getattr__(attr: str):
     if attr in ("name", "nested"):
         from lockcheck import annotate
 
-        return getattr(annotate, attr)
+        value = globals()[attr] = getattr(annotate, attr)  # kept: `lockcheck.nested` is called per acquire
+        return value
     if attr == "DeadlockError":
         from lockcheck.waitfor import DeadlockError
 

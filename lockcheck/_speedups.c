@@ -1,24 +1,32 @@
 /*
  * lockcheck._speedups: the compiled part of the `.lt` fast path (lockcheck/hotpath.py).
  *
- * `LineFilter(lines, views, tails, chain_cache, initial_key, depth_limit, tick)` is an iterator
- * over `lines` that applies, itself, the lines hotpath.lt_events would apply on its fast path
- * in the common shapes -- a plain release of the innermost lock, an acquisition whose chain is
- * cached, a contended/acquired line -- and yields `(lineno, line)` for every other line, which
+ * `LineFilter(lines, views, tails, chain_cache, initial_key, depth_limit, tick[, classes])` is an
+ * iterator over `lines` that applies, itself, the lines hotpath.lt_events would apply on its fast
+ * path in the common shapes -- a plain release of the innermost lock, an acquisition whose chain
+ * is cached, a contended/acquired line -- and yields `(lineno, line)` for every other line, which
  * the Python loop then handles exactly as it handles every line without this filter.  The
  * filter never decides anything the Python code would decide differently: whatever it is not
- * sure of (a task or a text it has not seen, a non-ASCII line, a nest lock, a HeldLock on top,
- * a cache miss) it passes on.  It shares the Python loop's dictionaries: `views` (task key ->
- * the view tuple built by the Python side) and `tails` (text after the task -> what
- * hotpath._scan_tail read), so it only ever looks things up.
+ * sure of (a task it has no view of, a text it cannot read, a non-ASCII line, a nest lock, a
+ * HeldLock on top, a cache miss) it passes on.  It shares the Python loop's dictionaries:
+ * `views` (task key -> the view tuple built by the Python side) and `tails` (text after the
+ * task -> what hotpath._scan_tail read), so it only ever looks things up in them.
  *
- * The layouts of a view, an info and a stack entry are hotpath.py's; tests/test_hotpath.py
- * holds the filtered and the pure-Python runs to identical results.
+ * Its input: str lines, or blocks of whole ASCII lines as `bytes` (source.Lines.give_bytes),
+ * which it splits itself: a str is made only for a line it passes on or pushes.  The text after
+ * the task is read here (read_tail) for the common shapes -- `acquire`, `release`, `contended`,
+ * `acquired` of `CLASS[@INSTANCE]` with `at=`, a mode and `try` -- as _scan_tail reads them,
+ * the class looked up in `classes` (the graph's nodes) through a table of its own; any other
+ * shape is looked up in `tails`, as before.
+ *
+ * The layouts of a view, an info and a stack entry are hotpath.py's; tests/test_hotpath.py and
+ * tests/test_blocks.py hold the filtered and the pure-Python runs to identical results.
  */
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 
 /* hotpath.py: a stack entry */
@@ -36,6 +44,13 @@ enum { B_AT = 1, B_TS = 2, B_CPU = 4 };
 static PyObject *s_chain_key, *s_cpu, *s_usage, *s_add, *s_lock, *s_instance, *s_references, *s_prev_chain_key,
     *s_cls, *s_irq_context;
 
+/* A slot of the class table (read_tail). */
+typedef struct ClassSlot {
+    uint64_t hash;
+    PyObject *cls;
+    PyObject *node;
+} ClassSlot;
+
 typedef struct {
     PyObject_HEAD
     PyObject *lines;       /* the iterator of lines */
@@ -49,10 +64,47 @@ typedef struct {
     long long events;
     long long hits;
     int passthrough;       /* apply nothing any more (`--first` stopped the checker) */
+    PyObject *chunk;       /* bytes: a block of whole lines being split (source.Lines.give_bytes), or NULL */
+    Py_ssize_t pos;        /* where its next line starts */
+    PyObject **task_keys;  /* TASK_SLOTS str: recent task keys, by a hash of their bytes */
+    PyObject **rest_keys;  /* REST_SLOTS str: recent texts after the task (up to ` ts=`), alike */
+    PyObject *classes;     /* dict: the graph's nodes (class -> attributes), or NULL */
+    struct ClassSlot *class_table;
+    Py_ssize_t class_size; /* a power of two, or 0 */
+    Py_ssize_t class_count;
 } LineFilter;
+
+/* Direct-mapped caches of str keys: a line's task and rest are looked up in the Python dicts
+ * by a str already made (its hash kept in it) instead of a new str per line. */
+#define TASK_SLOTS 256
+#define REST_SLOTS 16384
+
+static void clear_keys(PyObject **keys, Py_ssize_t n) {
+    if (keys == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_CLEAR(keys[i]);
+}
+
+static void clear_classes(LineFilter *self) {
+    for (Py_ssize_t i = 0; i < self->class_size; i++) {
+        Py_XDECREF(self->class_table[i].cls);
+        Py_XDECREF(self->class_table[i].node);
+    }
+    PyMem_Free(self->class_table);
+    self->class_table = NULL;
+    self->class_size = self->class_count = 0;
+}
 
 static void LineFilter_dealloc(LineFilter *self) {
     PyObject_GC_UnTrack(self);
+    Py_XDECREF(self->chunk);
+    clear_keys(self->task_keys, TASK_SLOTS);
+    clear_keys(self->rest_keys, REST_SLOTS);
+    PyMem_Free(self->task_keys);
+    PyMem_Free(self->rest_keys);
+    clear_classes(self);
+    Py_XDECREF(self->classes);
     Py_XDECREF(self->lines);
     Py_XDECREF(self->views);
     Py_XDECREF(self->tails);
@@ -67,15 +119,25 @@ static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
     Py_VISIT(self->tails);
     Py_VISIT(self->cache);
     Py_VISIT(self->initial);
+    Py_VISIT(self->classes);
+    for (Py_ssize_t i = 0; i < self->class_size; i++)
+        Py_VISIT(self->class_table[i].node);
     return 0;
 }
 
+static int classes_grow(LineFilter *self);
+
 static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
-    PyObject *lines, *views, *tails, *cache, *initial;
+    PyObject *lines, *views, *tails, *cache, *initial, *classes = NULL;
     Py_ssize_t depth_limit;
     long tick;
-    if (!PyArg_ParseTuple(args, "OO!O!O!Onl", &lines, &PyDict_Type, &views, &PyDict_Type, &tails, &PySet_Type,
-                          &cache, &initial, &depth_limit, &tick))
+    if (!PyArg_ParseTuple(args, "OO!O!O!Onl|O!", &lines, &PyDict_Type, &views, &PyDict_Type, &tails, &PySet_Type,
+                          &cache, &initial, &depth_limit, &tick, &PyDict_Type, &classes))
+        return -1;
+    clear_classes(self);
+    Py_XINCREF(classes);
+    Py_XSETREF(self->classes, classes);
+    if (classes != NULL && classes_grow(self) < 0)
         return -1;
     PyObject *it = PyObject_GetIter(lines);
     if (it == NULL)
@@ -94,7 +156,45 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     self->lineno = 0;
     self->events = self->hits = 0;
     self->passthrough = 0;
+    Py_CLEAR(self->chunk);
+    self->pos = 0;
+    if (self->task_keys == NULL)
+        self->task_keys = PyMem_Calloc(TASK_SLOTS, sizeof(PyObject *));
+    if (self->rest_keys == NULL)
+        self->rest_keys = PyMem_Calloc(REST_SLOTS, sizeof(PyObject *));
+    if (self->task_keys == NULL || self->rest_keys == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
     return 0;
+}
+
+/* The str of the `n` ASCII bytes at `p`, from `keys` (`slots` of them, a power of two) when it
+ * was the last text there of its hash; a new reference. */
+static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        memcpy(&word, p + i, 8);
+        h = (h ^ word) * 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    h ^= h >> 32;
+    PyObject **slot = &keys[h & (uint64_t)(slots - 1)];
+    PyObject *key = *slot;
+    if (key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_1BYTE_DATA(key), p, (size_t)n) == 0) {
+        Py_INCREF(key);
+        return key;
+    }
+    key = PyUnicode_FromStringAndSize(p, n);
+    if (key == NULL)
+        return NULL;
+    Py_INCREF(key);
+    Py_XSETREF(*slot, key);
+    return key;
 }
 
 /* Whether the ASCII str `s` is exactly the `n` bytes at `p`. */
@@ -107,6 +207,19 @@ static inline int str_is(PyObject *s, const char *p, Py_ssize_t n) {
 static int valid_seconds(const char *p, Py_ssize_t n) {
     if (n > 64 || memchr(p, '_', (size_t)n) != NULL)
         return 0;
+    /* the usual shape, DIGITS[.DIGITS], is a finite float at 64 characters or fewer: no str,
+     * no float made for it; anything else is float()'s to judge */
+    Py_ssize_t i = 0, digits = 0;
+    while (i < n && p[i] >= '0' && p[i] <= '9')
+        i++;
+    digits = i;
+    if (i < n && p[i] == '.') {
+        i++;
+        while (i < n && p[i] >= '0' && p[i] <= '9')
+            i++;
+    }
+    if (i == n && digits > 0)
+        return 1;
     PyObject *text = PyUnicode_FromStringAndSize(p, n);
     if (text == NULL)
         return -1;
@@ -165,7 +278,12 @@ static int set_cpu(PyObject *task, long cpu) {
 static int pop_entry(PyObject *task, PyObject *held, PyObject *top) {
     if (PyObject_SetAttr(task, s_chain_key, PyTuple_GET_ITEM(top, E_PREV_KEY)) < 0)
         return -1;
-    return PyList_SetSlice(held, PyList_GET_SIZE(held) - 1, PyList_GET_SIZE(held), NULL);
+    /* list.pop() without its shrinking: the list keeps its room for the next push */
+    Py_ssize_t size = PyList_GET_SIZE(held);
+    PyObject *last = PyList_GET_ITEM(held, size - 1);
+    Py_SET_SIZE(held, size - 1);
+    Py_DECREF(last);
+    return 0;
 }
 
 /* `top` with REFERENCES replaced by `references`, in place of the top entry. */
@@ -184,20 +302,6 @@ static int replace_references(PyObject *held, PyObject *top, long references) {
         PyTuple_SET_ITEM(entry, i, item);
     }
     return PyList_SetItem(held, PyList_GET_SIZE(held) - 1, entry);
-}
-
-/* A capture's task remembers the locks it took (TaskState.acquired_ever). */
-static int remember(PyObject *view, PyObject *info) {
-    PyObject *acquired_ever = PyTuple_GET_ITEM(view, V_ACQUIRED_EVER);
-    if (acquired_ever == Py_None)
-        return 0;
-    PyObject *pair = PyTuple_Pack(2, PyTuple_GET_ITEM(info, I_LOCK), PyTuple_GET_ITEM(info, I_INSTANCE));
-    PyObject *done = pair ? PyObject_CallMethodObjArgs(acquired_ever, s_add, pair, NULL) : NULL;
-    Py_XDECREF(pair);
-    if (done == NULL)
-        return -1;
-    Py_DECREF(done);
-    return 0;
 }
 
 /* The truth of an int attribute (`references`): 1, 0, or -1 on error. */
@@ -283,137 +387,332 @@ static int holds_lock(PyObject *held, PyObject *lock, PyObject *instance) {
     return 0;
 }
 
-/* Apply one line if it is one the filter takes: 1 applied, 0 passed on, -1 error.
- * `data`/`n`: the ASCII line without its line ending. */
-static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n);
+/* ---- the text after the task, read here (hotpath._scan_tail, for its common shapes) ---------- */
 
-/* The line as the Python loop keeps it: without its line ending (a new str only if it had one). */
-static int apply_stripped(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n) {
-    if (n == PyUnicode_GET_LENGTH(line))
-        return apply_line(self, line, data, n);
-    PyObject *stripped = PyUnicode_FromStringAndSize(data, n);
-    if (stripped == NULL)
-        return -1;
-    int r = apply_line(self, stripped, data, n);
-    Py_DECREF(stripped);
-    return r;
+static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        memcpy(&word, p + i, 8);
+        h = (h ^ word) * 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h ^ (h >> 32);
 }
 
-static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n) {
-    const char *space = memchr(data, ' ', (size_t)n);
-    if (space == NULL || space == data)
-        return 0;
-    PyObject *task_key = PyUnicode_FromStringAndSize(data, space - data);
-    if (task_key == NULL)
+/* A line's lock op as _scan_tail reads it, for the shapes read here: `acquire`, `release`,
+ * `contended`, `acquired`, a `CLASS[@INSTANCE]` field, then only `at=`, a mode and `try` (as
+ * each op takes them).  An acquisition's class is one the graph has (`cls`, `node` borrowed
+ * from the class table).  The str fields are made only when needed. */
+typedef struct {
+    int kind;
+    long seen;              /* the bits of the options given */
+    const char *field;      /* CLASS[@INSTANCE] */
+    Py_ssize_t field_len;
+    Py_ssize_t lock_len;    /* CLASS */
+    int has_instance;
+    long read;
+    int trylock;
+    PyObject *cls;          /* borrowed: the class (the lock itself: subclass 0) */
+    PyObject *node;         /* borrowed: its graph node's attribute dict */
+} Tail;
+
+enum { B_MODE = 8, B_TRY = 16 };
+
+/* The class table: CLASS bytes -> (str, graph node), for classes the graph has (a node is never
+ * removed from it, so an entry stays true).  Open addressing, linear probing. */
+/* (ClassSlot: above LineFilter) */
+
+static int classes_grow(LineFilter *self) {
+    Py_ssize_t size = self->class_size ? self->class_size * 2 : 1024;
+    ClassSlot *table = PyMem_Calloc((size_t)size, sizeof(ClassSlot));
+    if (table == NULL) {
+        PyErr_NoMemory();
         return -1;
-    PyObject *view = PyDict_GetItemWithError(self->views, task_key); /* borrowed */
-    Py_DECREF(task_key);
-    if (view == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    if (view == Py_None)
-        return 1; /* another part's task (lockcheck.jobs): its line is not this checker's */
-    PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
-    PyObject *held = PyTuple_GET_ITEM(view, V_HELD);
-    const char *tail = space + 1;
-    Py_ssize_t tail_len = n - (tail - data);
-    /* time stamps make lines unique: the rest is what is looked up */
-    Py_ssize_t rest_len = tail_len;
-    const char *stamp = NULL;
-    for (Py_ssize_t i = 0; i + 4 <= tail_len; i++) {
-        if (tail[i] == ' ' && memcmp(tail + i, " ts=", 4) == 0) {
-            rest_len = i;
-            stamp = tail + i + 4;
+    }
+    for (Py_ssize_t i = 0; i < self->class_size; i++) {
+        ClassSlot *old = &self->class_table[i];
+        if (old->cls == NULL)
+            continue;
+        Py_ssize_t j = (Py_ssize_t)(old->hash & (uint64_t)(size - 1));
+        while (table[j].cls != NULL)
+            j = (j + 1) & (size - 1);
+        table[j] = *old;
+    }
+    PyMem_Free(self->class_table);
+    self->class_table = table;
+    self->class_size = size;
+    return 0;
+}
+
+/* The class named by `n` bytes at `p`, if the graph has it: 1 (*slot set), 0 not, -1 error. */
+static int find_class(LineFilter *self, const char *p, Py_ssize_t n, ClassSlot **found) {
+    uint64_t h = hash_bytes(p, n);
+    Py_ssize_t mask = self->class_size - 1;
+    Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)mask);
+    for (;; j = (j + 1) & mask) {
+        ClassSlot *slot = &self->class_table[j];
+        if (slot->cls == NULL)
             break;
-        }
-    }
-    Py_ssize_t depth = PyList_GET_SIZE(held);
-    PyObject *top = depth ? PyList_GET_ITEM(held, depth - 1) : NULL;
-    long cpu = -1;
-    if (top != NULL && PyTuple_CheckExact(top) && str_is(PyTuple_GET_ITEM(top, E_RELEASE), tail, rest_len)) {
-        PyObject *references = PyTuple_GET_ITEM(top, E_REFERENCES);
-        if (PyLong_Check(references) && PyLong_AsLong(references) == 0) {
-            /* the plain release of the innermost lock, recognised by its text */
-            if (stamp != NULL) {
-                int ok = read_stamp(stamp, tail_len - rest_len - 4, 0, 1, &cpu);
-                if (ok <= 0)
-                    return ok;
-            }
-            if (pop_entry(task, held, top) < 0 || set_cpu(task, cpu) < 0)
-                return -1;
-            self->events++;
+        if (slot->hash == h && PyUnicode_GET_LENGTH(slot->cls) == n &&
+            memcmp(PyUnicode_1BYTE_DATA(slot->cls), p, (size_t)n) == 0) {
+            *found = slot;
             return 1;
         }
     }
-    PyObject *rest = PyUnicode_FromStringAndSize(tail, rest_len);
-    if (rest == NULL)
+    PyObject *cls = PyUnicode_FromStringAndSize(p, n);
+    if (cls == NULL)
         return -1;
-    PyObject *info = PyDict_GetItemWithError(self->tails, rest); /* borrowed */
-    Py_DECREF(rest);
-    if (info == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    long kind = PyLong_AsLong(PyTuple_GET_ITEM(info, I_KIND));
-    long seen = PyLong_AsLong(PyTuple_GET_ITEM(info, I_SEEN));
-    if (stamp != NULL) {
-        int ok = read_stamp(stamp, tail_len - rest_len - 4, seen, 1, &cpu); /* every fast op takes cpu= */
-        if (ok <= 0)
-            return ok;
+    PyObject *node = PyDict_GetItemWithError(self->classes, cls); /* borrowed */
+    if (node == NULL || !PyDict_CheckExact(node)) {
+        Py_DECREF(cls);
+        return PyErr_Occurred() ? -1 : 0; /* not (yet) in the graph: the full checker's */
+    }
+    if ((self->class_count + 1) * 2 > self->class_size) {
+        if (classes_grow(self) < 0) {
+            Py_DECREF(cls);
+            return -1;
+        }
+        mask = self->class_size - 1;
+    }
+    j = (Py_ssize_t)(h & (uint64_t)mask);
+    while (self->class_table[j].cls != NULL)
+        j = (j + 1) & mask;
+    Py_INCREF(node);
+    self->class_table[j].hash = h;
+    self->class_table[j].cls = cls;
+    self->class_table[j].node = node;
+    self->class_count++;
+    *found = &self->class_table[j];
+    return 1;
+}
+
+static inline int word_is(const char *p, Py_ssize_t n, const char *word) {
+    size_t len = strlen(word);
+    return (size_t)n == len && memcmp(p, word, len) == 0;
+}
+
+/* Read the `n` bytes of text after the task (up to ` ts=`): 1 read, 0 not a shape read here
+ * (hotpath._scan_tail decides), -1 error. */
+static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
+    const char *end = p + n;
+    const char *space = memchr(p, ' ', (size_t)n);
+    if (space == NULL)
+        return 0;
+    Py_ssize_t op_len = space - p;
+    long takes;
+    if (word_is(p, op_len, "acquire")) {
+        t->kind = K_ACQUIRE;
+        takes = B_AT | B_MODE | B_TRY;
+    } else if (word_is(p, op_len, "release")) {
+        t->kind = K_RELEASE;
+        takes = B_AT;
+    } else if (word_is(p, op_len, "contended")) {
+        t->kind = K_STATS;
+        takes = B_AT;
+    } else if (word_is(p, op_len, "acquired")) {
+        t->kind = K_STATS;
+        takes = 0;
     } else {
-        PyObject *given = PyTuple_GET_ITEM(info, I_CPU);
-        if (given != Py_None)
-            cpu = PyLong_AsLong(given);
+        return 0;
     }
-    if (kind == K_STATS) {
-        if (set_cpu(task, cpu) < 0)
-            return -1;
-        self->events++;
-        return 1;
-    }
-    if (kind == K_RELEASE) {
-        if (top == NULL)
-            return 0;
-        if (!PyTuple_CheckExact(top)) {
-            /* a HeldLock the full checker left on top: its innermost release, as Checker.feed's */
-            int r = held_lock_released(task, held, top, PyTuple_GET_ITEM(info, 4), PyTuple_GET_ITEM(info, 5));
-            if (r <= 0)
-                return r;
-            if (set_cpu(task, cpu) < 0)
-                return -1;
-            self->events++;
-            return 1;
-        }
-        long references = PyLong_AsLong(PyTuple_GET_ITEM(top, E_REFERENCES));
-        if (references == 0) {
-            int same = PyUnicode_Compare(PyTuple_GET_ITEM(top, E_RELEASE), PyTuple_GET_ITEM(info, I_RELEASE));
-            if (same != 0)
-                return PyErr_Occurred() ? -1 : 0;
-            if (pop_entry(task, held, top) < 0)
-                return -1;
+    const char *field = space + 1;
+    const char *field_end = memchr(field, ' ', (size_t)(end - field));
+    if (field_end == NULL)
+        field_end = end;
+    /* lt scan's _lock_field: CLASS, or CLASS@INSTANCE with both given, no `=` in CLASS */
+    const char *at_sign = memchr(field, '@', (size_t)(field_end - field));
+    const char *lock_end = at_sign ? at_sign : field_end;
+    if (lock_end == field || memchr(field, '=', (size_t)(lock_end - field)) != NULL ||
+        (at_sign && at_sign + 1 == field_end))
+        return 0;
+    t->field = field;
+    t->field_len = field_end - field;
+    t->lock_len = lock_end - field;
+    t->has_instance = at_sign != NULL;
+    t->seen = 0;
+    t->read = 0;
+    t->trylock = 0;
+    t->cls = t->node = NULL;
+    const char *word = field_end;
+    while (word < end) {
+        word++; /* the blank before it */
+        const char *word_end = memchr(word, ' ', (size_t)(end - word));
+        if (word_end == NULL)
+            word_end = end;
+        Py_ssize_t len = word_end - word;
+        long bit;
+        if (len > 3 && memcmp(word, "at=", 3) == 0) {
+            bit = B_AT;
+        } else if (word_is(word, len, "try")) {
+            bit = B_TRY;
+            t->trylock = 1;
+        } else if (word_is(word, len, "write")) {
+            bit = B_MODE;
+            t->read = 0;
+        } else if (word_is(word, len, "read")) {
+            bit = B_MODE;
+            t->read = 1;
+        } else if (word_is(word, len, "rread")) {
+            bit = B_MODE;
+            t->read = 2;
         } else {
-            /* a release's info is (kind, seen, cpu, release, lock, instance) */
-            int lock = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_LOCK), PyTuple_GET_ITEM(info, 4), Py_EQ);
-            if (lock <= 0)
-                return lock;
-            int instance = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_INSTANCE), PyTuple_GET_ITEM(info, 5), Py_EQ);
-            if (instance < 0)
-                return -1;
-            if (!instance && PyLong_AsLong(PyTuple_GET_ITEM(top, E_SUBCLASS)) != 0)
-                return 0;
-            Py_INCREF(top);
-            int r = references > 1 ? replace_references(held, top, references - 1) : pop_entry(task, held, top);
-            Py_DECREF(top);
-            if (r < 0)
-                return -1;
+            return 0; /* cpu=, subclass=, nest=, an empty word...: _scan_tail's */
         }
-        if (set_cpu(task, cpu) < 0)
-            return -1;
-        self->events++;
-        return 1;
+        if ((t->seen & bit) || !(takes & bit))
+            return 0;
+        t->seen |= bit;
+        word = word_end;
     }
-    /* an acquisition: Checker.feed + lock_acquire, for a chain-cache hit */
+    if (t->kind == K_ACQUIRE) {
+        if (self->classes == NULL)
+            return 0;
+        ClassSlot *slot;
+        int found = find_class(self, field, t->lock_len, &slot);
+        if (found <= 0)
+            return found;
+        t->cls = slot->cls;
+        t->node = slot->node;
+    }
+    return 1;
+}
+
+/* A str of `n` bytes at `p`, or None when `n` is -1 (no instance). */
+static PyObject *str_or_none(const char *p, Py_ssize_t n) {
+    if (n < 0)
+        Py_RETURN_NONE;
+    return PyUnicode_FromStringAndSize(p, n);
+}
+
+/* The lock and instance of a Tail as str (instance None when none is given): 0, or -1 on error. */
+static int tail_lock(const Tail *t, PyObject **lock, PyObject **instance) {
+    *lock = PyUnicode_FromStringAndSize(t->field, t->lock_len);
+    *instance = *lock ? str_or_none(t->field + t->lock_len + 1,
+                                    t->has_instance ? t->field_len - t->lock_len - 1 : -1) : NULL;
+    if (*instance == NULL) {
+        Py_CLEAR(*lock);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the chain key ------------------------------------------------------------------------ */
+
+/* hash((chain_key, cls, read)) as CPython hashes a tuple of three (its xxHash-based tuplehash,
+ * Python 3.8 on), without making the tuple; `tuple_hash_ok` says whether it agrees with
+ * PyObject_Hash here (checked once at import), else the tuple is made. */
+#if SIZEOF_VOID_P > 4
+#define XXPRIME_1 ((Py_uhash_t)11400714785074694791ULL)
+#define XXPRIME_2 ((Py_uhash_t)14029467366897019727ULL)
+#define XXPRIME_5 ((Py_uhash_t)2870177450012600261ULL)
+#define XXROTATE(x) ((x << 31) | (x >> 33))
+#else
+#define XXPRIME_1 ((Py_uhash_t)2654435761UL)
+#define XXPRIME_2 ((Py_uhash_t)2246822519UL)
+#define XXPRIME_5 ((Py_uhash_t)374761393UL)
+#define XXROTATE(x) ((x << 13) | (x >> 19))
+#endif
+
+static int tuple_hash_ok = 0;
+
+static Py_hash_t hash3(PyObject *a, PyObject *b, PyObject *c) {
+    if (!tuple_hash_ok) {
+        PyObject *parts = PyTuple_Pack(3, a, b, c);
+        if (parts == NULL)
+            return -1;
+        Py_hash_t hash = PyObject_Hash(parts);
+        Py_DECREF(parts);
+        return hash;
+    }
+    PyObject *items[3] = {a, b, c};
+    Py_uhash_t acc = XXPRIME_5;
+    for (int i = 0; i < 3; i++) {
+        Py_uhash_t lane = (Py_uhash_t)PyObject_Hash(items[i]);
+        if (lane == (Py_uhash_t)-1)
+            return -1;
+        acc += lane * XXPRIME_2;
+        acc = XXROTATE(acc);
+        acc *= XXPRIME_1;
+    }
+    acc += 3 ^ (XXPRIME_5 ^ 3527539UL);
+    if (acc == (Py_uhash_t)-1)
+        return 1546275796;
+    return (Py_hash_t)acc;
+}
+
+/* Whether hash3 may skip the tuple: it agrees with the interpreter's tuple hash on samples. */
+static int check_tuple_hash(void) {
+    static const long keys[] = {-1, 0, 1, 123456789, -987654321};
+    static const char *names[] = {"&rq->lock", "", "(wq_completion)events#3"};
+    int ok = 1;
+    for (size_t i = 0; ok && i < sizeof keys / sizeof keys[0]; i++) {
+        for (size_t j = 0; ok && j < sizeof names / sizeof names[0]; j++) {
+            for (long r = 0; ok && r < 3; r++) {
+                PyObject *a = PyLong_FromLong(keys[i]), *b = PyUnicode_FromString(names[j]),
+                         *c = PyLong_FromLong(r);
+                PyObject *t = (a && b && c) ? PyTuple_Pack(3, a, b, c) : NULL;
+                if (t == NULL) {
+                    ok = -1;
+                } else {
+                    tuple_hash_ok = 1;
+                    Py_hash_t mine = hash3(a, b, c);
+                    tuple_hash_ok = 0;
+                    ok = mine == PyObject_Hash(t);
+                }
+                Py_XDECREF(a);
+                Py_XDECREF(b);
+                Py_XDECREF(c);
+                Py_XDECREF(t);
+            }
+        }
+    }
+    return ok;
+}
+
+/* ---- one line ------------------------------------------------------------------------------ */
+
+/* An acquisition's fields, from a Tail read here or a hotpath info tuple: borrowed, or (the
+ * `owned` ones) made for this line. */
+typedef struct {
+    PyObject *release, *cls, *lock, *instance, *read, *nest, *subclass, *node;
+    int trylock;
+    PyObject *owned[3];
+} Acquire;
+
+static void acquire_clear(Acquire *a) {
+    for (int i = 0; i < 3; i++)
+        Py_CLEAR(a->owned[i]);
+}
+
+/* A capture's task remembers the locks it took (TaskState.acquired_ever). */
+static int remember(PyObject *view, PyObject *lock, PyObject *instance) {
+    PyObject *acquired_ever = PyTuple_GET_ITEM(view, V_ACQUIRED_EVER);
+    if (acquired_ever == Py_None)
+        return 0;
+    PyObject *pair = PyTuple_Pack(2, lock, instance);
+    PyObject *done = pair ? PyObject_CallMethodObjArgs(acquired_ever, s_add, pair, NULL) : NULL;
+    Py_XDECREF(pair);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
+static PyObject *small_ints[3];
+
+/* Checker.feed + lock_acquire for a chain-cache hit (or a nest_lock merge): 1 applied, 0 the
+ * full checker's, -1 error.  Makes the fields of `a` it still lacks from the Tail `t`. */
+static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n, PyObject *view,
+                         PyObject *held, PyObject *top, long cpu, Acquire *a, const Tail *t) {
+    PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
+    Py_ssize_t depth = PyList_GET_SIZE(held);
     if (depth >= self->depth_limit)
         return 0;
-    PyObject *cls = PyTuple_GET_ITEM(info, I_CLS);
-    PyObject *nest = PyTuple_GET_ITEM(info, I_NEST);
+    PyObject *cls = a->cls;
+    PyObject *nest = a->nest;
     PyObject *irq_context = PyTuple_GET_ITEM(view, V_IRQ_CONTEXT);
     int head = 0;
     if (top != NULL) {
@@ -441,7 +740,8 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
             return -1;
         if (same_class) {
             /* nest_lock merge: one more reference on the top entry */
-            if (merge_reference(held, top) < 0 || set_cpu(task, cpu) < 0 || remember(view, info) < 0)
+            if (merge_reference(held, top) < 0 || set_cpu(task, cpu) < 0 ||
+                remember(view, a->lock, a->instance) < 0)
                 return -1;
             self->events++;
             return 1;
@@ -453,12 +753,10 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         if (holds <= 0)
             return holds; /* not held (a report), or a HeldLock to ask: the Python side */
     }
-    PyObject *read = PyTuple_GET_ITEM(info, I_READ);
-    int trylock = PyTuple_GET_ITEM(info, I_TRYLOCK) == Py_True;
-    long read_mode = PyLong_AsLong(read);
+    long read_mode = PyLong_AsLong(a->read);
     PyObject *needs = PyTuple_GET_ITEM(view, V_NEEDS);
-    long need = PyLong_AsLong(PyList_GET_ITEM(needs, (read_mode ? 1 : 0) | (trylock ? 2 : 0)));
-    PyObject *usage = PyDict_GetItemWithError(PyTuple_GET_ITEM(info, I_NODE), s_usage);
+    long need = PyLong_AsLong(PyList_GET_ITEM(needs, (read_mode ? 1 : 0) | (a->trylock ? 2 : 0)));
+    PyObject *usage = PyDict_GetItemWithError(a->node, s_usage);
     if (usage == NULL)
         return PyErr_Occurred() ? -1 : 0;
     if (need & ~PyLong_AsLong(usage))
@@ -466,23 +764,13 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     PyObject *prev_key = PyObject_GetAttr(task, s_chain_key);
     if (prev_key == NULL)
         return -1;
-    PyObject *key_parts = PyTuple_Pack(3, head ? self->initial : prev_key, cls, read);
-    if (key_parts == NULL) {
-        Py_DECREF(prev_key);
-        return -1;
-    }
-    Py_hash_t hash = PyObject_Hash(key_parts);
-    Py_DECREF(key_parts);
-    if (hash == -1) {
-        Py_DECREF(prev_key);
-        return -1;
-    }
-    PyObject *chain_key = PyLong_FromSsize_t(hash);
+    Py_hash_t hash = hash3(head ? self->initial : prev_key, cls, a->read);
+    PyObject *chain_key = hash == -1 ? NULL : PyLong_FromSsize_t(hash);
     if (chain_key == NULL) {
         Py_DECREF(prev_key);
         return -1;
     }
-    if (!trylock) {
+    if (!a->trylock) {
         int cached = PySet_Contains(self->cache, chain_key);
         if (cached <= 0) {
             Py_DECREF(prev_key);
@@ -490,46 +778,303 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
             return cached; /* a miss: validate_chain, in the full checker */
         }
     }
-    PyObject *lineno = PyLong_FromLongLong(self->lineno);
+    if (a->release == NULL) {
+        /* read here: the release text is the start of the tail, `release` for `acquire` */
+        PyObject *release = PyUnicode_New(8 + t->field_len, 127);
+        if (release != NULL) {
+            memcpy(PyUnicode_1BYTE_DATA(release), "release ", 8);
+            memcpy(PyUnicode_1BYTE_DATA(release) + 8, t->field, (size_t)t->field_len);
+        }
+        a->release = a->owned[0] = release;
+        a->instance = a->owned[1] = release == NULL ? NULL :
+            str_or_none(t->field + t->lock_len + 1, t->has_instance ? t->field_len - t->lock_len - 1 : -1);
+        if (a->instance == NULL) {
+            Py_DECREF(prev_key);
+            Py_DECREF(chain_key);
+            return -1;
+        }
+        /* subclass 0: the class is the lock itself (the same str, as in _scan_tail) */
+        a->lock = a->cls;
+    }
+    /* the line as the Python loop keeps it: without its line ending */
+    PyObject *text;
+    if (line != NULL && PyUnicode_GET_LENGTH(line) == n) {
+        Py_INCREF(line);
+        text = line;
+    } else {
+        text = PyUnicode_FromStringAndSize(data, n);
+    }
+    PyObject *lineno = text ? PyLong_FromLongLong(self->lineno) : NULL;
     PyObject *entry = lineno ? PyTuple_New(E_SIZE) : NULL;
     if (entry == NULL) {
+        Py_XDECREF(text);
         Py_XDECREF(lineno);
         Py_DECREF(prev_key);
         Py_DECREF(chain_key);
         return -1;
     }
     PyObject *items[E_SIZE] = {
-        PyTuple_GET_ITEM(info, I_RELEASE), cls, PyTuple_GET_ITEM(info, I_LOCK), PyTuple_GET_ITEM(info, I_INSTANCE),
-        prev_key, irq_context, read, trylock ? Py_True : Py_False, PyTuple_GET_ITEM(view, V_HARDIRQS_OFF),
-        nest, PyTuple_GET_ITEM(info, I_SUBCLASS), NULL, line, lineno,
+        a->release, cls, a->lock, a->instance, prev_key, irq_context, a->read, a->trylock ? Py_True : Py_False,
+        PyTuple_GET_ITEM(view, V_HARDIRQS_OFF), nest, a->subclass, small_ints[0], text, lineno,
     };
-    static PyObject *zero = NULL;
-    if (zero == NULL)
-        zero = PyLong_FromLong(0);
-    items[E_REFERENCES] = zero;
     for (Py_ssize_t i = 0; i < E_SIZE; i++) {
-        if (i != E_PREV_KEY && i != E_LINENO)
+        if (i != E_PREV_KEY && i != E_LINENO && i != E_LINE)
             Py_INCREF(items[i]);
-        PyTuple_SET_ITEM(entry, i, items[i]); /* prev_key and lineno: their references move */
+        PyTuple_SET_ITEM(entry, i, items[i]); /* prev_key, text and lineno: their references move */
     }
+    /* str, int, bool, None and the (str, str) nest lock: a tuple that can be in no cycle, so the
+     * collector need not walk the many of them a trace pushes */
+    PyObject_GC_UnTrack(entry);
     int r = PyList_Append(held, entry);
     Py_DECREF(entry);
     if (r == 0)
         r = PyObject_SetAttr(task, s_chain_key, chain_key);
     Py_DECREF(chain_key);
-    if (r < 0 || set_cpu(task, cpu) < 0 || remember(view, info) < 0)
+    if (r < 0 || set_cpu(task, cpu) < 0 || remember(view, a->lock, a->instance) < 0)
         return -1;
-    if (!trylock)
+    if (!a->trylock)
         self->hits++;
     self->events++;
     return 1;
 }
 
+/* Checker.feed's release of the innermost lock (lock_release's, merged): 1 applied, 0 not. */
+static int apply_release(LineFilter *self, PyObject *task, PyObject *held, PyObject *top, long cpu,
+                         PyObject *info, const Tail *t) {
+    if (top == NULL)
+        return 0;
+    PyObject *lock = NULL, *instance = NULL;
+    int r;
+    long references = PyTuple_CheckExact(top) ? PyLong_AsLong(PyTuple_GET_ITEM(top, E_REFERENCES)) : -1;
+    if (references == 0) {
+        PyObject *release = PyTuple_GET_ITEM(top, E_RELEASE);
+        if (info != NULL) {
+            int same = PyUnicode_Compare(release, PyTuple_GET_ITEM(info, I_RELEASE));
+            if (same != 0)
+                return PyErr_Occurred() ? -1 : 0;
+        } else if (!str_is(release, t->field - 8, 8 + t->field_len)) {
+            return 0; /* the tail starts `release CLASS@INSTANCE`: the text of the plain release */
+        }
+        r = pop_entry(task, held, top);
+    } else {
+        /* a release's info is (kind, seen, cpu, release, lock, instance) */
+        if (info != NULL) {
+            lock = PyTuple_GET_ITEM(info, 4);
+            instance = PyTuple_GET_ITEM(info, 5);
+            Py_INCREF(lock);
+            Py_INCREF(instance);
+        } else if (tail_lock(t, &lock, &instance) < 0) {
+            return -1;
+        }
+        if (references < 0) {
+            /* a HeldLock the full checker left on top: its innermost release, as Checker.feed's */
+            r = held_lock_released(task, held, top, lock, instance);
+        } else {
+            r = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_LOCK), lock, Py_EQ);
+            if (r > 0) {
+                r = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_INSTANCE), instance, Py_EQ);
+                if (r == 0 && PyLong_AsLong(PyTuple_GET_ITEM(top, E_SUBCLASS)) == 0)
+                    r = 1;
+                if (r > 0) {
+                    Py_INCREF(top);
+                    r = references > 1 ? replace_references(held, top, references - 1) : pop_entry(task, held, top);
+                    Py_DECREF(top);
+                    r = r < 0 ? -1 : 1;
+                }
+            }
+        }
+        Py_DECREF(lock);
+        Py_DECREF(instance);
+        if (r <= 0)
+            return r;
+    }
+    if (r < 0 || set_cpu(task, cpu) < 0)
+        return -1;
+    self->events++;
+    return 1;
+}
+
+/* Apply one line if it is one the filter takes: 1 applied, 0 passed on, -1 error.
+ * `data`/`n`: the ASCII line without its line ending; `line`: that line as a str when there is
+ * one (of `n` characters, or with its line ending), NULL when it comes from a block of bytes. */
+static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n) {
+    const char *space = memchr(data, ' ', (size_t)n);
+    if (space == NULL || space == data)
+        return 0;
+    PyObject *task_key = key_str(self->task_keys, TASK_SLOTS, data, space - data);
+    if (task_key == NULL)
+        return -1;
+    PyObject *view = PyDict_GetItemWithError(self->views, task_key); /* borrowed */
+    Py_DECREF(task_key);
+    if (view == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (view == Py_None)
+        return 1; /* another part's task (lockcheck.jobs): its line is not this checker's */
+    PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
+    PyObject *held = PyTuple_GET_ITEM(view, V_HELD);
+    const char *tail = space + 1;
+    Py_ssize_t tail_len = n - (tail - data);
+    /* time stamps make lines unique: the rest is what is read */
+    Py_ssize_t rest_len = tail_len;
+    const char *stamp = NULL;
+    for (const char *p = tail; (p = memchr(p, ' ', (size_t)(tail + tail_len - p))) != NULL; p++) {
+        if (tail + tail_len - p >= 4 && memcmp(p, " ts=", 4) == 0) {
+            rest_len = p - tail;
+            stamp = p + 4;
+            break;
+        }
+    }
+    Py_ssize_t depth = PyList_GET_SIZE(held);
+    PyObject *top = depth ? PyList_GET_ITEM(held, depth - 1) : NULL;
+    long cpu = -1;
+    if (top != NULL && PyTuple_CheckExact(top) && str_is(PyTuple_GET_ITEM(top, E_RELEASE), tail, rest_len)) {
+        PyObject *references = PyTuple_GET_ITEM(top, E_REFERENCES);
+        if (PyLong_Check(references) && PyLong_AsLong(references) == 0) {
+            /* the plain release of the innermost lock, recognised by its text */
+            if (stamp != NULL) {
+                int ok = read_stamp(stamp, tail_len - rest_len - 4, 0, 1, &cpu);
+                if (ok <= 0)
+                    return ok;
+            }
+            if (pop_entry(task, held, top) < 0 || set_cpu(task, cpu) < 0)
+                return -1;
+            self->events++;
+            return 1;
+        }
+    }
+    Tail t = {0};
+    PyObject *info = NULL;
+    int read = read_tail(self, tail, rest_len, &t);
+    if (read < 0)
+        return -1;
+    if (read == 0) {
+        /* a shape not read here: what the Python loop's _scan_tail read of it, if it did */
+        PyObject *rest = key_str(self->rest_keys, REST_SLOTS, tail, rest_len);
+        if (rest == NULL)
+            return -1;
+        info = PyDict_GetItemWithError(self->tails, rest); /* borrowed */
+        Py_DECREF(rest);
+        if (info == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        t.kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(info, I_KIND));
+        t.seen = PyLong_AsLong(PyTuple_GET_ITEM(info, I_SEEN));
+    }
+    if (stamp != NULL) {
+        int ok = read_stamp(stamp, tail_len - rest_len - 4, t.seen, 1, &cpu); /* every fast op takes cpu= */
+        if (ok <= 0)
+            return ok;
+    } else if (info != NULL) {
+        PyObject *given = PyTuple_GET_ITEM(info, I_CPU);
+        if (given != Py_None)
+            cpu = PyLong_AsLong(given);
+    }
+    if (t.kind == K_STATS) {
+        if (set_cpu(task, cpu) < 0)
+            return -1;
+        self->events++;
+        return 1;
+    }
+    if (t.kind == K_RELEASE)
+        return apply_release(self, task, held, top, cpu, info, &t);
+    Acquire a = {0};
+    if (info != NULL) {
+        a.release = PyTuple_GET_ITEM(info, I_RELEASE);
+        a.cls = PyTuple_GET_ITEM(info, I_CLS);
+        a.lock = PyTuple_GET_ITEM(info, I_LOCK);
+        a.instance = PyTuple_GET_ITEM(info, I_INSTANCE);
+        a.read = PyTuple_GET_ITEM(info, I_READ);
+        a.trylock = PyTuple_GET_ITEM(info, I_TRYLOCK) == Py_True;
+        a.subclass = PyTuple_GET_ITEM(info, I_SUBCLASS);
+        a.nest = PyTuple_GET_ITEM(info, I_NEST);
+        a.node = PyTuple_GET_ITEM(info, I_NODE);
+    } else {
+        a.cls = t.cls;
+        a.read = small_ints[t.read];
+        a.trylock = t.trylock;
+        a.subclass = small_ints[0];
+        a.nest = Py_None;
+        a.node = t.node;
+    }
+    int r = apply_acquire(self, line, data, n, view, held, top, cpu, &a, &t);
+    acquire_clear(&a);
+    return r;
+}
+
+/* The filter's answer for a line it passes on: (lineno, line). */
+static PyObject *numbered(LineFilter *self, PyObject *line) {
+    PyObject *lineno = PyLong_FromLongLong(self->lineno);
+    if (lineno == NULL) {
+        Py_DECREF(line);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_Pack(2, lineno, line);
+    Py_DECREF(lineno);
+    Py_DECREF(line);
+    return pair;
+}
+
+/* Whether a line (ASCII, without its line ending, `n` > 0) may be one the filter applies. */
+static inline int may_apply(const char *data, Py_ssize_t n) {
+    return data[0] != '#' && memchr(data, '"', (size_t)n) == NULL && memchr(data, '\t', (size_t)n) == NULL;
+}
+
+/* The next line of the current block of bytes: applied (0), passed on (1, *out set), or -1 on
+ * error.  A line of a block decodes to its bytes without the `\r` of a `\r\n` ending (what
+ * source.Lines would have yielded for it). */
+static int next_in_chunk(LineFilter *self, PyObject **out) {
+    const char *base = PyBytes_AS_STRING(self->chunk);
+    Py_ssize_t size = PyBytes_GET_SIZE(self->chunk);
+    const char *data = base + self->pos;
+    const char *newline = memchr(data, '\n', (size_t)(size - self->pos));
+    Py_ssize_t len = newline ? newline - data : size - self->pos;
+    if (newline != NULL) {
+        self->pos += len + 1;
+    } else {
+        Py_CLEAR(self->chunk); /* its last line */
+    }
+    self->lineno++;
+    if (len && data[len - 1] == '\r')
+        len--;
+    Py_ssize_t n = len;
+    if (!self->passthrough && (self->tick < 0 || (self->lineno & self->tick) != 0)) {
+        while (n && data[n - 1] == '\r')
+            n--;
+        if (n == 0)
+            return 0; /* a blank line */
+        if (may_apply(data, n)) {
+            /* the line's bytes stay valid while it is applied: the block is referenced here */
+            PyObject *chunk = self->chunk;
+            Py_XINCREF(chunk);
+            int applied = apply_line(self, NULL, data, n);
+            Py_XDECREF(chunk);
+            if (applied != 0)
+                return applied < 0 ? -1 : 0;
+        }
+    }
+    *out = PyUnicode_FromStringAndSize(data, len);
+    return *out == NULL ? -1 : 1;
+}
+
 static PyObject *LineFilter_next(LineFilter *self) {
     for (;;) {
+        if (self->chunk != NULL) {
+            PyObject *line = NULL;
+            int r = next_in_chunk(self, &line);
+            if (r < 0)
+                return NULL;
+            if (r > 0)
+                return numbered(self, line);
+            continue;
+        }
         PyObject *line = PyIter_Next(self->lines);
         if (line == NULL)
             return NULL; /* the end, or an error already set */
+        if (PyBytes_CheckExact(line)) {
+            /* a block of whole lines (source.Lines.give_bytes): split here */
+            self->chunk = line;
+            self->pos = 0;
+            continue;
+        }
         self->lineno++;
         if (!self->passthrough && PyUnicode_Check(line) && PyUnicode_IS_COMPACT_ASCII(line) &&
             (self->tick < 0 || (self->lineno & self->tick) != 0)) {
@@ -541,8 +1086,8 @@ static PyObject *LineFilter_next(LineFilter *self) {
                 Py_DECREF(line);
                 continue; /* a blank line */
             }
-            if (data[0] != '#' && memchr(data, '"', (size_t)n) == NULL && memchr(data, '\t', (size_t)n) == NULL) {
-                int applied = apply_stripped(self, line, data, n);
+            if (may_apply(data, n)) {
+                int applied = apply_line(self, line, data, n);
                 if (applied < 0) {
                     Py_DECREF(line);
                     return NULL;
@@ -553,15 +1098,7 @@ static PyObject *LineFilter_next(LineFilter *self) {
                 }
             }
         }
-        PyObject *lineno = PyLong_FromLongLong(self->lineno);
-        if (lineno == NULL) {
-            Py_DECREF(line);
-            return NULL;
-        }
-        PyObject *pair = PyTuple_Pack(2, lineno, line);
-        Py_DECREF(lineno);
-        Py_DECREF(line);
-        return pair;
+        return numbered(self, line);
     }
 }
 
@@ -569,6 +1106,10 @@ static PyObject *LineFilter_take(LineFilter *self, PyObject *Py_UNUSED(ignored))
     PyObject *counts = Py_BuildValue("(LL)", self->events, self->hits);
     self->events = self->hits = 0;
     return counts;
+}
+
+static PyObject *LineFilter_lines_read(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromLongLong(self->lineno);
 }
 
 static PyObject *LineFilter_stop(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
@@ -580,6 +1121,8 @@ static PyMethodDef LineFilter_methods[] = {
     {"take", (PyCFunction)LineFilter_take, METH_NOARGS,
      "(events, chain-cache hits) applied since the last call, and reset."},
     {"stop", (PyCFunction)LineFilter_stop, METH_NOARGS, "From now on pass every line on."},
+    {"lines_read", (PyCFunction)LineFilter_lines_read, METH_NOARGS,
+     "The lines taken so far (every line of a block of bytes split so far): a line number."},
     {NULL}};
 
 static PyTypeObject LineFilterType = {
@@ -615,6 +1158,13 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (!s_chain_key || !s_cpu || !s_usage || !s_add || !s_lock || !s_instance || !s_references ||
         !s_prev_chain_key || !s_cls || !s_irq_context)
         return NULL;
+    for (int i = 0; i < 3; i++)
+        if ((small_ints[i] = PyLong_FromLong(i)) == NULL)
+            return NULL;
+    int hash_ok = check_tuple_hash();
+    if (hash_ok < 0)
+        return NULL;
+    tuple_hash_ok = hash_ok;
     if (PyType_Ready(&LineFilterType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&speedups_module);

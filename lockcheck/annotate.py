@@ -41,7 +41,7 @@ def nested(lock: Any, subclass: int = 1) -> Any:
     tracked = sys.modules.get("lockcheck.tracked")
     if tracked is None:
         return _Plain(lock)
-    return tracked.nested(lock, subclass)
+    return tracked._Nested(lock, subclass)  # `tracked.nested` without its second range check
 
 
 class _Plain:

@@ -261,8 +261,13 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     events = hits = 0
     compiled = _compiled_filter()
     if compiled is not None:
-        # the compiled core applies the common lines itself and passes on the others, numbered
-        numbered = compiled(lines, task_view, tails, cache, initial, depth_limit, TICK if tick is not None else -1)
+        # the compiled core applies the common lines itself and passes on the others, numbered;
+        # it splits the rest of a file itself, given blocks of bytes (source.Lines.give_bytes)
+        numbered = compiled(lines, task_view, tails, cache, initial, depth_limit, TICK if tick is not None else -1,
+                            classes)
+        give_bytes = getattr(lines, "give_bytes", None)
+        if give_bytes is not None:
+            give_bytes(numbered.lines_read)
         take = numbered.take
     else:
         numbered = enumerate(lines, 1)

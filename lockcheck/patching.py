@@ -108,6 +108,7 @@ def stop(recorder: Optional[Recorder] = None) -> None:
     _wrapped_globals.clear()
     rec.active = False
     tracked._rec = None
+    tracked.core_forget()
 
 
 def active_recorder() -> Optional[Recorder]:

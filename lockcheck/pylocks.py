@@ -109,7 +109,7 @@ lock that is itself never tracked (and never waited for by its own thread).
 
 Where each part lives: `lockcheck.pysites` (frames -> creation sites and
 class names), `lockcheck.tracked` (the tracked lock types, `name`,
-`nested`), `lockcheck.recorder` (tasks, contexts, feeding the checker,
+`nested`; their compiled hit path is lockcheck/_tracked.c), `lockcheck.recorder` (tasks, contexts, feeding the checker,
 suppressions), `lockcheck.patching` (`start`/`stop`: the patched names and
 the locks made before).  This module gathers the public names.
 """

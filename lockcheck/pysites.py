@@ -88,15 +88,23 @@ def _kind_of(code: Any) -> int:
     return kind
 
 
+def site_skipped(code: Any) -> bool:
+    """Whether a frame running `code` is passed over for its caller's as an acquire's site."""
+    skip = _site_skip.get(code)
+    if skip is None:
+        path = os.path.abspath(code.co_filename)
+        # asyncio's own frames too (`wait_for(lock.acquire())`): the site is the user's call
+        skip = _site_skip[code] = path in _SITE_SKIP or path.startswith(_ASYNCIO_DIR)
+    return skip
+
+
 def user_frame(frame: Any) -> Any:
     """The acquire's call site: the first frame outside threading.py, asyncio's locks and this module."""
     for _ in range(8):
         code = frame.f_code
         skip = _site_skip.get(code)
         if skip is None:
-            path = os.path.abspath(code.co_filename)
-            # asyncio's own frames too (`wait_for(lock.acquire())`): the site is the user's call
-            skip = _site_skip[code] = path in _SITE_SKIP or path.startswith(_ASYNCIO_DIR)
+            skip = site_skipped(code)
         if not skip or frame.f_back is None:
             return frame
         frame = frame.f_back

@@ -430,6 +430,9 @@ class Recorder:
             return
         self._pending.append(("process", info[1]))
         del self._local.info  # the next lock operation makes this thread a new task
+        from lockcheck.tracked import core_forget
+
+        core_forget()  # the compiled hit path's copy of it too
 
     def _process_target(self, task: str) -> None:
         """The forking thread's holds become orphans (see `process_started`); its stack goes."""

@@ -7,6 +7,14 @@ here: the factories that `lockcheck.patching` installs as
 `threading.Lock`/`RLock`, and the annotations `name` and `nested`, which
 act on tracked locks.  How each type maps onto lockdep is in the docstring
 of `lockcheck.pylocks`.
+
+Where the compiled core (`lockcheck._trackedcore`, lockcheck/_tracked.c) is
+built, `Lock`, `RLock` and `nested` keep their fields in it and their
+`__enter__`/`__exit__`/`acquire`/`release` are its hit path: an uncontended
+acquisition of a chain already validated, and the release of the innermost
+lock, are recorded there with no Python frame; anything else calls the
+`_py_*` methods below, which are those methods themselves in the pure build
+(no compiler, or `LOCKCHECK_PURE=1`).
 """
 
 from __future__ import annotations
@@ -14,6 +22,7 @@ from __future__ import annotations
 import _thread
 import asyncio
 import asyncio.locks
+import os
 import sys
 import threading
 import time
@@ -21,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from lockcheck import waitfor as _waitfor
 from lockcheck.events import RREAD, WRITE
-from lockcheck.pysites import creation, registry, user_frame
+from lockcheck.pysites import creation, registry, site_skipped, user_frame
 
 if TYPE_CHECKING:
     from lockcheck.recorder import Recorder
@@ -41,6 +50,25 @@ _monotonic = time.monotonic
 #: the active recorder, set by `lockcheck.patching.start` (None: every tracked lock behaves
 #: as the raw lock it wraps); a module global because every acquire reads it
 _rec: Optional["Recorder"] = None
+
+
+def _load_core() -> Any:
+    """The compiled hit path (`lockcheck._trackedcore`, lockcheck/_tracked.c), or None: not built,
+    or `LOCKCHECK_PURE=1` (the pure-Python methods below are then the tracked types' own)."""
+    if os.environ.get("LOCKCHECK_PURE") == "1":
+        return None
+    try:
+        from lockcheck import _trackedcore
+    except ImportError:
+        return None
+    return _trackedcore
+
+
+_core = _load_core()
+#: the base of the tracked types: the compiled one holds their fields (and the hit path)
+_Base: Any = _core.Base if _core is not None else object
+#: their fields, as slots of the pure-Python build
+_FIELDS = () if _core is not None else ("_real", "_cls", "_inst", "_holder", "_since", "__weakref__")
 
 
 #: lock classes only their holder may release (RLocks): a thread that ends holding one leaves it
@@ -73,10 +101,15 @@ class _WrapperMeta(type):
         return type.__call__(cls, *args)
 
 
-class _Tracked(metaclass=_WrapperMeta):
-    """What every tracked lock has: the real lock, its class, instance and holder."""
+class _Tracked(_Base, metaclass=_WrapperMeta):
+    """What every tracked lock has: the real lock, its class, instance and holder.
 
-    __slots__ = ("_real", "_cls", "_inst", "_holder", "_since", "__weakref__")
+    Where the compiled core is built, the methods an uncontended acquire and release go through
+    (`__enter__`, `__exit__`, `acquire`, `release`) are its C hit path, which calls the
+    `_py_*` methods here for everything else (see lockcheck/_tracked.c); in the pure build the
+    `_py_*` methods are those methods."""
+
+    __slots__ = _FIELDS
     _lc_instantiable = False
 
     def __getattr__(self, attr: str) -> Any:
@@ -118,16 +151,33 @@ class _Tracked(metaclass=_WrapperMeta):
     def _reset_depth(self) -> None:
         pass
 
-    def __enter__(self) -> bool:
+    def _py_enter(self) -> bool:
         __tracebackhide__ = True  # pytest: a SelfDeadlockError points at the caller
         return self._acquire(True, -1, sys._getframe(1), 0)
 
     def __exit__(self, *exc: Any) -> None:
         self.release()
 
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+    def _py_acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         __tracebackhide__ = True
         return self._acquire(blocking, timeout, sys._getframe(1), 0)
+
+    def _lc_tried(self, rec: Recorder, task: str, comm: str) -> bool:
+        """The compiled core took the lock with a non-blocking try that was no hit: its event."""
+        rec.acquired(task, comm, self._cls, self._inst, sys._getframe(1), trylock=True)
+        return True
+
+    def _lc_contended(self, rec: Recorder, task: str, comm: str) -> bool:
+        """The compiled hit path recorded the acquire, and the non-blocking try failed: the wait
+        (`_recorded_acquire`'s, from there on)."""
+        __tracebackhide__ = True
+        try:
+            _waitfor.wait_thread(self, rec, task, comm, sys._getframe(1))
+        except BaseException:
+            rec.released(task, self._cls, self._inst)
+            raise
+        self._took(task)
+        return True
 
     def _is_try(self, rec: Recorder, blocking: bool, timeout: float) -> bool:
         return not blocking or (timeout != -1 and rec.timed_is_try)
@@ -168,7 +218,7 @@ class _Tracked(metaclass=_WrapperMeta):
         raise NotImplementedError
 
 
-class TrackedLock(_Tracked):
+class TrackedLock(*((_Tracked, _core.LockBase) if _core is not None else (_Tracked,))):  # type: ignore[misc]
     """A `threading.Lock` that reports to the active recorder."""
 
     __slots__ = ()
@@ -195,7 +245,7 @@ class TrackedLock(_Tracked):
         self._holder = task
         self._since = _monotonic()
 
-    def __enter__(self) -> bool:
+    def _py_enter(self) -> bool:
         """`with lock:` -- the blocking, untimed acquire of `_acquire`, without its general dispatch
         (this is the path almost every Python lock takes, so it is kept short)."""
         __tracebackhide__ = True  # pytest: a SelfDeadlockError points at the caller
@@ -237,7 +287,7 @@ class TrackedLock(_Tracked):
             f"(possible recursive locking detected)"
         )
 
-    def release(self) -> None:
+    def _py_release(self) -> None:
         rec = _rec
         holder = self._holder
         if rec is not None and holder is not None:
@@ -253,20 +303,16 @@ class TrackedLock(_Tracked):
     def locked(self) -> bool:
         return self._real.locked()
 
-    release_lock = release
     locked_lock = locked
-
-    def acquire_lock(self, blocking: bool = True, timeout: float = -1) -> bool:
-        return self._acquire(blocking, timeout, sys._getframe(1), 0)
 
 
 TrackedLock._lc_real_type = _RAW_LOCK_TYPE
 
 
-class TrackedRLock(_Tracked):
+class TrackedRLock(*((_Tracked, _core.RLockBase) if _core is not None else (_Tracked,))):  # type: ignore[misc]
     """A `threading.RLock`: only the outermost acquire and the last release are events."""
 
-    __slots__ = ("_depth",)
+    __slots__ = () if _core is not None else ("_depth",)
 
     def __init__(self, cls: str, inst: str, real: Any = None) -> None:
         self._real = real if real is not None else _ORIG_RLOCK()
@@ -292,7 +338,7 @@ class TrackedRLock(_Tracked):
         self._holder, self._depth = task, 1
         self._since = _monotonic()
 
-    def release(self) -> None:
+    def _py_release(self) -> None:
         real = self._real
         if not real._is_owned():
             try:
@@ -341,7 +387,7 @@ class TrackedRLock(_Tracked):
             self._since = _monotonic()
         self._depth = depth
 
-    def _is_owned(self) -> bool:
+    def _py_is_owned(self) -> bool:
         return self._real._is_owned()
 
     def _reset_depth(self) -> None:
@@ -350,6 +396,31 @@ class TrackedRLock(_Tracked):
 
 TrackedRLock._lc_real_type = _RAW_RLOCK_TYPE
 TrackedRLock._lc_instantiable = True
+
+
+def _public_methods() -> None:
+    """The tracked types' public acquire and release: the compiled hit path's, or the pure ones."""
+    if _core is None:
+        for kind in (TrackedLock, TrackedRLock):
+            kind.__enter__ = kind._py_enter
+            kind.acquire = kind._py_acquire
+            kind.release = kind._py_release
+        TrackedLock.acquire_lock = TrackedLock.acquire
+        TrackedLock.release_lock = TrackedLock.release
+        TrackedRLock._is_owned = TrackedRLock._py_is_owned
+        for func, public in ((_Tracked._py_enter, "__enter__"), (TrackedLock._py_enter, "__enter__"),
+                             (_Tracked._py_acquire, "acquire"), (TrackedLock._py_release, "release"),
+                             (TrackedRLock._py_release, "release"), (TrackedRLock._py_is_owned, "_is_owned")):
+            func.__name__ = public  # as the methods are called (repr, help)
+            func.__qualname__ = func.__qualname__.rpartition(".")[0] + "." + public
+        return
+    for kind, methods in ((TrackedLock, _core.LockBase), (TrackedRLock, _core.RLockBase)):
+        for attr, method in vars(methods).items():
+            if callable(method) and not attr.startswith("__") or attr in ("__enter__", "__exit__"):
+                setattr(kind, attr, method)  # before _Tracked's in the MRO
+
+
+_public_methods()
 
 
 # -- factories: the patched names --------------------------------------------------------------
@@ -646,14 +717,18 @@ def name(lock: Any, class_name: str) -> Any:
     return lock
 
 
-class _Nested:
-    """One acquisition of `lock` as subclass N (lockdep's `mutex_lock_nested`)."""
+class _Nested(_core.Nested if _core is not None else object):  # type: ignore[misc]
+    """One acquisition of `lock` as subclass N (lockdep's `mutex_lock_nested`).
 
-    __slots__ = ("lock", "subclass")
+    With the compiled core, its fields and `__enter__`/`__exit__` are the core's (the hit path of
+    a tracked lock, taken as the subclass), which calls `_py_enter`/`_py_exit` for the rest."""
 
-    def __init__(self, lock: Any, subclass: int) -> None:
-        self.lock = lock
-        self.subclass = subclass
+    __slots__ = () if _core is not None else ("lock", "subclass")
+
+    if _core is None:
+        def __init__(self, lock: Any, subclass: int) -> None:
+            self.lock = lock
+            self.subclass = subclass
 
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         target = _target(self.lock)
@@ -664,14 +739,18 @@ class _Nested:
     def release(self) -> None:
         self.lock.release()
 
-    def __enter__(self) -> bool:
+    def _py_enter(self) -> bool:
         target = _target(self.lock)
         if target is None:
             return self.lock.__enter__()
         return target._acquire(True, -1, sys._getframe(1), self.subclass)
 
-    def __exit__(self, *exc: Any) -> None:
+    def _py_exit(self, *exc: Any) -> None:
         self.lock.release()
+
+    if _core is None:
+        __enter__ = _py_enter
+        __exit__ = _py_exit
 
 
 def nested(lock: Any, subclass: int = 1) -> _Nested:
@@ -683,3 +762,92 @@ def nested(lock: Any, subclass: int = 1) -> _Nested:
     if not 0 <= subclass <= 7:
         raise ValueError("lockcheck.nested: subclass must be 0..7 (lockdep's MAX_LOCKDEP_SUBCLASSES)")
     return _Nested(lock, subclass)
+
+
+# -- the compiled core's view of the recorder ------------------------------------------------------
+
+
+def core_forget() -> None:
+    """The compiled core drops what it cached of the recorder and of each thread's task (the
+    recorder stopped, or a thread's task key was dropped: `Recorder.process_started`)."""
+    if _core is not None:
+        _core.forget()
+
+
+def _stats_class() -> type:
+    """`CheckerStats` whose `events` and `chain_hits` include what the hit path counted: it
+    counts them in C and adds them when either is read or written (`_trackedcore.flush`)."""
+    from lockcheck.checker import CheckerStats
+
+    def counter(name: str) -> property:
+        def get(self: Any) -> int:
+            _core.flush()
+            return self.__dict__[name]
+
+        def set_(self: Any, value: int) -> None:
+            _core.flush()
+            self.__dict__[name] = value
+
+        return property(get, set_, doc=f"`CheckerStats.{name}`, with the compiled hit path's count")
+
+    def __getstate__(self: Any) -> dict:
+        _core.flush()
+        return dict(self.__dict__)
+
+    kind = type("CheckerStats", (CheckerStats,), {
+        "__slots__": (), "events": counter("events"), "chain_hits": counter("chain_hits"),
+        "__getstate__": __getstate__, "__reduce__": lambda self: (CheckerStats, (), __getstate__(self)),
+    })
+    kind.__qualname__ = CheckerStats.__qualname__
+    kind.__module__ = CheckerStats.__module__
+    return kind
+
+
+_CoreStats: Optional[type] = None
+
+
+def _c_refresh(rec: Recorder) -> Optional[tuple]:
+    """What the hit path reads of a newly started recorder, or None: not one it may serve (a
+    recorder or checker whose feeding differs from `Recorder`'s and `Checker`'s: Python only)."""
+    from lockcheck.checker import Checker
+    from lockcheck.recorder import Recorder
+
+    checker = rec.checker
+    kind = type(rec)
+    for attr in ("acquired", "released", "feed", "thread_task", "site", "_feed"):
+        if getattr(kind, attr) is not getattr(Recorder, attr):
+            return None
+    for attr in ("feed", "lock_acquire", "validate_chain", "release_innermost"):
+        if getattr(type(checker), attr) is not getattr(Checker, attr):
+            return None
+    if not checker._inline_cache_hits or not hasattr(checker.stats, "__dict__"):
+        return None
+    global _CoreStats
+    if _CoreStats is None:
+        _CoreStats = _stats_class()
+    if type(checker.stats) is not _CoreStats:
+        if type(checker.stats) is not _CoreStats.__base__:
+            return None
+        checker.stats.__class__ = _CoreStats
+    return (rec.__dict__, checker.__dict__, checker.tasks, checker.chain_cache, checker._classes,
+            checker._nodes, checker.stats.__dict__, rec._local, rec._pending, rec._orphans)
+
+
+def _c_site(rec: Recorder, frame: Any) -> Optional[tuple]:
+    """The site of an acquire called from `frame` (`Recorder.site`), or None: `user_frame` passes
+    it over for its caller."""
+    if site_skipped(frame.f_code):
+        return None
+    return rec.site(frame)
+
+
+if _core is not None:
+    from lockcheck.checker import MAX_LOCK_DEPTH as _MAX_LOCK_DEPTH
+    from lockcheck.events import ACQUIRE as _ACQUIRE
+    from lockcheck.events import Event as _Event
+    from lockcheck.tasks import INITIAL_CHAIN_KEY as _INITIAL_CHAIN_KEY
+    from lockcheck.tasks import HeldLock as _HeldLock
+    from lockcheck.tasks import TaskState as _TaskState
+
+    _core.setup(globals(), _c_refresh, _c_site, _Event, _HeldLock, _TaskState, _ACQUIRE, _INITIAL_CHAIN_KEY,
+                _MAX_LOCK_DEPTH, TrackedLock, TrackedRLock)

@@ -10,6 +10,8 @@ trace shipped with the tests.
 
 from __future__ import annotations
 
+import io
+import itertools
 import json
 import os
 from pathlib import Path
@@ -22,7 +24,8 @@ from lockcheck import hotpath
 from lockcheck.checker import Checker
 from lockcheck.cli import main
 from lockcheck.errors import TraceError
-from lockcheck.readers import lt
+from lockcheck import readers
+from lockcheck.readers import lt, source
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -158,20 +161,34 @@ def plain(lines: list[str], capture: bool = False) -> dict:
     return _outcome(checker, checker.run(lt.parse(lines, "gen.lt")))
 
 
-#: the fast path's cores: pure Python always, the compiled one where it was built
-CORES = ["pure"] + (["compiled"] if hotpath.compiled() else [])
+#: the fast path's cores: pure Python always, the compiled one where it was built, given str
+#: lines or (`blocks`) the bytes of a file in small blocks, as `source.Lines.give_bytes` hands them
+CORES = ["pure"] + (["compiled", "blocks"] if hotpath.compiled() else [])
 
 
-def fast(lines: list[str], capture: bool = False, core: str = "pure") -> dict:
+def as_read(lines: list[str], newline: str = "\n", final: bool = True) -> "readers._Peeked":
+    """`lines` as `readers` hands a file's lines on: the first as str (what `_peek` looked at),
+    the rest from `source.Lines`, read `source.BLOCK` bytes at a time."""
+    data = newline.join(lines) + (newline if final and lines else "")
+    read = source.Lines.opened(io.BytesIO(data.encode("utf-8")), "gen.lt", lambda: None)
+    return readers._Peeked.of(iter(list(itertools.islice(read, 1))), read)
+
+
+def fast(lines: list[str], capture: bool = False, core: str = "pure", block: int = 64, newline: str = "\n",
+         final: bool = True) -> dict:
     checker = Checker()
     checker.open_trace(capture)
     saved = hotpath._compiled_filter
     if core == "pure":
         hotpath._compiled_filter = lambda: None
+    saved_block = source.BLOCK
+    source.BLOCK = block
     try:
-        return _outcome(checker, checker.run(hotpath.lt_events(checker, lines, "gen.lt")))
+        events = hotpath.lt_events(checker, as_read(lines, newline, final) if core == "blocks" else lines, "gen.lt")
+        return _outcome(checker, checker.run(events))
     finally:
         hotpath._compiled_filter = saved
+        source.BLOCK = saved_block
 
 
 @settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "120")), deadline=None,
@@ -190,6 +207,19 @@ def test_fast_path_is_the_plain_path(lines, capture) -> None:
     expected = plain(lines * 3, capture)
     for core in CORES:
         assert fast(lines * 3, capture, core) == expected, core
+
+
+@pytest.mark.skipif(not hotpath.compiled(), reason="the compiled core is not built here")
+@settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "120")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(traces(), st.booleans(), st.integers(1, 300), st.sampled_from(["\n", "\r\n"]), st.booleans())
+@example(["T1 acquire A@1 at=f+0x1/0x2 ts=1.5 cpu=3", "T1 release A@1 ts=2", "T2 acquire B read try",
+          "T2 release B at=g+0x1/0x2"], False, 7, "\r\n", False)
+def test_compiled_blocks_are_the_plain_path(lines, capture, block, newline, final) -> None:
+    """The compiled core splitting blocks of bytes itself (lines cut across blocks anywhere,
+    either line ending, with or without a last newline) is the plain pipeline too."""
+    expected = plain(lines * 3, capture)
+    assert fast(lines * 3, capture, "blocks", block, newline, final) == expected
 
 
 def test_first_finding_stops_both_alike() -> None:

@@ -36,6 +36,7 @@ def test_wheel_ships_the_grammars_and_entry_points(tmp_path):
     assert "lockcheck = lockcheck.pytest_plugin" in entry_points
     if shutil.which("cc") or shutil.which("gcc"):  # where a compiler exists, the wheel has the compiled core
         assert any(Path(n).name.startswith("_speedups") for n in names), sorted(names)
+        assert any(Path(n).name.startswith("_trackedcore") for n in names), sorted(names)  # the plugin's
 
 
 def test_without_a_compiler_the_wheel_is_pure_python(tmp_path):
@@ -49,6 +50,7 @@ def test_without_a_compiler_the_wheel_is_pure_python(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         names = archive.namelist()
     assert not any(Path(n).name.startswith("_speedups") and not n.endswith(".c") for n in names)
+    assert not any(Path(n).name.startswith("_trackedcore") for n in names)
     assert "lockcheck/hotpath.py" in names
 
 

@@ -206,7 +206,7 @@ def test_fork_with_a_lock_held_by_another_thread(pytester: pytest.Pytester) -> N
         def take_it_in_a_thread():
             t = threading.Thread(target=HELD.acquire, daemon=True)
             t.start()
-            t.join(0.3)  # it would wait for ever
+            t.join(2)  # it would wait for ever (the time is for a loaded machine to start the thread)
 
 
         def test_child_takes_the_held_lock():

@@ -315,7 +315,25 @@ def _peek(lines: Iterator[str]) -> tuple[list[str], Iterator[str]]:
             blank += 1
         if seen >= SNIFF_MAX_LINES:
             break
-    return head, itertools.chain(_replay(head, blanks_before, blank), lines)
+    return head, _Peeked.of(_replay(head, blanks_before, blank), lines)
+
+
+class _Peeked(itertools.chain):
+    """The lines `_peek` looked at, then the rest: a chain that passes `give_bytes` on to the rest
+    (`source.Lines.give_bytes`: the compiled fast path reads the rest as blocks of bytes)."""
+
+    _rest: Iterator[str]
+
+    @classmethod
+    def of(cls, head: Iterator[str], rest: Iterator[str]) -> "_Peeked":
+        peeked = cls(head, rest)
+        peeked._rest = rest
+        return peeked
+
+    def give_bytes(self, lines_read: Callable[[], int]) -> bool:
+        """Ask the rest for blocks of bytes from its next block on; False: it cannot."""
+        give = getattr(self._rest, "give_bytes", None)
+        return give(lines_read) if give is not None else False
 
 
 def _replay(head: list[str], blanks_before: list[int], trailing: int) -> Iterator[str]:

@@ -15,6 +15,7 @@ import lzma
 import os
 import sys
 import zlib
+import itertools
 from itertools import repeat
 from typing import BinaryIO, Callable, Iterator, Optional
 
@@ -56,14 +57,27 @@ def open_lines(path: str, positions: Optional[list] = None) -> tuple[str, Iterat
     """
     name = STDIN_NAME if path == STDIN else path
     raw = _open_binary(path, name)
+    closed_at: list[int] = []  # where the file was when it was closed
+
+    def position() -> int:
+        return closed_at[0] if closed_at else raw.tell()
+
+    def close() -> None:
+        if not closed_at and path != STDIN:
+            try:
+                closed_at.append(raw.tell())
+            except (OSError, ValueError):  # a pipe named on the command line: no position
+                pass
+        _close(stream, path)
+
     if positions is not None:
-        positions.append(None if path == STDIN else raw.tell)
+        positions.append(None if path == STDIN else position)
     try:
         stream = _decompressed(raw, name)
     except BaseException:
         _close(raw, path)
         raise
-    return name, _lines(stream, name, lambda: _close(stream, path))
+    return name, Lines.opened(stream, name, close)
 
 
 def _open_binary(path: str, name: str) -> BinaryIO:
@@ -85,6 +99,8 @@ def _close(stream: BinaryIO, path: str) -> None:
 def _decompressed(raw: BinaryIO, name: str) -> BinaryIO:
     """`raw` itself, or a decompressing reader when its magic bytes say gzip, xz or zstd."""
     head = _read_exactly(raw, _MAGIC_LEN, name)
+    if not head.startswith((_GZIP_MAGIC, _XZ_MAGIC, _ZSTD_MAGIC)) and _rewound(raw, len(head)):
+        return raw  # a plain file read again from its start: no Python-level layer per read
     stream = io.BufferedReader(_Prefixed(head, raw))
     if head.startswith(_GZIP_MAGIC):
         return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
@@ -93,6 +109,20 @@ def _decompressed(raw: BinaryIO, name: str) -> BinaryIO:
     if head.startswith(_ZSTD_MAGIC):
         return _zstd_reader(stream, name)
     return stream
+
+
+def _rewound(raw: BinaryIO, size: int) -> bool:
+    """Whether `raw`, a file we opened, went back over the `size` bytes just read (a pipe cannot:
+    its magic bytes are replayed by `_Prefixed` instead; standard input is never rewound)."""
+    if raw is sys.stdin.buffer:
+        return False
+    try:
+        if not raw.seekable():
+            return False
+        raw.seek(-size, io.SEEK_CUR)
+    except (OSError, ValueError):
+        return False
+    return True
 
 
 def _read_exactly(raw: BinaryIO, size: int, name: str) -> bytes:
@@ -189,19 +219,64 @@ class _Prefixed(io.RawIOBase):
 BLOCK = 1 << 18
 
 
-def _lines(stream: BinaryIO, name: str, close: Callable[[], None]) -> Iterator[str]:
+class Lines(itertools.chain):
+    """The decoded lines of an opened input: an iterator (a chain of per-block lists, at C speed).
+
+    `give_bytes(lines_read)` asks for the rest in blocks instead, for a
+    consumer that splits lines itself (the compiled core of
+    `lockcheck.hotpath`): from the next block on, a block of whole lines that
+    are all ASCII, without NUL and short comes as one `bytes` item -- its
+    lines joined by `\n`, each with the `\r` of a `\r\n` ending still on it
+    -- and any other block as its decoded lines, as before.  Whatever would be
+    an error is one the same way.  `lines_read()` is how many lines the
+    consumer has taken: the line number errors count from (the lines of a
+    block are not counted twice).
+    """
+
+    _blocks: Iterator
+    _want_bytes: list
+
+    @classmethod
+    def opened(cls, stream: BinaryIO, name: str, close: Callable[[], None]) -> "Lines":
+        """The lines of `stream` (closed at the end, or by `close()`)."""
+        want_bytes: list = [None]
+        blocks = _blocks(stream, name, close, want_bytes)
+        lines = cls.from_iterable(blocks)
+        lines._blocks = blocks
+        lines._want_bytes = want_bytes
+        return lines
+
+    def give_bytes(self, lines_read: Callable[[], int]) -> bool:
+        """From the next block on, ASCII blocks as `bytes` (see the class); True: done."""
+        self._want_bytes[0] = lines_read
+        return True
+
+    def close(self) -> None:
+        """Stop reading and close the stream (as a generator's `close`)."""
+        self._blocks.close()
+
+
+def _blocks(stream: BinaryIO, name: str, close: Callable[[], None], want_bytes: list) -> Iterator:
     """Decoded lines of `stream`, a block in memory at a time; closes it at the end.
 
+    Yields an iterable of lines per block (`Lines` flattens them).
     Splitting and decoding happen per block of whole lines, in C; only a
     block that fails (invalid UTF-8, a NUL byte) is looked at line by line,
     to name the line and column of the problem.  Memory is bounded by the
-    block size plus one line (at most `MAX_LINE`).
+    block size plus one line (at most `MAX_LINE`).  Once `want_bytes[0]` is
+    set (the consumer's count of lines taken), a block `_plain_block` accepts
+    comes as `(bytes,)` (`Lines.give_bytes`).
     """
     try:
         read = getattr(stream, "read1", stream.read)
         carry = b""
         lineno = 0  # lines yielded so far
         while True:
+            lines_read = want_bytes[0]
+            if lines_read is not None:
+                # the consumer took every line yielded before it asked for more: its count is
+                # this one, without counting the newlines of the blocks of bytes here
+                lineno = lines_read()
             try:
                 block = read(BLOCK)
             except _DECOMPRESS_ERRORS as err:
@@ -216,18 +291,27 @@ def _lines(stream: BinaryIO, name: str, close: Callable[[], None]) -> Iterator[s
                 continue
             chunk = carry + block[:end] if carry else block[:end]
             carry = block[end + 1:]
+            if lines_read is not None and _plain_block(chunk):
+                yield (chunk,)
+                continue
             if not chunk.strip(b"\n"):  # a run of empty lines: no decoding, no list
                 blanks = len(chunk) + 1
                 lineno += blanks
-                yield from repeat("", blanks)
+                yield repeat("", blanks)
                 continue
             lines = _decode_block(chunk, name, lineno)
             lineno += len(lines)
-            yield from lines
+            yield lines
         if carry:
-            yield from _decode_block(carry, name, lineno)
+            yield (carry,) if lines_read is not None and _plain_block(carry) else _decode_block(carry, name, lineno)
     finally:
         close()
+
+
+def _plain_block(chunk: bytes) -> bool:
+    """Whether a block's lines decode to themselves: ASCII, no NUL, none too long (shorter than
+    MAX_LINE in all), so that it cannot hold an error or a byte order mark."""
+    return len(chunk) < MAX_LINE and chunk.isascii() and b"\x00" not in chunk
 
 
 def _decode_block(chunk: bytes, name: str, lineno: int) -> list[str]:

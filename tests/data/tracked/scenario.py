@@ -1,0 +1,148 @@
+"""A lock workload run under `lockcheck.pylocks.instrument()`, printed as JSON: what the recorder
+recorded (findings as rendered, the dependency graph with its evidence, the statistics, what each
+task still holds) and how many events went through `Recorder.feed` (the Python path).
+
+tests/test_trackedcore.py runs it with the compiled hit path and with `LOCKCHECK_PURE=1`: the
+two must record the same.  Threads run one at a time, so the run is deterministic.
+"""
+
+import io
+import json
+import sys
+import threading
+
+import lockcheck
+from lockcheck import pylocks, pyirq, tracked
+from lockcheck.recorder import Recorder
+
+fed = [0]
+_feed = Recorder.feed
+
+
+def counting_feed(self, ev, frame=None, orphan=None):
+    fed[0] += 1
+    return _feed(self, ev, frame, orphan)
+
+
+Recorder.feed = counting_feed
+
+
+class Account:
+    def __init__(self):
+        self.lock = threading.Lock()
+
+
+def in_thread(fn, *args):
+    t = threading.Thread(target=fn, args=args)
+    t.start()
+    t.join()
+
+
+def workload():
+    accounts = [Account() for _ in range(3)]
+    bank = threading.Lock()
+    stats = threading.RLock()
+    cond = threading.Condition()
+    plain_cond = threading.Condition(threading.Lock())
+    a, b = threading.Lock(), threading.Lock()
+
+    def transfers(n):
+        for i in range(n):
+            x, y = accounts[i % 3], accounts[(i + 1) % 3]
+            first, second = (x, y) if id(x) < id(y) else (y, x)
+            with bank:
+                with first.lock:
+                    with lockcheck.nested(second.lock, 1):
+                        pass
+            with stats:
+                with stats:
+                    pass
+            stats.acquire()
+            stats.release()
+            bank.acquire()
+            bank.release()
+            if bank.acquire(False):  # a trylock
+                bank.release()
+            if bank.acquire(timeout=1):  # timed: a trylock by default
+                bank.release()
+            with cond:
+                cond.notify_all()
+            with plain_cond:
+                plain_cond.notify()
+            with lockcheck.nested(stats, 2):
+                pass
+
+    transfers(50)
+    pylocks.active_recorder().set_context("tests/t.py::test_two")  # a new comm for every task
+    in_thread(transfers, 40)
+    transfers(5)
+
+    # an inversion across two threads
+    def ab():
+        with a:
+            with b:
+                pass
+
+    def ba():
+        with b:
+            with a:
+                pass
+
+    in_thread(ab)
+    in_thread(ba)
+    # the same class twice, unannotated (recursive locking), then the same again (a cached chain)
+    for _ in range(3):
+        with accounts[0].lock:
+            with accounts[1].lock:
+                pass
+    # a Condition wait that times out: release and re-acquire of its RLock
+    with cond:
+        cond.wait(0.01)
+    # released out of order
+    bank.acquire()
+    a.acquire()
+    bank.release()
+    a.release()
+    # released by another thread (the signal pattern)
+    b.acquire()
+    in_thread(b.release)
+    # a thread that ends holding an RLock, then the RLock taken (held-at-exit)
+    leftover = threading.RLock()
+    in_thread(leftover.acquire)
+    leftover.acquire(timeout=0.01)
+
+
+def main() -> int:
+    with pylocks.instrument() as rec:
+        pyirq.start(rec)
+        try:
+            workload()
+        finally:
+            pyirq.stop(rec)
+        rec.drain()
+    out = io.StringIO()
+    rec.render(out)
+    graph = rec.checker.graph.nx
+    deps = sorted(
+        (src, dst, attrs.get("dep"), attrs.get("distance"), repr(attrs.get("evidence")))
+        for src, dst, attrs in graph.edges(data=True)
+    )
+    usage = sorted((cls, data.get("usage")) for cls, data in graph.nodes(data=True))
+    stats = rec.checker.stats
+    held = sorted((key, [(h.cls, h.instance, h.event.at, h.event.comm) for h in state.held])
+                  for key, state in rec.checker.tasks.items())
+    json.dump({
+        "core": tracked._core is not None,
+        "report": out.getvalue(),
+        "findings": [(f.kind, context) for f, context in rec.findings],
+        "dependencies": deps,
+        "usage": usage,
+        "stats": [stats.events, stats.chain_hits, stats.chains],
+        "held": held,
+        "fed": fed[0],
+    }, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
