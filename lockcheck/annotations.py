@@ -159,6 +159,11 @@ class AnnotationRules:
 
 #: the built-in rules' file, shipped in the package (documented in docs/annotations.md)
 BUILTIN_FILE = "kernel.annotations"
+#: an `Annotator`'s rules when they are the built-in ones, not read yet (`Annotator.rules` reads them).
+#: They are no-check rules only, which concern captures only (tests/test_startup.py holds the
+#: file to that), so until a capture needs them they are known to be `empty` with no statement
+#: of another kind: nothing needs to parse them for a `.lt` trace.
+BUILTIN_RULES = "<built-in rules>"
 
 
 @functools.lru_cache(maxsize=256)
@@ -192,7 +197,10 @@ class AnnotationOptions:
             from lockcheck import kstate
 
             state = kstate.load(*self.lockdep_state)
-        return Annotator(state, self.rules())
+        # the built-in rules alone are parsed only if used: a plain `.lt` check never needs them
+        # (they concern captures only) and their parser is most of a check's start-up
+        rules = self.rules() if self.annotations or not self.builtin else BUILTIN_RULES
+        return Annotator(state, rules)
 
 
 # -- the kernel's state, indexed ---------------------------------------------------
@@ -266,11 +274,13 @@ STATE_CHANGED = "state_changed"
 class Annotator:
     """Per-task held classes and the resolutions made; `annotate()` runs one over a stream."""
 
-    def __init__(self, state: Optional[LockdepState] = None, rules: Optional[AnnotationRules] = None) -> None:
+    def __init__(self, state: Optional[LockdepState] = None,
+                 rules: "Optional[AnnotationRules | str]" = None) -> None:
         self.index = StateIndex(state) if state is not None and state.chains else None
         self.state = state
         self.state_files = ", ".join(state.files) if state is not None else ""
-        self.rules = rules or AnnotationRules()
+        #: the rules, or BUILTIN_RULES until they are first needed (`rules`)
+        self._rules = rules or AnnotationRules()
         #: set by the session when the current input is a capture (ftrace, perf)
         self.capture = False
         self.held: dict[str, list[list]] = {}
@@ -297,6 +307,18 @@ class Annotator:
         self.untrusted_from: dict[str, int] = {}
         #: where the state stopped being used: (file, line, ts) of the first event after the cut
         self.cut: Optional[tuple[str, int, Optional[float]]] = None
+
+    @property
+    def rules(self) -> AnnotationRules:
+        """The annotation rules (the built-in ones are read here, when first asked for)."""
+        rules = self._rules
+        if rules is BUILTIN_RULES:
+            rules = self._rules = AnnotationRules.builtin()
+        return rules  # type: ignore[return-value]
+
+    def _rules_empty(self) -> bool:
+        """`rules.empty`, without reading the built-in rules (no-check rules only: empty)."""
+        return self._rules is BUILTIN_RULES or self.rules.empty
 
     @staticmethod
     def _validity(state: LockdepState) -> str:
@@ -325,7 +347,7 @@ class Annotator:
     def transform(self, module, events: Iterable[Event]) -> Iterable[Event]:
         """The per-file hook of `lockcheck.readers.ReadContext`: only captures, or
         traces with rules or a lockdep state to apply, go through `run`."""
-        if self.index is None and self.rules.empty and not getattr(module, "CAPTURE", False):
+        if self.index is None and self._rules_empty() and not getattr(module, "CAPTURE", False):
             return events
         return self.run(events)
 
@@ -696,7 +718,7 @@ class Annotator:
                            f"{detail} explains what was acquired on top of it")
             elif what == "unexplained":
                 out.append(f"{acq} repeat a held class with nothing held below that could be its nest_lock")
-        if self.rules.other_statements:
+        if self._rules is not BUILTIN_RULES and self.rules.other_statements:
             out.append(f"the annotation file also declares {plural(self.rules.other_statements, 'lock order')}; "
                        "give it to --order to enforce them")
         counts = self.source_counts()

@@ -91,10 +91,10 @@ class Checker:
         self.findings: list[Finding] = []
         self.stats = CheckerStats()
         self.irq = IrqValidator(self.graph, self.report, self.stats.notes)
-        self._classes = self.graph.nx._succ
+        self._classes = self.graph._succ
         # a subclass that wants to see cached chains too (OrderChecker) overrides validate_chain
         self._inline_cache_hits = type(self).validate_chain is Checker.validate_chain
-        self._nodes = self.graph.nx._node
+        self._nodes = self.graph._node
         self.stopped = False
         #: re-acquired locks that need no validation skip it (`reacquire_held_locks`; off: the full path)
         self.quick_reacquire = True
@@ -111,8 +111,7 @@ class Checker:
             E.EXIT: self._op_exit,
             E.LOST_EVENTS: lambda task, ev: self._op_lost_events(ev),
         }
-        for op in E.IRQ_OPS:
-            self._dispatch[op] = self.irq.on_event
+        self._dispatch.update(self.irq.handlers())
 
     # -- public ----------------------------------------------------------
     def feed(self, ev: Event) -> Sequence[Finding]:
@@ -288,12 +287,14 @@ class Checker:
     # -- acquire (lockdep's __lock_acquire) -------------------------------
     def lock_acquire(self, task: TaskState, ev: Event, lock: str, instance: Optional[str], subclass: int,
                      read: int, trylock: bool, check: bool, nest: Optional[tuple], hardirqs_off: bool,
-                     references: int, hold_event: Optional[Event] = None) -> bool:
+                     references: int, hold: Optional[HeldLock] = None) -> bool:
         """Push a lock on the task's stack, validating it; False when nothing was pushed (merged).
 
         `ev` is the event being processed (where findings are located);
-        `hold_event` is where this hold began when it differs (a lock
-        re-acquired after an out-of-order release keeps its original site).
+        `hold` is the entry being re-acquired, when it is one (a lock
+        re-acquired after an out-of-order release keeps its original site:
+        its event, or the fast path's deferred reading of it, is taken over
+        unread).
         """
         cls = f"{lock}/{subclass}" if subclass else lock  # events.class_name, inlined: hot path
         if cls not in self._classes:
@@ -307,8 +308,11 @@ class Checker:
                 top.references = (top.references or 1) + (references or 1)
                 return False
         irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
-        hlock = HeldLock(cls, lock, instance, subclass, read, trylock, check, nest, irq_context,
-                         hardirqs_off, references, hold_event or ev)
+        if hold is None:
+            hlock = HeldLock(cls, lock, instance, subclass, read, trylock, check, nest, irq_context,
+                             hardirqs_off, references, ev)
+        else:
+            hlock = hold.reacquired(irq_context, hardirqs_off)
         # usage bits (lockdep's mark_usage): usually nothing new, one mask test
         if check:
             needed = task.usage_need[(1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)]
@@ -332,10 +336,10 @@ class Checker:
                 self.validate_chain(task, hlock, chain_head, chain_key, ev)
         held.append(hlock)
         task.chain_key = chain_key
-        # a re-acquisition (hold_event given) is no new acquisition: the depth it reaches again was
+        # a re-acquisition (hold given) is no new acquisition: the depth it reaches again was
         # reported when the task first got there (a first-in first-out release of N > 48 held locks
         # would otherwise report every lock that moves past the limit)
-        if len(held) == MAX_LOCK_DEPTH and hold_event is None:
+        if len(held) == MAX_LOCK_DEPTH and hold is None:
             self.report(self._finding(F.MAX_DEPTH, task, ev, lock=cls, next=self.snapshot(hlock),
                                       details={"depth": len(held), "max": MAX_LOCK_DEPTH}))
         return True
@@ -410,7 +414,7 @@ class Checker:
                        ev: Event) -> bool:
         """Validate and record one dependency; False when it was reported instead."""
         dep = calc_dep(prev.read, nxt.read)
-        attrs = self.graph.nx._succ[prev.cls].get(nxt.cls)
+        attrs = self.graph._succ[prev.cls].get(nxt.cls)
         if attrs is not None and attrs["dep"] & dep == dep:
             # already present with this type: the search below ran when it was added
             # and found nothing, and the graph has not gained a strong cycle since
@@ -450,9 +454,9 @@ class Checker:
         exclusive_target = target.read == 0
         if root.cls == tcls and (exclusive_target or not root.only_xr):
             return root
-        succ = self.graph.nx._succ
+        succ = self.graph._succ
         # a path into the target needs a dependency into it; one out of the source, one out of it
-        if _only_self(self.graph.nx._pred[tcls], tcls) or _only_self(succ[root.cls], root.cls):
+        if _only_self(self.graph._pred[tcls], tcls) or _only_self(succ[root.cls], root.cls):
             return None
         order = self.graph.topological_order()
         if order is not None:
@@ -571,7 +575,7 @@ class Checker:
                             continue
                 self.lock_acquire(task, ev, again.lock, again.instance, again.subclass, again.read,
                                   again.trylock, again.check, again.nest, again.hardirqs_off,
-                                  again.references, hold_event=again.event)
+                                  again.references, hold=again)
                 held_classes.add(cls)
         finally:
             self._held_classes = None

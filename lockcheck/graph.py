@@ -24,15 +24,22 @@ An edge `A -> B` means B was acquired while A was held (lockdep's
 
 The edge dict of each node keeps insertion order, so a breadth-first search
 visits dependencies in first-seen order, as lockdep's list walk does.
+
+The checker reads and grows the graph's dicts directly (`DepGraph._succ`,
+`_pred`, `_node`: those of networkx's `DiGraph`, the same objects), so a
+check imports networkx only when something asks for `DepGraph.nx` (saving
+the graph, a diff, a user's algorithm): most of a plain check's start-up
+otherwise.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Optional
-
-import networkx as nx
+from typing import TYPE_CHECKING, Callable, Optional
 
 from lockcheck.findings import Evidence
+
+if TYPE_CHECKING:  # networkx is imported when a graph is first looked at as one (`DepGraph.nx`)
+    import networkx as nx
 
 # Dependency-type bits (lockdep's DEP_*_BIT): bit = exclusive(prev) + 2 * non_recursive(next)
 DEP_SR_BIT, DEP_ER_BIT, DEP_SN_BIT, DEP_EN_BIT = 0, 1, 2, 3
@@ -82,8 +89,17 @@ class DepGraph:
     ['B']
     """
 
-    def __init__(self, graph: Optional[nx.DiGraph] = None) -> None:
-        self.nx: nx.DiGraph = graph if graph is not None else nx.DiGraph()
+    def __init__(self, graph: Optional["nx.DiGraph"] = None) -> None:
+        #: the networkx view of the graph, made on first use (`nx`); it shares the dicts below
+        self._nx: Optional["nx.DiGraph"] = graph
+        if graph is None:
+            #: class -> {next: edge attributes}, class -> {prev: the same dicts}, class -> node attributes
+            #: (networkx's `DiGraph._succ`, `_pred`, `_node`)
+            self._succ: dict = {}
+            self._pred: dict = {}
+            self._node: dict = {}
+        else:
+            self._succ, self._pred, self._node = graph._succ, graph._pred, graph._node
         # A topological order of the classes, kept up to date as edges are added
         # (Pearce-Kelly), so a search for a path that cannot exist is skipped.
         # None: unknown (recomputed on demand); False: the graph has a cycle
@@ -107,23 +123,51 @@ class DepGraph:
         if graph is not None:
             self.invalidate_order()
 
+    @property
+    def nx(self) -> "nx.DiGraph":
+        """The graph as a `networkx.DiGraph` (made, and networkx imported, on first use).
+
+        The DiGraph holds this graph's own dicts: a change made through
+        either is seen by both.
+        """
+        graph = self._nx
+        if graph is None:
+            import networkx
+
+            graph = networkx.DiGraph()
+            graph._node = self._node
+            graph._adj = self._succ  # networkx sets `_succ` with it
+            graph._pred = self._pred
+            self._nx = graph
+        return graph
+
+    def _changed(self) -> None:
+        """networkx's `_clear_cache` after an edge or class added behind the DiGraph's back."""
+        graph = self._nx
+        if graph is not None and graph.__networkx_cache__:
+            graph.__networkx_cache__.clear()
+
     # -- classes ---------------------------------------------------------
     def add_class(self, name: str) -> None:
-        if name not in self.nx._succ:
-            self.nx.add_node(name, usage=0, usage_traces={})
+        if name not in self._succ:
+            # networkx's add_node(name, usage=0, usage_traces={}), on the dicts
+            self._succ[name] = {}
+            self._pred[name] = {}
+            self._node[name] = {"usage": 0, "usage_traces": {}}
+            self._changed()
             if self._irq_reach is not None:
                 self._irq_reach[name] = 0
             if self._ord is not None:
                 self._place_last(name)
 
     def usage(self, name: str) -> int:
-        node = self.nx._node.get(name)
+        node = self._node.get(name)
         return node["usage"] if node else 0
 
     def set_usage(self, name: str, bit: int, evidence: Evidence) -> bool:
         """Record usage bit `bit` of a class; False if it was already set (first trace kept)."""
         self.add_class(name)
-        node = self.nx._node[name]
+        node = self._node[name]
         mask = 1 << bit
         if node["usage"] & mask:
             return False
@@ -156,8 +200,8 @@ class DepGraph:
         """
         reach = self._irq_reach
         if reach is None:
-            reach = self._irq_reach = {node: 0 for node in self.nx._node}
-            for node, data in self.nx._node.items():
+            reach = self._irq_reach = {node: 0 for node in self._node}
+            for node, data in self._node.items():
                 bits = data.get("usage", 0) & _USED_IN_MASK
                 if bits:
                     self._spread_irq_reach(node, bits)
@@ -166,7 +210,7 @@ class DepGraph:
     def _spread_irq_reach(self, start: str, bits: int) -> None:
         """Add `bits` to the reach of `start` and of everything after it that lacks them."""
         reach = self._irq_reach
-        succ = self.nx._succ
+        succ = self._succ
         new = bits & ~reach[start]
         if not new:
             return
@@ -187,7 +231,7 @@ class DepGraph:
         """Add `prev -> next` or widen its type; True if the edge is new."""
         self.add_class(prev)
         self.add_class(next)
-        attrs = self.nx._succ[prev].get(next)
+        attrs = self._succ[prev].get(next)
         if attrs is not None:
             attrs["dep"] |= dep
             if distance == 1:
@@ -200,11 +244,17 @@ class DepGraph:
             data["held"] = held
         if origin is not None:
             data["origin"] = origin
-        self.nx.add_edge(prev, next, **data)
+        self._add_edge(prev, next, data)
         self._order_edge(prev, next)
         if self._irq_reach is not None and self._irq_reach[prev]:
             self._spread_irq_reach(next, self._irq_reach[prev])
         return True
+
+    def _add_edge(self, prev: str, next: str, data: dict) -> None:
+        """networkx's add_edge(prev, next, **data) of a new edge between two known classes."""
+        self._succ[prev][next] = data
+        self._pred[next][prev] = data
+        self._changed()
 
     # -- reachability pruning -------------------------------------------
     def topological_order(self) -> Optional[dict]:
@@ -218,17 +268,15 @@ class DepGraph:
         if self._cyclic:
             return None
         if self._ord is None:
-            try:
-                # self-loops (a recursive read under a read of its own class) do not
-                # affect which other classes are reachable, so they are left out
-                loops = list(nx.selfloop_edges(self.nx))
-                view = nx.restricted_view(self.nx, [], loops) if loops else self.nx
-                self._ord = {name: i * _GAP for i, name in enumerate(nx.topological_sort(view))}
-                self._at = {i: name for name, i in self._ord.items()}
-                self._lo, self._hi = 0, (len(self._ord) - 1) * _GAP
-            except nx.NetworkXUnfeasible:
+            # self-loops (a recursive read under a read of its own class) do not
+            # affect which other classes are reachable, so they are left out
+            ordered = _topological_sort(self._succ, self._pred)
+            if ordered is None:
                 self._cyclic = True
                 return None
+            self._ord = {name: i * _GAP for i, name in enumerate(ordered)}
+            self._at = {i: name for name, i in self._ord.items()}
+            self._lo, self._hi = 0, (len(self._ord) - 1) * _GAP
         return self._ord
 
     def _place_last(self, name: str) -> None:
@@ -276,7 +324,7 @@ class DepGraph:
         lower, upper = order[v], order[u]
         if lower > upper:
             return
-        succ, pred = self.nx._succ, self.nx._pred
+        succ, pred = self._succ, self._pred
         if _only_self(pred[u], u):
             self._place_first(u)
             return
@@ -287,7 +335,7 @@ class DepGraph:
         budget = _FIRST_BUDGET
         forward = backward = None
         while forward is None and backward is None:
-            backward = _region(u, pred, lambda n: order[n] >= lower, budget)
+            backward = _region(u, pred, order, lower, _END, budget)
             if backward is not None:
                 if v in backward:
                     self._cyclic = True
@@ -295,7 +343,7 @@ class DepGraph:
                     return
                 if self._fit(backward, pred, below=lower):
                     return
-            forward = _region(v, succ, lambda n: order[n] <= upper, budget)
+            forward = _region(v, succ, order, _START, upper, budget)
             if forward is not None:
                 if u in forward:
                     self._cyclic = True
@@ -305,13 +353,13 @@ class DepGraph:
                     return
             budget *= 4
         if forward is None:
-            forward = _region(v, succ, lambda n: order[n] <= upper)
+            forward = _region(v, succ, order, _START, upper)
             if u in forward:
                 self._cyclic = True
                 self._ord = None
                 return
         if backward is None:
-            backward = _region(u, pred, lambda n: order[n] >= lower)
+            backward = _region(u, pred, order, lower, _END)
         moved = sorted(backward, key=order.__getitem__) + sorted(forward, key=order.__getitem__)
         slots = sorted(order[n] for n in moved)
         at = self._at
@@ -371,13 +419,13 @@ class DepGraph:
         lo, hi = order[src], order[dst]
         if lo > hi:
             return False
-        succ, pred = self.nx._succ, self.nx._pred
+        succ, pred = self._succ, self._pred
         budget = _FIRST_BUDGET
         while True:
-            forward = _region(src, succ, lambda n: order[n] <= hi, budget)
+            forward = _region(src, succ, order, _START, hi, budget)
             if forward is not None:
                 return dst in forward
-            backward = _region(dst, pred, lambda n: order[n] >= lo, budget)
+            backward = _region(dst, pred, order, lo, _END, budget)
             if backward is not None:
                 return src in backward
             budget *= 4
@@ -388,19 +436,19 @@ class DepGraph:
         self._at = {}
         self._cyclic = False
         self._irq_reach = None
-        self.irq_safe_classes = sum(1 for _, usage in self.nx.nodes(data="usage") if (usage or 0) & _USED_IN_MASK)
+        self.irq_safe_classes = sum(1 for data in self._node.values() if (data.get("usage") or 0) & _USED_IN_MASK)
 
     def successors(self, name: str) -> dict:
         """`{next: attrs}` in first-seen order (the hot path reads this dict directly)."""
-        return self.nx._succ.get(name, {})
+        return self._succ.get(name, {})
 
     @property
     def n_classes(self) -> int:
-        return self.nx.number_of_nodes()
+        return len(self._node)
 
     @property
     def n_dependencies(self) -> int:
-        return self.nx.number_of_edges()
+        return sum(map(len, self._succ.values()))
 
     # -- merging ---------------------------------------------------------
     def merge(self, other: "DepGraph", origin: Optional[str] = None) -> None:
@@ -412,33 +460,34 @@ class DepGraph:
         checker, reporting the cycles the union closes.
         """
         self.merge_classes(other)
-        for prev, next, data in other.nx.edges(data=True):
-            self.merge_edge(prev, next, data, origin)
+        for prev, nexts in list(other._succ.items()):
+            for next, data in list(nexts.items()):
+                self.merge_edge(prev, next, data, origin)
         self.invalidate_order()
 
     def merge_classes(self, other: "DepGraph") -> None:
         """The classes of `other` with their usage bits (earliest trace of each bit kept)."""
-        for name, data in other.nx.nodes(data=True):
+        for name, data in list(other._node.items()):
             self.add_class(name)
-            node = self.nx._node[name]
+            node = self._node[name]
             node["usage"] |= data.get("usage", 0)
             traces = node["usage_traces"]
             for bit, ev in data.get("usage_traces", {}).items():
                 if bit not in traces or _order(ev) < _order(traces[bit]):
                     traces[bit] = ev
         self._irq_reach = None  # usage bits were or-ed in directly
-        self.irq_safe_classes = sum(1 for _, usage in self.nx.nodes(data="usage") if (usage or 0) & _USED_IN_MASK)
+        self.irq_safe_classes = sum(1 for data in self._node.values() if (data.get("usage") or 0) & _USED_IN_MASK)
 
     def merge_edge(self, prev: str, next: str, data: dict, origin: Optional[str] = None) -> None:
         """One edge of another graph: added (its origin set), or OR-ed into ours with the earliest evidence."""
         self.add_class(prev)
         self.add_class(next)
-        attrs = self.nx._succ[prev].get(next)
+        attrs = self._succ[prev].get(next)
         if attrs is None:
             copy = dict(data)
             if origin is not None and "origin" not in copy:
                 copy["origin"] = origin
-            self.nx.add_edge(prev, next, **copy)
+            self._add_edge(prev, next, copy)
             self._order_edge(prev, next)
             if self._irq_reach is not None and self._irq_reach[prev]:
                 self._spread_irq_reach(next, self._irq_reach[prev])
@@ -453,20 +502,54 @@ class DepGraph:
                     attrs.pop(key, None)
 
 
-def _region(start: str, adjacency: dict, inside: Callable[[str], bool], budget: Optional[int] = None) -> Optional[set]:
-    """`start` and every class reachable from it through classes `inside` allows (self-loops
-    skipped); None once more than `budget` classes are found."""
+#: bounds of `_region`'s window that leave that side open
+_START, _END = float("-inf"), float("inf")
+
+
+def _region(start: str, adjacency: dict, order: dict, lo: float, hi: float,
+            budget: Optional[int] = None) -> Optional[set]:
+    """`start` and every class reachable from it through classes placed in `lo..hi` by `order`
+    (self-loops skipped: `start` is seen); None once more than `budget` classes are found."""
     seen = {start}
     stack = [start]
     while stack:
         node = stack.pop()
         for other in adjacency[node]:
-            if other not in seen and other != node and inside(other):
+            if other not in seen and lo <= order[other] <= hi:
                 seen.add(other)
                 if budget is not None and len(seen) > budget:
                     return None
                 stack.append(other)
     return seen
+
+
+def _topological_sort(succ: dict, pred: dict) -> Optional[list]:
+    """The classes in networkx's `topological_sort` order of the graph without its self-loops
+    (generation by generation, each in node order); None: the graph has a cycle."""
+    indegree = {}
+    zero = []
+    for node in succ:
+        before = pred[node]
+        degree = len(before) - (node in before)
+        if degree:
+            indegree[node] = degree
+        else:
+            zero.append(node)
+    ordered = []
+    while zero:
+        ordered.extend(zero)
+        generation, zero = zero, []
+        for node in generation:
+            for child in succ[node]:
+                if child == node:
+                    continue
+                degree = indegree[child] - 1
+                if degree:
+                    indegree[child] = degree
+                else:
+                    del indegree[child]
+                    zero.append(child)
+    return None if indegree else ordered
 
 
 def _only_self(adjacent: dict, node: str) -> bool:

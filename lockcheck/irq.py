@@ -85,37 +85,59 @@ class IrqValidator:
 
     # -- context events --------------------------------------------------
     def on_event(self, task: TaskState, ev: Event) -> None:
-        self._on_event(task, ev)
+        """Apply one irq-context event (`handlers` gives the checker each op's handler directly)."""
+        self.handlers()[ev.op](task, ev)
+
+    def handlers(self) -> dict[str, Callable[[TaskState, Event], None]]:
+        """op -> the handler of each irq-context op: its state change, then the task's usage needs."""
+        return {
+            E.HARDIRQ_ENTER: self._hardirq_enter, E.HARDIRQ_EXIT: self._hardirq_exit,
+            E.SOFTIRQ_ENTER: self._softirq_enter, E.SOFTIRQ_EXIT: self._softirq_exit,
+            E.IRQS_OFF: self._irqs_off, E.SOFTIRQS_OFF: self._softirqs_off,
+            E.IRQS_ON: self._irqs_on, E.SOFTIRQS_ON: self._softirqs_on,
+        }
+
+    def _hardirq_enter(self, task: TaskState, ev: Event) -> None:
+        task.hardirq_depth += 1
         task.usage_need = usage_needs(task)
 
-    def _on_event(self, task: TaskState, ev: Event) -> None:
-        op = ev.op
-        if op == E.HARDIRQ_ENTER:
-            task.hardirq_depth += 1
-        elif op == E.HARDIRQ_EXIT:
-            if task.hardirq_depth:
-                task.hardirq_depth -= 1
-            else:
-                self._note(ev, f"{ev.op} without a matching enter (ignored)")
-        elif op == E.SOFTIRQ_ENTER:
-            task.softirq_depth += 1
-        elif op == E.SOFTIRQ_EXIT:
-            if task.softirq_depth:
-                task.softirq_depth -= 1
-            else:
-                self._note(ev, f"{ev.op} without a matching enter (ignored)")
-        elif op == E.IRQS_OFF:
-            if task.hardirqs_enabled:  # lockdep_hardirqs_off: an ON -> OFF transition
-                task.hardirqs_enabled = False
-                self._irq_event(task, E.IRQS_OFF, ev)
-        elif op == E.SOFTIRQS_OFF:
-            if task.softirqs_enabled:  # lockdep_softirqs_off
-                task.softirqs_enabled = False
-                self._irq_event(task, E.SOFTIRQS_OFF, ev)
-        elif op == E.IRQS_ON:
-            self.lockdep_hardirqs_on(task, ev)
-        elif op == E.SOFTIRQS_ON:
-            self.lockdep_softirqs_on(task, ev)
+    def _hardirq_exit(self, task: TaskState, ev: Event) -> None:
+        if task.hardirq_depth:
+            task.hardirq_depth -= 1
+        else:
+            self._note(ev, f"{ev.op} without a matching enter (ignored)")
+        task.usage_need = usage_needs(task)
+
+    def _softirq_enter(self, task: TaskState, ev: Event) -> None:
+        task.softirq_depth += 1
+        task.usage_need = usage_needs(task)
+
+    def _softirq_exit(self, task: TaskState, ev: Event) -> None:
+        if task.softirq_depth:
+            task.softirq_depth -= 1
+        else:
+            self._note(ev, f"{ev.op} without a matching enter (ignored)")
+        task.usage_need = usage_needs(task)
+
+    def _irqs_off(self, task: TaskState, ev: Event) -> None:
+        if task.hardirqs_enabled:  # lockdep_hardirqs_off: an ON -> OFF transition
+            task.hardirqs_enabled = False
+            self._irq_event(task, E.IRQS_OFF, ev)
+        task.usage_need = usage_needs(task)
+
+    def _softirqs_off(self, task: TaskState, ev: Event) -> None:
+        if task.softirqs_enabled:  # lockdep_softirqs_off
+            task.softirqs_enabled = False
+            self._irq_event(task, E.SOFTIRQS_OFF, ev)
+        task.usage_need = usage_needs(task)
+
+    def _irqs_on(self, task: TaskState, ev: Event) -> None:
+        self.lockdep_hardirqs_on(task, ev)
+        task.usage_need = usage_needs(task)
+
+    def _softirqs_on(self, task: TaskState, ev: Event) -> None:
+        self.lockdep_softirqs_on(task, ev)
+        task.usage_need = usage_needs(task)
 
     def _note(self, ev: Event, text: str) -> None:
         notes = self.notes
@@ -171,7 +193,7 @@ class IrqValidator:
         read = 1 if hlock.read else 0
         needed = task.usage_need[usage_index(hlock.read, hlock.trylock, hlock.hardirqs_off)] if hlock.check \
             else 1 << (USED + read)
-        missing = needed & ~self.graph.nx._node[hlock.cls]["usage"]
+        missing = needed & ~self.graph._node[hlock.cls]["usage"]
         for bit in (USED_IN_HARDIRQ, USED_IN_SOFTIRQ, ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED):
             bit += read
             if missing & (1 << bit) and not self.mark_lock(task, hlock, bit, ev):
@@ -180,7 +202,7 @@ class IrqValidator:
 
     def mark_lock(self, task: TaskState, hlock: HeldLock, bit: int, ev: Event) -> bool:
         """Set a usage bit (first trace kept); a new irq bit is validated (mark_lock_irq)."""
-        node = self.graph.nx._node[hlock.cls]
+        node = self.graph._node[hlock.cls]
         if node["usage"] & (1 << bit):
             return True
         self.graph.set_usage(hlock.cls, bit, Evidence(ev.file, ev.line, task.name, ev.at, ev.ts))
@@ -240,7 +262,7 @@ class IrqValidator:
             return True  # nothing is irq-safe yet: no dependency can be irq-unsafe
         if not self.graph.irq_safe_reach(prev.cls) & LOCKF_USED_IN_IRQ_ALL:
             return True  # no irq-safe class leads to prev: the backward search would find none
-        usage = self.graph.nx._node
+        usage = self.graph._node
         accumulated = 0
 
         def accumulate(entry: _Entry) -> bool:
@@ -273,7 +295,7 @@ class IrqValidator:
 
     # -- graph searches ----------------------------------------------------
     def find_usage(self, root: _Entry, mask: int, forwards: bool) -> Optional[_Entry]:
-        usage = self.graph.nx._node
+        usage = self.graph._node
 
         def match(entry: _Entry) -> bool:
             bits = usage[entry.cls]["usage"]
@@ -285,7 +307,7 @@ class IrqValidator:
 
     def bfs(self, root: _Entry, match: Callable[[_Entry], bool], forwards: bool) -> Optional[_Entry]:
         """lockdep's __bfs over locks_after (forwards) or locks_before (backwards), strong paths only."""
-        adjacency = self.graph.nx._succ if forwards else self.graph.nx._pred
+        adjacency = self.graph._succ if forwards else self.graph._pred
         if match(root):
             return root
         accessed = {root.cls}
@@ -308,7 +330,7 @@ class IrqValidator:
 
     # -- reports -----------------------------------------------------------
     def _usage_trace(self, cls: str, bit: int) -> Optional[Evidence]:
-        return self.graph.nx._node[cls]["usage_traces"].get(bit)
+        return self.graph._node[cls]["usage_traces"].get(bit)
 
     def _path(self, leaf: _Entry, here: Evidence) -> list[ChainLink]:
         """The dependencies from the search root to `leaf`, leaf first (as the kernel prints them).
@@ -334,7 +356,7 @@ class IrqValidator:
 
     def _usage_bits(self, cls: str) -> dict[str, Evidence]:
         """Every usage bit with its trace, INITIAL USE included (`LOCK_TRACE_STATES == LOCK_USAGE_STATES`)."""
-        node = self.graph.nx._node[cls]
+        node = self.graph._node[cls]
         return {usage_str(bit): ev for bit, ev in sorted(node["usage_traces"].items())}
 
     def _class_usage_traces(self, *paths: list[ChainLink]) -> dict[str, dict[str, Evidence]]:

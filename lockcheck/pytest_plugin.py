@@ -198,6 +198,10 @@ class LockcheckPlugin:
     """The enabled plugin: one recorder (test processes) or the merger (xdist controller)."""
 
     def __init__(self, config: pytest.Config, early: bool = False) -> None:
+        # networkx (which saves the graph at the end) is imported before tracking starts, as it
+        # was when lockcheck.graph imported it: locks it makes at import are not the program's
+        import networkx  # noqa: F401
+
         from lockcheck import pylocks
 
         self.config = config

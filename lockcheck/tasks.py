@@ -57,6 +57,14 @@ class HeldLock:
         hlock._source = source
         return hlock
 
+    def reacquired(self, irq_context: int, hardirqs_off: bool) -> "HeldLock":
+        """A new entry for this lock re-acquired (`reacquire_held_locks`) in this irq state: the
+        same fields and the same event (or the same deferred reading of it, still unread)."""
+        hlock = HeldLock(self.cls, self.lock, self.instance, self.subclass, self.read, self.trylock, self.check,
+                         self.nest, irq_context, hardirqs_off, self.references, self._event)
+        hlock._source = self._source
+        return hlock
+
     @property
     def event(self) -> Event:
         """Where this hold began (the acquisition's event)."""

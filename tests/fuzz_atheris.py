@@ -33,6 +33,7 @@ import atheris
 with atheris.instrument_imports(include=["lockcheck"]):
     import lockcheck
     from lockcheck.cli import main
+    from lockcheck.wording import INDENT
 
     # every module now, so the ones commands import lazily (graph loaders, TOML, stat) are covered too
     for module in pkgutil.walk_packages(lockcheck.__path__, "lockcheck."):
@@ -85,7 +86,15 @@ def run_one(data: bytes) -> None:
         os.chdir(here)  # libFuzzer writes new inputs to the corpus directory it was given
         path.unlink()
     text = err.getvalue()
-    errors = [line for line in text.splitlines() if not line.startswith("lockcheck: ")]
+    # a note may be wrapped (`wording.wrap_note`): its later lines, indented, belong to it
+    errors: list[str] = []
+    in_note = False
+    for line in text.splitlines():
+        if line.startswith("lockcheck: ") or (in_note and line.startswith(INDENT)):
+            in_note = True
+        else:
+            in_note = False
+            errors.append(line)
     broken = ("internal error" in text or "Traceback" in text or status not in (0, 1, 2)
               or (status == 2 and len(errors) != 1) or (status != 2 and errors))
     if broken:

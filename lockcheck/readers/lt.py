@@ -26,8 +26,7 @@ import math
 import operator
 from typing import Iterable, Iterator, NamedTuple, Optional
 
-from lark import Lark, Token, Transformer
-from lark.exceptions import UnexpectedEOF, UnexpectedInput, UnexpectedToken
+from typing import TYPE_CHECKING
 
 from lockcheck.errors import TraceError
 from lockcheck.events import (
@@ -35,6 +34,10 @@ from lockcheck.events import (
     MODES_BY_NAME, RELEASE, RUN, SOFTIRQS_OFF, SOFTIRQS_ON, WRITE, Event, lock_text, quote_token,
 )
 from lockcheck.grammar import grammar_text
+
+if TYPE_CHECKING:  # lark is imported when a line first needs the grammar (most traces never do)
+    from lark import Lark, Token
+    from lark.exceptions import UnexpectedInput
 
 NAME = "lt"
 
@@ -225,8 +228,10 @@ def _unquote(text: str) -> str:
     return "\\".join(part.replace('\\"', '"') for part in text[1:-1].split("\\\\"))
 
 
-class _LineTransformer(Transformer):
-    """Trees of `lockcheck.lark` -> `_Line` (None for blank and comment lines)."""
+class _LineRules:
+    """Trees of `lockcheck.lark` -> `_Line` (None for blank and comment lines): the methods of
+    the grammar's `Transformer`, made one with lark's base class in `_parser` (lark is imported
+    only there)."""
 
     def start(self, children: list) -> Optional[_Line]:
         return children[0] if children and isinstance(children[0], _Line) else None
@@ -240,6 +245,8 @@ class _LineTransformer(Transformer):
         return _Line(str(task), op, None, options)
 
     def directive(self, children: list) -> _Line:
+        from lark import Token
+
         mark, *options = children
         return _Line("", Token(mark.type, DIRECTIVES[str(mark)]), None, options)
 
@@ -273,12 +280,17 @@ class _LineTransformer(Transformer):
 @functools.lru_cache(maxsize=None)
 def _parser() -> Lark:
     """The LALR parser of `lockcheck.lark`, built once (a few ms) on first use."""
+    from lark import Lark, Transformer
+
+    transformer = type("_LineTransformer", (_LineRules, Transformer), {})()
     return Lark(grammar_text("lockcheck.lark"), parser="lalr", lexer="contextual",
-                transformer=_LineTransformer(), maybe_placeholders=False)
+                transformer=transformer, maybe_placeholders=False)
 
 
 def parse_line(line: str, file: str = "<trace>", lineno: int = 0) -> Optional[Event]:
     """The event of one line by the grammar (None: blank or comment), or TraceError."""
+    from lark.exceptions import UnexpectedInput
+
     try:
         parsed = _parser().parse(line)
     except UnexpectedInput as err:
@@ -405,6 +417,8 @@ def _explain(line: str, err: UnexpectedInput) -> tuple[int, str]:
     lark reports where it stopped; the user wants to know which field is
     wrong and why ("unknown op 'aquire' (did you mean 'acquire'?)").
     """
+    from lark.exceptions import UnexpectedEOF, UnexpectedToken
+
     at_end = isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken) and err.token.type == "$END")
     col = len(line) + 1 if at_end else err.column
     fields = _blank_split(line)

@@ -11,6 +11,8 @@ run's counts and picks the module by name.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -41,16 +43,27 @@ class Summary:
     annotations: dict[str, int] = field(default_factory=dict)
 
 
-# Imported after `Summary` so the renderers may import it from here.
-from lockcheck.report import json, text  # noqa: E402
-from lockcheck.report import github, sarif  # noqa: E402
+class _Renderers(Mapping):
+    """`--format` name -> renderer module, each imported when first asked for (a run uses one)."""
 
-#: `--format` name -> renderer module (sarif and github join later)
-RENDERERS: dict[str, ModuleType] = {
-    "text": text,
-    "json": json,
-    "sarif": sarif,
-    "github": github,
-}
+    _modules = {
+        "text": "lockcheck.report.text",
+        "json": "lockcheck.report.json",
+        "sarif": "lockcheck.report.sarif",
+        "github": "lockcheck.report.github",
+    }
+
+    def __getitem__(self, name: str) -> ModuleType:
+        return importlib.import_module(self._modules[name])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._modules)
+
+    def __len__(self) -> int:
+        return len(self._modules)
+
+
+#: `--format` name -> renderer module (renderers may import `Summary` from here)
+RENDERERS: Mapping[str, ModuleType] = _Renderers()
 
 __all__ = ["RENDERERS", "Summary"]

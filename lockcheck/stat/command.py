@@ -8,16 +8,18 @@ without touching the shared parser.
 from __future__ import annotations
 
 import argparse
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from lockcheck.errors import UsageError
 from lockcheck.escape import visible
 from lockcheck.readers.source import STDIN, STDIN_NAME
-from lockcheck.stat import compare, plot, render
-from lockcheck.stat.compare import Side
-from lockcheck.stat.inputs import Table, load, runs
-from lockcheck.stat.model import COLUMNS
 from lockcheck.wording import wrap_note
+
+if TYPE_CHECKING:
+    from lockcheck.stat.inputs import Table
+
+# The pipeline's modules are imported by the functions that run it: the CLI declares every
+# command's options (`add_arguments`) on each start, `lockcheck check` included.
 
 EXIT_CLEAN = 0
 
@@ -51,6 +53,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, out: TextIO, stderr: TextIO) -> int:
     """`lockcheck stat TRACE...`: one table of every input."""
+    from lockcheck.stat import compare, plot, render
+    from lockcheck.stat.compare import Side
+    from lockcheck.stat.inputs import load
+
     key = render.sort_key(args.sort)
     if args.top is not None and args.top < 1:
         raise UsageError("lockcheck stat: --top takes a positive number")
@@ -84,6 +90,10 @@ def run(args: argparse.Namespace, out: TextIO, stderr: TextIO) -> int:
 
 def run_compare(args: argparse.Namespace, key: str, out: TextIO, stderr: TextIO) -> int:
     """`lockcheck stat --compare BASE NEW`: the kernel test robot's table (or JSON), and the chart."""
+    from lockcheck.stat import compare, plot
+    from lockcheck.stat.compare import Side
+    from lockcheck.stat.inputs import runs
+
     if len(args.traces) != 2:
         raise UsageError("lockcheck stat --compare: give exactly two sides, BASE and NEW "
                          "(each a file, a directory of runs, or runs joined by commas)")
@@ -112,6 +122,9 @@ def run_compare(args: argparse.Namespace, key: str, out: TextIO, stderr: TextIO)
 
 
 def _columns(text: str | None) -> tuple[str, ...]:
+    from lockcheck.stat import render
+    from lockcheck.stat.model import COLUMNS
+
     if not text:
         return COLUMNS
     columns = tuple(render.sort_key(part) for part in text.split(",") if part.strip())
