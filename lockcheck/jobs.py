@@ -696,7 +696,7 @@ def replay(results: list[MapResult], checker: Checker, opened: Callable[[str, An
     import importlib
 
     streams = [result.candidates for result in results]
-    nodes = checker.graph.nx._node
+    nodes = checker.graph._node
     cache = checker.chain_cache
     tasks = checker.tasks
     unwire = _Unwire()
