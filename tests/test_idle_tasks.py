@@ -117,7 +117,7 @@ def capture_json(boot: str, monkeypatch, idle: int) -> dict:
     return json.loads(out.getvalue())
 
 
-@pytest.mark.parametrize("boot", ["clean", "clean-nohash"])
+@pytest.mark.parametrize("boot", ["clean"])
 def test_a_real_capture_reports_the_same_when_tasks_forget_after_a_few_events(boot, monkeypatch):
     """Without the kernel's state the captures report findings: forgetting after 64 idle events
     (instead of a million) changes none of them, in any field."""
