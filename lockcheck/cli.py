@@ -145,6 +145,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     stat = _command(sub, "stat", "contention and hold-time statistics per class, as /proc/lock_stat")
     _add_input_args(stat)
+    stat.add_argument("--jobs", "-j", type=_jobs, default=1, metavar="N",
+                      help="read the inputs in N processes (a file's table depends on that file only: "
+                           "the table is that of --jobs 1)")
     from lockcheck.stat import command as stat_command
 
     stat_command.add_arguments(stat)

@@ -262,6 +262,8 @@ class PartChecker(Checker):
         super().__init__(None, options)
         self.shard: Optional[Shard] = None
         self.candidates: list[Candidate] = []
+        #: where candidates go as they are made (`stream_pool`), in batches; None: kept to the end
+        self.sink: Optional[Callable[[list], None]] = None
         self._seq = 0
         self._wire = _Wire()
         # what decides a hit is the classes, usage bits and cached chains, never the dependencies:
@@ -316,7 +318,15 @@ class PartChecker(Checker):
             (shard.index, ev.line, self._seq), EVENT, self._wire.event(ev), snapshot,
             classes={cls: nodes[cls]["usage"] for cls in classes if cls in nodes}, chains=tuple(chains)))
         self.findings.clear()  # a part's own findings are not the run's
+        if self.sink is not None and len(self.candidates) >= STREAM_BATCH:
+            self.flush()
         return _NOTHING
+
+    def flush(self) -> None:
+        """Send the candidates made so far to `sink` as plain tuples, and forget them."""
+        if self.candidates:
+            self.sink(_plain(self.candidates))
+            self.candidates = []
 
     def _hit(self, task: TaskState, ev: Event) -> bool:
         """Whether `feed` would change nothing but the task's own state (`Checker.feed` and
@@ -410,11 +420,24 @@ def _valid(*args: Any) -> bool:
     return True
 
 
-def map_shards(options: Any, shards: Sequence[Shard]) -> MapResult:
+#: candidates per message when a worker streams them (`stream_pool`)
+STREAM_BATCH = 1024
+
+
+def _plain(candidates: list) -> list:
+    """Candidates as plain tuples: they cross a pipe several times faster than named ones (no
+    Python-level __new__)."""
+    return [(c.key, c.kind, c.event, tuple(c.task) if c.task is not None else None, c.name, c.module, c.classes,
+             c.chains) for c in candidates]
+
+
+def map_shards(options: Any, shards: Sequence[Shard], sink: Optional[Callable[[list], None]] = None) -> MapResult:
     """Map work: check `shards` in trace order with one private checker; the candidates.
 
     `options` is the session's `SessionOptions`.  A top-level function of
     plain data in and out, so a process pool or a Dask worker can run it.
+    With `sink`, candidates are passed to it in batches as they are made
+    (the result then holds none), so the merge can start before the map ends.
     """
     from lockcheck import hotpath
     from lockcheck.readers import ReadContext, inputs, read_all, run_rules
@@ -425,6 +448,7 @@ def map_shards(options: Any, shards: Sequence[Shard]) -> MapResult:
     annotation_options = _annotation_options(options)
     annotator = annotation_options.annotators()
     checker = PartChecker(CheckerOptions(first=False, strict_start=options.strict_start))
+    checker.sink = sink
     fast_allowed = os.environ.get("LOCKCHECK_FASTPATH") != "0" and not config.aliases
     try:
         for shard in shards:
@@ -463,9 +487,10 @@ def map_shards(options: Any, shards: Sequence[Shard]) -> MapResult:
         return MapResult(fallback=str(why))
     except TraceError as err:
         return MapResult(fallback=err.format())
-    # plain tuples cross a pipe several times faster than named ones (no Python-level __new__)
-    result.candidates = [(c.key, c.kind, c.event, tuple(c.task) if c.task is not None else None, c.name,
-                          c.module, c.classes, c.chains) for c in checker.candidates]
+    if sink is not None:
+        checker.flush()
+    else:
+        result.candidates = _plain(checker.candidates)
     result.events = checker.stats.events
     result.tasks = checker.task_count
     result.unknown_releases = checker.stats.unknown_releases
@@ -527,6 +552,99 @@ def run_pool(options: Any, groups: list[list[Shard]], workers: Optional[int] = N
     finally:
         pool.terminate()
         pool.join()
+
+
+class MapStream:
+    """One worker's map as it runs: `candidates` yields them in trace order as the worker sends
+    them; once it is exhausted, `result` is the worker's `MapResult` (without candidates).
+
+    Raises `Fallback` where the worker gave up (the run goes to one process)
+    and `RuntimeError` if the worker failed or died.
+    """
+
+    def __init__(self, process: Any, queue: Any) -> None:
+        self.process = process
+        self._queue = queue
+        self.result: Optional[MapResult] = None
+
+    @property
+    def candidates(self) -> Iterator[tuple]:
+        import queue as queues
+
+        while True:
+            try:
+                kind, payload = self._queue.get(timeout=1.0)
+            except queues.Empty:
+                if not self.process.is_alive() and self._queue.empty():
+                    raise RuntimeError(f"worker process ended unexpectedly (exit status {self.process.exitcode})") \
+                        from None
+                continue
+            if kind == "candidates":
+                yield from payload
+            elif kind == "done":
+                self.result = payload
+                return
+            elif kind == "fallback":
+                raise Fallback(payload)
+            else:
+                raise RuntimeError(f"worker process failed: {payload}")
+
+
+def _stream_work(options: Any, shards: list, queue: Any, parent: int) -> None:
+    """A streaming worker's body: candidates in batches, then ("done", MapResult) or why not."""
+    from lockcheck.readers.parallel import follow_parent
+
+    follow_parent(parent)
+    try:
+        result = map_shards(options, shards, sink=lambda batch: queue.put(("candidates", batch)))
+        if result.fallback is not None:
+            queue.put(("fallback", result.fallback))
+        else:
+            queue.put(("done", result))
+    except BaseException as err:  # noqa: BLE001 - reported to the parent, which raises it
+        queue.put(("crash", f"{type(err).__name__}: {err}"))
+    finally:
+        queue.close()
+        queue.join_thread()
+
+
+def stream_pool(options: Any, groups: list[list[Shard]]) -> list[MapStream]:
+    """The map over one forked worker per group, each streaming its candidates as it makes them.
+
+    Unlike `run_pool`, the merge (`replay`) can feed the first candidates
+    while the workers still read: the merge's share of the work overlaps
+    theirs instead of following it.  A worker never waits for the merge (its
+    queue buffers what the merge has not taken yet).  Call `stop_streams`
+    when done, whatever happened.
+    """
+    from lockcheck.readers.parallel import _block_signals, _unblock
+
+    context = multiprocessing.get_context("fork")
+    streams = []
+    blocked = _block_signals()  # the workers start with them blocked and set their own handlers first
+    try:
+        for group in groups:
+            queue = context.Queue()
+            process = context.Process(target=_stream_work, args=(options, group, queue, os.getpid()), daemon=True)
+            process.start()
+            streams.append(MapStream(process, queue))
+    except BaseException:
+        stop_streams(streams)
+        raise
+    finally:
+        _unblock(blocked)
+    return streams
+
+
+def stop_streams(streams: list[MapStream]) -> None:
+    """End the workers of `streams` (finished or not) and free their queues."""
+    for stream in streams:
+        if stream.process.is_alive():
+            stream.process.terminate()
+    for stream in streams:
+        stream.process.join()
+        stream._queue.close()
+        stream._queue.cancel_join_thread()
 
 
 #: seconds to wait for a Dask scheduler to answer

@@ -240,12 +240,22 @@ class CheckSession:
         if address:
             workers = max(workers, jobs.dask_workers(address))
         groups = jobs.plan(paths, sizes, workers)
-        results = jobs.run_dask(self.options, groups, address) if address else jobs.run_pool(self.options, groups)
-        for result in results:
-            if result.fallback is not None:
-                raise jobs.Fallback(result.fallback)
+        opened = lambda name, module: self._opened(checker, name, module)  # noqa: E731
         counts: dict = {}
-        found = list(jobs.replay(results, checker, lambda name, module: self._opened(checker, name, module), counts))
+        if address or len(groups) == 1:
+            results = jobs.run_dask(self.options, groups, address) if address else jobs.run_pool(self.options, groups)
+            for result in results:
+                if result.fallback is not None:
+                    raise jobs.Fallback(result.fallback)
+            found = list(jobs.replay(results, checker, opened, counts))
+        else:
+            # the merge feeds what the workers send while they still read (its work overlaps theirs)
+            streams = jobs.stream_pool(self.options, groups)
+            try:
+                found = list(jobs.replay(streams, checker, opened, counts))
+            finally:
+                jobs.stop_streams(streams)
+            results = [stream.result or jobs.MapResult() for stream in streams]
         jobs.finish(results, checker, self.context, counts.get("tasks", 0))
         return found
 

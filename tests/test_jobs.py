@@ -205,13 +205,30 @@ def test_generated_traces_give_the_same_findings_split(lines, tmp_path_factory) 
     path = tmp_path_factory.mktemp("gen") / "t.lt"
     path.write_text("\n".join(lines) + "\n")
     expected = _visible(_check([str(path)], 1))
-    real = jobs.run_pool
+    real = jobs.run_pool, jobs.stream_pool, jobs.stop_streams
     jobs.run_pool = lambda options, groups: [jobs.map_shards(options, group) for group in groups]
+    jobs.stream_pool = lambda options, groups: [_InProcess(jobs.map_shards(options, group)) for group in groups]
+    jobs.stop_streams = lambda streams: None
     try:
         for n in (2, 3):
             assert _visible(_check([str(path)], n)) == expected
     finally:
-        jobs.run_pool = real
+        jobs.run_pool, jobs.stream_pool, jobs.stop_streams = real
+
+
+class _InProcess:
+    """A `jobs.MapStream` of a map done in this process (the same candidates, no worker)."""
+
+    def __init__(self, result: jobs.MapResult) -> None:
+        self.candidates = result.candidates
+        if result.fallback is not None:
+            self.candidates = self._fallback(result.fallback)
+        self.result = result
+
+    @staticmethod
+    def _fallback(why: str):
+        raise jobs.Fallback(why)
+        yield
 
 
 def test_the_command_takes_jobs(tmp_path, capsys) -> None:

@@ -60,7 +60,7 @@ def run(args: argparse.Namespace, out: TextIO, stderr: TextIO) -> int:
         return run_compare(args, key, out, stderr)
     if args.metrics:
         raise UsageError("lockcheck stat: --metrics goes with --compare")
-    table = load(args.traces, args.input_format, args.contention)
+    table = load(args.traces, args.input_format, args.contention, jobs=args.jobs)
     kinds = {source["kind"] for source in table.sources}
     if len(kinds) > 1:
         table.notes.append("a /proc/lock_stat dump and traces were added together, but a boot's dump already "
@@ -89,7 +89,7 @@ def run_compare(args: argparse.Namespace, key: str, out: TextIO, stderr: TextIO)
                          "(each a file, a directory of runs, or runs joined by commas)")
     columns = _columns(args.metrics)
     labels = compare.side_labels(*args.traces)
-    base, new = (Side(label, runs(path, args.input_format, args.contention)) for label, path in zip(labels, args.traces))
+    base, new = (Side(label, runs(path, args.input_format, args.contention, jobs=args.jobs)) for label, path in zip(labels, args.traces))
     every = base.runs + new.runs
     kinds = {source["kind"] for run in every for source in run.sources}
     if args.fold or len(kinds) > 1:

@@ -97,14 +97,32 @@ def merge_into(classes: list[ClassStats], more: Iterable[ClassStats]) -> None:
         classes[i].merge(stats)
 
 
-def load(paths: list[str], input_format: str = "auto", contention: str = "auto") -> Table:
-    """One table from every input (directories expanded, each file classified on its own)."""
+def load(paths: list[str], input_format: str = "auto", contention: str = "auto", jobs: int = 1) -> Table:
+    """One table from every input (directories expanded, each file classified on its own).
+
+    A file's table depends on that file only (a run's tasks and lock
+    objects end with it), so with `jobs` > 1 the files are read in that
+    many processes and their tables added in input order: the same table.
+    """
     from lockcheck.readers import inputs
 
     table = Table()
-    for item in inputs.expand(list(paths)):
-        table.add(_load_input(item, input_format, contention))
+    for part in _tables(inputs.expand(list(paths)), input_format, contention, jobs):
+        table.add(part)
     return table
+
+
+def _tables(items: list, input_format: str, contention: str, jobs: int) -> Iterable[Table]:
+    """The tables of expanded inputs, in order; standard input is read here, never in a worker."""
+    import functools
+
+    from lockcheck import pool
+    from lockcheck.readers.source import STDIN
+
+    if jobs < 2 or any(item.path == STDIN for item in items):
+        return (_load_input(item, input_format, contention) for item in items)
+    return pool.ordered_map(functools.partial(_load_input, input_format=input_format, contention=contention),
+                            items, jobs)
 
 
 def _load_input(item, input_format: str, contention: str = "auto") -> Table:
@@ -163,7 +181,7 @@ def _format(head: list[str], input_format: str):
     return readers._forced(input_format)
 
 
-def runs(path: str, input_format: str = "auto", contention: str = "auto") -> list[Table]:
+def runs(path: str, input_format: str = "auto", contention: str = "auto", jobs: int = 1) -> list[Table]:
     """One side of a comparison: a file is one run, a directory one run per file in it.
 
     `A,B,C` (when no file has that name) lists the runs' files.
@@ -176,5 +194,5 @@ def runs(path: str, input_format: str = "auto", contention: str = "auto") -> lis
         parts: list[str] = [part for part in path.split(",") if part]
     else:
         parts = [path]
-    return [_load_input(item, input_format, contention) for item in inputs.expand(parts)
-            if item.kind not in (inputs.SKIP, inputs.DUMP)]
+    items = [item for item in inputs.expand(parts) if item.kind not in (inputs.SKIP, inputs.DUMP)]
+    return list(_tables(items, input_format, contention, jobs))
