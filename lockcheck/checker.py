@@ -46,7 +46,7 @@ _NOTHING: tuple = ()
 MAX_LOCK_DEPTH = 48
 #: a capture's task that holds nothing and took no lock for this many events forgets its recent
 #: locks (`Checker.forget_recent_locks`)
-IDLE_EVENTS = 1 << 20
+IDLE_EVENTS = 1 << 18
 
 
 @dataclass
@@ -140,7 +140,7 @@ class Checker:
                 self.stats.events -= 1
                 self.open_trace(ev.trylock, irq_state=ev.check)
                 return _NOTHING
-            if self.forget_after is not None and self.stats.events - self._swept > self.forget_after >> 2:
+            if self.forget_after is not None and self.stats.events - self._swept > self.forget_after >> 3:
                 self.forget_recent_locks()
             task = self.tasks[ev.task] = TaskState(ev.task, ev.comm or ev.task)
             if self.options.lenient_start:
@@ -296,7 +296,7 @@ class Checker:
         it does not hold is then counted, like one taken before the capture.
         Everything a report may cite stays: irq state and irq-event stamps
         and sites, name, CPU.  Called when a new task appears, at most every
-        `forget_after / 4` events, so what is kept grows only as tasks come.
+        `forget_after / 8` events, so what is kept grows only as tasks come.
         """
         self._swept = now = self.stats.events
         if self.forget_after is None:
