@@ -91,8 +91,10 @@ class Side:
         from lockcheck.readers import run_rules
 
         def opened(name: str, module: Any) -> None:
+            rules = run_rules(module)
             for checker in checkers:
-                checker.open_trace(**run_rules(module))
+                # as `check` does: a capture's idle tasks forget their recent locks
+                checker.open_trace(**rules, forget_idle=rules["capture"])
             if self.annotator is not None:
                 self.annotator.open_trace(name, module)
 

@@ -52,7 +52,19 @@ def loads(text: str) -> Any:
     ...     print(err.line, err.col, err.message)
     1 5 NaN is not JSON (numbers must be finite)
     """
+    if text[:1] == "{" and text.__class__ is str:
+        # one JSON Lines line: the scanner alone (what `decode` runs, without its two whitespace
+        # regexes), and anything it does not take whole goes the full way below for its error
+        try:
+            value, end = _SCAN_ONCE(text, 0)
+        except (StopIteration, ValueError, RecursionError):
+            pass
+        else:
+            if end == len(text) or not text[end:].strip(" \t\n\r"):
+                return value
     try:
+        if text.__class__ is str and text[:1] != "\ufeff":
+            return _DECODE(text)  # json.loads, without building a decoder per call (JSON Lines: per line)
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError as err:
         raise JsonError(err.msg, err.lineno, err.colno) from None
@@ -67,6 +79,11 @@ def loads(text: str) -> Any:
         line, col = _position(text, _find_token(text, r"-?\d{1000,}"))
         raise JsonError(f"number too long ({str(err).split(':')[0].strip()})", line, col) from None
 
+
+#: what `json.loads(text, parse_constant=_reject_constant)` builds on every call, built once
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant)
+_DECODE = _DECODER.decode
+_SCAN_ONCE = _DECODER.scan_once
 
 #: a JSON string, or anything else up to the next delimiter
 _STRING = r'"(?:[^"\\]|\\.)*"'

@@ -294,7 +294,9 @@ class CheckSession:
         from lockcheck.readers import run_rules
 
         rules = run_rules(module)
-        checker.open_trace(**rules)
+        # a capture's idle tasks are forgotten: captures are read through `Checker.feed` alone
+        # (the fast path, which keeps views of tasks, reads `.lt` only)
+        checker.open_trace(**rules, forget_idle=rules["capture"])
         if not rules["irq_state"]:
             self.no_irq_files.append(name)
         if self.annotator is not None:

@@ -101,7 +101,7 @@ class RecentLocks:
     (True, False)
     """
 
-    __slots__ = ("_locks", "_limit")
+    __slots__ = ("_locks", "_limit", "last")
 
     #: locks remembered per task
     LIMIT = 4096
@@ -109,6 +109,12 @@ class RecentLocks:
     def __init__(self, limit: int = LIMIT) -> None:
         self._locks: OrderedDict = OrderedDict()
         self._limit = limit
+        #: when the latest lock was added (the checker's event count; see `Checker.forget_recent_locks`)
+        self.last = 0
+
+    def forget(self) -> None:
+        """Remember nothing (the task is idle: see `Checker.forget_recent_locks`)."""
+        self._locks.clear()
 
     def add(self, key: tuple) -> None:
         locks = self._locks

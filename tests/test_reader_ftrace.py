@@ -457,3 +457,15 @@ def test_real_capture_lock_lines_never_fall_to_the_grammar():
     assert len(lines) > 10000
     left = [line for line in lines if ftrace.scan(line) is None]
     assert left == []
+
+
+@pytest.mark.parametrize("limit", [1, 1 << 12])
+def test_a_cached_head_names_a_task_as_a_head_read_afresh(limit, monkeypatch):
+    """`<...>` takes the last real comm seen for the pid, whether the earlier heads came from the
+    (bounded, so sometimes cleared) head cache or were read again."""
+    monkeypatch.setattr(ftrace, "_HEAD_CACHE_LIMIT", limit)
+    lines = ["  bash-12  [001] ....  1.0: lock_acquire: 00ab foo\n",
+             "  sh-12  [001] ....  1.1: lock_release: 00ab foo\n",
+             "  bash-12  [001] ....  1.2: lock_acquire: 00ab foo\n",
+             "  <...>-12  [001] ....  1.3: lock_release: 00ab foo\n"]
+    assert [e.comm for e in read(lines)] == ["bash/12", "sh/12", "bash/12", "bash/12"]

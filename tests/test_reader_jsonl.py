@@ -100,3 +100,35 @@ def test_round_trip(evs):
 def test_sample_reads():
     evs = read((REPO / "traces" / "sample.jsonl").read_text().splitlines())
     assert {e.lock for e in evs if e.lock} == {"&a->lock", "&b->lock", "&mm->mmap_lock", "hrtimer_bases.lock"}
+
+
+#: values of every JSON type, good and bad for each key
+_ANY_VALUE = st.one_of(st.none(), st.booleans(), st.integers(-2**60, 2**60), st.floats(allow_nan=True),
+                       st.sampled_from(["", "write", "read", "rread", "acquire", "release", "irqs-on", "0x1"]),
+                       names, st.lists(st.integers(), max_size=2), st.dictionaries(names, st.integers(), max_size=1))
+_KEYS = ["task", "op", "lock", "instance", "mode", "at", "ts", "cpu", "comm", "try", "nest", "check", "other"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(_KEYS), _ANY_VALUE, max_size=9), st.data())
+def test_the_common_path_reads_what_the_full_checks_read(obj, data):
+    """`_common_event` (the fast path for plain lock lines) accepts only what `event_from_json`
+    accepts, as the same event; it leaves everything else (errors included) to it."""
+    if data.draw(st.booleans()):  # mostly well-formed lock lines, with one key or value off at times
+        obj = {"task": "T1", "op": data.draw(st.sampled_from(sorted(LOCK_OPS))), "lock": "A", **obj}
+    fast = jsonl._common_event(obj, "t.jsonl", 3)
+    try:
+        full = jsonl.event_from_json(obj, "t.jsonl", 3)
+    except (jsonl._Bad, OverflowError):
+        full = None
+    if fast is not None:
+        assert fast == full
+        assert fast.op is next(op for op in LOCK_OPS if op == fast.op)  # the events module's string
+
+
+def test_the_common_path_takes_the_benchmark_lines():
+    line = {"task": "nginx/1", "op": "acquire", "lock": "&a->lock", "instance": "0xff", "mode": "read",
+            "at": "f+0x1/0x2", "ts": 1.5, "cpu": 3, "comm": "nginx"}
+    assert jsonl._common_event(line, "t.jsonl", 1) == jsonl.event_from_json(line, "t.jsonl", 1)
+    assert jsonl._common_event({**line, "ts": float("inf")}, "t.jsonl", 1) is None
+    assert jsonl._common_event({**line, "op": "release", "mode": "read"}, "t.jsonl", 1) is None

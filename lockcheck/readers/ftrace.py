@@ -361,6 +361,10 @@ _FLAG_SETS = (frozenset(".dDbX"), frozenset(".NnpLlBb"), frozenset(".ZzHhs"),
               frozenset(".0123456789abcdef"), frozenset(".0123456789abcdef"))
 _HEX = frozenset("0123456789abcdefABCDEF")
 _CACHE_LIMIT = 1 << 16
+#: heads (`comm-pid [cpu]`) cached: far fewer are live at once than bodies, and every new task brings
+#: new ones, so a long capture of short-lived tasks would fill a cache the size of the others'
+#: (~50 MB) where this many serve every task running at a time (a miss costs one parse of the head)
+_HEAD_CACHE_LIMIT = 1 << 12
 _HEADS: dict[str, tuple] = {}
 _BODIES: dict[str, tuple] = {}
 _FLAGS: dict[str, Optional[str]] = {}
@@ -400,7 +404,7 @@ def scan(line: str) -> Optional[tuple]:
         if not _digits(cpu) or dash < 0 or not _digits(pid) or not comm or comm[0].isspace() or comm[-1].isspace():
             return None
         head = (comm, pid, cpu)
-        if len(_HEADS) >= _CACHE_LIMIT:
+        if len(_HEADS) >= _HEAD_CACHE_LIMIT:
             _HEADS.clear()
         _HEADS[text] = head
     stamp, sep, text = line[end + 2:].partition(": ")
@@ -657,6 +661,7 @@ class FtraceReader:
         bodies: dict[tuple, tuple] = {}  # body -> (op, instance, name, trylock, read)
         flag_states: dict[str, int] = {}
         pending = self.pending
+        comms = self.comms
         lineno = 0
         events = hardirq_lines = softirq_lines = resolved = context_events = acquisitions = 0
         try:
@@ -717,10 +722,15 @@ class FtraceReader:
                     if head[2] is not None:
                         _check_number(head[2], line, file, lineno, "CPU number")
                     task_info = self._task(*head)
-                    if len(tasks) >= _CACHE_LIMIT:
+                    if len(tasks) >= _HEAD_CACHE_LIMIT:
                         tasks.clear()
                     tasks[head] = task_info
-                task, display, cpu = task_info
+                    task, display, cpu = task_info
+                else:
+                    task, display, cpu = task_info
+                    # what `_task` records for a `<...>` line, as if the head were read again: a head
+                    # read from the cache says what one read afresh (after a clear) would say
+                    comms[task] = display
                 if timestamp is None:
                     ts = None
                 elif len(timestamp) <= 40:
