@@ -38,12 +38,12 @@ def big(tmp_path_factory) -> str:
 
 
 #: how often `long_trace` names its file: each is a run of its own, read and checked again
-LONG_REPEATS = 16
+LONG_REPEATS = 48
 
 
 @pytest.fixture(scope="module")
 def long_trace(tmp_path_factory) -> list[str]:
-    """Inputs that take several seconds to check even on the compiled fast path (8 MiB read 16 times).
+    """Inputs that take several seconds to check even on the compiled fast path (8 MiB read 48 times).
 
     The compiled fast path checks 32 MiB in about a second, so one file of
     that size ended before a late interrupt; the same file named again and
@@ -155,7 +155,7 @@ def test_a_signal_ignored_at_start_stays_ignored(long_trace, ignored):
         signal.signal(ignored, signal.SIG_IGN)
 
     proc = subprocess.Popen([sys.executable, "-c", STARTED, "check", "--no-config", "--no-progress",
-                             *long_trace[:8]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                             *long_trace[:40]], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             preexec_fn=ignore)
     assert proc.stderr.readline() == "started\n"
     time.sleep(1.0)  # past the imports: lockcheck has taken the signals it takes
