@@ -9,7 +9,8 @@ without it and lockcheck runs its pure-Python fast path
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    Extension("lockcheck._speedups", ["lockcheck/_speedups.c"], optional=True),
+    Extension("lockcheck._speedups", ["lockcheck/_speedups.c"], depends=["lockcheck/_tuplehash.h"], optional=True),
     # the tracked locks' hit path (the pytest plugin); LOCKCHECK_PURE=1 forces its fallback too
-    Extension("lockcheck._trackedcore", ["lockcheck/_tracked.c"], optional=True),
+    Extension("lockcheck._trackedcore", ["lockcheck/_tracked.c"], depends=["lockcheck/_tuplehash.h"],
+              optional=True),
 ])

@@ -25,6 +25,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "_tuplehash.h"
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -601,21 +602,9 @@ static int tail_lock(const Tail *t, PyObject **lock, PyObject **instance) {
 
 /* ---- the chain key ------------------------------------------------------------------------ */
 
-/* hash((chain_key, cls, read)) as CPython hashes a tuple of three (its xxHash-based tuplehash,
- * Python 3.8 on), without making the tuple; `tuple_hash_ok` says whether it agrees with
- * PyObject_Hash here (checked once at import), else the tuple is made. */
-#if SIZEOF_VOID_P > 4
-#define XXPRIME_1 ((Py_uhash_t)11400714785074694791ULL)
-#define XXPRIME_2 ((Py_uhash_t)14029467366897019727ULL)
-#define XXPRIME_5 ((Py_uhash_t)2870177450012600261ULL)
-#define XXROTATE(x) ((x << 31) | (x >> 33))
-#else
-#define XXPRIME_1 ((Py_uhash_t)2654435761UL)
-#define XXPRIME_2 ((Py_uhash_t)2246822519UL)
-#define XXPRIME_5 ((Py_uhash_t)374761393UL)
-#define XXROTATE(x) ((x << 13) | (x >> 19))
-#endif
-
+/* hash((chain_key, cls, read)) as the checker computes it: `tuple_hash3` (_tuplehash.h) where
+ * `tuple_hash_ok` says it agrees with PyObject_Hash here (checked once at import), else the
+ * tuple is made. */
 static int tuple_hash_ok = 0;
 
 static Py_hash_t hash3(PyObject *a, PyObject *b, PyObject *c) {
@@ -627,20 +616,7 @@ static Py_hash_t hash3(PyObject *a, PyObject *b, PyObject *c) {
         Py_DECREF(parts);
         return hash;
     }
-    PyObject *items[3] = {a, b, c};
-    Py_uhash_t acc = XXPRIME_5;
-    for (int i = 0; i < 3; i++) {
-        Py_uhash_t lane = (Py_uhash_t)PyObject_Hash(items[i]);
-        if (lane == (Py_uhash_t)-1)
-            return -1;
-        acc += lane * XXPRIME_2;
-        acc = XXROTATE(acc);
-        acc *= XXPRIME_1;
-    }
-    acc += 3 ^ (XXPRIME_5 ^ 3527539UL);
-    if (acc == (Py_uhash_t)-1)
-        return 1546275796;
-    return (Py_hash_t)acc;
+    return tuple_hash3(a, b, c);
 }
 
 /* Whether hash3 may skip the tuple: it agrees with the interpreter's tuple hash on samples. */

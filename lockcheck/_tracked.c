@@ -30,6 +30,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include "_tuplehash.h"
 #include <frameobject.h>
 #include <structmember.h>
 #include <time.h>
@@ -217,36 +218,11 @@ active_rec(int *ok)
 
 /* -- small helpers ----------------------------------------------------------------------- */
 
-/* Python's hash((a, b, c)) for a tuple of three, without making the tuple (tupleobject.c). */
-#if SIZEOF_PY_UHASH_T > 4
-#define XXPRIME_1 ((Py_uhash_t)11400714785074694791ULL)
-#define XXPRIME_2 ((Py_uhash_t)14029467366897019727ULL)
-#define XXPRIME_5 ((Py_uhash_t)2870177450012600261ULL)
-#define XXROTATE(x) ((x << 31) | (x >> 33))
-#else
-#define XXPRIME_1 ((Py_uhash_t)2654435761UL)
-#define XXPRIME_2 ((Py_uhash_t)2246822519UL)
-#define XXPRIME_5 ((Py_uhash_t)374761393UL)
-#define XXROTATE(x) ((x << 13) | (x >> 19))
-#endif
-
+/* Python's hash((a, b, c)) for a tuple of three, without making the tuple (_tuplehash.h). */
 static Py_hash_t
 hash3(PyObject *a, PyObject *b, PyObject *c)
 {
-    PyObject *items[3] = {a, b, c};
-    Py_uhash_t acc = XXPRIME_5;
-    for (int i = 0; i < 3; i++) {
-        Py_uhash_t lane = (Py_uhash_t)PyObject_Hash(items[i]);
-        if (lane == (Py_uhash_t)-1)
-            return -1;
-        acc += lane * XXPRIME_2;
-        acc = XXROTATE(acc);
-        acc *= XXPRIME_1;
-    }
-    acc += 3 ^ (XXPRIME_5 ^ 3527539UL);
-    if (acc == (Py_uhash_t)-1)
-        return 1546275796;
-    return (Py_hash_t)acc;
+    return tuple_hash3(a, b, c);
 }
 
 static PyObject *
