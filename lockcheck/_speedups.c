@@ -170,9 +170,8 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     return 0;
 }
 
-/* The str of the `n` ASCII bytes at `p`, from `keys` (`slots` of them, a power of two) when it
- * was the last text there of its hash; a new reference. */
-static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ssize_t n) {
+/* A 64-bit hash of `n` bytes (FNV-style, 8 bytes a step): the keys of the core's own tables. */
+static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
     uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
     Py_ssize_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -183,7 +182,13 @@ static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ss
     }
     for (; i < n; i++)
         h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
-    h ^= h >> 32;
+    return h ^ (h >> 32);
+}
+
+/* The str of the `n` ASCII bytes at `p`, from `keys` (`slots` of them, a power of two) when it
+ * was the last text there of its hash; a new reference. */
+static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ssize_t n) {
+    uint64_t h = hash_bytes(p, n);
     PyObject **slot = &keys[h & (uint64_t)(slots - 1)];
     PyObject *key = *slot;
     if (key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_1BYTE_DATA(key), p, (size_t)n) == 0) {
@@ -390,19 +395,6 @@ static int holds_lock(PyObject *held, PyObject *lock, PyObject *instance) {
 
 /* ---- the text after the task, read here (hotpath._scan_tail, for its common shapes) ---------- */
 
-static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t word;
-        memcpy(&word, p + i, 8);
-        h = (h ^ word) * 1099511628211ULL;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
-    return h ^ (h >> 32);
-}
 
 /* A line's lock op as _scan_tail reads it, for the shapes read here: `acquire`, `release`,
  * `contended`, `acquired`, a `CLASS[@INSTANCE]` field, then only `at=`, a mode and `try` (as
