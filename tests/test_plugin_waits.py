@@ -603,3 +603,36 @@ def test_event_classes_of_other_processes_are_known_by_name() -> None:
     assert waits.describe("Thread(test_x.t)") == "the end of the thread made at its creation site"
     assert waits.describe("Queue.join(m.q)") == "task_done() of every item of the queue made at its creation site"
     assert not waits.is_event("Cache._lock") and waits.describe("test_x.py:12") is None
+
+
+def test_the_resource_trackers_finalizer_lock_is_accepted_by_default() -> None:
+    """The stdlib's own irq-unsafe use: a SemLock finalizer (the garbage collector: a hardirq here)
+    unregisters under `ResourceTracker._lock`, which plain code takes too -- a default suppression
+    (CPython 3.13's test_logging failed on it); the same pattern on a lock of the program is
+    reported (`test_finalizers_run_as_hardirqs`)."""
+    from multiprocessing import resource_tracker
+
+    rec = pylocks.Recorder()
+    with pylocks.instrument(rec):
+        pyirq.start(rec)
+        try:
+            tracker = resource_tracker.ResourceTracker()
+            with tracker._lock:  # ensure_running's plain use
+                pass
+
+            def unregister() -> None:
+                with tracker._lock:
+                    pass
+
+            class Handle:
+                pass
+
+            handle = Handle()
+            weakref.finalize(handle, unregister)
+            del handle
+            rec.drain()
+        finally:
+            pyirq.stop(rec)
+    assert rec.findings == []
+    suppressed = [(f.kind, f.lock) for f, _ in rec.suppressed_findings]
+    assert suppressed == [("inconsistent-lock-state", "ResourceTracker._lock")]  # matched by its qualified name
