@@ -19,10 +19,12 @@ the repository's own traces and documents) and exits.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import io
 import os
 import pkgutil
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -67,7 +69,19 @@ TARGETS: list[Target] = [
     ("pyproject", "pyproject.toml", lambda f: ["check", "--no-progress", TRACE], "pyproject.toml"),
 ]
 
-WORK = Path(tempfile.mkdtemp(prefix="lockcheck-atheris."))
+def _work_dir() -> Path:
+    """Where inputs are written: LOCKCHECK_FUZZ_WORK (the test's own temporary directory), or a
+    new one removed at exit -- libFuzzer's own exit skips that, and each run left one behind."""
+    given = os.environ.get("LOCKCHECK_FUZZ_WORK")
+    if given:
+        Path(given).mkdir(parents=True, exist_ok=True)
+        return Path(given)
+    work = Path(tempfile.mkdtemp(prefix="lockcheck-atheris."))
+    atexit.register(shutil.rmtree, work, ignore_errors=True)
+    return work
+
+
+WORK = _work_dir()
 
 
 def run_one(data: bytes) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import platform
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -31,12 +32,13 @@ needs_atheris = pytest.mark.skipif(
 @needs_atheris
 def test_fuzzing_every_input_keeps_the_contract(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"
-    subprocess.run([sys.executable, str(HARNESS), "--write-seeds", str(corpus)], check=True)
+    env = dict(os.environ, LOCKCHECK_FUZZ_WORK=str(tmp_path / "work"))  # nothing left in /tmp
+    subprocess.run([sys.executable, str(HARNESS), "--write-seeds", str(corpus)], check=True, env=env)
     seeds = sorted(p.name for p in corpus.iterdir())
     assert len(seeds) == 16 and seeds[0] == "00-auto" and seeds[-1] == "15-pyproject"
     result = subprocess.run([sys.executable, str(HARNESS), f"-runs={RUNS}", "-seed=1",
                              f"-artifact_prefix={tmp_path}/", str(corpus)],
-                            capture_output=True, text=True, timeout=1800)
+                            capture_output=True, text=True, timeout=1800, env=env)
     crashes = sorted(tmp_path.glob("crash-*"))
     assert result.returncode == 0 and not crashes, \
         result.stderr[-3000:] + "".join(f"\n{p}: {p.read_bytes()[:300]!r}" for p in crashes)
