@@ -248,7 +248,12 @@ class LockcheckPlugin:
         )
         import tempfile
 
+        # where forked children write their findings: named now (mkdtemp's name, before tracking
+        # starts, as tempfile's first name costs it a lock) but made by the first child that has
+        # one, so a session that forks nothing, or that pytest-timeout ends with os._exit, leaves
+        # nothing behind
         self.child_dir = tempfile.mkdtemp(prefix="lockcheck-children-")
+        os.rmdir(self.child_dir)
         self.recorder.on_fork_child = self._in_forked_child
         self.hang = _hang_hooks(config, self.recorder)
         pylocks.start(self.recorder)
@@ -356,6 +361,7 @@ class LockcheckPlugin:
             text = self._render([finding])
             line = json.dumps({"context": context, "headline": _headline(finding, context) + f" (pid {os.getpid()})",
                                "report": text, "message": finding.message})
+            os.makedirs(self.child_dir, mode=0o700, exist_ok=True)
             with open(os.path.join(self.child_dir, f"pid{os.getpid()}.jsonl"), "a", encoding="utf-8") as out:
                 out.write(line + "\n")
         except Exception:  # noqa: BLE001 - a child's report must never break the child
