@@ -533,25 +533,11 @@ def plan(paths: list[str], sizes: list[int], workers: int, split: bool = True) -
 
 
 def run_pool(options: Any, groups: list[list[Shard]], workers: Optional[int] = None) -> list[MapResult]:
-    """The map over forked worker processes (one per group, at most `workers`), results in group order."""
-    from lockcheck.readers.parallel import _block_signals, _unblock, follow_parent
+    """The map over forked worker processes (one per group, at most `workers`), results in group order
+    (`lockcheck.pool`: one group, or no `fork`, runs in this process)."""
+    from lockcheck import pool
 
-    if len(groups) == 1:
-        return [map_shards(options, groups[0])]
-    context = multiprocessing.get_context("fork")
-    blocked = _block_signals()  # the workers start with them blocked and set their own handlers first
-    try:
-        pool = context.Pool(min(len(groups), workers or len(groups)), initializer=follow_parent,
-                            initargs=(os.getpid(),))
-    finally:
-        _unblock(blocked)
-    try:
-        results = pool.starmap(map_shards, [(options, group) for group in groups], chunksize=1)
-        pool.close()
-        return results
-    finally:
-        pool.terminate()
-        pool.join()
+    return list(pool.ordered_map(functools.partial(map_shards, options), groups, workers or len(groups)))
 
 
 class MapStream:
