@@ -55,6 +55,7 @@ from lockcheck.checker import MAX_LOCK_DEPTH, Checker, CheckerOptions
 from lockcheck.errors import TraceError
 from lockcheck.events import Event
 from lockcheck.findings import Evidence, Finding
+from lockcheck.graph import DepGraph
 from lockcheck.readers import lt
 from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, usage_needs
 from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
@@ -241,6 +242,12 @@ class MapResult:
     reader_stats: dict = field(default_factory=dict)
     #: why the split cannot serve these inputs (the whole run goes to one process), or None
     fallback: Optional[str] = None
+    #: summary mode: the records (`SummaryChecker`), unless streamed
+    records: list = field(default_factory=list)
+    #: summary mode: acquisitions that looked a chain up (hits and misses: `CheckerStats.chain_hits + chains`)
+    validations: int = 0
+    #: summary mode: why the summaries cannot serve (the run is done again with exact replay), or None
+    unsure: Optional[str] = None
 
 
 def owner(task: str, parts: int) -> int:
@@ -416,6 +423,155 @@ class PartChecker(Checker):
         return True
 
 
+# -- map, summarised (the first try) -------------------------------------------------------------
+
+#: kinds of summary records (`SummaryChecker`): a new class, a usage bit set, a chain validated, a note
+CLASS, USAGE, CHAIN, NOTE = 2, 3, 4, 5
+
+
+class Unsure(Exception):
+    """The summaries cannot vouch for the sequential result (a finding, or one that may arise
+    where the parts meet): the run is done again, split, with exact replay (`replay`)."""
+
+
+class _SummaryGraph(DepGraph):
+    """A part's graph in summary mode: classes and usage bits only, each new class recorded."""
+
+    def __init__(self, on_class: Callable[[str], None]) -> None:
+        super().__init__()
+        self._on_class = on_class
+
+    def add_class(self, name: str) -> None:
+        if name not in self._succ:
+            self._on_class(name)
+            super().add_class(name)
+
+
+class SummaryChecker(Checker):
+    """A part's private checker in summary mode: every event applied, what it did to the shared
+    state recorded (see the module's docstring, "Summaries").
+
+    It adds no dependency to its own graph (nor validates one) and
+    validates no usage bit: it records, in trace order, each class it meets
+    first, each usage bit it sets first, and each chain it validates first
+    with the `check_prev_add` calls that validation makes.  Any finding it
+    raises ends it (`Unsure`): a finding changes what a sequential run goes
+    on to do in ways a summary does not carry.
+    """
+
+    def __init__(self, options: CheckerOptions) -> None:
+        super().__init__(_SummaryGraph(self._new_class), options)
+        # a cache hit is a hit here as in `Checker` (validate_chain below only records the misses)
+        self._inline_cache_hits = True
+        self._shard: Optional[Shard] = None
+        self.records: list = []
+        #: where records go as they are made (`stream_pool`), in batches; None: kept to the end
+        self.sink: Optional[Callable[[list], None]] = None
+        self._at: tuple = (0, 0)
+        self._seq = 0
+        self._deps: Optional[list] = None
+        self._notes = 0
+        #: task -> whether this part owns it (`owner`, asked once per task)
+        self._mine: dict[str, bool] = {}
+        self.irq.mark_lock = self._mark_lock
+        self.irq._note = self._note
+
+    @property
+    def shard(self) -> Optional[Shard]:
+        """The shard being read (which file, which of its tasks)."""
+        return self._shard
+
+    @shard.setter
+    def shard(self, shard: Shard) -> None:
+        self._shard = shard
+        self._mine = {}
+
+    def _record(self, kind: int, *payload: Any) -> None:
+        self._seq += 1
+        self.records.append(((self._at[0], self._at[1], self._seq), kind, *payload))
+        if self.sink is not None and len(self.records) >= STREAM_BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the records made so far to `sink`, and forget them."""
+        if self.records:
+            self.sink(self.records)
+            self.records = []
+
+    def feed(self, ev: Event) -> Sequence[Finding]:
+        shard = self.shard
+        op = ev.op
+        if op == E.LOST_EVENTS:
+            raise Fallback("lost events reset the tasks of a CPU")
+        if op == E.RUN:
+            return super().feed(ev)
+        if shard.parts > 1:
+            mine = self._mine.get(ev.task)
+            if mine is None:
+                mine = self._mine[ev.task] = owner(ev.task, shard.parts) == shard.part
+            if not mine:
+                return _NOTHING  # another part's task
+        if ev.line is None:
+            raise Fallback("an event without a line number")
+        self._at = (shard.index, ev.line)
+        return super().feed(ev)
+
+    def report(self, finding: Finding) -> None:
+        raise Unsure(f"{finding.location}: {finding.kind}")
+
+    def _new_class(self, name: str) -> None:
+        self._record(CLASS, name)
+
+    def _mark_lock(self, task: TaskState, hlock: HeldLock, bit: int, ev: Event) -> bool:
+        """`IrqValidator.mark_lock` without validating: the merge validates on the whole graph."""
+        if self._nodes[hlock.cls]["usage"] & (1 << bit):
+            return True
+        site = (ev.file, ev.line, task.name, ev.at, ev.ts)  # an `Evidence`'s fields: a tuple pickles faster
+        self.graph.set_usage(hlock.cls, bit, site)  # (a part's graph reports nothing: its traces are never read)
+        self._record(USAGE, hlock.cls, bit, hlock.read, site)
+        return True
+
+    def _note(self, ev: Event, text: str) -> None:
+        if self._notes < 20:  # the run keeps 20 (`IrqValidator._note`): the first 20 of a part suffice
+            self._notes += 1
+            self._record(NOTE, f"{ev.location}: {text}")
+
+    def validate_chain(self, task: TaskState, hlock: HeldLock, chain_head: bool, chain_key: int,
+                       ev: Event) -> None:
+        """`Checker.validate_chain`, recording a chain not cached here with its `check_prev_add` calls."""
+        if hlock.trylock or not hlock.check:
+            return
+        if chain_key in self.chain_cache:
+            self.stats.chain_hits += 1
+            return
+        cacheable = len(task.held) < MAX_LOCK_DEPTH
+        if cacheable:
+            self.chain_cache.add(chain_key)
+        self.stats.chains += 1
+        deps = self._deps = []
+        ret = self.check_deadlock(task, hlock, ev)  # 0 (a report) raises Unsure
+        if not chain_head and ret != 2:
+            self.check_prevs_add(task, hlock, ev)
+        self._deps = None
+        self._record(CHAIN, chain_key, cacheable, tuple(deps))
+
+    def check_prev_add(self, task: TaskState, prev: HeldLock, nxt: HeldLock, distance: int, ev: Event) -> bool:
+        """Record the call for the merge (which makes it on the whole graph); add nothing here."""
+        self._deps.append((prev.cls, prev.read, nxt.cls, nxt.read, distance,
+                           (ev.file, ev.line, task.name, ev.at, ev.ts), _held_site(prev)))
+        return True
+
+
+def _held_site(h: HeldLock) -> tuple:
+    """Where a held lock was taken: `(file, line, at, ts)`, or the fast path's unread `(line text,
+    file, line number)` (4 and 3 items), read by the merge only for a dependency it adds."""
+    source = h._source
+    if h._event is None and isinstance(source, functools.partial) and source.func is lt.scan_fast:
+        return source.args
+    ev = h.event
+    return (ev.file, ev.line, ev.at, ev.ts)
+
+
 def _valid(*args: Any) -> bool:
     return True
 
@@ -431,8 +587,10 @@ def _plain(candidates: list) -> list:
              c.chains) for c in candidates]
 
 
-def map_shards(options: Any, shards: Sequence[Shard], sink: Optional[Callable[[list], None]] = None) -> MapResult:
-    """Map work: check `shards` in trace order with one private checker; the candidates.
+def map_shards(options: Any, shards: Sequence[Shard], sink: Optional[Callable[[list], None]] = None,
+               summary: bool = False) -> MapResult:
+    """Map work: check `shards` in trace order with one private checker; the candidates (or, with
+    `summary`, the records of a `SummaryChecker`).
 
     `options` is the session's `SessionOptions`.  A top-level function of
     plain data in and out, so a process pool or a Dask worker can run it.
@@ -447,7 +605,8 @@ def map_shards(options: Any, shards: Sequence[Shard], sink: Optional[Callable[[l
     config = load_config(options.suppress, use_pyproject=options.use_pyproject)
     annotation_options = _annotation_options(options)
     annotator = annotation_options.annotators()
-    checker = PartChecker(CheckerOptions(first=False, strict_start=options.strict_start))
+    checker_options = CheckerOptions(first=False, strict_start=options.strict_start)
+    checker: Any = SummaryChecker(checker_options) if summary else PartChecker(checker_options)
     checker.sink = sink
     fast_allowed = os.environ.get("LOCKCHECK_FASTPATH") != "0" and not config.aliases
     try:
@@ -461,8 +620,11 @@ def map_shards(options: Any, shards: Sequence[Shard], sink: Optional[Callable[[l
                     raise Fallback(f"{name}: a kernel log")
                 checker.open_trace(**run_rules(module))
                 annotator.open_trace(name, module)
-                checker.candidates.append(Candidate((shard.index, -1, 0), OPEN, name=name,
-                                                    module=module.__name__))
+                if summary:
+                    checker.records.append(((shard.index, -1, 0), OPEN, name, module.__name__))
+                else:
+                    checker.candidates.append(Candidate((shard.index, -1, 0), OPEN, name=name,
+                                                        module=module.__name__))
 
             def choose(module, rules_module, shard: Shard = shard):
                 probe: Iterator[Event] = iter(())
@@ -487,10 +649,17 @@ def map_shards(options: Any, shards: Sequence[Shard], sink: Optional[Callable[[l
         return MapResult(fallback=str(why))
     except TraceError as err:
         return MapResult(fallback=err.format())
+    except Unsure as why:
+        return MapResult(unsure=str(why))
     if sink is not None:
         checker.flush()
+    elif summary:
+        result.records = checker.records
+        result.validations = checker.stats.chain_hits + checker.stats.chains
     else:
         result.candidates = _plain(checker.candidates)
+    if summary:
+        result.validations = checker.stats.chain_hits + checker.stats.chains
     result.events = checker.stats.events
     result.tasks = checker.task_count
     result.unknown_releases = checker.stats.unknown_releases
@@ -532,12 +701,14 @@ def plan(paths: list[str], sizes: list[int], workers: int, split: bool = True) -
     return [sorted(group, key=lambda s: (s.index, s.part)) for group in groups if group]
 
 
-def run_pool(options: Any, groups: list[list[Shard]], workers: Optional[int] = None) -> list[MapResult]:
+def run_pool(options: Any, groups: list[list[Shard]], workers: Optional[int] = None,
+             summary: bool = False) -> list[MapResult]:
     """The map over forked worker processes (one per group, at most `workers`), results in group order
     (`lockcheck.pool`: one group, or no `fork`, runs in this process)."""
     from lockcheck import pool
 
-    return list(pool.ordered_map(functools.partial(map_shards, options), groups, workers or len(groups)))
+    work = functools.partial(map_shards, options, summary=summary)
+    return list(pool.ordered_map(work, groups, workers or len(groups)))
 
 
 class MapStream:
@@ -552,6 +723,11 @@ class MapStream:
         self.process = process
         self._queue = queue
         self.result: Optional[MapResult] = None
+
+    @property
+    def records(self) -> Iterator[tuple]:
+        """The summary records (`stream_pool(..., summary=True)`), as `candidates` yields candidates."""
+        return self.candidates
 
     @property
     def candidates(self) -> Iterator[tuple]:
@@ -572,19 +748,23 @@ class MapStream:
                 return
             elif kind == "fallback":
                 raise Fallback(payload)
+            elif kind == "unsure":
+                raise Unsure(payload)
             else:
                 raise RuntimeError(f"worker process failed: {payload}")
 
 
-def _stream_work(options: Any, shards: list, queue: Any, parent: int) -> None:
-    """A streaming worker's body: candidates in batches, then ("done", MapResult) or why not."""
+def _stream_work(options: Any, shards: list, queue: Any, parent: int, summary: bool = False) -> None:
+    """A streaming worker's body: candidates (or records) in batches, then ("done", MapResult) or why not."""
     from lockcheck.readers.parallel import follow_parent
 
     follow_parent(parent)
     try:
-        result = map_shards(options, shards, sink=lambda batch: queue.put(("candidates", batch)))
+        result = map_shards(options, shards, sink=lambda batch: queue.put(("candidates", batch)), summary=summary)
         if result.fallback is not None:
             queue.put(("fallback", result.fallback))
+        elif result.unsure is not None:
+            queue.put(("unsure", result.unsure))
         else:
             queue.put(("done", result))
     except BaseException as err:  # noqa: BLE001 - reported to the parent, which raises it
@@ -594,7 +774,7 @@ def _stream_work(options: Any, shards: list, queue: Any, parent: int) -> None:
         queue.join_thread()
 
 
-def stream_pool(options: Any, groups: list[list[Shard]]) -> list[MapStream]:
+def stream_pool(options: Any, groups: list[list[Shard]], summary: bool = False) -> list[MapStream]:
     """The map over one forked worker per group, each streaming its candidates as it makes them.
 
     Unlike `run_pool`, the merge (`replay`) can feed the first candidates
@@ -611,7 +791,8 @@ def stream_pool(options: Any, groups: list[list[Shard]]) -> list[MapStream]:
     try:
         for group in groups:
             queue = context.Queue()
-            process = context.Process(target=_stream_work, args=(options, group, queue, os.getpid()), daemon=True)
+            process = context.Process(target=_stream_work, args=(options, group, queue, os.getpid(), summary),
+                                      daemon=True)
             process.start()
             streams.append(MapStream(process, queue))
     except BaseException:
@@ -652,10 +833,10 @@ def _client(address: str):
         raise UsageError(f"--dask {address}: cannot reach the scheduler ({type(err).__name__}: {err})") from None
 
 
-def run_dask(options: Any, groups: list[list[Shard]], address: str) -> list[MapResult]:
+def run_dask(options: Any, groups: list[list[Shard]], address: str, summary: bool = False) -> list[MapResult]:
     """The map on a Dask distributed cluster at `address` (each worker reads the files by their paths)."""
     with _client(address) as client:
-        futures = client.map(map_shards, [options] * len(groups), groups, pure=False)
+        futures = client.map(map_shards, [options] * len(groups), groups, summary=summary, pure=False)
         return client.gather(futures)
 
 
@@ -713,13 +894,127 @@ def replay(results: list[MapResult], checker: Checker, opened: Callable[[str, An
                 raise Fallback(f"{ev.location}: a chain the part cached was not cached in the merged run")
 
 
+class _Named:
+    """The task of a summarised dependency, as far as `Checker.check_prev_add` reads it: its name."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+
+class _Lock:
+    """A held lock of a summarised dependency, as far as the checker's graph checks read it."""
+
+    __slots__ = ("cls", "read", "_site")
+
+    def __init__(self, cls: str, read: int, site: Optional[tuple] = None) -> None:
+        self.cls = cls
+        self.read = read
+        self._site = site
+
+    @property
+    def event(self) -> Any:
+        """Where the lock was taken (read back from its line if the fast path held it)."""
+        site = self._site
+        if len(site) == 3:
+            return lt.scan_fast(*site)
+        return Evidence(site[0], site[1], "", site[2], site[3])
+
+
+def _unsure(what: str) -> Callable[..., None]:
+    def raise_unsure(*args: Any, **kwargs: Any) -> None:
+        raise Unsure(f"{what} where the parts meet")
+    return raise_unsure
+
+
+#: what reports on the merged graph (`merge_summaries` makes each raise `Unsure` instead)
+_CHECKER_REPORTS = ("report", "print_deadlock_bug", "print_circular_bug")
+_IRQ_REPORTS = ("report", "print_usage_bug", "print_irq_inversion_bug", "print_bad_irq_dependency")
+
+
+def merge_summaries(results: list, checker: Checker, opened: Callable[[str, Any], None]) -> int:
+    """Apply every part's summary records to `checker`'s graph in trace order (summary mode).
+
+    `results` are `MapResult`s or `MapStream`s.  Each record is applied as
+    the sequential run applies it at that place in the trace (see the
+    module's docstring): a class added, a usage bit set (and validated on
+    the merged graph), a chain validated unless the merged cache has it
+    (each of its dependencies through `Checker.check_prev_add`, which
+    searches the merged graph for cycles and irq inversions).  Whatever
+    would report raises `Unsure` instead, as does a part that gave up.
+    Returns the number of chains validated (the rest of the parts' look-ups were hits).
+    """
+    import importlib
+
+    from lockcheck.usage import USAGE_STATES
+
+    streams = [result.records for result in results]
+    graph = checker.graph
+    nodes = graph._node
+    irq = checker.irq
+    cache = checker.chain_cache
+    saved = irq.report
+    for name in _CHECKER_REPORTS:
+        setattr(checker, name, _unsure(name))
+    for name in _IRQ_REPORTS:
+        setattr(irq, name, _unsure(name))
+    check_prev_add = checker.check_prev_add
+    mark_lock_irq = irq.mark_lock_irq
+    chains = 0
+    notes = checker.stats.notes
+    last = None
+    try:
+        for record in heapq.merge(*streams, key=_key):
+            kind = record[1]
+            if kind == CHAIN:
+                _, _, chain_key, cacheable, deps = record
+                if chain_key in cache:
+                    continue  # cached first by another part: a hit in the sequential run
+                if cacheable:
+                    cache.add(chain_key)
+                chains += 1
+                for prev_cls, prev_read, nxt_cls, nxt_read, distance, site, held in deps:
+                    ev = Evidence(site[0], site[1], site[2], site[3], site[4])
+                    if not check_prev_add(_Named(site[2]), _Lock(prev_cls, prev_read, held), _Lock(nxt_cls, nxt_read),
+                                          distance, ev):
+                        raise Unsure("a dependency refused where the parts meet")
+            elif kind == CLASS:
+                graph.add_class(record[2])
+            elif kind == USAGE:
+                _, _, cls, bit, read, site = record
+                if nodes[cls]["usage"] & (1 << bit):
+                    continue  # set first by another part (`IrqValidator.mark_lock`: nothing to do)
+                graph.set_usage(cls, bit, Evidence(*site))
+                if bit < USAGE_STATES and not mark_lock_irq(None, _Lock(cls, read), bit, None):
+                    raise Unsure("a usage bit refused where the parts meet")
+            elif kind == NOTE:
+                if len(notes) < 20:  # `IrqValidator._note`
+                    notes.append(record[2])
+            elif kind == OPEN:
+                if record[0] != last:  # every part of a file opens it
+                    last = record[0]
+                    opened(record[2], importlib.import_module(record[3]))
+    finally:
+        for name in _CHECKER_REPORTS:
+            delattr(checker, name)
+        for name in _IRQ_REPORTS[1:]:
+            delattr(irq, name)
+        irq.report = saved
+    return chains
+
+
 def _key(candidate: tuple) -> tuple:
     return candidate[0]
 
 
-def finish(results: list[MapResult], checker: Checker, context: Any, tasks: int) -> None:
+def finish(results: list[MapResult], checker: Checker, context: Any, tasks: int,
+           chains: Optional[int] = None) -> None:
     """The run's totals from the parts: events, releases of locks never seen taken, reader stats;
-    `tasks` met (`replay`'s count)."""
+    `tasks` met (`replay`'s count); in summary mode the `chains` the merge validated."""
+    if chains is not None:
+        checker.stats.chains = chains
+        checker.stats.chain_hits = sum(r.validations for r in results) - chains
     checker.stats.events = sum(r.events for r in results)
     checker.stats.unknown_releases = sum(r.unknown_releases for r in results)
     checker.tasks.clear()

@@ -70,6 +70,8 @@ class CheckSession:
         self.no_irq_files: list[str] = []
         #: why a `--jobs`/`--dask` run was done in one process after all (None: it was split)
         self.parallel_fallback: Optional[str] = None
+        #: why the split's summaries could not serve and its parts were replayed exactly (`lockcheck.jobs`), or None
+        self.parallel_unsure: Optional[str] = None
 
     def run(self, paths: list[str], out: TextIO) -> int:
         from lockcheck.report import RENDERERS, Summary
@@ -134,20 +136,30 @@ class CheckSession:
         the start, so the result never depends on the split.
         """
         if self.options.jobs > 1 or self.options.dask:
-            from lockcheck.jobs import Fallback
+            from lockcheck.jobs import Fallback, Unsure
 
             try:
+                try:
+                    return self._check(paths, split=True, summary=True)
+                except Unsure as why:  # a finding, or one the summaries cannot rule out: replay exactly
+                    self.parallel_unsure = str(why)
+                    self._reset()
                 return self._check(paths, split=True)
             except Fallback as why:
                 self.parallel_fallback = str(why)
-                self.errors.clear()
-                self.dump_notes.clear()
-                self.no_irq_files.clear()
-                self.progress_line = None
+                self._reset()
         return self._check(paths, split=False)
 
-    def _check(self, paths: list[str], split: bool) -> tuple[Checker, list[Finding], list[Finding]]:
-        """`check`, in this process or (`split`) in several.
+    def _reset(self) -> None:
+        """Forget what a check that is done again reported on the way."""
+        self.errors.clear()
+        self.dump_notes.clear()
+        self.no_irq_files.clear()
+        self.progress_line = None
+
+    def _check(self, paths: list[str], split: bool, summary: bool = False
+               ) -> tuple[Checker, list[Finding], list[Finding]]:
+        """`check`, in this process or (`split`) in several (`summary`: merging the parts' summaries).
 
         Order of work: `[tool.lockcheck]` and `--suppress` are read; baselines
         are merged; a declared order seeds the graph; lock names are aliased
@@ -194,7 +206,7 @@ class CheckSession:
                 findings.extend(self._check_dumps(checker, dumps))
             if traces:
                 if split:
-                    findings.extend(self._check_split(checker, traces))
+                    findings.extend(self._check_split(checker, traces, summary))
                 else:
                     self.context.transform = annotator.transform
                     self.context.fast = self._fast_path(checker)
@@ -217,8 +229,9 @@ class CheckSession:
         kept, suppressed = self.config.filter(findings)
         return checker, kept, suppressed
 
-    def _check_split(self, checker: Checker, traces: list) -> list[Finding]:
-        """The traces checked by workers (`lockcheck.jobs`), merged into `checker` in trace order."""
+    def _check_split(self, checker: Checker, traces: list, summary: bool = False) -> list[Finding]:
+        """The traces checked by workers (`lockcheck.jobs`), merged into `checker` in trace order:
+        their summaries (`summary`, none found: raises `jobs.Unsure` otherwise) or their candidates."""
         from lockcheck import jobs
         from lockcheck.readers import inputs
 
@@ -242,21 +255,37 @@ class CheckSession:
         groups = jobs.plan(paths, sizes, workers)
         opened = lambda name, module: self._opened(checker, name, module)  # noqa: E731
         counts: dict = {}
+        chains = None
         if address or len(groups) == 1:
-            results = jobs.run_dask(self.options, groups, address) if address else jobs.run_pool(self.options, groups)
+            if address:
+                results = jobs.run_dask(self.options, groups, address, summary=summary)
+            else:
+                results = jobs.run_pool(self.options, groups, summary=summary)
             for result in results:
                 if result.fallback is not None:
                     raise jobs.Fallback(result.fallback)
-            found = list(jobs.replay(results, checker, opened, counts))
+            for result in results:
+                if result.unsure is not None:
+                    raise jobs.Unsure(result.unsure)
+            if summary:
+                chains = jobs.merge_summaries(results, checker, opened)
+            else:
+                found = list(jobs.replay(results, checker, opened, counts))
         else:
-            # the merge feeds what the workers send while they still read (its work overlaps theirs)
-            streams = jobs.stream_pool(self.options, groups)
+            # the merge takes what the workers send while they still read (its work overlaps theirs)
+            streams = jobs.stream_pool(self.options, groups, summary=summary)
             try:
-                found = list(jobs.replay(streams, checker, opened, counts))
+                if summary:
+                    chains = jobs.merge_summaries(streams, checker, opened)
+                else:
+                    found = list(jobs.replay(streams, checker, opened, counts))
             finally:
                 jobs.stop_streams(streams)
             results = [stream.result or jobs.MapResult() for stream in streams]
-        jobs.finish(results, checker, self.context, counts.get("tasks", 0))
+        if summary:
+            found = []
+            counts["tasks"] = sum(result.tasks for result in results)
+        jobs.finish(results, checker, self.context, counts.get("tasks", 0), chains)
         return found
 
     def _fast_path(self, checker: Checker):

@@ -206,8 +206,11 @@ def test_generated_traces_give_the_same_findings_split(lines, tmp_path_factory) 
     path.write_text("\n".join(lines) + "\n")
     expected = _visible(_check([str(path)], 1))
     real = jobs.run_pool, jobs.stream_pool, jobs.stop_streams
-    jobs.run_pool = lambda options, groups: [jobs.map_shards(options, group) for group in groups]
-    jobs.stream_pool = lambda options, groups: [_InProcess(jobs.map_shards(options, group)) for group in groups]
+    jobs.run_pool = lambda options, groups, summary=False: [jobs.map_shards(options, group, summary=summary)
+                                                            for group in groups]
+    jobs.stream_pool = lambda options, groups, summary=False: [_InProcess(jobs.map_shards(options, group,
+                                                                                          summary=summary))
+                                                               for group in groups]
     jobs.stop_streams = lambda streams: None
     try:
         for n in (2, 3):
@@ -221,13 +224,16 @@ class _InProcess:
 
     def __init__(self, result: jobs.MapResult) -> None:
         self.candidates = result.candidates
+        self.records = result.records
         if result.fallback is not None:
-            self.candidates = self._fallback(result.fallback)
+            self.candidates = self.records = self._raise(jobs.Fallback(result.fallback))
+        elif result.unsure is not None:
+            self.candidates = self.records = self._raise(jobs.Unsure(result.unsure))
         self.result = result
 
     @staticmethod
-    def _fallback(why: str):
-        raise jobs.Fallback(why)
+    def _raise(why: Exception):
+        raise why
         yield
 
 
