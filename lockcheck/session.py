@@ -70,7 +70,8 @@ class CheckSession:
         self.no_irq_files: list[str] = []
         #: why a `--jobs`/`--dask` run was done in one process after all (None: it was split)
         self.parallel_fallback: Optional[str] = None
-        #: why the split's summaries could not serve and its parts were replayed exactly (`lockcheck.jobs`), or None
+        #: why the split's summaries could not serve (`lockcheck.jobs.Unsure`: the check was then done in one
+        #: process, or on a cluster replayed exactly), or None
         self.parallel_unsure: Optional[str] = None
 
     def run(self, paths: list[str], out: TextIO) -> int:
@@ -136,16 +137,18 @@ class CheckSession:
         the start, so the result never depends on the split.
         """
         if self.options.jobs > 1 or self.options.dask:
-            from lockcheck.jobs import Fallback, Unsure
+            from lockcheck import jobs
 
             try:
                 try:
                     return self._check(paths, split=True, summary=True)
-                except Unsure as why:  # a finding, or one the summaries cannot rule out: replay exactly
+                except jobs.Unsure as why:  # a finding, or one the summaries cannot rule out
                     self.parallel_unsure = str(why)
                     self._reset()
+                if not (self.options.dask or jobs.REPLAY_LOCALLY):
+                    raise jobs.Fallback(f"{self.parallel_unsure} (an exact replay would cost more than one process)")
                 return self._check(paths, split=True)
-            except Fallback as why:
+            except jobs.Fallback as why:
                 self.parallel_fallback = str(why)
                 self._reset()
         return self._check(paths, split=False)

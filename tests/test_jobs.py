@@ -63,8 +63,9 @@ def _visible(result: tuple) -> tuple:
 
 
 def _same(paths: list[str], monkeypatch, pure_too: bool = True, **options) -> CheckSession:
-    """Pure Python and compiled, `--jobs 1` and `--jobs 2`: four identical results (report, stderr and
-    saved graph); the split session.
+    """Pure Python and compiled, `--jobs 1` and `--jobs 2` (the latter twice: where the summaries
+    cannot vouch, checked in one process, and replayed exactly): six identical results (report,
+    stderr and saved graph); the split session that replays exactly.
 
     `pure_too=False`: the compiled runs only, for inputs that are not `.lt` (`LOCKCHECK_PURE`
     chooses between the two `.lt` fast paths; other formats have one path).
@@ -73,10 +74,11 @@ def _same(paths: list[str], monkeypatch, pure_too: bool = True, **options) -> Ch
     split = None
     for pure in ("1", "0") if pure_too else ("0",):
         monkeypatch.setenv("LOCKCHECK_PURE", pure)
-        for n in (1, 2):
+        for n, replay in ((1, False), (2, False), (2, True)):
+            monkeypatch.setattr(jobs, "REPLAY_LOCALLY", replay)
             status, doc, err, session, graph = _check(paths, n, **options)
             results.append((status, doc, err, graph))
-            if n == 2:
+            if replay:
                 split = session
     assert hotpath.compiled(), "the compiled core is not built: the compiled runs would be pure Python"
     assert results[1:] == results[:1] * (len(results) - 1)
@@ -146,7 +148,9 @@ def test_the_first_dependency_that_closes_a_cycle_is_the_one_reported(tmp_path, 
     session = _same([str(path)], monkeypatch)
     assert session.parallel_fallback is None
     assert session.parallel_unsure is not None  # the cycle closes where the parts meet: replayed exactly
-    _, doc, *_ = _check([str(path)], 2)
+    monkeypatch.setattr(jobs, "REPLAY_LOCALLY", False)
+    _, doc, _, local, _ = _check([str(path)], 2)
+    assert "where the parts meet" in local.parallel_fallback  # by default: checked in one process
     [finding] = doc["findings"]
     assert finding["location"].endswith("t.lt:11") and finding["task"] == p1
     assert finding["chain"][0]["evidence"]["line"] == 2  # A -> B as first seen, by p0
@@ -240,7 +244,8 @@ def _same_in_process(lines: list[str], tmp_path_factory) -> list[CheckSession]:
     path.write_text("\n".join(lines) + "\n")
     expected = _visible(_check([str(path)], 1))
     sessions = []
-    real = jobs.run_pool, jobs.stream_pool, jobs.stop_streams
+    real = jobs.run_pool, jobs.stream_pool, jobs.stop_streams, jobs.REPLAY_LOCALLY
+    jobs.REPLAY_LOCALLY = True
     jobs.run_pool = lambda options, groups, summary=False: [jobs.map_shards(options, group, summary=summary)
                                                             for group in groups]
     jobs.stream_pool = lambda options, groups, summary=False: [_InProcess(jobs.map_shards(options, group,
@@ -253,7 +258,7 @@ def _same_in_process(lines: list[str], tmp_path_factory) -> list[CheckSession]:
             assert _visible(result) == expected
             sessions.append(result[3])
     finally:
-        jobs.run_pool, jobs.stream_pool, jobs.stop_streams = real
+        jobs.run_pool, jobs.stream_pool, jobs.stop_streams, jobs.REPLAY_LOCALLY = real
     return sessions
 
 
