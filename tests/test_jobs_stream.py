@@ -47,6 +47,54 @@ def test_streamed_batches_are_the_candidates_returned_at_the_end(tmp_path: Path,
         assert (streamed.events, streamed.tasks) == (whole.events, whole.tasks)
 
 
+@pytest.mark.parametrize("parts", [1, 2])
+def test_streamed_summaries_are_the_records_returned_at_the_end(tmp_path: Path, parts: int) -> None:
+    path = _trace(tmp_path)
+    for part in range(parts):
+        shards = [jobs.Shard(0, path, part, parts)]
+        whole = jobs.map_shards(OPTIONS, shards, summary=True)
+        batches: list = []
+        streamed = jobs.map_shards(OPTIONS, shards, sink=batches.append, summary=True)
+        assert len(whole.records) > 2 * jobs.STREAM_BATCH and len(batches) > 2
+        assert streamed.records == [] and [r for batch in batches for r in batch] == whole.records
+        assert (streamed.events, streamed.tasks, streamed.validations) == (whole.events, whole.tasks,
+                                                                           whole.validations)
+
+
+def test_a_stream_pool_of_summaries_merges_as_the_pool_that_waits(tmp_path: Path) -> None:
+    from lockcheck.checker import Checker
+
+    path = _trace(tmp_path)
+    groups = jobs.plan([path], [os.path.getsize(path)], 2)
+    graphs = []
+    for streamed in (True, False):
+        checker = Checker()
+        if streamed:
+            streams = jobs.stream_pool(OPTIONS, groups, summary=True)
+            try:
+                jobs.merge_summaries(streams, checker, lambda name, module: None)
+            finally:
+                jobs.stop_streams(streams)
+        else:
+            jobs.merge_summaries([jobs.map_shards(OPTIONS, group, summary=True) for group in groups], checker,
+                                 lambda name, module: None)
+        graphs.append([(a, b, sorted(data.items())) for a, b, data in checker.graph.nx.edges(data=True)])
+    assert graphs[0] == graphs[1] and len(graphs[0]) > 100
+
+
+def test_a_worker_that_finds_something_ends_the_summaries(tmp_path: Path) -> None:
+    path = tmp_path / "recursive.lt"
+    path.write_text("#lockcheck-trace v1\nT1 acquire A\nT1 acquire A\n")
+    streams = jobs.stream_pool(OPTIONS, [[jobs.Shard(0, str(path), 0, 2)], [jobs.Shard(0, str(path), 1, 2)]],
+                               summary=True)
+    try:
+        with pytest.raises(jobs.Unsure, match="recursive-locking"):
+            for stream in streams:
+                list(stream.records)
+    finally:
+        jobs.stop_streams(streams)
+
+
 def test_a_stream_pool_gives_each_workers_candidates_then_its_result(tmp_path: Path) -> None:
     path = _trace(tmp_path)
     groups = jobs.plan([path], [os.path.getsize(path)], 2)
@@ -94,6 +142,7 @@ def test_the_session_merges_streams(tmp_path: Path, monkeypatch) -> None:
     path = str(ROOT / "traces" / "mm_take_all_locks.lt")
     used = []
     real = jobs.stream_pool
-    monkeypatch.setattr(jobs, "stream_pool", lambda options, groups: used.append(len(groups)) or real(options, groups))
+    monkeypatch.setattr(jobs, "stream_pool", lambda options, groups, summary=False:
+                        used.append(len(groups)) or real(options, groups, summary=summary))
     assert _visible(_check([path], 2)) == _visible(_check([path], 1))
     assert used == [2]
