@@ -532,8 +532,9 @@ class SummaryChecker(Checker):
         self._mine: dict[str, bool] = {}
         self.irq.mark_lock = self._mark_lock
         self.irq._note = self._note
-        # a task's irq trace (`TaskState.irq_events`) is read by reports only, and a part makes none
-        self.irq._irq_event = _no_irq_trace
+        # every chain a re-acquisition validates goes through `validate_chain`, to be recorded (the quick
+        # path caches a chain head's key itself; with no dependencies here it would take no other)
+        self.quick_reacquire = False
 
     @property
     def shard(self) -> Optional[Shard]:
@@ -619,10 +620,6 @@ class SummaryChecker(Checker):
         self._deps.append((prev.cls, prev.read, nxt.cls, nxt.read, distance,
                            (ev.file, ev.line, task.name, ev.at, ev.ts), _held_site(prev)))
         return True
-
-
-def _no_irq_trace(task: TaskState, op: str, ev: Event) -> None:
-    """`IrqValidator._irq_event` in a part: nothing (see `SummaryChecker`)."""
 
 
 def _held_site(h: HeldLock) -> tuple:

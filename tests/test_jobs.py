@@ -331,6 +331,34 @@ def test_generated_multi_task_traces_give_the_same_result_split(lines, tmp_path_
         # the exact replay's own limit: a usage bit or chain one part set and the merged checker refused
         assert session.parallel_fallback is None or "in the merged run" in session.parallel_fallback
         event("summaries served" if session.parallel_unsure is None else "replayed exactly")
+    path = tmp_path_factory.mktemp("state") / "t.lt"
+    path.write_text("\n".join(lines) + "\n")
+    _same_state_merged(str(path))
+
+
+def _same_state_merged(path: str) -> None:
+    """Where the summaries of a two-way split serve, the merged checker's state is the one-process
+    checker's, beyond what a report shows: the chain cache, the order classes and dependencies were
+    added in, the counts of chains validated and cache hits."""
+    from lockcheck.checker import Checker
+
+    options = SessionOptions(progress=False)
+    one, _, _ = CheckSession(options, stderr=io.StringIO()).check([path])
+    results = [jobs.map_shards(options, [jobs.Shard(0, path, part, 2)], summary=True) for part in (0, 1)]
+    if any(r.unsure is not None or r.fallback is not None for r in results):
+        return
+    merged = Checker()
+    try:
+        chains = jobs.merge_summaries(results, merged, lambda name, module: merged.open_trace(False))
+    except jobs.Unsure:
+        return
+    jobs.finish(results, merged, None, sum(r.tasks for r in results), chains)
+    assert merged.chain_cache == one.chain_cache
+    assert (merged.stats.chains, merged.stats.chain_hits, merged.stats.events) == \
+        (one.stats.chains, one.stats.chain_hits, one.stats.events)
+    assert list(merged.graph._node.items()) == list(one.graph._node.items())
+    assert [(cls, list(after.items())) for cls, after in merged.graph._succ.items()] == \
+        [(cls, list(after.items())) for cls, after in one.graph._succ.items()]
 
 
 class _InProcess:
