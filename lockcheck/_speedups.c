@@ -926,6 +926,8 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
             return PyErr_Occurred() ? -1 : 0;
         t.kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(info, I_KIND));
         t.seen = PyLong_AsLong(PyTuple_GET_ITEM(info, I_SEEN));
+        if (t.kind > K_STATS)
+            return 0; /* an irq-state op or exit: the Python loop's */
     }
     if (stamp != NULL) {
         int ok = read_stamp(stamp, tail_len - rest_len - 4, t.seen, 1, &cpu); /* every fast op takes cpu= */

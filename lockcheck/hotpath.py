@@ -29,10 +29,13 @@ import os
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional
 
+from lockcheck import events as E
 from lockcheck.checker import MAX_LOCK_DEPTH, Checker
 from lockcheck.events import LOST_EVENTS, RUN, Event
+from lockcheck.findings import Evidence
 from lockcheck.readers import lt
-from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock
+from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, TaskState, usage_needs
+from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
 
 #: `.lt` mode words -> lockdep's read argument
 _MODES = {"write": 0, "read": 1, "rread": 2}
@@ -94,7 +97,9 @@ TICK = 0xFFFF
 # Option words: what each sets, as a bit (a repeated one sends the line to the grammar).
 _AT, _TS, _CPU, _MODE, _TRY, _SUBCLASS, _NEST = 1, 2, 4, 8, 16, 32, 64
 #: the options each op takes on the fast path (the spec's table; others go to the grammar)
-_TAKES = {"acquire": 127, "release": _AT | _TS | _CPU, "contended": _AT | _TS | _CPU, "acquired": _TS | _CPU}
+_TAKES = {"acquire": 127, "release": _AT | _TS | _CPU, "contended": _AT | _TS | _CPU, "acquired": _TS | _CPU,
+          **{op: _AT | _TS | _CPU for op in (E.IRQS_ON, E.IRQS_OFF, E.SOFTIRQS_ON, E.SOFTIRQS_OFF)},
+          **{op: _TS | _CPU for op in (E.HARDIRQ_ENTER, E.HARDIRQ_EXIT, E.SOFTIRQ_ENTER, E.SOFTIRQ_EXIT, E.EXIT)}}
 #: cached words and lock fields are forgotten beyond this many (addresses are unbounded)
 _CACHE_LIMIT = 1 << 16
 
@@ -143,29 +148,37 @@ def _holds(held: list, lock: str, instance: Optional[str]) -> bool:
 
 
 # What `_scan_tail` makes of the text after the task: (op kind, bits of the options seen, cpu, ...).
-_ACQUIRE, _RELEASE, _STATS = 1, 2, 3
-_KINDS = {"acquire": _ACQUIRE, "release": _RELEASE, "contended": _STATS, "acquired": _STATS}
+_ACQUIRE, _RELEASE, _STATS, _IRQ, _EXIT = 1, 2, 3, 4, 5
+_KINDS = {"acquire": _ACQUIRE, "release": _RELEASE, "contended": _STATS, "acquired": _STATS, E.EXIT: _EXIT,
+          **{op: _IRQ for op in E.IRQ_OPS}}
 
 
 def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
     """The text of a line after `TASK `, read as `scan_fast` reads it; None: not for the fast path.
 
     `(_ACQUIRE, seen, cpu, release, cls, lock, instance, read, trylock, subclass, nest, class node)`,
-    `(_RELEASE, seen, cpu, release, lock, instance)` or `(_STATS, seen, cpu)`; `seen` has the bit
-    of each option given, `release` is the text of the plain release of that lock.  An acquisition of a class the graph lacks is not for the fast path.
+    `(_RELEASE, seen, cpu, release, lock, instance)`, `(_STATS, seen, cpu)`, `(_IRQ, seen, cpu, op)`
+    (an irq-state op) or `(_EXIT, seen, cpu)`; `seen` has the bit of each option given, `release`
+    is the text of the plain release of that lock.  An acquisition of a class the graph lacks is
+    not for the fast path.
     """
     parts = tail.split(" ")
     kind = _KINDS.get(parts[0])
-    if kind is None or len(parts) < 2:
+    if kind is None:
         return None
-    known = _lock_field(parts[1])
-    if known is None:
-        return None
+    first = 1 if kind >= _IRQ else 2  # irq-state ops and exit name no lock
+    known = None
+    if first == 2:
+        if len(parts) < 2:
+            return None
+        known = _lock_field(parts[1])
+        if known is None:
+            return None
     takes = _TAKES[parts[0]]
     seen = read = subclass = 0
     trylock = False
     cpu = nest = None
-    for word in parts[2:]:
+    for word in parts[first:]:
         code = _option(word)
         if code is None:
             return None
@@ -183,7 +196,11 @@ def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
             subclass = value
         elif bit == _NEST:
             nest = value
-    lock, instance = known
+    if kind == _IRQ:
+        return (kind, seen, cpu, parts[0])
+    if kind == _EXIT:
+        return (kind, seen, cpu)
+    lock, instance = known  # type: ignore[misc]
     if kind == _ACQUIRE:
         cls = f"{lock}/{subclass}" if subclass else lock
         node = classes.get(cls)
@@ -232,7 +249,8 @@ _CPU_WORDS: dict = {}
 _UNREAD = object()
 
 
-_TAKES_BY_KIND = {_ACQUIRE: _TAKES["acquire"], _RELEASE: _TAKES["release"], _STATS: _TAKES["acquired"]}
+_TAKES_BY_KIND = {_ACQUIRE: _TAKES["acquire"], _RELEASE: _TAKES["release"], _STATS: _TAKES["acquired"],
+                  _IRQ: _TS | _CPU, _EXIT: _TS | _CPU}
 
 
 def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
@@ -423,6 +441,21 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                     task.cpu = cpu
                                 events += 1
                                 continue
+                    elif kind == _IRQ:
+                        # -- irq.py's handler, when it marks no usage bit and notes nothing ------------
+                        if irq_change(task, held, info[3], classes, line, file, lineno):
+                            if cpu is not None:
+                                task.cpu = cpu
+                            task_view[task_key] = _view(task)
+                            events += 1
+                            continue
+                    elif kind == _EXIT:
+                        # -- Checker._op_exit of a task holding nothing: nothing to report -------------
+                        if not held:
+                            if cpu is not None:
+                                task.cpu = cpu
+                            events += 1
+                            continue
                     else:  # contended, acquired: statistics, not validation
                         if cpu is not None:
                             task.cpu = cpu
@@ -470,6 +503,93 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
         events, hits = take()
         stats.events += events
         stats.chain_hits += hits
+
+
+def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, file: str, lineno: int) -> bool:
+    """Apply the irq-state op `op` of `line` as `IrqValidator`'s handler would, if that marks no
+    usage bit and notes nothing (True); else change nothing (False: the full checker's).
+
+    Turning hardirqs (softirqs) on marks every checked held lock ENABLED_HARDIRQ (ENABLED_SOFTIRQ,
+    _READ for a reader; `mark_held_locks`): when the held classes have those bits already, that
+    marks nothing and validates nothing, and the change is the task's state alone.  A real
+    on/off transition is stamped as `IrqValidator._irq_event` stamps it, its evidence deferred
+    (`tasks.irq_event` reads it back).  An exit without its enter, or `irqs-on` inside a
+    hardirq handler, leaves a note: the full checker's.
+    """
+    if op == E.IRQS_OFF:
+        if task.hardirqs_enabled:
+            task.hardirqs_enabled = False
+            _defer_irq_event(task, op, line, file, lineno)
+    elif op == E.IRQS_ON:
+        if not task.hardirqs_enabled:  # else redundant_hardirqs_on
+            if task.hardirq_depth:
+                return False
+            if held:
+                soft = task.softirqs_enabled and not task.softirq_depth
+                if not _marked(held, nodes, (1 << ENABLED_HARDIRQ) | (1 << ENABLED_SOFTIRQ if soft else 0)):
+                    return False
+            task.hardirqs_enabled = True
+            _defer_irq_event(task, op, line, file, lineno)
+    elif op == E.SOFTIRQS_OFF:
+        if not task.softirqs_enabled:
+            return True
+        task.softirqs_enabled = False
+    elif op == E.SOFTIRQS_ON:
+        if task.softirqs_enabled:
+            return True  # redundant_softirqs_on
+        if (held and not task.softirq_depth and task.hardirqs_enabled and not task.hardirq_depth
+                and not _marked(held, nodes, 1 << ENABLED_SOFTIRQ)):
+            return False
+        task.softirqs_enabled = True
+    elif op == E.HARDIRQ_ENTER:
+        task.hardirq_depth += 1
+    elif op == E.SOFTIRQ_ENTER:
+        task.softirq_depth += 1
+    elif op == E.HARDIRQ_EXIT:
+        if not task.hardirq_depth:
+            return False
+        task.hardirq_depth -= 1
+    elif op == E.SOFTIRQ_EXIT:
+        if not task.softirq_depth:
+            return False
+        task.softirq_depth -= 1
+    else:
+        return False
+    if op == E.SOFTIRQS_OFF or op == E.SOFTIRQS_ON:
+        _defer_irq_event(task, op, line, file, lineno)
+    task.usage_need = usage_needs(task)
+    return True
+
+
+def _marked(held: list, nodes: dict, bits: int) -> bool:
+    """Whether every checked held lock's class has `bits` (shifted to _READ for a reader)."""
+    read_bits = bits << READ_MASK
+    for entry in held:
+        if entry.__class__ is tuple:
+            cls, read = entry[CLS], entry[READ]
+        elif entry.check:
+            cls, read = entry.cls, entry.read
+        else:
+            continue
+        want = read_bits if read else bits
+        if nodes[cls]["usage"] & want != want:
+            return False
+    return True
+
+
+def _defer_irq_event(task: TaskState, op: str, line: str, file: str, lineno: int) -> None:
+    """`IrqValidator._irq_event` without reading the line: its evidence is read back if asked."""
+    irq_events = task.irq_events
+    stamp = irq_events.get("stamp", 0) + 1  # type: ignore[operator]
+    irq_events["stamp"] = stamp
+    irq_events[op] = (stamp, irq_evidence, line, file, lineno, task.name)
+
+
+def irq_evidence(line: str, file: str, lineno: int, name: str) -> Evidence:
+    """The evidence of an irq-state change the fast path took (`tasks.irq_event`): its line read
+    back (`lt.scan_fast` takes every line the fast path takes)."""
+    ev = lt.scan_fast(line, file, lineno)
+    return Evidence(file, lineno, name, ev.at, ev.ts)  # type: ignore[union-attr]
 
 
 def _view(task) -> tuple:

@@ -171,6 +171,21 @@ class TaskState:
 # -- irq state of a task ------------------------------------------------------------------
 
 
+def irq_event(task: "TaskState", op: str) -> Optional[tuple]:
+    """`task.irq_events[op]`, `(stamp, Evidence)` or None, its evidence read back now if deferred.
+
+    The `.lt` fast path (`lockcheck.hotpath`) records an irq-state change
+    without reading its line: `(stamp, read, *where)`, where `read(*where)`
+    makes the `Evidence` -- only when a report (or `lockcheck.jobs`) asks.
+    """
+    seen = task.irq_events.get(op)
+    if seen is not None and len(seen) > 2:  # type: ignore[arg-type]
+        seen = task.irq_events[op] = (seen[0], seen[1](*seen[2:]))  # type: ignore[index]
+    return seen  # type: ignore[return-value]
+
+
+
+
 def hardirqs_off(task: "TaskState") -> bool:
     """Whether an acquisition now happens with hardirqs disabled."""
     return not task.hardirqs_enabled or task.hardirq_depth > 0
