@@ -269,6 +269,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     tasks = checker.tasks
     cache = checker.chain_cache
     classes = checker.graph._node
+    quick = checker.quick_reacquire
     stats = checker.stats
     scan = lt.scan_fast
     parse_line = lt.parse_line
@@ -437,6 +438,12 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                 task.chain_key = top.prev_chain_key
                             else:
                                 top = None
+                            if top is None and quick:
+                                # -- lock_release of a lock further down, every re-acquired chain a hit ----
+                                moved = release_out_of_order(task, held, info[4], info[5], classes, cache)
+                                if moved >= 0:
+                                    hits += moved
+                                    top = held
                             if top is not None:
                                 if cpu is not None:
                                     task.cpu = cpu
@@ -504,6 +511,83 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
         events, hits = take()
         stats.events += events
         stats.chain_hits += hits
+
+
+def release_out_of_order(task: TaskState, held: list, lock: str, instance: Optional[str], nodes: dict,
+                         cache: set) -> int:
+    """`Checker.lock_release` of a held lock that is not the innermost, when every lock above it
+    is re-acquired (`reacquire_held_locks`) onto a cached chain marking no usage bit: applied
+    here, the number of chain-cache hits; -1: nothing changed, the full checker's.
+
+    A re-acquisition whose new chain is cached validates nothing, whichever of lockdep's steps
+    takes it (`Checker.reacquire_held_locks`'s quick one or `lock_acquire`): the lock is pushed
+    again in the task's irq context now, with its new chain key.  The locks above must be the
+    fast path's entries without a nest lock (`lock_acquire` would look for it); all is checked
+    before anything changes.
+    """
+    index = _find_held(held, lock, instance)
+    if index is None:
+        return -1
+    found = held[index]
+    if found.__class__ is tuple:
+        if found[REFERENCES]:
+            return -1
+        chain_key = found[PREV_KEY]
+    else:
+        if found.references:
+            return -1
+        chain_key = found.prev_chain_key
+    irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
+    need = task.usage_need
+    if index:
+        below = held[index - 1]
+        below_context = below[IRQ_CONTEXT] if below.__class__ is tuple else below.irq_context
+    else:
+        below_context = None  # no lock below: the chain goes on from the key (lock_acquire at depth 0)
+    moved = []
+    hits = 0
+    for again in held[index + 1:]:
+        if again.__class__ is not tuple or again[NEST] is not None:
+            return -1
+        cls, read, trylock = again[CLS], again[READ], again[TRYLOCK]
+        if need[(1 if read else 0) | (2 if trylock else 0) | (4 if again[HARDIRQS_OFF] else 0)] \
+                & ~nodes[cls]["usage"]:
+            return -1  # a new usage bit: mark_usage
+        next_key = hash((INITIAL_CHAIN_KEY if below_context is not None and below_context != irq_context
+                         else chain_key, cls, read))
+        if not trylock:
+            if next_key not in cache:
+                return -1  # a new chain: validate_chain
+            hits += 1
+        moved.append(again[:PREV_KEY] + (chain_key, irq_context) + again[IRQ_CONTEXT + 1:])
+        below_context = irq_context
+        chain_key = next_key
+    del held[index:]
+    held += moved
+    task.chain_key = chain_key
+    return hits
+
+
+def _find_held(held: list, lock: str, instance: Optional[str]) -> Optional[int]:
+    """`Checker.find_held_lock` over a stack of tuples and `HeldLock`s: top-down, not crossing
+    into another irq context."""
+    i = len(held) - 1
+    while i >= 0:
+        entry = held[i]
+        if entry.__class__ is tuple:
+            if entry[LOCK] == lock and (entry[INSTANCE] == instance or (entry[REFERENCES] and entry[SUBCLASS] == 0)):
+                return i
+            context = entry[IRQ_CONTEXT]
+        else:
+            if entry.matches(lock, instance):
+                return i
+            context = entry.irq_context
+        i -= 1
+        if i >= 0:
+            below = held[i]
+            if (below[IRQ_CONTEXT] if below.__class__ is tuple else below.irq_context) != context:
+                return None
+    return None
 
 
 def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, file: str, lineno: int) -> bool:

@@ -39,12 +39,12 @@ def _irq_state(checker: Checker) -> dict:
     return state
 
 
-def _run(lines: list[str], core: str) -> tuple[dict, list[str]]:
+def _run(lines: list[str], core: str) -> tuple[dict, list[tuple[str, int]]]:
     """A check of `lines` (`core`: "plain", or a fast-path core of `test_hotpath.CORES`): what it
-    leaves, and the ops of the lines that went to the full checker as events."""
+    leaves, and the op and line number of each line that went to the full checker as an event."""
     checker = Checker()
     checker.open_trace(False)
-    fed: list[str] = []
+    fed: list[tuple[str, int]] = []
     if core == "plain":
         events = lt.parse(lines, "gen.lt")
     else:
@@ -61,20 +61,23 @@ def _run(lines: list[str], core: str) -> tuple[dict, list[str]]:
     return outcome, fed
 
 
-def _fed(checker: Checker, events, fed: list[str]):
-    """Feed each event as `Checker.run` does (before the next line is read), noting its op."""
+def _fed(checker: Checker, events, fed: list[tuple[str, int]]):
+    """Feed each event as `Checker.run` does (before the next line is read), noting it."""
     for ev in events:
-        fed.append(ev.op)
+        fed.append((ev.op, ev.line))
         yield from checker.feed(ev)
 
 
-def _same_everywhere(lines: list[str]) -> dict[str, list[str]]:
-    """Plain, pure fast path and compiled core leave the same; the ops each fast core fed."""
+def _same_everywhere(lines: list[str], numbered: bool = False) -> dict[str, list]:
+    """Plain, pure fast path and compiled core leave the same; the ops each fast core fed (with
+    their line numbers: `numbered`)."""
     expected, _ = _run(lines, "plain")
     fed = {}
     for core in CORES:
         outcome, fed[core] = _run(lines, core)
         assert outcome == expected, core
+        if not numbered:
+            fed[core] = [op for op, _ in fed[core]]
     return fed
 
 
@@ -149,9 +152,23 @@ def test_what_the_fast_path_leaves_to_the_full_checker() -> None:
 
 
 def test_out_of_order_releases_are_the_plain_path() -> None:
-    lines = ["T1 acquire A", "T1 acquire B read", "T1 acquire C", "T1 release A", "T1 release C", "T1 release B",
-             "T1 irqs-off", "T1 acquire A", "T1 acquire B", "T1 release A", "T1 irqs-on", "T1 release B"]
-    _same_everywhere(lines * 3)
+    """A release below the top re-acquires the locks above it (`reacquire_held_locks`): on the
+    fast path when every new chain is cached and marks nothing -- a trylock above, a chain that
+    starts afresh in a handler above a process-context lock included; a nest lock above is the
+    full checker's."""
+    lines = ["T1 acquire A", "T1 acquire B read", "T1 acquire D try", "T1 acquire C", "T1 release A",
+             "T1 release C", "T1 release D", "T1 release B",
+             "T1 irqs-off", "T1 acquire A", "T1 acquire B", "T1 release A", "T1 irqs-on", "T1 release B",
+             "T1 acquire A", "T1 softirqs-off", "T1 softirq-enter", "T1 acquire B", "T1 acquire C", "T1 release B",
+             "T1 release C", "T1 softirq-exit", "T1 softirqs-on", "T1 release A",
+             "T1 acquire N", "T1 acquire A", "T1 acquire B@1 nest=N", "T1 release A", "T1 release B@1",
+             "T1 release N"]
+    nest_release = len(lines) - 2  # `T1 release A` under `T1 acquire B@1 nest=N`
+    for core, fed in _same_everywhere(lines * 3, numbered=True).items():
+        # the third pass finds every chain and usage bit known: only the nest case is fed
+        assert [(op, line) for op, line in fed if line > 2 * len(lines)] == [
+            ("release", nest_release + 2 * len(lines))], core
+        assert sum(op == "release" for op, line in fed if line <= len(lines)) >= 3, core  # the first: new chains
 
 
 def test_the_split_reads_deferred_irq_events(tmp_path, monkeypatch) -> None:
