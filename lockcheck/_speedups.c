@@ -82,6 +82,7 @@ typedef struct {
     PyObject *reader;      /* hotpath.irq_evidence: reads a deferred irq event's evidence back */
     PyObject *usage_needs; /* tasks.usage_needs */
     long hard_bits, soft_bits, read_shift;
+    int quick;             /* releases below the top applied here (Checker.quick_reacquire) */
 } LineFilter;
 
 /* Direct-mapped caches of str keys: a line's task and rest are looked up in the Python dicts
@@ -148,10 +149,12 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
         *usage_needs = NULL;
     Py_ssize_t depth_limit;
     long tick, hard_bits = 0, soft_bits = 0, read_shift = 0;
-    if (!PyArg_ParseTuple(args, "OO!O!O!Onl|O!(OOOlll)", &lines, &PyDict_Type, &views, &PyDict_Type, &tails,
+    int quick = 0;
+    if (!PyArg_ParseTuple(args, "OO!O!O!Onl|O!(OOOlllp)", &lines, &PyDict_Type, &views, &PyDict_Type, &tails,
                           &PySet_Type, &cache, &initial, &depth_limit, &tick, &PyDict_Type, &classes, &file,
-                          &reader, &usage_needs, &hard_bits, &soft_bits, &read_shift))
+                          &reader, &usage_needs, &hard_bits, &soft_bits, &read_shift, &quick))
         return -1;
+    self->quick = quick;
     Py_XINCREF(file);
     Py_XSETREF(self->file, file);
     Py_XINCREF(reader);
@@ -833,8 +836,8 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
 }
 
 /* Checker.feed's release of the innermost lock (lock_release's, merged): 1 applied, 0 not. */
-static int apply_release(LineFilter *self, PyObject *task, PyObject *held, PyObject *top, long cpu,
-                         PyObject *info, const Tail *t) {
+static int release_innermost(LineFilter *self, PyObject *task, PyObject *held, PyObject *top, long cpu,
+                             PyObject *info, const Tail *t) {
     if (top == NULL)
         return 0;
     PyObject *lock = NULL, *instance = NULL;
@@ -886,6 +889,174 @@ static int apply_release(LineFilter *self, PyObject *task, PyObject *held, PyObj
         return -1;
     self->events++;
     return 1;
+}
+
+static int long_attr(PyObject *obj, PyObject *name, long *out);
+
+/* ---- a release below the top (hotpath.release_out_of_order) ----------------------------------- */
+
+/* hotpath._find_held over tuple entries: the index of the held lock, -1 not found (or a HeldLock
+ * on the way: the Python side's), -2 on error. */
+static Py_ssize_t find_held(PyObject *held, PyObject *lock, PyObject *instance) {
+    for (Py_ssize_t i = PyList_GET_SIZE(held) - 1; i >= 0; i--) {
+        PyObject *entry = PyList_GET_ITEM(held, i);
+        if (!PyTuple_CheckExact(entry))
+            return -1;
+        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_LOCK), lock, Py_EQ);
+        if (same > 0) {
+            same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_INSTANCE), instance, Py_EQ);
+            if (same == 0 && PyObject_IsTrue(PyTuple_GET_ITEM(entry, E_REFERENCES)) &&
+                PyLong_AsLong(PyTuple_GET_ITEM(entry, E_SUBCLASS)) == 0)
+                same = 1;
+        }
+        if (same < 0)
+            return -2;
+        if (same)
+            return i;
+        if (i > 0) {
+            /* not crossing into another irq context */
+            PyObject *below = PyList_GET_ITEM(held, i - 1);
+            PyObject *context;
+            if (PyTuple_CheckExact(below)) {
+                context = PyTuple_GET_ITEM(below, E_IRQ_CONTEXT);
+                Py_INCREF(context);
+            } else {
+                context = PyObject_GetAttr(below, s_irq_context);
+                if (context == NULL)
+                    return -2;
+            }
+            same = PyObject_RichCompareBool(context, PyTuple_GET_ITEM(entry, E_IRQ_CONTEXT), Py_EQ);
+            Py_DECREF(context);
+            if (same <= 0)
+                return same < 0 ? -2 : -1;
+        }
+    }
+    return -1;
+}
+
+/* hotpath.release_out_of_order: the release of `lock`/`instance` below the top, when every lock
+ * above re-acquires onto a cached chain marking no usage bit: 1 applied, 0 nothing changed, -1. */
+static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *lock,
+                         PyObject *instance, long cpu) {
+    if (self->classes == NULL)
+        return 0;
+    Py_ssize_t index = find_held(held, lock, instance);
+    if (index < 0)
+        return index == -2 ? -1 : 0;
+    PyObject *found = PyList_GET_ITEM(held, index);
+    if (PyObject_IsTrue(PyTuple_GET_ITEM(found, E_REFERENCES)))
+        return 0;
+    long irq_context = PyLong_AsLong(PyTuple_GET_ITEM(view, V_IRQ_CONTEXT));
+    long below_context = -1; /* no lock below: the chain goes on from the key */
+    if (index > 0) {
+        PyObject *below = PyList_GET_ITEM(held, index - 1);
+        if (PyTuple_CheckExact(below)) {
+            below_context = PyLong_AsLong(PyTuple_GET_ITEM(below, E_IRQ_CONTEXT));
+        } else if (long_attr(below, s_irq_context, &below_context) < 0) {
+            return -1;
+        }
+    }
+    PyObject *need = PyObject_GetAttr(task, s_usage_need);
+    if (need == NULL)
+        return -1;
+    Py_ssize_t size = PyList_GET_SIZE(held);
+    PyObject *moved = PyList_New(0);
+    PyObject *chain_key = PyTuple_GET_ITEM(found, E_PREV_KEY);
+    Py_INCREF(chain_key);
+    long hits = 0;
+    int r = moved == NULL || !PyList_Check(need) || PyList_GET_SIZE(need) != 8 ? -1 : 1;
+    for (Py_ssize_t i = index + 1; r > 0 && i < size; i++) {
+        PyObject *again = PyList_GET_ITEM(held, i);
+        if (PyTuple_GET_ITEM(again, E_NEST) != Py_None) {
+            r = 0;
+            break;
+        }
+        PyObject *cls = PyTuple_GET_ITEM(again, E_CLS), *read = PyTuple_GET_ITEM(again, E_READ);
+        int trylock = PyTuple_GET_ITEM(again, E_TRYLOCK) == Py_True;
+        long read_mode = PyLong_AsLong(read);
+        int off = PyObject_IsTrue(PyTuple_GET_ITEM(again, E_HARDIRQS_OFF));
+        long wanted = PyLong_AsLong(PyList_GET_ITEM(need, (read_mode ? 1 : 0) | (trylock ? 2 : 0) | (off ? 4 : 0)));
+        PyObject *node = PyDict_GetItemWithError(self->classes, cls);
+        PyObject *usage = node && PyDict_Check(node) ? PyDict_GetItemWithError(node, s_usage) : NULL;
+        if (usage == NULL) {
+            r = PyErr_Occurred() ? -1 : 0;
+            break;
+        }
+        if (wanted & ~PyLong_AsLong(usage)) {
+            r = 0; /* a new usage bit: mark_usage */
+            break;
+        }
+        Py_hash_t hash = hash3(below_context >= 0 && below_context != irq_context ? self->initial : chain_key, cls,
+                               read);
+        PyObject *next_key = hash == -1 ? NULL : PyLong_FromSsize_t(hash);
+        if (next_key == NULL) {
+            r = -1;
+            break;
+        }
+        if (!trylock) {
+            int cached = PySet_Contains(self->cache, next_key);
+            if (cached <= 0) {
+                Py_DECREF(next_key);
+                r = cached; /* a new chain: validate_chain */
+                break;
+            }
+            hits++;
+        }
+        PyObject *entry = PyTuple_New(E_SIZE);
+        if (entry == NULL) {
+            Py_DECREF(next_key);
+            r = -1;
+            break;
+        }
+        for (Py_ssize_t k = 0; k < E_SIZE; k++) {
+            PyObject *item = k == E_PREV_KEY ? chain_key
+                             : k == E_IRQ_CONTEXT ? small_ints[irq_context & 3] : PyTuple_GET_ITEM(again, k);
+            Py_INCREF(item);
+            PyTuple_SET_ITEM(entry, k, item);
+        }
+        PyObject_GC_UnTrack(entry);
+        int appended = PyList_Append(moved, entry);
+        Py_DECREF(entry);
+        Py_SETREF(chain_key, next_key);
+        below_context = irq_context;
+        if (appended < 0)
+            r = -1;
+    }
+    Py_DECREF(need);
+    if (r > 0) {
+        /* everything checked: the stack from the released lock up becomes the moved entries */
+        if (PyList_SetSlice(held, index, size, moved) < 0 || PyObject_SetAttr(task, s_chain_key, chain_key) < 0 ||
+            set_cpu(task, cpu) < 0) {
+            r = -1;
+        } else {
+            self->hits += hits;
+            self->events++;
+        }
+    }
+    Py_XDECREF(moved);
+    Py_DECREF(chain_key);
+    return r;
+}
+
+/* A release: of the innermost lock, or (Checker.quick_reacquire) of one below it. */
+static int apply_release(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *top, long cpu,
+                         PyObject *info, const Tail *t) {
+    int r = release_innermost(self, task, held, top, cpu, info, t);
+    if (r != 0 || !self->quick || top == NULL)
+        return r;
+    PyObject *lock, *instance;
+    if (info != NULL) {
+        lock = PyTuple_GET_ITEM(info, 4);
+        instance = PyTuple_GET_ITEM(info, 5);
+        Py_INCREF(lock);
+        Py_INCREF(instance);
+    } else if (tail_lock(t, &lock, &instance) < 0) {
+        return -1;
+    }
+    r = release_below(self, view, task, held, lock, instance, cpu);
+    Py_DECREF(lock);
+    Py_DECREF(instance);
+    return r;
 }
 
 /* ---- irq-state ops (hotpath.irq_change) ------------------------------------------------------- */
@@ -1179,7 +1350,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         return 1;
     }
     if (t.kind == K_RELEASE)
-        return apply_release(self, task, held, top, cpu, info, &t);
+        return apply_release(self, view, task, held, top, cpu, info, &t);
     if (t.kind == K_EXIT) {
         /* Checker._op_exit of a task holding nothing: nothing to report */
         if (top != NULL)
