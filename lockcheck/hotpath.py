@@ -1,17 +1,20 @@
 """The fast path: `.lt` lines applied to a checker without an `Event` per line.
 
-Most lines of a real trace change nothing but a held-lock stack: an
+Most lines of a real trace change nothing but a task's state: an
 acquisition whose chain lockdep has already validated (a chain-cache hit,
-no new usage bit) and the release of the innermost lock.  For those, the
+no new usage bit), the release of the innermost lock, a release further
+down whose re-acquired locks all land on cached chains
+(`release_out_of_order`), an irq-state change that marks no usage bit
+(`irq_change`: its evidence deferred, read back by `tasks.irq_event` only
+when a report cites it), an exit holding nothing.  For those, the
 plain pipeline builds an `Event` (reader), then a `HeldLock` (checker) and
 throws both away a few lines later.  Here one loop reads such a line,
 interns nothing it does not need, and does what `Checker.feed` would do to
-the task's state -- push or pop, chain key, statistics -- without either
-object.  Everything else (new tasks, chain-cache misses, new usage bits,
-irq and exit events, out-of-order releases, `nest=`, `subclass=`,
-`nocheck`, directives, lines `scan_fast` would not take) is handed on as
-an `Event` to the full checker, which stays the one place lockdep's
-semantics live.  So the fast path can only ever be *equal* to the plain
+the task's state -- push or pop, chain key, irq state, statistics --
+without either object.  Everything else (new tasks, chain-cache misses,
+new usage bits, notes, findings, `nocheck`, directives, lines `scan_fast`
+would not take) is handed on as an `Event` to the full checker, which
+stays the one place lockdep's semantics live.  So the fast path can only ever be *equal* to the plain
 one: `tests/test_hotpath.py` holds it to identical findings, graph and
 statistics.
 
