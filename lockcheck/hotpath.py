@@ -14,9 +14,10 @@ the task's state -- push or pop, chain key, irq state, statistics --
 without either object.  Everything else (new tasks, chain-cache misses,
 new usage bits, notes, findings, `nocheck`, directives, lines `scan_fast`
 would not take) is handed on as an `Event` to the full checker, which
-stays the one place lockdep's semantics live.  So the fast path can only ever be *equal* to the plain
-one: `tests/test_hotpath.py` holds it to identical findings, graph and
-statistics.
+stays the one place lockdep's semantics live.  So the fast path can only
+ever be *equal* to the plain one: `tests/test_hotpath.py` and
+`tests/test_hotpath_irq.py` hold it to identical findings, graph,
+statistics and task state.
 
 The fast path keeps its pushes on the task's stack as plain tuples
 (`_entry`); before the full checker looks at a task, `materialize` turns
@@ -441,13 +442,14 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                 task.chain_key = top.prev_chain_key
                             else:
                                 top = None
-                            if top is None and quick:
+                            released = top is not None
+                            if not released and quick:
                                 # -- lock_release of a lock further down, every re-acquired chain a hit ----
                                 moved = release_out_of_order(task, held, info[4], info[5], classes, cache)
-                                if moved >= 0:
+                                released = moved >= 0
+                                if released:
                                     hits += moved
-                                    top = held
-                            if top is not None:
+                            if released:
                                 if cpu is not None:
                                     task.cpu = cpu
                                 events += 1
