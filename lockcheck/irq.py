@@ -46,7 +46,7 @@ from lockcheck.usage import (
 )
 
 from lockcheck.tasks import (
-    HeldLock, TaskState, hardirqs_off, irq_state_text, snapshot, softirqs_enabled, task_finding, usage_index,
+    HeldLock, TaskState, hardirqs_off, irq_event, irq_state_text, snapshot, softirqs_enabled, task_finding, usage_index,
     usage_needs,
 )
 
@@ -366,7 +366,7 @@ class IrqValidator:
     def print_usage_bug(self, task: TaskState, hlock: HeldLock, prev_bit: int, new_bit: int, ev: Event) -> None:
         events: dict = {"stamp": task.irq_events.get("stamp", 0)}
         for op, key in _IRQ_EVENT_KEYS.items():
-            seen = task.irq_events.get(op)
+            seen = irq_event(task, op)
             events[key] = list(seen) if seen is not None else None
         details = {
             "prev_bit": usage_str(prev_bit),

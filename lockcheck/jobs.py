@@ -109,7 +109,7 @@ from lockcheck.events import Event
 from lockcheck.findings import Evidence, Finding
 from lockcheck.graph import DepGraph
 from lockcheck.readers import lt
-from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, usage_needs
+from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, irq_event, usage_needs
 from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
 
 #: where the summaries cannot vouch (`Unsure`): True, `--jobs` replays the parts exactly (as
@@ -221,17 +221,17 @@ class _Wire:
             acquired = tuple(key for key in asked if key in task.acquired_ever)
         return TaskSnapshot(task.key, task.name, tuple(self.held(h) for h in task.held), task.chain_key,
                             task.hardirq_depth, task.softirq_depth, task.hardirqs_enabled, task.softirqs_enabled,
-                            task.cpu, acquired, _irq_rows(task.irq_events), task.irq_known)
+                            task.cpu, acquired, _irq_rows(task), task.irq_known)
 
 
-def _irq_rows(irq_events: dict) -> tuple:
+def _irq_rows(task: TaskState) -> tuple:
     """`TaskState.irq_events` as plain data: `("stamp", n)` and `(op, stamp, *Evidence fields)`."""
     rows = []
-    for op, value in irq_events.items():
+    for op, value in list(task.irq_events.items()):
         if op == "stamp":
             rows.append((op, value))
         else:
-            stamp, ev = value
+            stamp, ev = irq_event(task, op)  # type: ignore[misc]
             rows.append((op, stamp, ev.file, ev.line, ev.task, ev.at, ev.ts))
     return tuple(rows)
 
