@@ -954,6 +954,15 @@ def replay(results: list[MapResult], checker: Checker, opened: Callable[[str, An
                 raise Fallback(f"{ev.location}: a chain the part cached was not cached in the merged run")
 
 
+class _Site(NamedTuple):
+    """Where an event was, as far as a dependency's evidence reads it (an `Event`'s fields)."""
+
+    file: str
+    line: int
+    at: Optional[str]
+    ts: Optional[float]
+
+
 class _Named:
     """The task of a summarised dependency, as far as `Checker.check_prev_add` reads it: its name."""
 
@@ -979,7 +988,7 @@ class _Lock:
         site = self._site
         if len(site) == 3:
             return lt.scan_fast(*site)
-        return Evidence(site[0], site[1], "", site[2], site[3])
+        return _Site(site[0], site[1], site[2], site[3])
 
 
 def _unsure(what: str) -> Callable[..., None]:
@@ -1025,7 +1034,9 @@ def merge_summaries(results: list, checker: Checker, opened: Callable[[str, Any]
     notes = checker.stats.notes
     last = None
     try:
-        for record in heapq.merge(*streams, key=_key):
+        # (records sort as their keys: a part's keys are distinct, and two parts share only a file's
+        # opening, the same record in each)
+        for record in heapq.merge(*streams):
             kind = record[1]
             if kind == CHAIN:
                 _, _, chain_key, cacheable, deps = record
@@ -1035,9 +1046,8 @@ def merge_summaries(results: list, checker: Checker, opened: Callable[[str, Any]
                     cache.add(chain_key)
                 chains += 1
                 for prev_cls, prev_read, nxt_cls, nxt_read, distance, site, held in deps:
-                    ev = Evidence(site[0], site[1], site[2], site[3], site[4])
                     if not check_prev_add(_Named(site[2]), _Lock(prev_cls, prev_read, held), _Lock(nxt_cls, nxt_read),
-                                          distance, ev):
+                                          distance, _Site(site[0], site[1], site[3], site[4])):
                         raise Unsure("a dependency refused where the parts meet")
             elif kind == CLASS:
                 graph.add_class(record[2])
