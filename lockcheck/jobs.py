@@ -59,8 +59,10 @@ as in one process.  Dictionaries are filled
 in the same order too (classes, each class's dependencies), so the saved
 graph is the same file.  Where the sequential run would report, the merge
 (or a part, for what only the task's state decides) meets the same report
-first: the try stops (`Unsure`), and the check is done again with the
-exact replay below -- a run with findings pays for both.  Counts: events,
+first: the try stops (`Unsure`), and the check is done again -- in one
+process for `--jobs` (`REPLAY_LOCALLY`), with the exact replay below for
+`--dask` -- so a run with findings pays for the try up to the first of
+them, then for the check that reports.  Counts: events,
 tasks and unknown releases are sums over the parts; chains validated are
 the merge's, cache hits the parts' look-ups minus those; the first 20
 notes in trace order are among the first 20 of each part.
