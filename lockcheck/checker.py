@@ -582,14 +582,16 @@ class Checker:
 
         Most of what moves needs nothing but its new chain key, and gets only
         that: a lock whose `lock_acquire` would mark no usage bit, merge no
-        nest lock, start no chain (same irq context as the lock below it),
-        find no class held twice, and add only the dependency from the lock
-        below, already in the graph with this type (`check_prev_add`'s early
-        return).  The entry is pushed again with its new chain key, the
-        chain cached or counted as `validate_chain` would.  A first-in
-        first-out release of N held locks moves N^2 / 2 of them: this keeps
-        each move to a few steps (tests/test_reacquire.py holds it to the
-        full path).
+        nest lock, find no class held twice and add no dependency it has not
+        got -- because it starts a chain (nothing below it, or another irq
+        context: `validate_chain` then only checks the class is not held
+        already), because it is a trylock (`validate_chain` returns at once),
+        or because its only dependency, from the lock below, is in the graph
+        with this type already (`check_prev_add`'s early return).  The entry
+        is pushed again with its new chain key, the chain cached or counted
+        as `validate_chain` would.  A first-in first-out release of N held
+        locks moves N^2 / 2 of them: this keeps each move to a few steps
+        (tests/test_reacquire.py holds it to the full path).
         """
         held = task.held
         self._held_classes = held_classes = {h.cls for h in held}
@@ -600,25 +602,39 @@ class Checker:
         try:
             for again in above:
                 cls = again.cls
-                if (quick and held and again.nest is None and again.check and not again.trylock
-                        and again.irq_context == irq_context and cls not in held_classes):
-                    top = held[-1]
+                if (quick and again.nest is None and again.check and again.irq_context == irq_context
+                        and cls not in held_classes):
                     read = again.read
-                    attrs = classes[top.cls].get(cls)
-                    if (attrs is not None and top.irq_context == irq_context and top.check and not top.trylock
-                            and not need[(1 if read else 0) | (4 if again.hardirqs_off else 0)] & ~nodes[cls]["usage"]):
-                        dep = calc_dep(top.read, read)
-                        if attrs["dep"] & dep == dep:
-                            chain_key = task.chain_key
-                            again.prev_chain_key = chain_key
+                    trylock = again.trylock
+                    if not need[(1 if read else 0) | (2 if trylock else 0) | (4 if again.hardirqs_off else 0)] \
+                            & ~nodes[cls]["usage"]:
+                        chain_key = task.chain_key
+                        attrs = None
+                        if not held:
+                            fits = True  # a chain head: no dependency to add
+                        elif held[-1].irq_context != irq_context:
+                            fits = True  # the head of a chain in another irq context
+                            chain_key = INITIAL_CHAIN_KEY
+                        elif trylock:
+                            fits = True  # validate_chain returns before looking at it
+                        else:
+                            top = held[-1]
+                            attrs = classes[top.cls].get(cls)
+                            fits = attrs is not None and top.check and not top.trylock \
+                                and attrs["dep"] & calc_dep(top.read, read) == calc_dep(top.read, read)
+                        if fits:
+                            again.prev_chain_key = task.chain_key
                             chain_key = hash((chain_key, cls, read))
-                            if chain_key in cache:
+                            if trylock:
+                                pass
+                            elif chain_key in cache:
                                 stats.chain_hits += 1
                             else:
                                 if len(held) < MAX_LOCK_DEPTH:
                                     cache.add(chain_key)
                                 stats.chains += 1
-                                attrs["distance"] = 1
+                                if attrs is not None:
+                                    attrs["distance"] = 1
                             held.append(again)
                             task.chain_key = chain_key
                             held_classes.add(cls)

@@ -54,7 +54,7 @@ from lockcheck import events as E
 from lockcheck.checker import MAX_LOCK_DEPTH, Checker, CheckerOptions
 from lockcheck.errors import TraceError
 from lockcheck.events import Event
-from lockcheck.findings import Evidence, Finding
+from lockcheck.findings import Finding
 from lockcheck.readers import lt
 from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, usage_needs
 from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
@@ -167,22 +167,13 @@ class _Wire:
 
 
 def _irq_rows(irq_events: dict) -> tuple:
-    """`TaskState.irq_events` as plain data: `("stamp", n)` and `(op, stamp, *Evidence fields)`."""
-    rows = []
-    for op, value in irq_events.items():
-        if op == "stamp":
-            rows.append((op, value))
-        else:
-            stamp, ev = value
-            rows.append((op, stamp, ev.file, ev.line, ev.task, ev.at, ev.ts))
-    return tuple(rows)
+    """`TaskState.irq_events` as plain data: `("stamp", n)` and `(op, stamp, *Evidence fields)`
+    (the values are plain data already: `lockcheck.irq._irq_event`)."""
+    return tuple((op, value) if op == "stamp" else (op, *value) for op, value in irq_events.items())
 
 
 def _irq_events(rows: tuple) -> dict:
-    events: dict = {}
-    for row in rows:
-        events[row[0]] = row[1] if len(row) == 2 else (row[1], Evidence(*row[2:]))
-    return events
+    return {row[0]: row[1] if len(row) == 2 else row[1:] for row in rows}
 
 
 class _Unwire:

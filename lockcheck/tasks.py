@@ -152,7 +152,8 @@ class TaskState:
         self.softirqs_enabled = True
         self.cpu: Optional[int] = None
         self.acquired_ever: Optional[RecentLocks] = None
-        self.irq_events: dict[str, object] = {}  # "stamp" and op -> (stamp, Evidence), see irq.py
+        #: "stamp" -> transitions so far, op -> (stamp, *the Evidence's fields) (irq.py's `_irq_event`)
+        self.irq_events: dict[str, object] = {}
         #: False when the trace carries no irq context (`set_irq_unknown`)
         self.irq_known = True
         self.usage_need = usage_needs(self)
