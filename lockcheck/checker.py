@@ -610,23 +610,24 @@ class Checker:
                             & ~nodes[cls]["usage"]:
                         chain_key = task.chain_key
                         attrs = None
-                        if not held:
-                            fits = True  # a chain head: no dependency to add
-                        elif held[-1].irq_context != irq_context:
-                            fits = True  # the head of a chain in another irq context
-                            chain_key = INITIAL_CHAIN_KEY
-                        elif trylock:
-                            fits = True  # validate_chain returns before looking at it
+                        if held and held[-1].irq_context == irq_context:
+                            if trylock:
+                                fits = True  # validate_chain returns before looking at it
+                            else:
+                                top = held[-1]
+                                attrs = classes[top.cls].get(cls)
+                                # (the dependency type is calc_dep's, inlined)
+                                fits = attrs is not None and top.check and not top.trylock and not (
+                                    ~attrs["dep"] & 1 << ((top.read == 0) + ((read != 2) << 1)))
                         else:
-                            top = held[-1]
-                            attrs = classes[top.cls].get(cls)
-                            fits = attrs is not None and top.check and not top.trylock \
-                                and attrs["dep"] & calc_dep(top.read, read) == calc_dep(top.read, read)
+                            fits = True  # a chain head: no dependency to add
+                            if held:  # (the head of a chain in another irq context)
+                                chain_key = INITIAL_CHAIN_KEY
                         if fits:
                             again.prev_chain_key = task.chain_key
                             chain_key = hash((chain_key, cls, read))
                             if trylock:
-                                pass
+                                pass  # validate_chain neither caches nor counts a trylock's chain
                             elif chain_key in cache:
                                 stats.chain_hits += 1
                             else:
