@@ -20,8 +20,8 @@ an `irqs-on` inside a hardirq handler (the kernel's
 
 `task.irq_events` mirrors `curr->irqtrace`: `"stamp"` counts the real
 on/off transitions (redundant `irqs-off` etc. do not count), and each op
-maps to `(stamp at that transition, Evidence)`, printed by
-`print_irqtrace_events`.
+maps to `(stamp at that transition, *the fields of its Evidence)`, which
+`print_usage_bug` turns into `[stamp, Evidence]` for `print_irqtrace_events`.
 
 Backward searches use lockdep's `locks_before` dependency type
 (`calc_depb`: `(next->read != 2) + ((prev->read == 0) << 1)`), which is the
