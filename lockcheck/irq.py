@@ -20,8 +20,9 @@ an `irqs-on` inside a hardirq handler (the kernel's
 
 `task.irq_events` mirrors `curr->irqtrace`: `"stamp"` counts the real
 on/off transitions (redundant `irqs-off` etc. do not count), and each op
-maps to `(stamp at that transition, *the fields of its Evidence)`, which
-`print_usage_bug` turns into `[stamp, Evidence]` for `print_irqtrace_events`.
+maps to `(stamp at that transition, Evidence)`, printed by
+`print_irqtrace_events` -- kept as a deferred reading of it until a report
+asks (`_irq_event`, `tasks.irq_event`).
 
 Backward searches use lockdep's `locks_before` dependency type
 (`calc_depb`: `(next->read != 2) + ((prev->read == 0) << 1)`), which is the
@@ -46,7 +47,7 @@ from lockcheck.usage import (
 )
 
 from lockcheck.tasks import (
-    HeldLock, TaskState, hardirqs_off, irq_state_text, snapshot, softirqs_enabled, task_finding, usage_index,
+    HeldLock, TaskState, hardirqs_off, irq_event, irq_state_text, snapshot, softirqs_enabled, task_finding, usage_index,
     usage_needs,
 )
 
@@ -363,8 +364,8 @@ class IrqValidator:
     def print_usage_bug(self, task: TaskState, hlock: HeldLock, prev_bit: int, new_bit: int, ev: Event) -> None:
         events: dict = {"stamp": task.irq_events.get("stamp", 0)}
         for op, key in _IRQ_EVENT_KEYS.items():
-            seen = task.irq_events.get(op)
-            events[key] = [seen[0], Evidence(*seen[1:])] if seen is not None else None
+            seen = irq_event(task, op)
+            events[key] = list(seen) if seen is not None else None
         details = {
             "prev_bit": usage_str(prev_bit),
             "new_bit": usage_str(new_bit),
@@ -435,13 +436,13 @@ class IrqValidator:
 def _irq_event(task: TaskState, op: str, ev: Event) -> None:
     """Record an irq-state transition as `curr->irqtrace` does (`++trace->irq_events`).
 
-    Kept as `(stamp, file, line, task, at, ts)`: the fields of the `Evidence`
-    a report prints (`print_usage_bug` builds it), not the object, which
-    nearly every transition would build for nothing.
+    Kept deferred, as `(stamp, Evidence, *its fields)` (`tasks.irq_event` builds
+    it when a report or `lockcheck.jobs` asks): nearly every transition
+    would build the object for nothing.
     """
     events = task.irq_events
     stamp = events["stamp"] = events.get("stamp", 0) + 1
-    events[op] = (stamp, ev.file, ev.line, task.name, ev.at, ev.ts)
+    events[op] = (stamp, Evidence, ev.file, ev.line, task.name, ev.at, ev.ts)
 
 
 def _scenario_middle(safe: str, unsafe: str, prev_class: str, next_class: str) -> Optional[str]:

@@ -54,9 +54,9 @@ from lockcheck import events as E
 from lockcheck.checker import MAX_LOCK_DEPTH, Checker, CheckerOptions
 from lockcheck.errors import TraceError
 from lockcheck.events import Event
-from lockcheck.findings import Finding
+from lockcheck.findings import Evidence, Finding
 from lockcheck.readers import lt
-from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, usage_needs
+from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, irq_event, usage_needs
 from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
 
 #: the kinds of `Candidate`: a file opened (its run begins), or an event for the merge's checker
@@ -163,17 +163,26 @@ class _Wire:
             acquired = tuple(key for key in asked if key in task.acquired_ever)
         return TaskSnapshot(task.key, task.name, tuple(self.held(h) for h in task.held), task.chain_key,
                             task.hardirq_depth, task.softirq_depth, task.hardirqs_enabled, task.softirqs_enabled,
-                            task.cpu, acquired, _irq_rows(task.irq_events), task.irq_known)
+                            task.cpu, acquired, _irq_rows(task), task.irq_known)
 
 
-def _irq_rows(irq_events: dict) -> tuple:
-    """`TaskState.irq_events` as plain data: `("stamp", n)` and `(op, stamp, *Evidence fields)`
-    (the values are plain data already: `lockcheck.irq._irq_event`)."""
-    return tuple((op, value) if op == "stamp" else (op, *value) for op, value in irq_events.items())
+def _irq_rows(task: TaskState) -> tuple:
+    """`TaskState.irq_events` as plain data: `("stamp", n)` and `(op, stamp, *Evidence fields)`."""
+    rows = []
+    for op, value in list(task.irq_events.items()):
+        if op == "stamp":
+            rows.append((op, value))
+        else:
+            stamp, ev = irq_event(task, op)  # type: ignore[misc]
+            rows.append((op, stamp, ev.file, ev.line, ev.task, ev.at, ev.ts))
+    return tuple(rows)
 
 
 def _irq_events(rows: tuple) -> dict:
-    return {row[0]: row[1] if len(row) == 2 else row[1:] for row in rows}
+    events: dict = {}
+    for row in rows:
+        events[row[0]] = row[1] if len(row) == 2 else (row[1], Evidence(*row[2:]))
+    return events
 
 
 class _Unwire:

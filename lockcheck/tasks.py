@@ -152,7 +152,7 @@ class TaskState:
         self.softirqs_enabled = True
         self.cpu: Optional[int] = None
         self.acquired_ever: Optional[RecentLocks] = None
-        #: "stamp" -> transitions so far, op -> (stamp, *the Evidence's fields) (irq.py's `_irq_event`)
+        #: "stamp" and op -> (stamp, Evidence) (see irq.py), or a deferred reading of it: read through `irq_event`
         self.irq_events: dict[str, object] = {}
         #: False when the trace carries no irq context (`set_irq_unknown`)
         self.irq_known = True
@@ -170,6 +170,21 @@ class TaskState:
 
 
 # -- irq state of a task ------------------------------------------------------------------
+
+
+def irq_event(task: "TaskState", op: str) -> Optional[tuple]:
+    """`task.irq_events[op]`, `(stamp, Evidence)` or None, its evidence read back now if deferred.
+
+    The `.lt` fast path (`lockcheck.hotpath`) records an irq-state change
+    without reading its line: `(stamp, read, *where)`, where `read(*where)`
+    makes the `Evidence` -- only when a report (or `lockcheck.jobs`) asks.
+    """
+    seen = task.irq_events.get(op)
+    if seen is not None and len(seen) > 2:  # type: ignore[arg-type]
+        seen = task.irq_events[op] = (seen[0], seen[1](*seen[2:]))  # type: ignore[index]
+    return seen  # type: ignore[return-value]
+
+
 
 
 def hardirqs_off(task: "TaskState") -> bool:
