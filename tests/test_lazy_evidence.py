@@ -81,3 +81,25 @@ def test_irq_transitions_travel_between_processes(tmp_path: Path, monkeypatch) -
     assert events["stamp"] == 3
     assert events["hardirqs_enabled"] == [2, {"file": str(path), "line": 6, "task": p1, "at": "on:1", "ts": 2.5}]
     assert events["softirqs_disabled"] == [3, {"file": str(path), "line": 7, "task": p1, "ts": 3.75}]
+
+
+def test_evidence_is_a_frozen_value() -> None:
+    """`Evidence` sets its fields without the dataclass's own `__init__` (a cost of every new
+    dependency): still a frozen value, equal by fields, hashable, pickled and replaced alike."""
+    import dataclasses
+    import pickle
+
+    import pytest
+
+    evidence = Evidence("t.lt", 3, "T1", "f+0x1/0x2", 1.5)
+    assert evidence == Evidence("t.lt", 3, "T1", at="f+0x1/0x2", ts=1.5)
+    assert hash(evidence) == hash(Evidence("t.lt", 3, "T1", "f+0x1/0x2", 1.5))
+    assert evidence != Evidence("t.lt", 4, "T1", "f+0x1/0x2", 1.5)
+    assert (evidence.file, evidence.line, evidence.task, evidence.at, evidence.ts, evidence.stack) == \
+        ("t.lt", 3, "T1", "f+0x1/0x2", 1.5, None)
+    assert repr(evidence) == "Evidence(file='t.lt', line=3, task='T1', at='f+0x1/0x2', ts=1.5)"
+    assert pickle.loads(pickle.dumps(evidence)) == evidence
+    assert dataclasses.replace(evidence, line=9) == Evidence("t.lt", 9, "T1", "f+0x1/0x2", 1.5)
+    assert dataclasses.asdict(evidence)["ts"] == 1.5
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        evidence.line = 4  # type: ignore[misc]
