@@ -499,15 +499,16 @@ class Checker:
         the same classes that matter in the same order, so it finds the same
         path, only sooner (and none at all when the source is after the target).
         """
-        root = BfsEntry(src.cls, None, src.read == 2, 0, None)
+        scls = src.cls
         tcls = target.cls
         exclusive_target = target.read == 0
-        if root.cls == tcls and (exclusive_target or not root.only_xr):
-            return root
+        if scls == tcls and (exclusive_target or src.read != 2):
+            return BfsEntry(scls, None, src.read == 2, 0, None)
         succ = self.graph._succ
         # a path into the target needs a dependency into it; one out of the source, one out of it
-        if _only_self(self.graph._pred[tcls], tcls) or _only_self(succ[root.cls], root.cls):
+        if _only_self(self.graph._pred[tcls], tcls) or _only_self(succ[scls], scls):
             return None
+        root = BfsEntry(scls, None, src.read == 2, 0, None)
         order = self.graph.topological_order()
         if order is not None:
             limit = order[tcls]
