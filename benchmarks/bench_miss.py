@@ -12,10 +12,10 @@ sorted by what the event was: an acquisition that added a dependency
 validated nothing new (a trylock, a usage bit, a deep stack); a release
 (out of order, or of a merged entry) likewise, by what re-acquiring the
 locks above the released one added; an irq-state change, an exit,
-anything else.  The rest of the run (reading, the fast path, turning a missed line
-into an `Event` and the task's stack into `HeldLock`s) is printed as one
-figure, and the reading of the missed lines alone (`lt.scan_fast` over
-them again, after the run) as another.
+anything else.  The rest of the run (reading, the fast path, turning a
+missed line into an `Event` and the task's stack into `HeldLock`s) is
+printed as one figure, and the reading of the missed lines alone
+(`lt.scan_fast` over them again, after the run) as another.
 
 Process CPU time per call costs a clock read of its own (~0.3 µs each,
 printed as `clock` per pair): the per-kind figures include it.  Run before
