@@ -1,10 +1,12 @@
 /*
  * lockcheck._speedups: the compiled part of the `.lt` fast path (lockcheck/hotpath.py).
  *
- * `LineFilter(lines, views, tails, chain_cache, initial_key, depth_limit, tick[, classes])` is an
- * iterator over `lines` that applies, itself, the lines hotpath.lt_events would apply on its fast
+ * `LineFilter(lines, views, tails, chain_cache, initial_key, depth_limit, tick[, classes[, irq]])` is
+ * an iterator over `lines` that applies, itself, the lines hotpath.lt_events would apply on its fast
  * path in the common shapes -- a plain release of the innermost lock, an acquisition whose chain
- * is cached, a contended/acquired line -- and yields `(lineno, line)` for every other line, which
+ * is cached, a contended/acquired line, and (given `irq`) an irq-state change that marks no usage
+ * bit, an exit holding nothing and a release below the top whose re-acquired chains are all
+ * cached -- and yields `(lineno, line)` for every other line, which
  * the Python loop then handles exactly as it handles every line without this filter.  The
  * filter never decides anything the Python code would decide differently: whatever it is not
  * sure of (a task it has no view of, a text it cannot read, a non-ASCII line, a nest lock, a
@@ -39,11 +41,14 @@ enum { V_TASK, V_HELD, V_IRQ_CONTEXT, V_HARDIRQS_OFF, V_NEEDS, V_ACQUIRED_EVER }
 enum { I_KIND, I_SEEN, I_CPU, I_RELEASE, I_CLS, I_LOCK, I_INSTANCE, I_READ, I_TRYLOCK, I_SUBCLASS, I_NEST,
        I_NODE };
 /* hotpath.py: info kinds and option bits */
-enum { K_ACQUIRE = 1, K_RELEASE = 2, K_STATS = 3 };
+enum { K_ACQUIRE = 1, K_RELEASE = 2, K_STATS = 3, K_IRQ = 4, K_EXIT = 5 };
+/* hotpath.py: an irq-state op's info (kind, seen, cpu, op) */
+enum { I_OP = 3 };
 enum { B_AT = 1, B_TS = 2, B_CPU = 4 };
 
 static PyObject *s_chain_key, *s_cpu, *s_usage, *s_add, *s_lock, *s_instance, *s_references, *s_prev_chain_key,
-    *s_cls, *s_irq_context;
+    *s_cls, *s_irq_context, *s_hardirqs_enabled, *s_softirqs_enabled, *s_hardirq_depth, *s_softirq_depth,
+    *s_irq_events, *s_stamp, *s_name, *s_usage_need, *s_key, *s_check, *s_read;
 
 /* A slot of the class table (read_tail). */
 typedef struct ClassSlot {
@@ -73,6 +78,13 @@ typedef struct {
     struct ClassSlot *class_table;
     Py_ssize_t class_size; /* a power of two, or 0 */
     Py_ssize_t class_count;
+    /* irq-state ops (apply_irq), given `irq` = (file, reader, usage_needs, hardirq bits, softirq bits,
+     * read shift): NULL when not given (then the Python loop applies them) */
+    PyObject *file;        /* the trace's name, for the deferred evidence */
+    PyObject *reader;      /* hotpath.irq_evidence: reads a deferred irq event's evidence back */
+    PyObject *usage_needs; /* tasks.usage_needs */
+    long hard_bits, soft_bits, read_shift;
+    int quick;             /* releases below the top applied here (Checker.quick_reacquire) */
 } LineFilter;
 
 /* Direct-mapped caches of str keys: a line's task and rest are looked up in the Python dicts
@@ -111,6 +123,9 @@ static void LineFilter_dealloc(LineFilter *self) {
     Py_XDECREF(self->tails);
     Py_XDECREF(self->cache);
     Py_XDECREF(self->initial);
+    Py_XDECREF(self->file);
+    Py_XDECREF(self->reader);
+    Py_XDECREF(self->usage_needs);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -121,6 +136,9 @@ static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
     Py_VISIT(self->cache);
     Py_VISIT(self->initial);
     Py_VISIT(self->classes);
+    Py_VISIT(self->file);
+    Py_VISIT(self->reader);
+    Py_VISIT(self->usage_needs);
     for (Py_ssize_t i = 0; i < self->class_size; i++)
         Py_VISIT(self->class_table[i].node);
     return 0;
@@ -129,12 +147,25 @@ static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
 static int classes_grow(LineFilter *self);
 
 static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
-    PyObject *lines, *views, *tails, *cache, *initial, *classes = NULL;
+    PyObject *lines, *views, *tails, *cache, *initial, *classes = NULL, *file = NULL, *reader = NULL,
+        *usage_needs = NULL;
     Py_ssize_t depth_limit;
-    long tick;
-    if (!PyArg_ParseTuple(args, "OO!O!O!Onl|O!", &lines, &PyDict_Type, &views, &PyDict_Type, &tails, &PySet_Type,
-                          &cache, &initial, &depth_limit, &tick, &PyDict_Type, &classes))
+    long tick, hard_bits = 0, soft_bits = 0, read_shift = 0;
+    int quick = 0;
+    if (!PyArg_ParseTuple(args, "OO!O!O!Onl|O!(OOOlllp)", &lines, &PyDict_Type, &views, &PyDict_Type, &tails,
+                          &PySet_Type, &cache, &initial, &depth_limit, &tick, &PyDict_Type, &classes, &file,
+                          &reader, &usage_needs, &hard_bits, &soft_bits, &read_shift, &quick))
         return -1;
+    self->quick = quick;
+    Py_XINCREF(file);
+    Py_XSETREF(self->file, file);
+    Py_XINCREF(reader);
+    Py_XSETREF(self->reader, reader);
+    Py_XINCREF(usage_needs);
+    Py_XSETREF(self->usage_needs, usage_needs);
+    self->hard_bits = hard_bits;
+    self->soft_bits = soft_bits;
+    self->read_shift = read_shift;
     clear_classes(self);
     Py_XINCREF(classes);
     Py_XSETREF(self->classes, classes);
@@ -669,7 +700,7 @@ static int remember(PyObject *view, PyObject *lock, PyObject *instance) {
     return 0;
 }
 
-static PyObject *small_ints[3];
+static PyObject *small_ints[4];
 
 /* Checker.feed + lock_acquire for a chain-cache hit (or a nest_lock merge): 1 applied, 0 the
  * full checker's, -1 error.  Makes the fields of `a` it still lacks from the Tail `t`. */
@@ -807,8 +838,8 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
 }
 
 /* Checker.feed's release of the innermost lock (lock_release's, merged): 1 applied, 0 not. */
-static int apply_release(LineFilter *self, PyObject *task, PyObject *held, PyObject *top, long cpu,
-                         PyObject *info, const Tail *t) {
+static int release_innermost(LineFilter *self, PyObject *task, PyObject *held, PyObject *top, long cpu,
+                             PyObject *info, const Tail *t) {
     if (top == NULL)
         return 0;
     PyObject *lock = NULL, *instance = NULL;
@@ -857,6 +888,384 @@ static int apply_release(LineFilter *self, PyObject *task, PyObject *held, PyObj
             return r;
     }
     if (r < 0 || set_cpu(task, cpu) < 0)
+        return -1;
+    self->events++;
+    return 1;
+}
+
+static int long_attr(PyObject *obj, PyObject *name, long *out);
+
+/* ---- a release below the top (hotpath.release_out_of_order) ----------------------------------- */
+
+/* hotpath._find_held over tuple entries: the index of the held lock, -1 not found (or a HeldLock
+ * on the way: the Python side's), -2 on error. */
+static Py_ssize_t find_held(PyObject *held, PyObject *lock, PyObject *instance) {
+    for (Py_ssize_t i = PyList_GET_SIZE(held) - 1; i >= 0; i--) {
+        PyObject *entry = PyList_GET_ITEM(held, i);
+        if (!PyTuple_CheckExact(entry))
+            return -1;
+        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_LOCK), lock, Py_EQ);
+        if (same > 0) {
+            same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_INSTANCE), instance, Py_EQ);
+            if (same == 0 && PyObject_IsTrue(PyTuple_GET_ITEM(entry, E_REFERENCES)) &&
+                PyLong_AsLong(PyTuple_GET_ITEM(entry, E_SUBCLASS)) == 0)
+                same = 1;
+        }
+        if (same < 0)
+            return -2;
+        if (same)
+            return i;
+        if (i > 0) {
+            /* not crossing into another irq context */
+            PyObject *below = PyList_GET_ITEM(held, i - 1);
+            PyObject *context;
+            if (PyTuple_CheckExact(below)) {
+                context = PyTuple_GET_ITEM(below, E_IRQ_CONTEXT);
+                Py_INCREF(context);
+            } else {
+                context = PyObject_GetAttr(below, s_irq_context);
+                if (context == NULL)
+                    return -2;
+            }
+            same = PyObject_RichCompareBool(context, PyTuple_GET_ITEM(entry, E_IRQ_CONTEXT), Py_EQ);
+            Py_DECREF(context);
+            if (same <= 0)
+                return same < 0 ? -2 : -1;
+        }
+    }
+    return -1;
+}
+
+/* hotpath.release_out_of_order: the release of `lock`/`instance` below the top, when every lock
+ * above re-acquires onto a cached chain marking no usage bit: 1 applied, 0 nothing changed, -1. */
+static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *lock,
+                         PyObject *instance, long cpu) {
+    if (self->classes == NULL)
+        return 0;
+    Py_ssize_t index = find_held(held, lock, instance);
+    if (index < 0)
+        return index == -2 ? -1 : 0;
+    PyObject *found = PyList_GET_ITEM(held, index);
+    if (PyObject_IsTrue(PyTuple_GET_ITEM(found, E_REFERENCES)))
+        return 0;
+    long irq_context = PyLong_AsLong(PyTuple_GET_ITEM(view, V_IRQ_CONTEXT));
+    long below_context = -1; /* no lock below: the chain goes on from the key */
+    if (index > 0) {
+        PyObject *below = PyList_GET_ITEM(held, index - 1);
+        if (PyTuple_CheckExact(below)) {
+            below_context = PyLong_AsLong(PyTuple_GET_ITEM(below, E_IRQ_CONTEXT));
+        } else if (long_attr(below, s_irq_context, &below_context) < 0) {
+            return -1;
+        }
+    }
+    PyObject *need = PyObject_GetAttr(task, s_usage_need);
+    if (need == NULL)
+        return -1;
+    Py_ssize_t size = PyList_GET_SIZE(held);
+    PyObject *moved = PyList_New(0);
+    PyObject *chain_key = PyTuple_GET_ITEM(found, E_PREV_KEY);
+    Py_INCREF(chain_key);
+    long hits = 0;
+    int r = moved == NULL || !PyList_Check(need) || PyList_GET_SIZE(need) != 8 ? -1 : 1;
+    for (Py_ssize_t i = index + 1; r > 0 && i < size; i++) {
+        PyObject *again = PyList_GET_ITEM(held, i);
+        if (PyTuple_GET_ITEM(again, E_NEST) != Py_None) {
+            r = 0;
+            break;
+        }
+        PyObject *cls = PyTuple_GET_ITEM(again, E_CLS), *read = PyTuple_GET_ITEM(again, E_READ);
+        int trylock = PyTuple_GET_ITEM(again, E_TRYLOCK) == Py_True;
+        long read_mode = PyLong_AsLong(read);
+        int off = PyObject_IsTrue(PyTuple_GET_ITEM(again, E_HARDIRQS_OFF));
+        long wanted = PyLong_AsLong(PyList_GET_ITEM(need, (read_mode ? 1 : 0) | (trylock ? 2 : 0) | (off ? 4 : 0)));
+        PyObject *node = PyDict_GetItemWithError(self->classes, cls);
+        PyObject *usage = node && PyDict_Check(node) ? PyDict_GetItemWithError(node, s_usage) : NULL;
+        if (usage == NULL) {
+            r = PyErr_Occurred() ? -1 : 0;
+            break;
+        }
+        if (wanted & ~PyLong_AsLong(usage)) {
+            r = 0; /* a new usage bit: mark_usage */
+            break;
+        }
+        Py_hash_t hash = hash3(below_context >= 0 && below_context != irq_context ? self->initial : chain_key, cls,
+                               read);
+        PyObject *next_key = hash == -1 ? NULL : PyLong_FromSsize_t(hash);
+        if (next_key == NULL) {
+            r = -1;
+            break;
+        }
+        if (!trylock) {
+            int cached = PySet_Contains(self->cache, next_key);
+            if (cached <= 0) {
+                Py_DECREF(next_key);
+                r = cached; /* a new chain: validate_chain */
+                break;
+            }
+            hits++;
+        }
+        PyObject *entry = PyTuple_New(E_SIZE);
+        if (entry == NULL) {
+            Py_DECREF(next_key);
+            r = -1;
+            break;
+        }
+        for (Py_ssize_t k = 0; k < E_SIZE; k++) {
+            PyObject *item = k == E_PREV_KEY ? chain_key
+                             : k == E_IRQ_CONTEXT ? small_ints[irq_context & 3] : PyTuple_GET_ITEM(again, k);
+            Py_INCREF(item);
+            PyTuple_SET_ITEM(entry, k, item);
+        }
+        PyObject_GC_UnTrack(entry);
+        int appended = PyList_Append(moved, entry);
+        Py_DECREF(entry);
+        Py_SETREF(chain_key, next_key);
+        below_context = irq_context;
+        if (appended < 0)
+            r = -1;
+    }
+    Py_DECREF(need);
+    if (r > 0) {
+        /* everything checked: the stack from the released lock up becomes the moved entries */
+        if (PyList_SetSlice(held, index, size, moved) < 0 || PyObject_SetAttr(task, s_chain_key, chain_key) < 0 ||
+            set_cpu(task, cpu) < 0) {
+            r = -1;
+        } else {
+            self->hits += hits;
+            self->events++;
+        }
+    }
+    Py_XDECREF(moved);
+    Py_DECREF(chain_key);
+    return r;
+}
+
+/* A release: of the innermost lock, or (Checker.quick_reacquire) of one below it. */
+static int apply_release(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *top, long cpu,
+                         PyObject *info, const Tail *t) {
+    int r = release_innermost(self, task, held, top, cpu, info, t);
+    if (r != 0 || !self->quick || top == NULL)
+        return r;
+    PyObject *lock, *instance;
+    if (info != NULL) {
+        lock = PyTuple_GET_ITEM(info, 4);
+        instance = PyTuple_GET_ITEM(info, 5);
+        Py_INCREF(lock);
+        Py_INCREF(instance);
+    } else if (tail_lock(t, &lock, &instance) < 0) {
+        return -1;
+    }
+    r = release_below(self, view, task, held, lock, instance, cpu);
+    Py_DECREF(lock);
+    Py_DECREF(instance);
+    return r;
+}
+
+/* ---- irq-state ops (hotpath.irq_change) ------------------------------------------------------- */
+
+/* An int (or bool) attribute: 0 and *out, or -1 on error. */
+static int long_attr(PyObject *obj, PyObject *name, long *out) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
+        return -1;
+    *out = PyLong_AsLong(value);
+    Py_DECREF(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int set_long_attr(PyObject *obj, PyObject *name, long value) {
+    PyObject *item = PyLong_FromLong(value);
+    if (item == NULL)
+        return -1;
+    int r = PyObject_SetAttr(obj, name, item);
+    Py_DECREF(item);
+    return r;
+}
+
+/* hotpath._marked: whether every checked held lock's class has `bits` (shifted to _READ for a
+ * reader): 1, 0 (or a class not found: the Python side's), -1 on error. */
+static int held_marked(LineFilter *self, PyObject *held, long bits) {
+    if (self->classes == NULL)
+        return 0;
+    long read_bits = bits << self->read_shift;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(held); i++) {
+        PyObject *entry = PyList_GET_ITEM(held, i);
+        PyObject *cls;
+        int read;
+        if (PyTuple_CheckExact(entry)) {
+            cls = PyTuple_GET_ITEM(entry, E_CLS);
+            Py_INCREF(cls);
+            read = PyObject_IsTrue(PyTuple_GET_ITEM(entry, E_READ));
+        } else {
+            int check = attr_true(entry, s_check);
+            if (check <= 0) {
+                if (check < 0)
+                    return -1;
+                continue; /* nocheck: mark_held_locks skips it */
+            }
+            cls = PyObject_GetAttr(entry, s_cls);
+            if (cls == NULL)
+                return -1;
+            read = attr_true(entry, s_read);
+        }
+        PyObject *node = read < 0 ? NULL : PyDict_GetItemWithError(self->classes, cls); /* borrowed */
+        Py_DECREF(cls);
+        if (node == NULL || !PyDict_Check(node))
+            return PyErr_Occurred() ? -1 : 0;
+        PyObject *usage = PyDict_GetItemWithError(node, s_usage);
+        if (usage == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        long have = PyLong_AsLong(usage);
+        if (have == -1 && PyErr_Occurred())
+            return -1;
+        long want = read ? read_bits : bits;
+        if ((have & want) != want)
+            return 0;
+    }
+    return 1;
+}
+
+/* hotpath._defer_irq_event: stamp the transition, its evidence deferred as
+ * (stamp, reader, line, file, lineno, task name) (tasks.irq_event reads it back). */
+static int defer_irq_event(LineFilter *self, PyObject *task, PyObject *op, PyObject *line, const char *data,
+                           Py_ssize_t n) {
+    PyObject *events = PyObject_GetAttr(task, s_irq_events);
+    if (events == NULL)
+        return -1;
+    long stamp = 0;
+    PyObject *old = PyDict_GetItemWithError(events, s_stamp); /* borrowed */
+    if (old != NULL)
+        stamp = PyLong_AsLong(old);
+    int r = -1;
+    PyObject *value = NULL, *text = NULL, *lineno = NULL, *name = NULL, *record = NULL;
+    if (PyErr_Occurred())
+        goto done;
+    value = PyLong_FromLong(stamp + 1);
+    if (value == NULL)
+        goto done;
+    /* the line as the Python loop keeps it: without its line ending */
+    if (line != NULL && PyUnicode_GET_LENGTH(line) == n) {
+        Py_INCREF(line);
+        text = line;
+    } else {
+        text = PyUnicode_FromStringAndSize(data, n);
+    }
+    lineno = text ? PyLong_FromLongLong(self->lineno) : NULL;
+    name = lineno ? PyObject_GetAttr(task, s_name) : NULL;
+    record = name ? PyTuple_Pack(6, value, self->reader, text, self->file, lineno, name) : NULL;
+    if (record != NULL && PyDict_SetItem(events, s_stamp, value) == 0 && PyDict_SetItem(events, op, record) == 0)
+        r = 0;
+done:
+    Py_XDECREF(record);
+    Py_XDECREF(name);
+    Py_XDECREF(lineno);
+    Py_XDECREF(text);
+    Py_XDECREF(value);
+    Py_DECREF(events);
+    return r;
+}
+
+/* hotpath._view of the task of `view` after its irq state changed, in its place in the views. */
+static int rebuild_view(LineFilter *self, PyObject *view, long hardirq_depth, long softirq_depth,
+                        long hardirqs_enabled) {
+    PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
+    int off = !hardirqs_enabled || hardirq_depth > 0;
+    PyObject *need = PyObject_GetAttr(task, s_usage_need);
+    if (need == NULL)
+        return -1;
+    PyObject *needs = PySequence_GetSlice(need, off ? 4 : 0, off ? 8 : 4);
+    Py_DECREF(need);
+    PyObject *key = needs ? PyObject_GetAttr(task, s_key) : NULL;
+    PyObject *fresh = key ? PyTuple_Pack(6, task, PyTuple_GET_ITEM(view, V_HELD),
+                                         small_ints[(hardirq_depth ? 2 : 0) | (softirq_depth ? 1 : 0)],
+                                         off ? Py_True : Py_False, needs, PyTuple_GET_ITEM(view, V_ACQUIRED_EVER))
+                          : NULL;
+    int r = fresh ? PyDict_SetItem(self->views, key, fresh) : -1; /* `view` may be freed from here on */
+    Py_XDECREF(fresh);
+    Py_XDECREF(key);
+    Py_XDECREF(needs);
+    return r;
+}
+
+static inline int op_is(PyObject *op, const char *name) {
+    return PyUnicode_CompareWithASCIIString(op, name) == 0;
+}
+
+/* hotpath.irq_change: an irq-state op applied when it marks no usage bit and notes nothing
+ * (1), else nothing changed (0: the Python side's), -1 on error. */
+static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n, PyObject *view,
+                     PyObject *held, long cpu, PyObject *op) {
+    if (self->reader == NULL || !PyUnicode_Check(op))
+        return 0;
+    PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
+    long hd, sd, he, se;
+    if (long_attr(task, s_hardirq_depth, &hd) < 0 || long_attr(task, s_softirq_depth, &sd) < 0 ||
+        long_attr(task, s_hardirqs_enabled, &he) < 0 || long_attr(task, s_softirqs_enabled, &se) < 0)
+        return -1;
+    long hd0 = hd, sd0 = sd, he0 = he, se0 = se;
+    int record = 0, needs = 1;
+    if (op_is(op, "irqs-off")) {
+        record = he != 0;
+        he = 0;
+        needs = 0; /* usage_needs does not read hardirqs_enabled */
+    } else if (op_is(op, "irqs-on")) {
+        needs = 0;
+        if (!he) { /* else redundant_hardirqs_on */
+            if (hd)
+                return 0; /* the kernel's warning: a note */
+            if (PyList_GET_SIZE(held)) {
+                int marked = held_marked(self, held, self->hard_bits | (se && !sd ? self->soft_bits : 0));
+                if (marked <= 0)
+                    return marked;
+            }
+            he = 1;
+            record = 1;
+        }
+    } else if (op_is(op, "softirqs-off")) {
+        record = se != 0;
+        se = 0;
+    } else if (op_is(op, "softirqs-on")) {
+        if (!se) { /* else redundant_softirqs_on */
+            if (PyList_GET_SIZE(held) && !sd && he && !hd) {
+                int marked = held_marked(self, held, self->soft_bits);
+                if (marked <= 0)
+                    return marked;
+            }
+            se = 1;
+            record = 1;
+        }
+    } else if (op_is(op, "hardirq-enter")) {
+        hd++;
+    } else if (op_is(op, "softirq-enter")) {
+        sd++;
+    } else if (op_is(op, "hardirq-exit")) {
+        if (!hd)
+            return 0; /* an exit without its enter: a note */
+        hd--;
+    } else if (op_is(op, "softirq-exit")) {
+        if (!sd)
+            return 0;
+        sd--;
+    } else {
+        return 0;
+    }
+    if ((hd != hd0 && set_long_attr(task, s_hardirq_depth, hd) < 0) ||
+        (sd != sd0 && set_long_attr(task, s_softirq_depth, sd) < 0) ||
+        (he != he0 && PyObject_SetAttr(task, s_hardirqs_enabled, he ? Py_True : Py_False) < 0) ||
+        (se != se0 && PyObject_SetAttr(task, s_softirqs_enabled, se ? Py_True : Py_False) < 0))
+        return -1;
+    if (record && defer_irq_event(self, task, op, line, data, n) < 0)
+        return -1;
+    if (needs) {
+        PyObject *need = PyObject_CallOneArg(self->usage_needs, task);
+        if (need == NULL)
+            return -1;
+        int r = PyObject_SetAttr(task, s_usage_need, need);
+        Py_DECREF(need);
+        if (r < 0)
+            return -1;
+    }
+    if (set_cpu(task, cpu) < 0 || rebuild_view(self, view, hd, sd, he) < 0)
         return -1;
     self->events++;
     return 1;
@@ -943,7 +1352,20 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         return 1;
     }
     if (t.kind == K_RELEASE)
-        return apply_release(self, task, held, top, cpu, info, &t);
+        return apply_release(self, view, task, held, top, cpu, info, &t);
+    if (t.kind == K_EXIT) {
+        /* Checker._op_exit of a task holding nothing: nothing to report */
+        if (top != NULL)
+            return 0;
+        if (set_cpu(task, cpu) < 0)
+            return -1;
+        self->events++;
+        return 1;
+    }
+    if (t.kind == K_IRQ)
+        return apply_irq(self, line, data, n, view, held, cpu, PyTuple_GET_ITEM(info, I_OP));
+    if (t.kind != K_ACQUIRE)
+        return 0;
     Acquire a = {0};
     if (info != NULL) {
         a.release = PyTuple_GET_ITEM(info, I_RELEASE);
@@ -1123,10 +1545,23 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_prev_chain_key = PyUnicode_InternFromString("prev_chain_key");
     s_cls = PyUnicode_InternFromString("cls");
     s_irq_context = PyUnicode_InternFromString("irq_context");
+    s_hardirqs_enabled = PyUnicode_InternFromString("hardirqs_enabled");
+    s_softirqs_enabled = PyUnicode_InternFromString("softirqs_enabled");
+    s_hardirq_depth = PyUnicode_InternFromString("hardirq_depth");
+    s_softirq_depth = PyUnicode_InternFromString("softirq_depth");
+    s_irq_events = PyUnicode_InternFromString("irq_events");
+    s_stamp = PyUnicode_InternFromString("stamp");
+    s_name = PyUnicode_InternFromString("name");
+    s_usage_need = PyUnicode_InternFromString("usage_need");
+    s_key = PyUnicode_InternFromString("key");
+    s_check = PyUnicode_InternFromString("check");
+    s_read = PyUnicode_InternFromString("read");
     if (!s_chain_key || !s_cpu || !s_usage || !s_add || !s_lock || !s_instance || !s_references ||
-        !s_prev_chain_key || !s_cls || !s_irq_context)
+        !s_prev_chain_key || !s_cls || !s_irq_context || !s_hardirqs_enabled || !s_softirqs_enabled ||
+        !s_hardirq_depth || !s_softirq_depth || !s_irq_events || !s_stamp || !s_name || !s_usage_need || !s_key ||
+        !s_check || !s_read)
         return NULL;
-    for (int i = 0; i < 3; i++)
+    for (int i = 0; i < 4; i++)
         if ((small_ints[i] = PyLong_FromLong(i)) == NULL)
             return NULL;
     int hash_ok = check_tuple_hash();

@@ -1,19 +1,23 @@
 """The fast path: `.lt` lines applied to a checker without an `Event` per line.
 
-Most lines of a real trace change nothing but a held-lock stack: an
+Most lines of a real trace change nothing but a task's state: an
 acquisition whose chain lockdep has already validated (a chain-cache hit,
-no new usage bit) and the release of the innermost lock.  For those, the
+no new usage bit), the release of the innermost lock, a release further
+down whose re-acquired locks all land on cached chains
+(`release_out_of_order`), an irq-state change that marks no usage bit
+(`irq_change`: its evidence deferred, read back by `tasks.irq_event` only
+when a report cites it), an exit holding nothing.  For those, the
 plain pipeline builds an `Event` (reader), then a `HeldLock` (checker) and
 throws both away a few lines later.  Here one loop reads such a line,
 interns nothing it does not need, and does what `Checker.feed` would do to
-the task's state -- push or pop, chain key, statistics -- without either
-object.  Everything else (new tasks, chain-cache misses, new usage bits,
-irq and exit events, out-of-order releases, `nest=`, `subclass=`,
-`nocheck`, directives, lines `scan_fast` would not take) is handed on as
-an `Event` to the full checker, which stays the one place lockdep's
-semantics live.  So the fast path can only ever be *equal* to the plain
-one: `tests/test_hotpath.py` holds it to identical findings, graph and
-statistics.
+the task's state -- push or pop, chain key, irq state, statistics --
+without either object.  Everything else (new tasks, chain-cache misses,
+new usage bits, notes, findings, `nocheck`, directives, lines `scan_fast`
+would not take) is handed on as an `Event` to the full checker, which
+stays the one place lockdep's semantics live.  So the fast path can only
+ever be *equal* to the plain one: `tests/test_hotpath.py` and
+`tests/test_hotpath_irq.py` hold it to identical findings, graph,
+statistics and task state.
 
 The fast path keeps its pushes on the task's stack as plain tuples
 (`_entry`); before the full checker looks at a task, `materialize` turns
@@ -29,10 +33,13 @@ import os
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional
 
+from lockcheck import events as E
 from lockcheck.checker import MAX_LOCK_DEPTH, Checker
 from lockcheck.events import LOST_EVENTS, RUN, Event
+from lockcheck.findings import Evidence
 from lockcheck.readers import lt
-from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock
+from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock, TaskState, usage_needs
+from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
 
 #: `.lt` mode words -> lockdep's read argument
 _MODES = {"write": 0, "read": 1, "rread": 2}
@@ -94,7 +101,9 @@ TICK = 0xFFFF
 # Option words: what each sets, as a bit (a repeated one sends the line to the grammar).
 _AT, _TS, _CPU, _MODE, _TRY, _SUBCLASS, _NEST = 1, 2, 4, 8, 16, 32, 64
 #: the options each op takes on the fast path (the spec's table; others go to the grammar)
-_TAKES = {"acquire": 127, "release": _AT | _TS | _CPU, "contended": _AT | _TS | _CPU, "acquired": _TS | _CPU}
+_TAKES = {"acquire": 127, "release": _AT | _TS | _CPU, "contended": _AT | _TS | _CPU, "acquired": _TS | _CPU,
+          **{op: _AT | _TS | _CPU for op in (E.IRQS_ON, E.IRQS_OFF, E.SOFTIRQS_ON, E.SOFTIRQS_OFF)},
+          **{op: _TS | _CPU for op in (E.HARDIRQ_ENTER, E.HARDIRQ_EXIT, E.SOFTIRQ_ENTER, E.SOFTIRQ_EXIT, E.EXIT)}}
 #: cached words and lock fields are forgotten beyond this many (addresses are unbounded)
 _CACHE_LIMIT = 1 << 16
 
@@ -143,29 +152,37 @@ def _holds(held: list, lock: str, instance: Optional[str]) -> bool:
 
 
 # What `_scan_tail` makes of the text after the task: (op kind, bits of the options seen, cpu, ...).
-_ACQUIRE, _RELEASE, _STATS = 1, 2, 3
-_KINDS = {"acquire": _ACQUIRE, "release": _RELEASE, "contended": _STATS, "acquired": _STATS}
+_ACQUIRE, _RELEASE, _STATS, _IRQ, _EXIT = 1, 2, 3, 4, 5
+_KINDS = {"acquire": _ACQUIRE, "release": _RELEASE, "contended": _STATS, "acquired": _STATS, E.EXIT: _EXIT,
+          **{op: _IRQ for op in E.IRQ_OPS}}
 
 
 def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
     """The text of a line after `TASK `, read as `scan_fast` reads it; None: not for the fast path.
 
     `(_ACQUIRE, seen, cpu, release, cls, lock, instance, read, trylock, subclass, nest, class node)`,
-    `(_RELEASE, seen, cpu, release, lock, instance)` or `(_STATS, seen, cpu)`; `seen` has the bit
-    of each option given, `release` is the text of the plain release of that lock.  An acquisition of a class the graph lacks is not for the fast path.
+    `(_RELEASE, seen, cpu, release, lock, instance)`, `(_STATS, seen, cpu)`, `(_IRQ, seen, cpu, op)`
+    (an irq-state op) or `(_EXIT, seen, cpu)`; `seen` has the bit of each option given, `release`
+    is the text of the plain release of that lock.  An acquisition of a class the graph lacks is
+    not for the fast path.
     """
     parts = tail.split(" ")
     kind = _KINDS.get(parts[0])
-    if kind is None or len(parts) < 2:
+    if kind is None:
         return None
-    known = _lock_field(parts[1])
-    if known is None:
-        return None
+    first = 1 if kind >= _IRQ else 2  # irq-state ops and exit name no lock
+    known = None
+    if first == 2:
+        if len(parts) < 2:
+            return None
+        known = _lock_field(parts[1])
+        if known is None:
+            return None
     takes = _TAKES[parts[0]]
     seen = read = subclass = 0
     trylock = False
     cpu = nest = None
-    for word in parts[2:]:
+    for word in parts[first:]:
         code = _option(word)
         if code is None:
             return None
@@ -183,7 +200,11 @@ def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
             subclass = value
         elif bit == _NEST:
             nest = value
-    lock, instance = known
+    if kind == _IRQ:
+        return (kind, seen, cpu, parts[0])
+    if kind == _EXIT:
+        return (kind, seen, cpu)
+    lock, instance = known  # type: ignore[misc]
     if kind == _ACQUIRE:
         cls = f"{lock}/{subclass}" if subclass else lock
         node = classes.get(cls)
@@ -232,7 +253,8 @@ _CPU_WORDS: dict = {}
 _UNREAD = object()
 
 
-_TAKES_BY_KIND = {_ACQUIRE: _TAKES["acquire"], _RELEASE: _TAKES["release"], _STATS: _TAKES["acquired"]}
+_TAKES_BY_KIND = {_ACQUIRE: _TAKES["acquire"], _RELEASE: _TAKES["release"], _STATS: _TAKES["acquired"],
+                  _IRQ: _TS | _CPU, _EXIT: _TS | _CPU}
 
 
 def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
@@ -251,6 +273,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     tasks = checker.tasks
     cache = checker.chain_cache
     classes = checker.graph._node
+    quick = checker.quick_reacquire
     stats = checker.stats
     scan = lt.scan_fast
     parse_line = lt.parse_line
@@ -264,7 +287,8 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
         # the compiled core applies the common lines itself and passes on the others, numbered;
         # it splits the rest of a file itself, given blocks of bytes (source.Lines.give_bytes)
         numbered = compiled(lines, task_view, tails, cache, initial, depth_limit, TICK if tick is not None else -1,
-                            classes)
+                            classes, (file, irq_evidence, usage_needs, 1 << ENABLED_HARDIRQ, 1 << ENABLED_SOFTIRQ,
+                                      READ_MASK, quick))
         give_bytes = getattr(lines, "give_bytes", None)
         if give_bytes is not None:
             give_bytes(numbered.lines_read)
@@ -418,11 +442,33 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                 task.chain_key = top.prev_chain_key
                             else:
                                 top = None
-                            if top is not None:
+                            released = top is not None
+                            if not released and quick:
+                                # -- lock_release of a lock further down, every re-acquired chain a hit ----
+                                moved = release_out_of_order(task, held, info[4], info[5], classes, cache)
+                                released = moved >= 0
+                                if released:
+                                    hits += moved
+                            if released:
                                 if cpu is not None:
                                     task.cpu = cpu
                                 events += 1
                                 continue
+                    elif kind == _IRQ:
+                        # -- irq.py's handler, when it marks no usage bit and notes nothing ------------
+                        if irq_change(task, held, info[3], classes, line, file, lineno):
+                            if cpu is not None:
+                                task.cpu = cpu
+                            task_view[task_key] = _view(task)
+                            events += 1
+                            continue
+                    elif kind == _EXIT:
+                        # -- Checker._op_exit of a task holding nothing: nothing to report -------------
+                        if not held:
+                            if cpu is not None:
+                                task.cpu = cpu
+                            events += 1
+                            continue
                     else:  # contended, acquired: statistics, not validation
                         if cpu is not None:
                             task.cpu = cpu
@@ -470,6 +516,170 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
         events, hits = take()
         stats.events += events
         stats.chain_hits += hits
+
+
+def release_out_of_order(task: TaskState, held: list, lock: str, instance: Optional[str], nodes: dict,
+                         cache: set) -> int:
+    """`Checker.lock_release` of a held lock that is not the innermost, when every lock above it
+    is re-acquired (`reacquire_held_locks`) onto a cached chain marking no usage bit: applied
+    here, the number of chain-cache hits; -1: nothing changed, the full checker's.
+
+    A re-acquisition whose new chain is cached validates nothing, whichever of lockdep's steps
+    takes it (`Checker.reacquire_held_locks`'s quick one or `lock_acquire`): the lock is pushed
+    again in the task's irq context now, with its new chain key.  The locks above must be the
+    fast path's entries without a nest lock (`lock_acquire` would look for it); all is checked
+    before anything changes.
+    """
+    index = _find_held(held, lock, instance)
+    if index is None:
+        return -1
+    found = held[index]
+    if found.__class__ is tuple:
+        if found[REFERENCES]:
+            return -1
+        chain_key = found[PREV_KEY]
+    else:
+        if found.references:
+            return -1
+        chain_key = found.prev_chain_key
+    irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
+    need = task.usage_need
+    if index:
+        below = held[index - 1]
+        below_context = below[IRQ_CONTEXT] if below.__class__ is tuple else below.irq_context
+    else:
+        below_context = None  # no lock below: the chain goes on from the key (lock_acquire at depth 0)
+    moved = []
+    hits = 0
+    for again in held[index + 1:]:
+        if again.__class__ is not tuple or again[NEST] is not None:
+            return -1
+        cls, read, trylock = again[CLS], again[READ], again[TRYLOCK]
+        if need[(1 if read else 0) | (2 if trylock else 0) | (4 if again[HARDIRQS_OFF] else 0)] \
+                & ~nodes[cls]["usage"]:
+            return -1  # a new usage bit: mark_usage
+        next_key = hash((INITIAL_CHAIN_KEY if below_context is not None and below_context != irq_context
+                         else chain_key, cls, read))
+        if not trylock:
+            if next_key not in cache:
+                return -1  # a new chain: validate_chain
+            hits += 1
+        moved.append(again[:PREV_KEY] + (chain_key, irq_context) + again[IRQ_CONTEXT + 1:])
+        below_context = irq_context
+        chain_key = next_key
+    del held[index:]
+    held += moved
+    task.chain_key = chain_key
+    return hits
+
+
+def _find_held(held: list, lock: str, instance: Optional[str]) -> Optional[int]:
+    """`Checker.find_held_lock` over a stack of tuples and `HeldLock`s: top-down, not crossing
+    into another irq context."""
+    i = len(held) - 1
+    while i >= 0:
+        entry = held[i]
+        if entry.__class__ is tuple:
+            if entry[LOCK] == lock and (entry[INSTANCE] == instance or (entry[REFERENCES] and entry[SUBCLASS] == 0)):
+                return i
+            context = entry[IRQ_CONTEXT]
+        else:
+            if entry.matches(lock, instance):
+                return i
+            context = entry.irq_context
+        i -= 1
+        if i >= 0:
+            below = held[i]
+            if (below[IRQ_CONTEXT] if below.__class__ is tuple else below.irq_context) != context:
+                return None
+    return None
+
+
+def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, file: str, lineno: int) -> bool:
+    """Apply the irq-state op `op` of `line` as `IrqValidator`'s handler would, if that marks no
+    usage bit and notes nothing (True); else change nothing (False: the full checker's).
+
+    Turning hardirqs (softirqs) on marks every checked held lock ENABLED_HARDIRQ (ENABLED_SOFTIRQ,
+    _READ for a reader; `mark_held_locks`): when the held classes have those bits already, that
+    marks nothing and validates nothing, and the change is the task's state alone.  A real
+    on/off transition is stamped as `IrqValidator._irq_event` stamps it, its evidence deferred
+    (`tasks.irq_event` reads it back).  An exit without its enter, or `irqs-on` inside a
+    hardirq handler, leaves a note: the full checker's.
+    """
+    if op == E.IRQS_OFF:
+        if task.hardirqs_enabled:
+            task.hardirqs_enabled = False
+            _defer_irq_event(task, op, line, file, lineno)
+    elif op == E.IRQS_ON:
+        if not task.hardirqs_enabled:  # else redundant_hardirqs_on
+            if task.hardirq_depth:
+                return False
+            if held:
+                soft = task.softirqs_enabled and not task.softirq_depth
+                if not _marked(held, nodes, (1 << ENABLED_HARDIRQ) | (1 << ENABLED_SOFTIRQ if soft else 0)):
+                    return False
+            task.hardirqs_enabled = True
+            _defer_irq_event(task, op, line, file, lineno)
+    elif op == E.SOFTIRQS_OFF:
+        if not task.softirqs_enabled:
+            return True
+        task.softirqs_enabled = False
+    elif op == E.SOFTIRQS_ON:
+        if task.softirqs_enabled:
+            return True  # redundant_softirqs_on
+        if (held and not task.softirq_depth and task.hardirqs_enabled and not task.hardirq_depth
+                and not _marked(held, nodes, 1 << ENABLED_SOFTIRQ)):
+            return False
+        task.softirqs_enabled = True
+    elif op == E.HARDIRQ_ENTER:
+        task.hardirq_depth += 1
+    elif op == E.SOFTIRQ_ENTER:
+        task.softirq_depth += 1
+    elif op == E.HARDIRQ_EXIT:
+        if not task.hardirq_depth:
+            return False
+        task.hardirq_depth -= 1
+    elif op == E.SOFTIRQ_EXIT:
+        if not task.softirq_depth:
+            return False
+        task.softirq_depth -= 1
+    else:
+        return False
+    if op == E.SOFTIRQS_OFF or op == E.SOFTIRQS_ON:
+        _defer_irq_event(task, op, line, file, lineno)
+    task.usage_need = usage_needs(task)
+    return True
+
+
+def _marked(held: list, nodes: dict, bits: int) -> bool:
+    """Whether every checked held lock's class has `bits` (shifted to _READ for a reader)."""
+    read_bits = bits << READ_MASK
+    for entry in held:
+        if entry.__class__ is tuple:
+            cls, read = entry[CLS], entry[READ]
+        elif entry.check:
+            cls, read = entry.cls, entry.read
+        else:
+            continue
+        want = read_bits if read else bits
+        if nodes[cls]["usage"] & want != want:
+            return False
+    return True
+
+
+def _defer_irq_event(task: TaskState, op: str, line: str, file: str, lineno: int) -> None:
+    """`IrqValidator._irq_event` without reading the line: its evidence is read back if asked."""
+    irq_events = task.irq_events
+    stamp = irq_events.get("stamp", 0) + 1  # type: ignore[operator]
+    irq_events["stamp"] = stamp
+    irq_events[op] = (stamp, irq_evidence, line, file, lineno, task.name)
+
+
+def irq_evidence(line: str, file: str, lineno: int, name: str) -> Evidence:
+    """The evidence of an irq-state change the fast path took (`tasks.irq_event`): its line read
+    back (`lt.scan_fast` takes every line the fast path takes)."""
+    ev = lt.scan_fast(line, file, lineno)
+    return Evidence(file, lineno, name, ev.at, ev.ts)  # type: ignore[union-attr]
 
 
 def _view(task) -> tuple:
