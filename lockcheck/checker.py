@@ -499,15 +499,16 @@ class Checker:
         the same classes that matter in the same order, so it finds the same
         path, only sooner (and none at all when the source is after the target).
         """
-        root = BfsEntry(src.cls, None, src.read == 2, 0, None)
+        scls = src.cls
         tcls = target.cls
         exclusive_target = target.read == 0
-        if root.cls == tcls and (exclusive_target or not root.only_xr):
-            return root
+        if scls == tcls and (exclusive_target or src.read != 2):
+            return BfsEntry(scls, None, src.read == 2, 0, None)
         succ = self.graph._succ
         # a path into the target needs a dependency into it; one out of the source, one out of it
-        if _only_self(self.graph._pred[tcls], tcls) or _only_self(succ[root.cls], root.cls):
+        if _only_self(self.graph._pred[tcls], tcls) or _only_self(succ[scls], scls):
             return None
+        root = BfsEntry(scls, None, src.read == 2, 0, None)
         order = self.graph.topological_order()
         if order is not None:
             limit = order[tcls]
@@ -582,14 +583,16 @@ class Checker:
 
         Most of what moves needs nothing but its new chain key, and gets only
         that: a lock whose `lock_acquire` would mark no usage bit, merge no
-        nest lock, start no chain (same irq context as the lock below it),
-        find no class held twice, and add only the dependency from the lock
-        below, already in the graph with this type (`check_prev_add`'s early
-        return).  The entry is pushed again with its new chain key, the
-        chain cached or counted as `validate_chain` would.  A first-in
-        first-out release of N held locks moves N^2 / 2 of them: this keeps
-        each move to a few steps (tests/test_reacquire.py holds it to the
-        full path).
+        nest lock, find no class held twice and add no dependency it has not
+        got -- because it starts a chain (nothing below it, or another irq
+        context: `validate_chain` then only checks the class is not held
+        already), because it is a trylock (`validate_chain` returns at once),
+        or because its only dependency, from the lock below, is in the graph
+        with this type already (`check_prev_add`'s early return).  The entry
+        is pushed again with its new chain key, the chain cached or counted
+        as `validate_chain` would.  A first-in first-out release of N held
+        locks moves N^2 / 2 of them: this keeps each move to a few steps
+        (tests/test_reacquire.py holds it to the full path).
         """
         held = task.held
         self._held_classes = held_classes = {h.cls for h in held}
@@ -600,25 +603,40 @@ class Checker:
         try:
             for again in above:
                 cls = again.cls
-                if (quick and held and again.nest is None and again.check and not again.trylock
-                        and again.irq_context == irq_context and cls not in held_classes):
-                    top = held[-1]
+                if (quick and again.nest is None and again.check and again.irq_context == irq_context
+                        and cls not in held_classes):
                     read = again.read
-                    attrs = classes[top.cls].get(cls)
-                    if (attrs is not None and top.irq_context == irq_context and top.check and not top.trylock
-                            and not need[(1 if read else 0) | (4 if again.hardirqs_off else 0)] & ~nodes[cls]["usage"]):
-                        dep = calc_dep(top.read, read)
-                        if attrs["dep"] & dep == dep:
-                            chain_key = task.chain_key
-                            again.prev_chain_key = chain_key
+                    trylock = again.trylock
+                    if not need[(1 if read else 0) | (2 if trylock else 0) | (4 if again.hardirqs_off else 0)] \
+                            & ~nodes[cls]["usage"]:
+                        chain_key = task.chain_key
+                        attrs = None
+                        if held and held[-1].irq_context == irq_context:
+                            if trylock:
+                                fits = True  # validate_chain returns before looking at it
+                            else:
+                                top = held[-1]
+                                attrs = classes[top.cls].get(cls)
+                                # (the dependency type is calc_dep's, inlined)
+                                fits = attrs is not None and top.check and not top.trylock and not (
+                                    ~attrs["dep"] & 1 << ((top.read == 0) + ((read != 2) << 1)))
+                        else:
+                            fits = True  # a chain head: no dependency to add
+                            if held:  # (the head of a chain in another irq context)
+                                chain_key = INITIAL_CHAIN_KEY
+                        if fits:
+                            again.prev_chain_key = task.chain_key
                             chain_key = hash((chain_key, cls, read))
-                            if chain_key in cache:
+                            if trylock:
+                                pass  # validate_chain neither caches nor counts a trylock's chain
+                            elif chain_key in cache:
                                 stats.chain_hits += 1
                             else:
                                 if len(held) < MAX_LOCK_DEPTH:
                                     cache.add(chain_key)
                                 stats.chains += 1
-                                attrs["distance"] = 1
+                                if attrs is not None:
+                                    attrs["distance"] = 1
                             held.append(again)
                             task.chain_key = chain_key
                             held_classes.add(cls)

@@ -309,8 +309,11 @@ class DepGraph:
         side with a growing budget, and as soon as one side is complete, that
         side alone moves into a free gap across the other (`_GAP` leaves room
         between neighbours), so the cost is about twice the smaller side,
-        not the sum of both.  Where the gap has no room left, both sides are
-        completed and moved into the positions they held (Pearce-Kelly).
+        not the sum of both.  Where the gap has no room left, the order is
+        renumbered with room everywhere (`_spread`) and the move tried again;
+        only where that leaves no room either (a `_GAP` too small for the
+        side) are both sides completed and moved into the positions they held
+        (Pearce-Kelly).
         """
         order = self._ord
         if order is None or self._cyclic:
@@ -335,23 +338,29 @@ class DepGraph:
         budget = _FIRST_BUDGET
         forward = backward = None
         while forward is None and backward is None:
+            lower = order[v]  # (positions change when `_spread` renumbers them)
             backward = _region(u, pred, order, lower, _END, budget)
             if backward is not None:
                 if v in backward:
                     self._cyclic = True
                     self._ord = None
                     return
-                if self._fit(backward, pred, below=lower):
+                if self._fit(backward, pred, below=order[v]):
                     return
-            forward = _region(v, succ, order, _START, upper, budget)
+                if self._spread() and self._fit(backward, pred, below=order[v]):
+                    return
+            forward = _region(v, succ, order, _START, order[u], budget)
             if forward is not None:
                 if u in forward:
                     self._cyclic = True
                     self._ord = None
                     return
-                if self._fit(forward, succ, above=upper):
+                if self._fit(forward, succ, above=order[u]):
+                    return
+                if self._spread() and self._fit(forward, succ, above=order[u]):
                     return
             budget *= 4
+        lower, upper = order[v], order[u]
         if forward is None:
             forward = _region(v, succ, order, _START, upper)
             if u in forward:
@@ -366,6 +375,26 @@ class DepGraph:
         for name, slot in zip(moved, slots):
             order[name] = slot
             at[slot] = name
+
+    def _spread(self) -> bool:
+        """Renumber the order `_GAP` apart, keeping it; False when it is that way already.
+
+        A move into a gap takes the free positions next to the class it goes
+        before (or after), so classes moved there end up side by side, and
+        the next move between two of them finds no room: the full move would
+        follow.  Renumbering is linear in the classes, and leaves room for
+        about `_GAP` moves into any one gap before it is needed again.
+        """
+        order, at = self._ord, self._at
+        if self._hi - self._lo == (len(order) - 1) * _GAP:
+            return False  # evenly spaced: no gap can be wider
+        ranked = sorted(order, key=order.__getitem__)
+        at.clear()
+        for position, name in enumerate(ranked):
+            order[name] = position * _GAP
+            at[position * _GAP] = name
+        self._lo, self._hi = 0, (len(ranked) - 1) * _GAP
+        return True
 
     def _fit(self, region: set, adjacency: dict, below: Optional[int] = None,
              above: Optional[int] = None) -> bool:

@@ -602,7 +602,7 @@ def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, fil
     Turning hardirqs (softirqs) on marks every checked held lock ENABLED_HARDIRQ (ENABLED_SOFTIRQ,
     _READ for a reader; `mark_held_locks`): when the held classes have those bits already, that
     marks nothing and validates nothing, and the change is the task's state alone.  A real
-    on/off transition is stamped as `IrqValidator._irq_event` stamps it, its evidence deferred
+    on/off transition is stamped as `irq._irq_event` stamps it, its evidence deferred
     (`tasks.irq_event` reads it back).  An exit without its enter, or `irqs-on` inside a
     hardirq handler, leaves a note: the full checker's.
     """
@@ -668,7 +668,7 @@ def _marked(held: list, nodes: dict, bits: int) -> bool:
 
 
 def _defer_irq_event(task: TaskState, op: str, line: str, file: str, lineno: int) -> None:
-    """`IrqValidator._irq_event` without reading the line: its evidence is read back if asked."""
+    """`irq._irq_event` without reading the line: its evidence is read back if asked."""
     irq_events = task.irq_events
     stamp = irq_events.get("stamp", 0) + 1  # type: ignore[operator]
     irq_events["stamp"] = stamp

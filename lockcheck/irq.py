@@ -21,7 +21,8 @@ an `irqs-on` inside a hardirq handler (the kernel's
 `task.irq_events` mirrors `curr->irqtrace`: `"stamp"` counts the real
 on/off transitions (redundant `irqs-off` etc. do not count), and each op
 maps to `(stamp at that transition, Evidence)`, printed by
-`print_irqtrace_events`.
+`print_irqtrace_events` -- kept as a deferred reading of it until a report
+asks (`_irq_event`, `tasks.irq_event`).
 
 Backward searches use lockdep's `locks_before` dependency type
 (`calc_depb`: `(next->read != 2) + ((prev->read == 0) << 1)`), which is the
@@ -119,44 +120,41 @@ class IrqValidator:
             self._note(ev, f"{ev.op} without a matching enter (ignored)")
         task.usage_need = usage_needs(task)
 
+    # The usage needs depend on the handler depths and on whether softirqs are enabled, not on
+    # whether hardirqs are (an acquisition's own hardirqs-off picks among them): irqs-on/-off
+    # leave them as they are, softirqs-on/-off refresh them only on a real transition.
     def _irqs_off(self, task: TaskState, ev: Event) -> None:
         if task.hardirqs_enabled:  # lockdep_hardirqs_off: an ON -> OFF transition
             task.hardirqs_enabled = False
-            self._irq_event(task, E.IRQS_OFF, ev)
-        task.usage_need = usage_needs(task)
+            _irq_event(task, E.IRQS_OFF, ev)
 
     def _softirqs_off(self, task: TaskState, ev: Event) -> None:
         if task.softirqs_enabled:  # lockdep_softirqs_off
             task.softirqs_enabled = False
-            self._irq_event(task, E.SOFTIRQS_OFF, ev)
-        task.usage_need = usage_needs(task)
+            _irq_event(task, E.SOFTIRQS_OFF, ev)
+            task.usage_need = usage_needs(task)
 
     def _irqs_on(self, task: TaskState, ev: Event) -> None:
-        self.lockdep_hardirqs_on(task, ev)
-        task.usage_need = usage_needs(task)
+        if not task.hardirqs_enabled:  # (redundant_hardirqs_on returns at once)
+            self.lockdep_hardirqs_on(task, ev)
 
     def _softirqs_on(self, task: TaskState, ev: Event) -> None:
-        self.lockdep_softirqs_on(task, ev)
-        task.usage_need = usage_needs(task)
+        if not task.softirqs_enabled:  # (redundant_softirqs_on)
+            self.lockdep_softirqs_on(task, ev)
+            task.usage_need = usage_needs(task)
 
     def _note(self, ev: Event, text: str) -> None:
         notes = self.notes
         if len(notes) < 20:
             notes.append(f"{ev.location}: {text}")
 
-    @staticmethod
-    def _irq_event(task: TaskState, op: str, ev: Event) -> None:
-        """Record an irq-state transition as `curr->irqtrace` does (`++trace->irq_events`)."""
-        stamp = task.irq_events.get("stamp", 0) + 1
-        task.irq_events["stamp"] = stamp
-        task.irq_events[op] = (stamp, Evidence(ev.file, ev.line, task.name, ev.at, ev.ts))
 
     def lockdep_hardirqs_on(self, task: TaskState, ev: Event) -> None:
         """Enabling hardirqs makes every held lock hardirq-unsafe (and softirq-unsafe if BHs are on)."""
         if task.hardirqs_enabled:
             return  # redundant_hardirqs_on
         task.hardirqs_enabled = True
-        self._irq_event(task, E.IRQS_ON, ev)
+        _irq_event(task, E.IRQS_ON, ev)
         if task.hardirq_depth:
             # lockdep_hardirqs_on_prepare: DEBUG_LOCKS_WARN_ON(lockdep_hardirq_context())
             self._note(ev, "irqs-on inside a hardirq handler (the kernel warns and turns lockdep off)")
@@ -168,7 +166,7 @@ class IrqValidator:
         if task.softirqs_enabled:
             return  # redundant_softirqs_on
         task.softirqs_enabled = True
-        self._irq_event(task, E.SOFTIRQS_ON, ev)
+        _irq_event(task, E.SOFTIRQS_ON, ev)
         if task.softirq_depth:
             return
         if not hardirqs_off(task):
@@ -433,6 +431,18 @@ class IrqValidator:
         self.report(task_finding(self.graph, F.IRQ_INVERSION, task, ev, lock=nxt.cls, held=prev.cls,
                                  next=snapshot(self.graph, nxt), prev=snapshot(self.graph, prev),
                                  details=details))
+
+
+def _irq_event(task: TaskState, op: str, ev: Event) -> None:
+    """Record an irq-state transition as `curr->irqtrace` does (`++trace->irq_events`).
+
+    Kept deferred, as `(stamp, Evidence, *its fields)` (`tasks.irq_event` builds
+    it when a report or `lockcheck.jobs` asks): nearly every transition
+    would build the object for nothing.
+    """
+    events = task.irq_events
+    stamp = events["stamp"] = events.get("stamp", 0) + 1
+    events[op] = (stamp, Evidence, ev.file, ev.line, task.name, ev.at, ev.ts)
 
 
 def _scenario_middle(safe: str, unsafe: str, prev_class: str, next_class: str) -> Optional[str]:

@@ -172,3 +172,36 @@ def test_irq_safe_reach_is_the_union_over_ancestors(steps, first_query) -> None:
         for other in nx.ancestors(graph.nx, node) | {node}:
             expected |= graph.usage(other) & 0b00110011
         assert graph.irq_safe_reach(node) == expected
+
+
+def test_a_class_moved_between_two_packed_ones_moves_alone(monkeypatch) -> None:
+    """X moves in just before V (the free position next to it); then Y must go between X and V,
+    where no position is free: the order is renumbered with room (`_spread`) and Y moves alone,
+    where the full move would have searched everything V leads to (and moved it)."""
+    graph = DepGraph()
+    graph.topological_order()
+    k = 50
+    for i in range(k):
+        graph.add_dependency("V", f"S{i}", DEP_EN, EV)
+    graph.add_dependency("P", "X", DEP_EN, EV)  # X is no source: it cannot simply go first
+    graph.add_dependency("X", "V", DEP_EN, EV)  # X is after V: it moves just before it
+    order = graph.topological_order()
+    assert order["X"] == order["V"] - 1
+    graph.add_dependency("X", "Y", DEP_EN, EV)  # Y new, placed last
+    whole = []
+    region = graph_module._region
+
+    def counted(start, adjacency, order, lo, hi, budget=None):
+        if budget is None:
+            whole.append(start)
+        return region(start, adjacency, order, lo, hi, budget)
+
+    monkeypatch.setattr(graph_module, "_region", counted)
+    before = sorted(order, key=order.__getitem__)
+    graph.add_dependency("Y", "V", DEP_EN, EV)
+    order = graph.topological_order()
+    assert whole == []  # no side searched to its end
+    after = sorted(order, key=order.__getitem__)
+    assert [name for name in after if name != "Y"] == [name for name in before if name != "Y"]
+    assert order["X"] < order["Y"] < order["V"]
+    assert all(order[a] < order[b] for a, b in graph.nx.edges)

@@ -92,9 +92,52 @@ def test_quick_path_is_taken_for_what_moves_unchanged() -> None:
     events = [Event("T1", "acquire", f"L{i}", line=i) for i in range(n)]
     events.append(Event("T1", "release", "L0", line=n))
     list(quick.run(events))
-    # every lock once when taken; of the 19 that move, only the new bottom (no lock below it) again
-    assert calls == [f"L{i}" for i in range(n)] + ["L1"]
+    # every lock once when taken; none of the 19 that move again (the new bottom starts a chain:
+    # no dependency to add)
+    assert calls == [f"L{i}" for i in range(n)]
     assert [h.cls for h in quick.tasks["T1"].held] == [f"L{i}" for i in range(1, n)]
+
+
+QUICK_TOO = {
+    # B moves to the bottom: a chain head, nothing below it to depend on
+    "chain head": """
+        T1 acquire A
+        T1 acquire B
+        T1 release A
+    """,
+    # C, a trylock, adds no dependency when taken (validate_chain returns at once), nor again
+    "trylock": """
+        T1 acquire A
+        T1 acquire B
+        T1 acquire C try
+        T1 release B
+    """,
+    # C was taken in a softirq over B: it starts the softirq's chain, again after B goes
+    "chain head in another irq context": """
+        T1 acquire A
+        T1 acquire B
+        T1 softirq-enter
+        T1 acquire C
+        T1 release B
+    """,
+}
+
+
+def test_quick_path_is_taken_for_chain_heads_and_trylocks() -> None:
+    """What moves to the head of a chain, or was a trylock, is re-pushed without `lock_acquire`,
+    and ends as the full path ends."""
+    for name, text in QUICK_TOO.items():
+        events = []
+        for line, words in enumerate((row.split() for row in text.strip().splitlines()), 1):
+            task, op, *rest = words
+            events.append(Event(task, op, rest[0] if rest else None, trylock="try" in rest, file="t.lt", line=line))
+        quick = Checker()
+        calls = []
+        original = quick.lock_acquire
+        quick.lock_acquire = lambda *a, **k: calls.append(a[2]) or original(*a, **k)  # type: ignore[method-assign]
+        assert outcome(quick, events) == outcome(FullPathChecker(), events), name
+        acquired = [ev.lock for ev in events if ev.op == "acquire"]
+        assert calls == acquired, name  # each once, when taken; nothing again when it moved
 
 
 def test_fifo_release_past_the_depth_limit_reports_the_limit_once() -> None:
