@@ -279,10 +279,15 @@ class CheckSession:
                 self.progress_line.tick(file)
 
         def choose(module, rules_module):
+            from lockcheck import capturepath
+
             probe: Iterator[Event] = iter(())
             if annotator is not None and annotator.transform(rules_module, probe) is not probe:
-                return None
-            return hotpath.parser(module, checker, tick)
+                # annotated (a capture): the capture fast path keeps the annotator's state itself
+                return capturepath.parser(module, rules_module, checker, annotator, self.context.stats, tick,
+                                          annotated=True)
+            return (hotpath.parser(module, checker, tick)
+                    or capturepath.parser(module, rules_module, checker, annotator, self.context.stats, tick))
 
         return choose
 
