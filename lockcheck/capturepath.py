@@ -39,7 +39,7 @@ from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional
 
 from lockcheck.checker import MAX_LOCK_DEPTH, Checker
-from lockcheck.events import ACQUIRE, ACQUIRED, CONTENDED, RELEASE, WRITE, Event
+from lockcheck.events import ACQUIRE, ACQUIRED, ALL_OPS, CONTENDED, LOST_EVENTS, RELEASE, RUN, WRITE, Event
 from lockcheck.tasks import INITIAL_CHAIN_KEY, HeldLock
 
 #: lines between two calls of the progress `tick` (a mask, as `hotpath.TICK`)
@@ -48,6 +48,9 @@ TICK = 0xFFFF
 _CACHE_LIMIT = 1 << 16
 #: heads cached (as `ftrace._HEAD_CACHE_LIMIT`: every new task brings new ones)
 _HEAD_CACHE_LIMIT = 1 << 12
+
+#: the ops whose event changes the state of its own task only (others: lost events, a run's start)
+_OWN_TASK_OPS = frozenset(ALL_OPS - {LOST_EVENTS, RUN})
 
 # what a body is, for the fast path
 _SKIP, _SKIP_CONTENTION, _LOCK = 0, 1, 2
@@ -468,7 +471,115 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
 
 def jsonl_events(checker: Checker, tick: Optional[Callable[[str], None]], lines: Iterable[str],
                  file: str = "<trace>") -> Iterator[Event]:
-    """The events of JSON Lines that need the checker's full path (for now: every line)."""
+    """The events of JSON Lines that need the checker's full path; the other lines applied here.
+
+    Feed what this yields to the checker before asking for the next one.
+    """
     from lockcheck.readers import jsonl
 
-    return jsonl.parse(lines, file)
+    misses = _jsonl_misses(checker, tick, lines, file)
+    collecting = gc.isenabled()
+    gc.disable()  # as ftrace_events
+    try:
+        yield from jsonl.parse_numbered(misses, file)
+    finally:
+        misses.close()
+        if collecting:
+            gc.enable()
+
+
+def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str) -> Iterator[tuple[int, str]]:
+    """The numbered lines the JSON Lines reader must read; the common hits applied to the checker."""
+    from lockcheck.jsontext import JsonError, loads
+    from lockcheck.readers.jsonl import common_fields
+
+    tasks = checker.tasks
+    cache = checker.chain_cache
+    nodes = checker._nodes
+    cstats = checker.stats
+    depth_limit = MAX_LOCK_DEPTH - 1
+    initial = INITIAL_CHAIN_KEY
+    deferred = HeldLock.deferred
+    partial = functools.partial
+    views: dict = {}
+    for lineno, line in enumerate(lines, 1):
+        if tick is not None and not lineno & TICK:
+            tick(file)
+        fields = None
+        obj = None
+        if line[:1] == "{" and "\\u" not in line:  # escapes: the reader checks them for lone surrogates
+            try:
+                obj = loads(line)
+            except JsonError:
+                pass
+            else:
+                fields = common_fields(obj)
+        if fields is None:
+            task = op = None
+            if obj.__class__ is dict:
+                task, op = obj.get("task"), obj.get("op")
+            if task.__class__ is str and op.__class__ is str and op in _OWN_TASK_OPS:
+                views.pop(task, None)  # an event that changes its own task's state only
+            else:
+                views.clear()
+            yield lineno, line
+            continue
+        task, op, lock, instance, mode, at, ts, cpu, comm = fields
+        view = views.get(task)
+        if view is None:
+            ctask = tasks.get(task)
+            if ctask is not None and not checker.stopped:
+                view = views[task] = _View(ctask, None)
+        if view is not None:
+            ctask = view.task
+            held = view.held
+            if op is ACQUIRE:
+                node = nodes.get(lock)
+                depth = len(held)
+                if node is not None and depth < depth_limit \
+                        and not view.usage_need[1 if mode else 0] & ~node["usage"]:
+                    prev_key = chain_key = ctask.chain_key
+                    irq_context = view.irq_context
+                    if depth and held[-1].irq_context != irq_context:
+                        chain_key = initial
+                    chain_key = hash((chain_key, lock, mode))
+                    if chain_key in cache:
+                        cstats.events += 1
+                        if comm is not None:
+                            ctask.name = comm
+                        if cpu is not None:
+                            ctask.cpu = cpu
+                        recent = view.recent
+                        if recent is not None:
+                            recent.add((lock, instance))
+                            recent.last = cstats.events
+                        hlock = deferred(partial(Event, task, ACQUIRE, lock, instance, mode, False, 0, None, True, at,
+                                                 ts, cpu, file, lineno, comm),
+                                         lock, lock, instance, 0, mode, False, True, None, irq_context,
+                                         view.hardirqs_off, 0)
+                        hlock.prev_chain_key = prev_key
+                        held.append(hlock)
+                        ctask.chain_key = chain_key
+                        cstats.chain_hits += 1
+                        continue
+            elif op is RELEASE:
+                if held:
+                    top = held[-1]
+                    if top.instance == instance and top.lock == lock and not top.references:
+                        cstats.events += 1
+                        if comm is not None:
+                            ctask.name = comm
+                        if cpu is not None:
+                            ctask.cpu = cpu
+                        held.pop()
+                        ctask.chain_key = top.prev_chain_key
+                        continue
+            elif op is CONTENDED or op is ACQUIRED:  # counted
+                cstats.events += 1
+                if comm is not None:
+                    ctask.name = comm
+                if cpu is not None:
+                    ctask.cpu = cpu
+                continue
+        views.pop(task, None)
+        yield lineno, line

@@ -142,6 +142,16 @@ def _common_event(obj: Any, file: str, line: int) -> Optional[Event]:
     of the right type -- in a fraction of its time; None for anything else, which `event_from_json`
     then reads (and rejects with its message, if it must).  Whatever this accepts, `event_from_json`
     accepts as the same event (tests/test_reader_jsonl.py holds them together on generated objects)."""
+    fields = common_fields(obj)
+    if fields is None:
+        return None
+    task, op, lock, instance, mode, at, ts, cpu, comm = fields
+    return Event(task, op, lock, instance, mode, False, 0, None, True, at, ts, cpu, file, line, comm)
+
+
+def common_fields(obj: Any) -> Optional[tuple]:
+    """What `_common_event` reads of a decoded line, `(task, op, lock, instance, mode, at, ts, cpu, comm)`
+    (the fast path, `lockcheck.capturepath`, applies it without an `Event`); None: not the common line."""
     if obj.__class__ is not dict or not obj.keys() <= _COMMON_KEYS:
         return None
     get = obj.get
@@ -174,7 +184,7 @@ def _common_event(obj: Any, file: str, line: int) -> Optional[Event]:
     cpu = get("cpu")
     if cpu is not None and (cpu.__class__ is not int or not 0 <= cpu <= MAX_CPU):
         return None
-    return Event(task, op, lock, instance, mode, False, 0, None, True, at, ts, cpu, file, line, comm)
+    return (task, op, lock, instance, mode, at, ts, cpu, comm)
 
 
 def parse(lines: Iterable[str], file: str = "<trace>") -> Iterator[Event]:
@@ -185,7 +195,13 @@ def parse(lines: Iterable[str], file: str = "<trace>") -> Iterator[Event]:
     Unicode: a `\\ud800` escape decodes to a lone surrogate, which no
     renderer or output file could carry.
     """
-    for lineno, line in enumerate(lines, 1):
+    return parse_numbered(enumerate(lines, 1), file)
+
+
+def parse_numbered(numbered: Iterable[tuple[int, str]], file: str = "<trace>") -> Iterator[Event]:
+    """`parse` of `(line number, line)` pairs: the fast path (`lockcheck.capturepath`) hands on
+    only the lines it does not apply itself, numbered as in the file."""
+    for lineno, line in numbered:
         text = line.strip()
         if not text or text[0] == "#":
             continue
