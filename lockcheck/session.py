@@ -299,8 +299,8 @@ class CheckSession:
         from lockcheck.readers import run_rules
 
         rules = run_rules(module)
-        # a capture's idle tasks are forgotten: captures are read through `Checker.feed` alone
-        # (the fast path, which keeps views of tasks, reads `.lt` only)
+        # a capture's idle tasks are forgotten (in place: the capture fast path's views of tasks
+        # keep the same RecentLocks, and it stamps them with the checker's exact event count)
         checker.open_trace(**rules, forget_idle=rules["capture"])
         if not rules["irq_state"]:
             self.no_irq_files.append(name)
