@@ -57,7 +57,7 @@ _SKIP, _SKIP_CONTENTION, _LOCK = 0, 1, 2
 
 
 def parser(module: ModuleType, rules_module: ModuleType, checker: Checker, annotators, stats,
-           tick: Optional[Callable[[str], None]] = None, annotated: bool = False
+           tick: Optional[Callable[[str], None]] = None, annotated: bool = False, context=None
            ) -> Optional[Callable[[Iterable[str], str], Iterator[Event]]]:
     """The fast parse of a capture or JSON Lines file for `checker` (`parse(lines, file)`), or None.
 
@@ -66,15 +66,16 @@ def parser(module: ModuleType, rules_module: ModuleType, checker: Checker, annot
     transforms this file's events (a capture; JSON Lines are taken only
     when it does not).  Only the formats this module knows, read by their
     own rules, and a checker that sees cache hits only as hits
-    (`Checker._inline_cache_hits`).
+    (`Checker._inline_cache_hits`).  `context`: the `ReadContext`, whose
+    `parallel` lets a large file be parsed in a second process.
     """
     if not checker._inline_cache_hits or rules_module is not module:
         return None
     name = getattr(module, "NAME", None)
     if name == "ftrace" and stats is not None:
-        return functools.partial(ftrace_events, checker, annotators, stats, tick)
+        return functools.partial(ftrace_events, checker, annotators, stats, tick, context=context)
     if name == "jsonl" and not annotated:
-        return functools.partial(jsonl_events, checker, tick)
+        return functools.partial(jsonl_events, checker, tick, context=context)
     return None
 
 
@@ -117,16 +118,22 @@ def _only_unchecked(rules, name: str) -> str:
 
 
 def ftrace_events(checker: Checker, annotators, stats, tick: Optional[Callable[[str], None]],
-                  lines: Iterable[str], file: str = "<trace>") -> Iterator[Event]:
+                  lines: Iterable[str], file: str = "<trace>", context=None) -> Iterator[Event]:
     """The events of ftrace lines that need the plain path; the other lines applied here.
 
     Feed what this yields through the annotator to the checker before asking
-    for the next one (as the session's pipeline does).
+    for the next one (as the session's pipeline does).  With a `context`
+    that reads in parallel (`ReadContext.parallel`), a large file is parsed
+    in a second process and its events applied by `fields_events`.
     """
     from lockcheck.readers import ftrace
 
-    reader = ftrace.FtraceReader(file, stats=stats)
     annotator = getattr(annotators, "current", annotators)
+    batches = _worker_batches(ftrace, context, stats, lines, file)
+    if batches is not None:
+        yield from fields_events(checker, annotator, batches, tick, file)
+        return
+    reader = ftrace.FtraceReader(file, stats=stats)
     misses = _ftrace_misses(checker, annotator, reader, stats, tick, lines, file)
     collecting = gc.isenabled()
     gc.disable()  # as hotpath.lt_events: a check makes no cycles per line, the collector's passes cost
@@ -470,12 +477,18 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
 
 
 def jsonl_events(checker: Checker, tick: Optional[Callable[[str], None]], lines: Iterable[str],
-                 file: str = "<trace>") -> Iterator[Event]:
+                 file: str = "<trace>", context=None) -> Iterator[Event]:
     """The events of JSON Lines that need the checker's full path; the other lines applied here.
 
-    Feed what this yields to the checker before asking for the next one.
+    Feed what this yields to the checker before asking for the next one
+    (a large file read in parallel: as `ftrace_events`).
     """
     from lockcheck.readers import jsonl
+
+    batches = _worker_batches(jsonl, context, None, lines, file)
+    if batches is not None:
+        yield from fields_events(checker, None, batches, tick, file)
+        return
 
     misses = _jsonl_misses(checker, tick, lines, file)
     collecting = gc.isenabled()
@@ -583,3 +596,213 @@ def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str) -> It
                 continue
         views.pop(task, None)
         yield lineno, line
+
+
+# -- events parsed in a second process ------------------------------------------------------
+
+
+def _fields_event(fields: tuple, check: bool) -> Event:
+    """The event of a reader's field tuple as the checker got it (`check` as annotated)."""
+    ev = Event(*fields)
+    ev.check = check
+    return ev
+
+
+def _worker_batches(module: ModuleType, context, stats, lines, file: str) -> Optional[Iterator[list]]:
+    """The batches of field tuples of `file` parsed in a second process (`readers.parallel`), when the
+    session reads in parallel and the file is worth it; None: read it here."""
+    from lockcheck.readers import parallel
+
+    if context is None or not context.parallel or not parallel.worth_it(file):
+        return None
+    close = getattr(lines, "close", None)
+    if close is not None:
+        close()
+    offset = [0]
+    context.reading(lambda: offset[0])
+    return parallel.read_batches_in_worker(file, module, stats, offset)
+
+
+def fields_events(checker: Checker, annotator, batches: Iterable[list], tick: Optional[Callable[[str], None]],
+                  file: str) -> Iterator[Event]:
+    """The events among a reader's field tuples (`Event(*fields)`) that need the plain path; the
+    others applied to the annotator (None: none runs) and the checker here.
+
+    What the ftrace fast path does per line, done on what a reader process
+    sends: the reader's own work (task identity, irq context events, names
+    by address) is done there, so an irq context change arrives as events of
+    its own and the lock event after it can still be a hit.
+    """
+    tasks = checker.tasks
+    cache = checker.chain_cache
+    nodes = checker._nodes
+    cstats = checker.stats
+    depth_limit = MAX_LOCK_DEPTH - 1
+    initial = INITIAL_CHAIN_KEY
+    deferred = HeldLock.deferred
+    partial = functools.partial
+    if annotator is not None:
+        a_held_of = annotator.held
+        a_ctx = annotator.ctx
+        a_cpu = annotator.cpu
+        sources = annotator.sources
+        tries = annotator.tries
+        ruled_of = annotator._ruled
+        changes = annotator.changes
+        only_unchecked: dict = {}
+        until_report = annotator.validity == "until-report"
+        index = annotator.index
+        suffixes = index.suffixes if index is not None else None
+    views: dict = {}
+    collecting = gc.isenabled()
+    gc.disable()  # as ftrace_events
+    try:
+        for number, batch in enumerate(batches, 1):
+            if tick is not None and not number & 31:
+                tick(file)
+            for fields in batch:
+                task, op, name, instance, mode, trylock, subclass, nest, check = fields[:9]
+                done = False
+                view = None
+                while True:  # a loop to leave by `break`: the plain way unless `done`
+                    if (len(fields) > 15 and fields[15]) or subclass or nest is not None:
+                        break
+                    view = views.get(task)
+                    if view is None:
+                        ctask = tasks.get(task)
+                        if ctask is None or checker.stopped:
+                            break
+                        view = views[task] = _View(ctask, a_held_of.get(task) if annotator is not None else None)
+                    ctask = view.task
+                    held = view.held
+                    cpu = fields[11]
+                    if op == ACQUIRE:
+                        node = nodes.get(name)
+                        if node is None:
+                            break
+                        depth = len(held)
+                        if depth >= depth_limit:
+                            break
+                        origin = None
+                        if annotator is not None:
+                            if not annotator.capture or not check:
+                                break
+                            trusted = annotator.trusted
+                            if trusted and until_report:
+                                break
+                            ruled = ruled_of.get(name)
+                            if ruled is None:
+                                break
+                            if ruled:
+                                origin = only_unchecked.get(name)
+                                if origin is None:
+                                    origin = only_unchecked[name] = _only_unchecked(annotator.rules, name)
+                                if not origin:
+                                    break
+                                check = False
+                            a_held = view.a_held
+                            ctx = a_ctx.get(task, 0)
+                            use_state = index is not None and trusted
+                            if a_held and (check or not use_state):
+                                same = False
+                                for entry in a_held:
+                                    if entry[0] == name:
+                                        same = True
+                                        break
+                                if same:
+                                    break
+                            if use_state:
+                                if check and not trylock:
+                                    entries = a_held or ()
+                                    i = len(entries)
+                                    while i and entries[i - 1][3] == ctx:
+                                        i -= 1
+                                    if tuple([entry[0] for entry in entries[i:]] + [name]) not in suffixes:
+                                        break
+                            else:
+                                if index is not None and fields[12] not in annotator.untrusted_from:
+                                    break
+                                if mode and name not in annotator.rules.recursive_read:
+                                    reasons = annotator.doubts.get(name)
+                                    if reasons is None or (len(reasons) < 3 and not any(
+                                            reason[:20] == _READ_DOUBT for reason in reasons)):
+                                        break
+                        if check:
+                            if view.usage_need[(1 if mode else 0) | (2 if trylock else 0)] & ~node["usage"]:
+                                break
+                        elif (512 if mode else 256) & ~node["usage"]:  # USED_READ / USED
+                            break
+                        prev_key = chain_key = ctask.chain_key
+                        irq_context = view.irq_context
+                        if depth and held[-1].irq_context != irq_context:
+                            chain_key = initial
+                        chain_key = hash((chain_key, name, mode))
+                        if check and not trylock and chain_key not in cache:
+                            break
+                        if annotator is not None:
+                            if cpu is not None:
+                                a_cpu[task] = cpu
+                            counts = tries.get(fields[12])
+                            if counts is None:
+                                counts = tries[fields[12]] = [0, 0]
+                            counts[0] += 1
+                            if trylock:
+                                counts[1] += 1
+                            if origin is not None:
+                                changes[("check0", name, "rule " + origin)] += 1
+                                sources["rule"] += 1
+                            else:
+                                sources["state" if use_state else "none"] += 1
+                            if a_held is None:
+                                a_held = view.a_held = a_held_of[task] = []
+                            a_held.append([name, name, instance, ctx, mode])
+                        cstats.events += 1
+                        recent = view.recent
+                        if recent is not None:
+                            recent.add((name, instance))
+                            recent.last = cstats.events
+                        hlock = deferred(partial(_fields_event, fields, check), name, name, instance, 0, mode,
+                                         trylock, check, None, irq_context, view.hardirqs_off, 0)
+                        hlock.prev_chain_key = prev_key
+                        held.append(hlock)
+                        ctask.chain_key = chain_key
+                        if check and not trylock:
+                            cstats.chain_hits += 1
+                    elif op == RELEASE:
+                        if not held:
+                            break
+                        top = held[-1]
+                        if top.instance != instance or top.lock != name or top.references:
+                            break
+                        if annotator is not None:
+                            a_held = view.a_held
+                            if not a_held:
+                                break
+                            a_top = a_held[-1]
+                            if a_top[1] != name or a_top[2] != instance or (len(a_top) > 5 and a_top[5]):
+                                break
+                            a_held.pop()
+                        cstats.events += 1
+                        held.pop()
+                        ctask.chain_key = top.prev_chain_key
+                    elif op == CONTENDED or op == ACQUIRED:
+                        cstats.events += 1
+                    else:
+                        break
+                    comm = fields[14]
+                    if comm is not None:
+                        ctask.name = comm
+                    if cpu is not None:
+                        ctask.cpu = cpu
+                    done = True
+                    break
+                if done:
+                    continue
+                if op == LOST_EVENTS or op == RUN:
+                    views.clear()  # other tasks' stacks and irq states change
+                else:
+                    views.pop(task, None)
+                yield Event(*fields)
+    finally:
+        if collecting:
+            gc.enable()

@@ -285,9 +285,10 @@ class CheckSession:
             if annotator is not None and annotator.transform(rules_module, probe) is not probe:
                 # annotated (a capture): the capture fast path keeps the annotator's state itself
                 return capturepath.parser(module, rules_module, checker, annotator, self.context.stats, tick,
-                                          annotated=True)
+                                          annotated=True, context=self.context)
             return (hotpath.parser(module, checker, tick)
-                    or capturepath.parser(module, rules_module, checker, annotator, self.context.stats, tick))
+                    or capturepath.parser(module, rules_module, checker, annotator, self.context.stats, tick,
+                                          context=self.context))
 
         return choose
 

@@ -103,15 +103,38 @@ def _state():
     return _STATE[0]
 
 
-def _outcome(lines: list[str], fast: bool, with_state: bool, first: bool = False) -> dict:
-    """Everything a run of the pipeline over LINES leaves that anyone can see."""
+def _batches(items, size: int = 7) -> list:
+    """Field tuples in batches, as a reader process sends them (`parallel.read_batches_in_worker`)."""
+    items = list(items)
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _fields_batches(parse):
+    """The batches of a reader run here; an error comes after the batches before it, as from a worker."""
+    done = []
+    try:
+        for item in parse:
+            done.append(item)
+    except TraceError as err:
+        yield from _batches(done)
+        raise err
+    yield from _batches(done)
+
+
+def _outcome(lines: list[str], fast, with_state: bool, first: bool = False) -> dict:
+    """Everything a run of the pipeline over LINES leaves that anyone can see (`fast`: False, True, or
+    "fields": the events as a reader process sends them, applied by `fields_events`)."""
     checker = Checker()
     checker.options.first = first
     annotator = AnnotationOptions().annotator(_state() if with_state else None)
     stats = ftrace.ReaderStats()
     checker.open_trace(True, forget_idle=True)
     annotator.open_trace(ftrace)
-    if fast:
+    if fast == "fields":
+        events = capturepath.fields_events(
+            checker, annotator, _fields_batches(ftrace.parse(lines, "gen.ftrace", stats=stats, fields=True)), None,
+            "gen.ftrace")
+    elif fast:
         parse = capturepath.parser(ftrace, ftrace, checker, annotator, stats, annotated=True)
         assert parse is not None
         events = parse(lines, "gen.ftrace")
@@ -154,7 +177,9 @@ def _outcome(lines: list[str], fast: bool, with_state: bool, first: bool = False
           "           bash-12 [000] d.h1.  5.2: lock_release: 0xc3 ",
           "           bash-12 [000] d.h1.  5.2: lock_release: 0xc3 rcu_read_lock"] * 3, False)
 def test_fast_path_is_the_plain_path(lines, with_state) -> None:
-    assert _outcome(lines, True, with_state) == _outcome(lines, False, with_state)
+    plain = _outcome(lines, False, with_state)
+    assert _outcome(lines, True, with_state) == plain
+    assert _outcome(lines, "fields", with_state) == plain
 
 
 def test_a_bad_line_keeps_its_place() -> None:
@@ -163,7 +188,7 @@ def test_a_bad_line_keeps_its_place() -> None:
             "           bash-12 [000] ...1.  5.2: lock_release: 00000000a1 &p->pi_lock"] * 4
     lines = good + ["           bash-12 [000] ...1.  5.3: lock_acquire: zz &p->pi_lock"] + good
     fast, plain = _outcome(lines, True, True), _outcome(lines, False, True)
-    assert fast == plain
+    assert fast == plain == _outcome(lines, "fields", True)
     assert fast["error"] is not None and fast["error"].startswith("gen.ftrace:9:")
     assert fast["stats"].events == 8
 
@@ -178,6 +203,9 @@ def test_first_finding_stops_both_alike() -> None:
     lines = ab * 3 + ba + ab
     fast, plain = _outcome(lines, True, False, first=True), _outcome(lines, False, False, first=True)
     assert fast == plain
+    # a reader process reads on after the checker stopped (its statistics count every line), as before
+    fields = _outcome(lines, "fields", False, first=True)
+    assert {**fields, "reader": None} == {**plain, "reader": None}
     assert [f.kind for f in fast["findings"]] == ["circular-dependency"]
 
 
@@ -233,6 +261,21 @@ def test_every_shipped_capture_checks_the_same_on_the_fast_path(name, args, monk
     for fmt in ("json", "text"):
         assert _check(args, "1", fmt, monkeypatch, capsys, tmp_path) == _check(args, "0", fmt, monkeypatch, capsys,
                                                                              tmp_path)
+
+
+@pytest.mark.parametrize("name,args", _inputs(), ids=[name for name, _ in _inputs()])
+def test_every_shipped_capture_checks_the_same_read_in_a_second_process(name, args, monkeypatch, capsys,
+                                                                         tmp_path) -> None:
+    """The fast path over what a reader process sends (every file is worth it here) is the plain path."""
+    from lockcheck.readers import parallel
+
+    expected = _check(args, "0", "json", monkeypatch, capsys, tmp_path)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.delenv("LOCKCHECK_JOBS")
+    status = main(["check", "--format", "json", "--no-config", "--save-graph", str(tmp_path / "p.json")] + args)
+    out, err = capsys.readouterr()
+    assert (status, json.loads(out), err, (tmp_path / "p.json").read_text()) == expected
 
 
 def test_the_shipped_inputs_include_captures_and_json_lines() -> None:
@@ -301,10 +344,15 @@ def json_traces(draw) -> list[str]:
     return block * draw(st.integers(1, 3)) + [draw(json_line(held)) for _ in range(draw(st.integers(0, 8)))]
 
 
-def _json_outcome(lines: list[str], fast: bool) -> dict:
+def _json_outcome(lines: list[str], fast) -> dict:
     checker = Checker()
     checker.open_trace(False)
-    if fast:
+    if fast == "fields":
+        from lockcheck.readers.parallel import _FIELDS
+
+        events = capturepath.fields_events(checker, None, _fields_batches(map(_FIELDS, jsonl.parse(lines, "gen.jsonl"))),
+                                           None, "gen.jsonl")
+    elif fast:
         parse = capturepath.parser(jsonl, jsonl, checker, None, None)
         assert parse is not None
         events = parse(lines, "gen.jsonl")
@@ -337,13 +385,15 @@ def _json_outcome(lines: list[str], fast: bool) -> dict:
 @example(['{"task": "T1", "op": "acquire", "lock": "A"}', '{"task": "T1", "op": "acquire", "lock": "B", "ts": 2}',
           '{"task": "T1", "op": "release", "lock": "B", "cpu": 1}', '{"task": "T1", "op": "release", "lock": "A"}'] * 3)
 def test_json_lines_fast_path_is_the_plain_path(lines) -> None:
-    assert _json_outcome(lines, True) == _json_outcome(lines, False)
+    plain = _json_outcome(lines, False)
+    assert _json_outcome(lines, True) == plain
+    assert _json_outcome(lines, "fields") == plain
 
 
 def test_json_lines_bad_line_keeps_its_place() -> None:
     good = ['{"task": "T1", "op": "acquire", "lock": "A"}', '{"task": "T1", "op": "release", "lock": "A"}'] * 3
     lines = good + ['{"task": "T1", "op": "acquire", "lock": "A", "mode": "reed"}'] + good
     fast = _json_outcome(lines, True)
-    assert fast == _json_outcome(lines, False)
+    assert fast == _json_outcome(lines, False) == _json_outcome(lines, "fields")
     assert fast["error"] is not None and fast["error"].startswith("gen.jsonl:7:")
     assert fast["stats"].events == 6
