@@ -348,9 +348,7 @@ def _json_outcome(lines: list[str], fast) -> dict:
     checker = Checker()
     checker.open_trace(False)
     if fast == "fields":
-        from lockcheck.readers.parallel import _FIELDS
-
-        events = capturepath.fields_events(checker, None, _fields_batches(map(_FIELDS, jsonl.parse(lines, "gen.jsonl"))),
+        events = capturepath.fields_events(checker, None, _fields_batches(jsonl.parse(lines, "gen.jsonl", fields=True)),
                                            None, "gen.jsonl")
     elif fast:
         parse = capturepath.parser(jsonl, jsonl, checker, None, None)

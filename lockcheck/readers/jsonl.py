@@ -19,6 +19,7 @@ starting with `#` are ignored.  No grammar file: JSON is the grammar.
 from __future__ import annotations
 
 import json
+from operator import attrgetter
 from typing import Any, Iterable, Iterator, Optional
 
 from lockcheck.errors import TraceError
@@ -187,18 +188,26 @@ def common_fields(obj: Any) -> Optional[tuple]:
     return (task, op, lock, instance, mode, at, ts, cpu, comm)
 
 
-def parse(lines: Iterable[str], file: str = "<trace>") -> Iterator[Event]:
+def parse(lines: Iterable[str], file: str = "<trace>", fields: bool = False) -> Iterator[Event]:
     """Events from JSON Lines (the format-module entry).
 
     Lines are strict JSON (`lockcheck.jsontext`: no NaN or Infinity, no
     runaway nesting or number length), and every string must be valid
     Unicode: a `\\ud800` escape decodes to a lone surrogate, which no
-    renderer or output file could carry.
+    renderer or output file could carry.  `fields=True` yields the
+    arguments of each `Event(...)` as a tuple instead (a reader process:
+    `lockcheck.readers.parallel`; the common line needs no event then).
     """
-    return parse_numbered(enumerate(lines, 1), file)
+    return parse_numbered(enumerate(lines, 1), file, fields)
 
 
-def parse_numbered(numbered: Iterable[tuple[int, str]], file: str = "<trace>") -> Iterator[Event]:
+#: `parse(..., fields=True)` yields constructor tuples (see lockcheck.readers.parallel)
+PARSES_FIELDS = True
+_FIELDS = attrgetter(*Event.__slots__)
+
+
+def parse_numbered(numbered: Iterable[tuple[int, str]], file: str = "<trace>",
+                   fields: bool = False) -> Iterator[Event]:
     """`parse` of `(line number, line)` pairs: the fast path (`lockcheck.capturepath`) hands on
     only the lines it does not apply itself, numbered as in the file."""
     for lineno, line in numbered:
@@ -209,13 +218,19 @@ def parse_numbered(numbered: Iterable[tuple[int, str]], file: str = "<trace>") -
             obj = loads(line)
         except JsonError as exc:
             raise TraceError(file, lineno, exc.col, f"invalid JSON: {exc.message}", source=line) from None
+        if fields and "\\u" not in line:
+            common = common_fields(obj)
+            if common is not None:  # what `_common_event` would build, as its arguments
+                task, op, lock, instance, mode, at, ts, cpu, comm = common
+                yield (task, op, lock, instance, mode, False, 0, None, True, at, ts, cpu, file, lineno, comm)
+                continue
         try:
             event = _common_event(obj, file, lineno) or event_from_json(obj, file, lineno)
             if "\\u" in line:
                 _check_unicode(event)
         except _Bad as exc:
             raise TraceError(file, lineno, _column(line, exc.key), exc.message, source=line) from None
-        yield event
+        yield _FIELDS(event) if fields else event
 
 
 def _check_unicode(event: Event) -> None:
