@@ -52,6 +52,10 @@ _HEAD_CACHE_LIMIT = 1 << 12
 #: the ops whose event changes the state of its own task only (others: lost events, a run's start)
 _OWN_TASK_OPS = frozenset(ALL_OPS - {LOST_EVENTS, RUN})
 
+#: views of tasks kept at most: a long capture of short-lived tasks (fresh pids) would keep one per
+#: task ever seen; as many as run at a time are enough (a dropped view is built again when needed)
+_VIEW_LIMIT = 1 << 12
+
 # what a body is, for the fast path
 _SKIP, _SKIP_CONTENTION, _LOCK = 0, 1, 2
 
@@ -288,6 +292,8 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
                     ctask = tasks.get(task)
                     if ctask is None:
                         break
+                    if len(views) >= _VIEW_LIMIT:
+                        views.clear()
                     view = views[task] = _View(ctask, a_held_of.get(task) if annotator is not None else None)
                 _, op, instance, name, trylock, read, _ = body
                 key = (task, instance)
@@ -542,6 +548,8 @@ def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str) -> It
         if view is None:
             ctask = tasks.get(task)
             if ctask is not None and not checker.stopped:
+                if len(views) >= _VIEW_LIMIT:
+                    views.clear()
                 view = views[task] = _View(ctask, None)
         if view is not None:
             ctask = view.task
@@ -672,6 +680,8 @@ def fields_events(checker: Checker, annotator, batches: Iterable[list], tick: Op
                         ctask = tasks.get(task)
                         if ctask is None or checker.stopped:
                             break
+                        if len(views) >= _VIEW_LIMIT:
+                            views.clear()
                         view = views[task] = _View(ctask, a_held_of.get(task) if annotator is not None else None)
                     ctask = view.task
                     held = view.held
