@@ -311,10 +311,16 @@ class CheckSession:
                 self.progress_line.tick(file)
 
         def choose(module, rules_module):
+            from lockcheck import capturepath
+
             probe: Iterator[Event] = iter(())
             if annotator is not None and annotator.transform(rules_module, probe) is not probe:
-                return None
-            return hotpath.parser(module, checker, tick)
+                # annotated (a capture): the capture fast path keeps the annotator's state itself
+                return capturepath.parser(module, rules_module, checker, annotator, self.context.stats, tick,
+                                          annotated=True, context=self.context)
+            return (hotpath.parser(module, checker, tick)
+                    or capturepath.parser(module, rules_module, checker, annotator, self.context.stats, tick,
+                                          context=self.context))
 
         return choose
 
@@ -326,8 +332,8 @@ class CheckSession:
         from lockcheck.readers import run_rules
 
         rules = run_rules(module)
-        # a capture's idle tasks are forgotten: captures are read through `Checker.feed` alone
-        # (the fast path, which keeps views of tasks, reads `.lt` only)
+        # a capture's idle tasks are forgotten (in place: the capture fast path's views of tasks
+        # keep the same RecentLocks, and it stamps them with the checker's exact event count)
         checker.open_trace(**rules, forget_idle=rules["capture"])
         if not rules["irq_state"]:
             self.no_irq_files.append(name)

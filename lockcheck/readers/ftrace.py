@@ -649,6 +649,13 @@ class FtraceReader:
     scan_slow = staticmethod(scan_slow)
 
     def parse(self, lines: Iterable[str], fields: bool = False) -> Iterator[Event]:
+        return self.parse_numbered(enumerate(lines, 1), fields)
+
+    def parse_numbered(self, numbered: Iterable[tuple[int, str]], fields: bool = False,
+                       count_lines: bool = True) -> Iterator[Event]:
+        """`parse` of `(line number, line)` pairs: the capture fast path (`lockcheck.capturepath`)
+        hands on only the lines it does not apply itself, numbered as in the file, and counts
+        `stats.lines` itself (`count_lines=False`)."""
         file = self.file
         make = _fields if fields else Event  # constructor tuples for a reader process
         scan, scan_slow = self.scan, self.scan_slow
@@ -665,7 +672,7 @@ class FtraceReader:
         lineno = 0
         events = hardirq_lines = softirq_lines = resolved = context_events = acquisitions = 0
         try:
-            for lineno, line in enumerate(lines, 1):
+            for lineno, line in numbered:
                 if line[:1] == "#":
                     continue
                 record = scan(line)
@@ -796,7 +803,8 @@ class FtraceReader:
                 yield make(task, op, name, instance, WRITE, False, 0, None, True, None, ts, cpu, file, lineno,
                            display)
         finally:
-            stats.lines += lineno
+            if count_lines:
+                stats.lines += lineno
             stats.events += events
             stats.context_events += context_events
             stats.hardirq_lines += hardirq_lines

@@ -19,6 +19,7 @@ starting with `#` are ignored.  No grammar file: JSON is the grammar.
 from __future__ import annotations
 
 import json
+from operator import attrgetter
 from typing import Any, Iterable, Iterator, Optional
 
 from lockcheck.errors import TraceError
@@ -142,6 +143,16 @@ def _common_event(obj: Any, file: str, line: int) -> Optional[Event]:
     of the right type -- in a fraction of its time; None for anything else, which `event_from_json`
     then reads (and rejects with its message, if it must).  Whatever this accepts, `event_from_json`
     accepts as the same event (tests/test_reader_jsonl.py holds them together on generated objects)."""
+    fields = common_fields(obj)
+    if fields is None:
+        return None
+    task, op, lock, instance, mode, at, ts, cpu, comm = fields
+    return Event(task, op, lock, instance, mode, False, 0, None, True, at, ts, cpu, file, line, comm)
+
+
+def common_fields(obj: Any) -> Optional[tuple]:
+    """What `_common_event` reads of a decoded line, `(task, op, lock, instance, mode, at, ts, cpu, comm)`
+    (the fast path, `lockcheck.capturepath`, applies it without an `Event`); None: not the common line."""
     if obj.__class__ is not dict or not obj.keys() <= _COMMON_KEYS:
         return None
     get = obj.get
@@ -174,18 +185,32 @@ def _common_event(obj: Any, file: str, line: int) -> Optional[Event]:
     cpu = get("cpu")
     if cpu is not None and (cpu.__class__ is not int or not 0 <= cpu <= MAX_CPU):
         return None
-    return Event(task, op, lock, instance, mode, False, 0, None, True, at, ts, cpu, file, line, comm)
+    return (task, op, lock, instance, mode, at, ts, cpu, comm)
 
 
-def parse(lines: Iterable[str], file: str = "<trace>") -> Iterator[Event]:
+def parse(lines: Iterable[str], file: str = "<trace>", fields: bool = False) -> Iterator[Event]:
     """Events from JSON Lines (the format-module entry).
 
     Lines are strict JSON (`lockcheck.jsontext`: no NaN or Infinity, no
     runaway nesting or number length), and every string must be valid
     Unicode: a `\\ud800` escape decodes to a lone surrogate, which no
-    renderer or output file could carry.
+    renderer or output file could carry.  `fields=True` yields the
+    arguments of each `Event(...)` as a tuple instead (a reader process:
+    `lockcheck.readers.parallel`; the common line needs no event then).
     """
-    for lineno, line in enumerate(lines, 1):
+    return parse_numbered(enumerate(lines, 1), file, fields)
+
+
+#: `parse(..., fields=True)` yields constructor tuples (see lockcheck.readers.parallel)
+PARSES_FIELDS = True
+_FIELDS = attrgetter(*Event.__slots__)
+
+
+def parse_numbered(numbered: Iterable[tuple[int, str]], file: str = "<trace>",
+                   fields: bool = False) -> Iterator[Event]:
+    """`parse` of `(line number, line)` pairs: the fast path (`lockcheck.capturepath`) hands on
+    only the lines it does not apply itself, numbered as in the file."""
+    for lineno, line in numbered:
         text = line.strip()
         if not text or text[0] == "#":
             continue
@@ -193,13 +218,19 @@ def parse(lines: Iterable[str], file: str = "<trace>") -> Iterator[Event]:
             obj = loads(line)
         except JsonError as exc:
             raise TraceError(file, lineno, exc.col, f"invalid JSON: {exc.message}", source=line) from None
+        if fields and "\\u" not in line:
+            common = common_fields(obj)
+            if common is not None:  # what `_common_event` would build, as its arguments
+                task, op, lock, instance, mode, at, ts, cpu, comm = common
+                yield (task, op, lock, instance, mode, False, 0, None, True, at, ts, cpu, file, lineno, comm)
+                continue
         try:
             event = _common_event(obj, file, lineno) or event_from_json(obj, file, lineno)
             if "\\u" in line:
                 _check_unicode(event)
         except _Bad as exc:
             raise TraceError(file, lineno, _column(line, exc.key), exc.message, source=line) from None
-        yield event
+        yield _FIELDS(event) if fields else event
 
 
 def _check_unicode(event: Event) -> None:

@@ -53,6 +53,14 @@ def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None
     statistics once the file has been read; `position[0]`, when given, is
     kept at the bytes of the file the worker has read (for a progress line).
     """
+    for batch in read_batches_in_worker(path, module, stats, position):
+        yield from starmap(Event, batch)
+
+
+def read_batches_in_worker(path: str, module: ModuleType, stats: Optional[object] = None,
+                           position: Optional[list] = None) -> Iterator[list]:
+    """`read_in_worker`, as the batches of field tuples the worker sends (`Event(*fields)` is the
+    event): the capture fast path (`lockcheck.capturepath`) applies most without an `Event`."""
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
     worker = context.Process(target=_work, args=(path, module.__name__, sender, stats is not None, receiver,
@@ -73,7 +81,7 @@ def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None
                 batch, offset = payload
                 if position is not None:
                     position[0] = offset
-                yield from starmap(Event, batch)
+                yield batch
             elif kind == "done":
                 if stats is not None and payload is not None:
                     stats.merge(payload)

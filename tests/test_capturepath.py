@@ -1,0 +1,397 @@
+"""The capture fast path (`lockcheck.capturepath`) against the plain pipeline: identical in every way.
+
+The plain pipeline reads every ftrace line into events (`FtraceReader`),
+passes them through the annotator and feeds them to the checker; the fast
+path applies the lines that change only a held stack, a chain key and
+counters itself and hands the rest to that pipeline.  Both must leave the
+same findings, graph, statistics, annotator state, held stacks (with the
+events a report would cite) and the same `FILE:LINE:COL` error, on
+generated captures (with and without a kernel state) and on every capture
+and JSON Lines input shipped with the tests.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+
+from lockcheck import capturepath, kstate
+from lockcheck.annotations import AnnotationOptions, Annotator
+from lockcheck.checker import Checker
+from lockcheck.cli import main
+from lockcheck.errors import TraceError
+from lockcheck.readers import ftrace, jsonl
+
+ROOT = Path(__file__).resolve().parent.parent
+STATE = ROOT / "tests" / "data" / "kernel-6.1" / "clean"
+
+# -- generated captures ----------------------------------------------------------------
+
+HEADS = ["bash-12", "kworker/0:1-7", "<idle>-0", "<...>-12", "sshd-4 (    4)", "  init-1"]
+CPUS = ["000", "001", "1"]
+FLAGS = ["...1.", "d..2.", "d.h2.", "..s1.", "d.s2.", "dNh1.", "b..1.", "...1", "..s1", "d.h1", ""]
+#: classes of the kernel state (so chains are explained), a no-check class, one unknown to it
+LOCKS = [("&p->pi_lock", "00000000a1"), ("&rq->__lock", "00000000b2"), ("rcu_read_lock", "0xc3"),
+         ("&newf->file_lock", "00000000d4"), ("&x->other", "00000000e5"), ("&p->pi_lock", "00000000f6")]
+
+
+@st.composite
+def line(draw, held: dict) -> str:
+    """A capture line: mostly acquisitions and LIFO releases of a few locks, some of everything else."""
+    head = draw(st.sampled_from(HEADS))
+    cpu = draw(st.sampled_from(CPUS))
+    flags = draw(st.sampled_from(FLAGS))
+    stamp = draw(st.sampled_from(["5.834099", "12.5", "7"]))
+    if draw(st.integers(0, 150)) == 0:  # a malformed time stamp now and then: the error must keep its place
+        stamp = draw(st.sampled_from(["1.2.3", ".5", "5." + "1" * 45]))
+    stack = held.setdefault(head, [])
+    kind = draw(st.sampled_from(["acquire"] * 5 + ["release"] * 5 + ["acquired", "contended", "other"]))
+    if kind == "acquire":
+        name, address = draw(st.sampled_from(LOCKS))
+        stack.append((name, address))
+        words = ["lock_acquire:", address] + draw(st.sampled_from([[], [], ["read"], ["try"], ["try", "read"]]))
+        words.append(name if draw(st.integers(0, 12)) else "")
+    elif kind in ("release", "acquired", "contended") and stack and draw(st.integers(0, 9)):
+        name, address = stack.pop() if kind == "release" else stack[-1]
+        words = [f"lock_{kind}:", address, name if draw(st.integers(0, 8)) else ""]
+    elif kind == "other":
+        what = draw(st.sampled_from(["contention_begin: 00000000a1 (flags=SPIN)", "contention_end: 00000000a1 (ret=0)",
+                                     "sched_switch: prev_comm=bash", "lost", "blank", "comment", "probe"] * 4
+                                    + ["bad"]))
+        if what == "lost":
+            return f"CPU:{draw(st.sampled_from(['0', '1']))} [LOST EVENTS]"
+        if what == "blank":
+            return ""
+        if what == "comment":
+            return "# tracer: nop"
+        if what == "bad":
+            return f"{head} [{cpu}] {flags} {stamp}: lock_acquire: zz {LOCKS[0][0]}"
+        if what == "probe":
+            name, address = LOCKS[0]
+            words = ["lock_acquire_args:", "(lock_acquire+0x0/0x60)", f"map=0x{address}", "subclass=0", "trylock=0",
+                     "read=0", "check=1", f'name="{name}"']
+        else:
+            words = what.split(" ")
+    else:
+        name, address = draw(st.sampled_from(LOCKS))
+        words = [f"lock_{kind}:", address, name]
+    gap = draw(st.sampled_from([" ", " ", "  "]))
+    return f"{head.rjust(16)} [{cpu}] {flags + ' ' if flags else ''}{gap}{stamp}: " + " ".join(words)
+
+
+@st.composite
+def captures(draw) -> list[str]:
+    """Lines, and a block of them repeated (chains then hit the checker's cache)."""
+    held: dict = {}
+    block = [draw(line(held)) for _ in range(draw(st.integers(0, 25)))]
+    lines = block * draw(st.integers(1, 3))
+    lines += [draw(line(held)) for _ in range(draw(st.integers(0, 10)))]
+    return lines
+
+
+_STATE: list = []
+
+
+def _state():
+    if not _STATE:
+        _STATE.append(kstate.load(str(STATE)))
+    return _STATE[0]
+
+
+def _batches(items, size: int = 7) -> list:
+    """Field tuples in batches, as a reader process sends them (`parallel.read_batches_in_worker`)."""
+    items = list(items)
+    return [items[i:i + size] for i in range(0, len(items), size)]
+
+
+def _fields_batches(parse):
+    """The batches of a reader run here; an error comes after the batches before it, as from a worker."""
+    done = []
+    try:
+        for item in parse:
+            done.append(item)
+    except TraceError as err:
+        yield from _batches(done)
+        raise err
+    yield from _batches(done)
+
+
+def _outcome(lines: list[str], fast, with_state: bool, first: bool = False) -> dict:
+    """Everything a run of the pipeline over LINES leaves that anyone can see (`fast`: False, True, or
+    "fields": the events as a reader process sends them, applied by `fields_events`)."""
+    checker = Checker()
+    checker.options.first = first
+    annotator = AnnotationOptions().annotator(_state() if with_state else None)
+    stats = ftrace.ReaderStats()
+    checker.open_trace(True, forget_idle=True)
+    annotator.open_trace(ftrace)
+    if fast == "fields":
+        events = capturepath.fields_events(
+            checker, annotator, _fields_batches(ftrace.parse(lines, "gen.ftrace", stats=stats, fields=True)), None,
+            "gen.ftrace")
+    elif fast:
+        parse = capturepath.parser(ftrace, ftrace, checker, annotator, stats, annotated=True)
+        assert parse is not None
+        events = parse(lines, "gen.ftrace")
+    else:
+        events = ftrace.parse(lines, "gen.ftrace", stats=stats)
+    error = None
+    findings = []
+    try:
+        findings = list(checker.run(annotator.transform(ftrace, events)))
+    except TraceError as err:
+        error = err.format()
+    graph = checker.graph.nx
+    return {
+        "error": error,
+        "findings": findings,
+        "nodes": sorted((name, data["usage"], sorted(data["usage_traces"].items()))
+                        for name, data in graph.nodes(data=True)),
+        "edges": [(a, b, sorted(data.items())) for a, b, data in graph.edges(data=True)],
+        "stats": checker.stats,
+        "reader": stats,
+        "held": {key: [(h.cls, h.instance, h.read, h.trylock, h.check, h.irq_context, h.hardirqs_off,
+                        h.references, h.prev_chain_key, h.event) for h in task.held]
+                 for key, task in checker.tasks.items()},
+        "tasks": {key: (task.chain_key, task.name, task.cpu,
+                        list(task.acquired_ever._locks) if task.acquired_ever is not None else None,
+                        task.acquired_ever.last if task.acquired_ever is not None else None)
+                  for key, task in checker.tasks.items()},
+        "annotator": (annotator.held, annotator.ctx, annotator.cpu, annotator.changes, annotator.doubts,
+                      annotator.tries, annotator.sources, annotator.untrusted_from, annotator.trusted),
+    }
+
+
+@settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "150")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(captures(), st.booleans())
+@example(["           bash-12 [000] ...1.  5.1: lock_acquire: 00000000a1 &p->pi_lock",
+          "           bash-12 [000] ...1.  5.2: lock_release: 00000000a1 &p->pi_lock"] * 3, True)
+@example(["           bash-12 [000] d.h1.  5.1: lock_acquire: 0xc3 read rcu_read_lock",
+          "           bash-12 [000] d.h1.  5.1: lock_acquire: 0xc3 read rcu_read_lock",
+          "           bash-12 [000] d.h1.  5.2: lock_release: 0xc3 ",
+          "           bash-12 [000] d.h1.  5.2: lock_release: 0xc3 rcu_read_lock"] * 3, False)
+def test_fast_path_is_the_plain_path(lines, with_state) -> None:
+    plain = _outcome(lines, False, with_state)
+    assert _outcome(lines, True, with_state) == plain
+    assert _outcome(lines, "fields", with_state) == plain
+
+
+def test_a_bad_line_keeps_its_place() -> None:
+    """The error of a malformed line after fast lines names the line and column the plain reader names."""
+    good = ["           bash-12 [000] ...1.  5.1: lock_acquire: 00000000a1 &p->pi_lock",
+            "           bash-12 [000] ...1.  5.2: lock_release: 00000000a1 &p->pi_lock"] * 4
+    lines = good + ["           bash-12 [000] ...1.  5.3: lock_acquire: zz &p->pi_lock"] + good
+    fast, plain = _outcome(lines, True, True), _outcome(lines, False, True)
+    assert fast == plain == _outcome(lines, "fields", True)
+    assert fast["error"] is not None and fast["error"].startswith("gen.ftrace:9:")
+    assert fast["stats"].events == 8
+
+
+def test_first_finding_stops_both_alike() -> None:
+    ab = ["           bash-12 [000] ...1.  5.1: lock_acquire: 00000000a1 &x->a",
+          "           bash-12 [000] ...1.  5.1: lock_acquire: 00000000b1 &x->b",
+          "           bash-12 [000] ...1.  5.1: lock_release: 00000000b1 &x->b",
+          "           bash-12 [000] ...1.  5.1: lock_release: 00000000a1 &x->a"]
+    ba = [line.replace("bash-12", "sshd-13").replace("a1 &x->a", "Q").replace("b1 &x->b", "a1 &x->a")
+          .replace("Q", "b1 &x->b") for line in ab]
+    lines = ab * 3 + ba + ab
+    fast, plain = _outcome(lines, True, False, first=True), _outcome(lines, False, False, first=True)
+    assert fast == plain
+    # a reader process reads on after the checker stopped (its statistics count every line), as before
+    fields = _outcome(lines, "fields", False, first=True)
+    assert {**fields, "reader": None} == {**plain, "reader": None}
+    assert [f.kind for f in fast["findings"]] == ["circular-dependency"]
+
+
+def test_hits_are_taken_fast() -> None:
+    """A repeated block of lines is applied by the fast path, not handed on (what makes it fast)."""
+    block = ["           bash-12 [000] ...1.  5.1: lock_acquire: 00000000a1 &x->a",
+             "           bash-12 [000] ...1.  5.1: lock_acquired: 00000000a1 &x->a",
+             "           bash-12 [000] ...1.  5.1: contention_begin: 00000000a1 (flags=SPIN)",
+             "           bash-12 [000] ...1.  5.1: lock_release: 00000000a1 &x->a"]
+    checker = Checker()
+    checker.open_trace(True, forget_idle=True)
+    annotator = Annotator()
+    annotator.open_trace(ftrace)
+    stats = ftrace.ReaderStats()
+    handed: list = []
+    reader = ftrace.FtraceReader("t.ftrace", stats=stats)
+    misses = capturepath._ftrace_misses(checker, annotator, reader, stats, None, block * 50, "t.ftrace")
+    for numbered in misses:
+        handed.append(numbered[0])
+        for ev in annotator.run(reader.parse_numbered([numbered], count_lines=False)):
+            checker.feed(ev)
+    assert handed == [1]  # the new task's first acquisition (a new task, a new chain)
+    assert checker.stats.events == 150 and stats.lines == 200 and stats.contention == 50
+
+
+# -- every shipped capture and JSON Lines input, through the command ------------------------
+
+
+def _inputs() -> list[tuple[str, list[str]]]:
+    found = []
+    for path in sorted((ROOT / "traces").iterdir()) + sorted((ROOT / "tests" / "data").rglob("*")):
+        if path.is_file() and (path.name.endswith((".ftrace", ".ftrace.xz", ".jsonl", ".jsonl.xz"))):
+            rel = str(path.relative_to(ROOT))
+            found.append((rel, [rel]))
+            if path.name.startswith("trace.ftrace"):
+                found.append((rel + "+state", ["--lockdep-state", str(path.parent.relative_to(ROOT)), rel]))
+    return found
+
+
+def _check(args: list[str], fastpath: str, fmt: str, monkeypatch, capsys, tmp_path) -> tuple:
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("LOCKCHECK_FASTPATH", fastpath)
+    monkeypatch.setenv("LOCKCHECK_JOBS", "1")
+    graph = tmp_path / f"graph-{fastpath}-{fmt}.json"
+    status = main(["check", "--format", fmt, "--no-config", "--save-graph", str(graph)] + args)
+    out, err = capsys.readouterr()
+    return status, json.loads(out) if fmt == "json" else out, err, graph.read_text()
+
+
+@pytest.mark.parametrize("name,args", _inputs(), ids=[name for name, _ in _inputs()])
+def test_every_shipped_capture_checks_the_same_on_the_fast_path(name, args, monkeypatch, capsys, tmp_path) -> None:
+    """The JSON document, the kernel-layout report (evidence text) and the saved graph alike."""
+    for fmt in ("json", "text"):
+        assert _check(args, "1", fmt, monkeypatch, capsys, tmp_path) == _check(args, "0", fmt, monkeypatch, capsys,
+                                                                             tmp_path)
+
+
+@pytest.mark.parametrize("name,args", _inputs(), ids=[name for name, _ in _inputs()])
+def test_every_shipped_capture_checks_the_same_read_in_a_second_process(name, args, monkeypatch, capsys,
+                                                                         tmp_path) -> None:
+    """The fast path over what a reader process sends (every file is worth it here) is the plain path."""
+    from lockcheck.readers import parallel
+
+    expected = _check(args, "0", "json", monkeypatch, capsys, tmp_path)
+    monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
+    monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
+    monkeypatch.delenv("LOCKCHECK_JOBS")
+    status = main(["check", "--format", "json", "--no-config", "--save-graph", str(tmp_path / "p.json")] + args)
+    out, err = capsys.readouterr()
+    assert (status, json.loads(out), err, (tmp_path / "p.json").read_text()) == expected
+
+
+def test_the_shipped_inputs_include_captures_and_json_lines() -> None:
+    names = [name for name, _ in _inputs()]
+    assert any(name.endswith("+state") for name in names)
+    assert any(".jsonl" in name for name in names)
+
+
+# -- JSON Lines ---------------------------------------------------------------------------
+
+JSON_TASKS = ["T1", "T2", "kworker/0:1/7"]
+JSON_LOCKS = [("A", None), ("B", "0x1"), ("A", "0x2"), ("&mm->lock", None)]
+
+
+@st.composite
+def json_line(draw, held: dict) -> str:
+    """Mostly common lock lines (acquire, LIFO release), some irq ops, uncommon keys and bad lines."""
+    task = draw(st.sampled_from(JSON_TASKS))
+    stack = held.setdefault(task, [])
+    kind = draw(st.sampled_from(["acquire"] * 5 + ["release"] * 5 + ["acquired", "other"]))
+    obj: dict = {"task": task}
+    if kind == "acquire" or (kind == "release" and not stack):
+        lock, instance = draw(st.sampled_from(JSON_LOCKS))
+        stack.append((lock, instance))
+        obj.update(op="acquire", lock=lock)
+        if instance is not None:
+            obj["instance"] = instance
+        mode = draw(st.sampled_from([None, None, "write", "read", "rread"]))
+        if mode is not None:
+            obj["mode"] = mode
+        if draw(st.integers(0, 6)) == 0:
+            obj[draw(st.sampled_from(["try", "nocheck"]))] = True
+    elif kind in ("release", "acquired"):
+        lock, instance = stack.pop() if kind == "release" else draw(st.sampled_from(JSON_LOCKS))
+        obj.update(op=kind, lock=lock)
+        if instance is not None:
+            obj["instance"] = instance
+    else:
+        what = draw(st.sampled_from(["hardirq-enter", "hardirq-exit", "irqs-off", "irqs-on", "exit", "free",
+                                     "blank", "comment", "bad", "escape", "unknown-key"]))
+        if what == "blank":
+            return ""
+        if what == "comment":
+            return "# a comment"
+        if what == "bad" and draw(st.integers(0, 3)) == 0:
+            return '{"task": "T1", "op": "acquire", "lock": NaN}'
+        if what == "escape":
+            return '{"task": "T\\u0031", "op": "acquire", "lock": "A"}'
+        if what == "unknown-key":
+            return '{"task": "T1", "op": "acquire", "lock": "A", "colour": 1}' if draw(st.integers(0, 3)) == 0 \
+                else '{"task": "T1", "op": "acquire", "lock": "A", "subclass": 1}'
+        obj["op"] = what if what != "bad" else "acquire"
+        if what == "free":
+            obj["lock"] = draw(st.sampled_from(JSON_LOCKS))[0]
+            stack[:] = []
+    for key, values in (("at", ["f+0x1/0x2"]), ("ts", [1.5, 2, 3.25]), ("cpu", [0, 1]), ("comm", ["bash"])):
+        if draw(st.integers(0, 3)) == 0:
+            obj[key] = draw(st.sampled_from(values))
+    return json.dumps(obj, separators=draw(st.sampled_from([(", ", ": "), (",", ":")])))
+
+
+@st.composite
+def json_traces(draw) -> list[str]:
+    held: dict = {}
+    block = [draw(json_line(held)) for _ in range(draw(st.integers(0, 25)))]
+    return block * draw(st.integers(1, 3)) + [draw(json_line(held)) for _ in range(draw(st.integers(0, 8)))]
+
+
+def _json_outcome(lines: list[str], fast) -> dict:
+    checker = Checker()
+    checker.open_trace(False)
+    if fast == "fields":
+        events = capturepath.fields_events(checker, None, _fields_batches(jsonl.parse(lines, "gen.jsonl", fields=True)),
+                                           None, "gen.jsonl")
+    elif fast:
+        parse = capturepath.parser(jsonl, jsonl, checker, None, None)
+        assert parse is not None
+        events = parse(lines, "gen.jsonl")
+    else:
+        events = jsonl.parse(lines, "gen.jsonl")
+    error = None
+    findings = []
+    try:
+        findings = list(checker.run(events))
+    except TraceError as err:
+        error = err.format()
+    graph = checker.graph.nx
+    return {
+        "error": error,
+        "findings": findings,
+        "nodes": sorted((name, data["usage"], sorted(data["usage_traces"].items()))
+                        for name, data in graph.nodes(data=True)),
+        "edges": [(a, b, sorted(data.items())) for a, b, data in graph.edges(data=True)],
+        "stats": checker.stats,
+        "held": {key: [(h.cls, h.instance, h.read, h.trylock, h.check, h.irq_context, h.hardirqs_off,
+                        h.references, h.prev_chain_key, h.event) for h in task.held]
+                 for key, task in checker.tasks.items()},
+        "tasks": {key: (task.chain_key, task.name, task.cpu) for key, task in checker.tasks.items()},
+    }
+
+
+@settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "150")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(json_traces())
+@example(['{"task": "T1", "op": "acquire", "lock": "A"}', '{"task": "T1", "op": "acquire", "lock": "B", "ts": 2}',
+          '{"task": "T1", "op": "release", "lock": "B", "cpu": 1}', '{"task": "T1", "op": "release", "lock": "A"}'] * 3)
+def test_json_lines_fast_path_is_the_plain_path(lines) -> None:
+    plain = _json_outcome(lines, False)
+    assert _json_outcome(lines, True) == plain
+    assert _json_outcome(lines, "fields") == plain
+
+
+def test_json_lines_bad_line_keeps_its_place() -> None:
+    good = ['{"task": "T1", "op": "acquire", "lock": "A"}', '{"task": "T1", "op": "release", "lock": "A"}'] * 3
+    lines = good + ['{"task": "T1", "op": "acquire", "lock": "A", "mode": "reed"}'] + good
+    fast = _json_outcome(lines, True)
+    assert fast == _json_outcome(lines, False) == _json_outcome(lines, "fields")
+    assert fast["error"] is not None and fast["error"].startswith("gen.jsonl:7:")
+    assert fast["stats"].events == 6
