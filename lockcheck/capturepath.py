@@ -52,6 +52,9 @@ _HEAD_CACHE_LIMIT = 1 << 12
 #: the ops whose event changes the state of its own task only (others: lost events, a run's start)
 _OWN_TASK_OPS = frozenset(ALL_OPS - {LOST_EVENTS, RUN})
 
+#: lockdep's depth limit, as the fast path checks it (a stack this deep goes the plain way)
+_DEPTH_LIMIT = MAX_LOCK_DEPTH - 1
+
 #: views of tasks kept at most: a long capture of short-lived tasks (fresh pids) would keep one per
 #: task ever seen; as many as run at a time are enough (a dropped view is built again when needed)
 _VIEW_LIMIT = 1 << 12
@@ -98,6 +101,154 @@ class _View:
         self.usage_need = task.usage_need[4:] if hardirqs_off else task.usage_need[:4]
         self.recent = task.acquired_ever
         self.a_held = a_held
+
+
+class _Annotated:
+    """The annotator's `_acquire` and `_release` for a line the fast path takes: first what it would
+    decide (nothing changed), then what it would do.  One copy for lines and for field tuples."""
+
+    __slots__ = ("annotator", "held_of", "ctx", "cpu", "sources", "tries", "ruled_of", "changes",
+                 "only_unchecked", "until_report", "index", "suffixes")
+
+    def __init__(self, annotator) -> None:
+        self.annotator = annotator
+        self.held_of = annotator.held
+        self.ctx = annotator.ctx
+        self.cpu = annotator.cpu
+        self.sources = annotator.sources
+        self.tries = annotator.tries
+        self.ruled_of = annotator._ruled
+        self.changes = annotator.changes
+        #: class -> its no-check rule's origin when that is its one rule; "" not
+        self.only_unchecked: dict = {}
+        self.until_report = annotator.validity == "until-report"
+        self.index = annotator.index
+        self.suffixes = self.index.suffixes if self.index is not None else None
+
+    def decide(self, view: _View, task: str, name: str, mode: int, trylock: bool, check: bool,
+               source: str) -> Optional[tuple]:
+        """`(check, origin, use_state, ctx)` as the annotator would pass the acquisition on, or None:
+        it would change or doubt something (the plain way)."""
+        annotator = self.annotator
+        if not annotator.capture or not check:
+            return None
+        trusted = annotator.trusted
+        if trusted and self.until_report:
+            return None
+        ruled = self.ruled_of.get(name)
+        if ruled is None:
+            return None
+        origin = None
+        if ruled:
+            # a class whose one rule is `no-check` (rcu_read_lock...): taken with check=0
+            origin = self.only_unchecked.get(name)
+            if origin is None:
+                origin = self.only_unchecked[name] = _only_unchecked(annotator.rules, name)
+            if not origin:
+                return None
+            check = False
+        a_held = view.a_held
+        ctx = self.ctx.get(task, 0)
+        index = self.index
+        use_state = index is not None and trusted
+        if a_held and (check or not use_state):
+            for entry in a_held:
+                if entry[0] == name:
+                    return None
+        if use_state:
+            if check and not trylock:
+                entries = a_held or ()
+                i = len(entries)
+                while i and entries[i - 1][3] == ctx:
+                    i -= 1
+                if tuple([entry[0] for entry in entries[i:]] + [name]) not in self.suffixes:
+                    return None
+        else:
+            if index is not None and source not in annotator.untrusted_from:
+                return None
+            if mode and name not in annotator.rules.recursive_read:
+                reasons = annotator.doubts.get(name)
+                if reasons is None or (len(reasons) < 3 and not any(
+                        reason[:20] == _READ_DOUBT for reason in reasons)):
+                    return None
+        return check, origin, use_state, ctx
+
+    def acquire(self, view: _View, task: str, name: str, instance: str, mode: int, trylock: bool,
+                cpu: Optional[int], source: str, verdict: tuple) -> None:
+        """What the annotator's `_acquire` does to its state for an acquisition `decide` passed."""
+        _, origin, use_state, ctx = verdict
+        if cpu is not None:
+            self.cpu[task] = cpu
+        counts = self.tries.get(source)
+        if counts is None:
+            counts = self.tries[source] = [0, 0]
+        counts[0] += 1
+        if trylock:
+            counts[1] += 1
+        if origin is not None:
+            self.changes[("check0", name, "rule " + origin)] += 1
+            self.sources["rule"] += 1
+        else:
+            self.sources["state" if use_state else "none"] += 1
+        a_held = view.a_held
+        if a_held is None:
+            a_held = view.a_held = self.held_of[task] = []
+        a_held.append([name, name, instance, ctx, mode])
+
+    @staticmethod
+    def release(view: _View, name: str, instance: str) -> bool:
+        """The annotator's `_release` of its innermost entry, if that is the lock (True: done)."""
+        a_held = view.a_held
+        if not a_held:
+            return False
+        a_top = a_held[-1]
+        if a_top[1] != name or a_top[2] != instance or (len(a_top) > 5 and a_top[5]):
+            return False
+        a_held.pop()
+        return True
+
+
+def _push_hit(checker: Checker, view: _View, name: str, instance: str, mode: int, trylock: bool, check: bool,
+              read_back: Callable[[], Event]) -> bool:
+    """The checker's `feed` + `lock_acquire` of an acquisition whose chain is cached and that marks no
+    new usage bit, applied (True); False: not such an acquisition, nothing changed.
+
+    `read_back()` makes the event the plain path would have fed, for a report that cites it.
+    """
+    node = checker._nodes.get(name)
+    if node is None:
+        return False
+    held = view.held
+    depth = len(held)
+    if depth >= _DEPTH_LIMIT:
+        return False
+    if check:
+        if view.usage_need[(1 if mode else 0) | (2 if trylock else 0)] & ~node["usage"]:
+            return False
+    elif (512 if mode else 256) & ~node["usage"]:  # USED_READ / USED
+        return False
+    ctask = view.task
+    prev_key = chain_key = ctask.chain_key
+    irq_context = view.irq_context
+    if depth and held[-1].irq_context != irq_context:
+        chain_key = INITIAL_CHAIN_KEY
+    chain_key = hash((chain_key, name, mode))
+    if check and not trylock and chain_key not in checker.chain_cache:
+        return False
+    cstats = checker.stats
+    cstats.events += 1
+    recent = view.recent
+    if recent is not None:
+        recent.add((name, instance))
+        recent.last = cstats.events
+    hlock = HeldLock.deferred(read_back, name, name, instance, 0, mode, trylock, check, None, irq_context,
+                              view.hardirqs_off, 0)
+    hlock.prev_chain_key = prev_key
+    held.append(hlock)
+    ctask.chain_key = chain_key
+    if check and not trylock:
+        cstats.chain_hits += 1
+    return True
 
 
 def _event(task: str, lock: str, instance: str, mode: int, trylock: bool, check: bool, timestamp: str,
@@ -167,25 +318,9 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
     by_map = reader.by_map
     skipped = stats.skipped
     tasks = checker.tasks
-    cache = checker.chain_cache
-    nodes = checker._nodes
     cstats = checker.stats
-    depth_limit = MAX_LOCK_DEPTH - 1
-    initial = INITIAL_CHAIN_KEY
-    deferred = HeldLock.deferred
     partial = functools.partial
-    if annotator is not None:
-        a_held_of = annotator.held
-        a_ctx = annotator.ctx
-        a_cpu = annotator.cpu
-        sources = annotator.sources
-        tries = annotator.tries
-        ruled_of = annotator._ruled
-        changes = annotator.changes
-        only_unchecked: dict = {}  # class -> its no-check rule's origin when that is its one rule; "" not
-        until_report = annotator.validity == "until-report"
-        index = annotator.index
-        suffixes = index.suffixes if index is not None else None
+    ann = _Annotated(annotator) if annotator is not None else None
     heads: dict = {}  # head text -> (task or None: not for the fast path, display, cpu, cpu text)
     flag_cache: dict = {}  # flags text -> (flags or None, state, hardirq/softirq/in_irq code); None: not fast
     bodies: dict = {}  # body text -> (kind, op, instance, name, trylock, read, event)
@@ -294,7 +429,7 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
                         break
                     if len(views) >= _VIEW_LIMIT:
                         views.clear()
-                    view = views[task] = _View(ctask, a_held_of.get(task) if annotator is not None else None)
+                    view = views[task] = _View(ctask, ann.held_of.get(task) if ann is not None else None)
                 _, op, instance, name, trylock, read, _ = body
                 key = (task, instance)
                 cpu = head[2]
@@ -303,92 +438,20 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
                 if op is ACQUIRE:
                     if not name or (pending and pending.get(head[3])):
                         break
-                    node = nodes.get(name)
-                    if node is None:
-                        break
-                    held = view.held
-                    depth = len(held)
-                    if depth >= depth_limit:
-                        break
                     mode = read_policy(name, code >= 4) if read else WRITE
                     check = True
-                    if annotator is not None:
-                        # -- the annotator's _acquire: what it would decide, nothing changed yet -----
-                        if not annotator.capture:
+                    verdict = None
+                    if ann is not None:
+                        verdict = ann.decide(view, task, name, mode, trylock, True, file)
+                        if verdict is None:
                             break
-                        trusted = annotator.trusted
-                        if trusted and until_report:
-                            break
-                        ruled = ruled_of.get(name)
-                        if ruled is None:
-                            break
-                        origin = None
-                        if ruled:
-                            # a class whose one rule is `no-check` (rcu_read_lock...): taken with check=0
-                            origin = only_unchecked.get(name)
-                            if origin is None:
-                                origin = only_unchecked[name] = _only_unchecked(annotator.rules, name)
-                            if not origin:
-                                break
-                            check = False
-                        a_held = view.a_held
-                        ctx = a_ctx.get(task, 0)
-                        use_state = index is not None and trusted
-                        if a_held and (check or not use_state):
-                            same = False
-                            for entry in a_held:
-                                if entry[0] == name:
-                                    same = True
-                                    break
-                            if same:
-                                break
-                        if use_state:
-                            if check and not trylock:
-                                entries = a_held or ()
-                                i = len(entries)
-                                while i and entries[i - 1][3] == ctx:
-                                    i -= 1
-                                if tuple([entry[0] for entry in entries[i:]] + [name]) not in suffixes:
-                                    break
-                        else:
-                            if index is not None and file not in annotator.untrusted_from:
-                                break
-                            if mode and name not in annotator.rules.recursive_read:
-                                reasons = annotator.doubts.get(name)
-                                if reasons is None or (len(reasons) < 3 and not any(
-                                        reason[:20] == _READ_DOUBT for reason in reasons)):
-                                    break
-                    # -- the checker's lock_acquire: a known class, no new usage bit, a cached chain ----
-                    if check:
-                        if view.usage_need[(1 if mode else 0) | (2 if trylock else 0)] & ~node["usage"]:
-                            break
-                    elif (512 if mode else 256) & ~node["usage"]:  # USED_READ / USED
+                        check = verdict[0]
+                    if not _push_hit(checker, view, name, instance, mode, trylock, check,
+                                     partial(_event, task, name, instance, mode, trylock, check, timestamp, cpu,
+                                             file, lineno, head[1])):
                         break
-                    prev_key = chain_key = ctask.chain_key
-                    irq_context = view.irq_context
-                    if depth and held[-1].irq_context != irq_context:
-                        chain_key = initial
-                    chain_key = hash((chain_key, name, mode))
-                    if check and not trylock and chain_key not in cache:
-                        break
-                    if annotator is not None:
-                        # -- the annotator's _acquire, applied --------------------------------------
-                        if cpu is not None:
-                            a_cpu[task] = cpu
-                        counts = tries.get(file)
-                        if counts is None:
-                            counts = tries[file] = [0, 0]
-                        counts[0] += 1
-                        if trylock:
-                            counts[1] += 1
-                        if origin is not None:
-                            changes[("check0", name, "rule " + origin)] += 1
-                            sources["rule"] += 1
-                        else:
-                            sources["state" if use_state else "none"] += 1
-                        if a_held is None:
-                            a_held = view.a_held = a_held_of[task] = []
-                        a_held.append([name, name, instance, ctx, mode])
+                    if verdict is not None:
+                        ann.acquire(view, task, name, instance, mode, trylock, cpu, file, verdict)
                     # -- the reader -----------------------------------------------------------------
                     entry = held_names.get(key)
                     if entry is None:
@@ -397,21 +460,6 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
                         entry[0] = name
                         entry[1] += 1
                     acquisitions += 1
-                    # -- the checker: feed + lock_acquire, for a cached chain -----------------------
-                    cstats.events += 1
-                    recent = view.recent
-                    if recent is not None:
-                        recent.add((name, instance))
-                        recent.last = cstats.events
-                    hlock = deferred(partial(_event, task, name, instance, mode, trylock, check, timestamp, cpu, file,
-                                             lineno, head[1]),
-                                     name, name, instance, 0, mode, trylock, check, None, irq_context,
-                                     view.hardirqs_off, 0)
-                    hlock.prev_chain_key = prev_key
-                    held.append(hlock)
-                    ctask.chain_key = chain_key
-                    if check and not trylock:
-                        cstats.chain_hits += 1
                 elif op is RELEASE:
                     entry = held_names.get(key)
                     if entry is None:
@@ -427,14 +475,8 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
                     top = held[-1]
                     if top.instance != instance or top.lock != name or top.references:
                         break
-                    if annotator is not None:
-                        a_held = view.a_held
-                        if not a_held:
-                            break
-                        a_top = a_held[-1]
-                        if a_top[1] != name or a_top[2] != instance or (len(a_top) > 5 and a_top[5]):
-                            break
-                        a_held.pop()
+                    if ann is not None and not ann.release(view, name, instance):
+                        break
                     if named:
                         resolved += 1
                     if entry[1] > 1:
@@ -513,12 +555,7 @@ def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str) -> It
     from lockcheck.readers.jsonl import common_fields
 
     tasks = checker.tasks
-    cache = checker.chain_cache
-    nodes = checker._nodes
     cstats = checker.stats
-    depth_limit = MAX_LOCK_DEPTH - 1
-    initial = INITIAL_CHAIN_KEY
-    deferred = HeldLock.deferred
     partial = functools.partial
     views: dict = {}
     for lineno, line in enumerate(lines, 1):
@@ -555,34 +592,14 @@ def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str) -> It
             ctask = view.task
             held = view.held
             if op is ACQUIRE:
-                node = nodes.get(lock)
-                depth = len(held)
-                if node is not None and depth < depth_limit \
-                        and not view.usage_need[1 if mode else 0] & ~node["usage"]:
-                    prev_key = chain_key = ctask.chain_key
-                    irq_context = view.irq_context
-                    if depth and held[-1].irq_context != irq_context:
-                        chain_key = initial
-                    chain_key = hash((chain_key, lock, mode))
-                    if chain_key in cache:
-                        cstats.events += 1
-                        if comm is not None:
-                            ctask.name = comm
-                        if cpu is not None:
-                            ctask.cpu = cpu
-                        recent = view.recent
-                        if recent is not None:
-                            recent.add((lock, instance))
-                            recent.last = cstats.events
-                        hlock = deferred(partial(Event, task, ACQUIRE, lock, instance, mode, False, 0, None, True, at,
-                                                 ts, cpu, file, lineno, comm),
-                                         lock, lock, instance, 0, mode, False, True, None, irq_context,
-                                         view.hardirqs_off, 0)
-                        hlock.prev_chain_key = prev_key
-                        held.append(hlock)
-                        ctask.chain_key = chain_key
-                        cstats.chain_hits += 1
-                        continue
+                if _push_hit(checker, view, lock, instance, mode, False, True,
+                             partial(Event, task, ACQUIRE, lock, instance, mode, False, 0, None, True, at, ts, cpu,
+                                     file, lineno, comm)):
+                    if comm is not None:
+                        ctask.name = comm
+                    if cpu is not None:
+                        ctask.cpu = cpu
+                    continue
             elif op is RELEASE:
                 if held:
                     top = held[-1]
@@ -642,25 +659,9 @@ def fields_events(checker: Checker, annotator, batches: Iterable[list], tick: Op
     its own and the lock event after it can still be a hit.
     """
     tasks = checker.tasks
-    cache = checker.chain_cache
-    nodes = checker._nodes
     cstats = checker.stats
-    depth_limit = MAX_LOCK_DEPTH - 1
-    initial = INITIAL_CHAIN_KEY
-    deferred = HeldLock.deferred
     partial = functools.partial
-    if annotator is not None:
-        a_held_of = annotator.held
-        a_ctx = annotator.ctx
-        a_cpu = annotator.cpu
-        sources = annotator.sources
-        tries = annotator.tries
-        ruled_of = annotator._ruled
-        changes = annotator.changes
-        only_unchecked: dict = {}
-        until_report = annotator.validity == "until-report"
-        index = annotator.index
-        suffixes = index.suffixes if index is not None else None
+    ann = _Annotated(annotator) if annotator is not None else None
     views: dict = {}
     collecting = gc.isenabled()
     gc.disable()  # as ftrace_events
@@ -682,116 +683,30 @@ def fields_events(checker: Checker, annotator, batches: Iterable[list], tick: Op
                             break
                         if len(views) >= _VIEW_LIMIT:
                             views.clear()
-                        view = views[task] = _View(ctask, a_held_of.get(task) if annotator is not None else None)
+                        view = views[task] = _View(ctask, ann.held_of.get(task) if ann is not None else None)
                     ctask = view.task
                     held = view.held
                     cpu = fields[11]
                     if op == ACQUIRE:
-                        node = nodes.get(name)
-                        if node is None:
-                            break
-                        depth = len(held)
-                        if depth >= depth_limit:
-                            break
-                        origin = None
-                        if annotator is not None:
-                            if not annotator.capture or not check:
+                        verdict = None
+                        if ann is not None:
+                            verdict = ann.decide(view, task, name, mode, trylock, check, fields[12])
+                            if verdict is None:
                                 break
-                            trusted = annotator.trusted
-                            if trusted and until_report:
-                                break
-                            ruled = ruled_of.get(name)
-                            if ruled is None:
-                                break
-                            if ruled:
-                                origin = only_unchecked.get(name)
-                                if origin is None:
-                                    origin = only_unchecked[name] = _only_unchecked(annotator.rules, name)
-                                if not origin:
-                                    break
-                                check = False
-                            a_held = view.a_held
-                            ctx = a_ctx.get(task, 0)
-                            use_state = index is not None and trusted
-                            if a_held and (check or not use_state):
-                                same = False
-                                for entry in a_held:
-                                    if entry[0] == name:
-                                        same = True
-                                        break
-                                if same:
-                                    break
-                            if use_state:
-                                if check and not trylock:
-                                    entries = a_held or ()
-                                    i = len(entries)
-                                    while i and entries[i - 1][3] == ctx:
-                                        i -= 1
-                                    if tuple([entry[0] for entry in entries[i:]] + [name]) not in suffixes:
-                                        break
-                            else:
-                                if index is not None and fields[12] not in annotator.untrusted_from:
-                                    break
-                                if mode and name not in annotator.rules.recursive_read:
-                                    reasons = annotator.doubts.get(name)
-                                    if reasons is None or (len(reasons) < 3 and not any(
-                                            reason[:20] == _READ_DOUBT for reason in reasons)):
-                                        break
-                        if check:
-                            if view.usage_need[(1 if mode else 0) | (2 if trylock else 0)] & ~node["usage"]:
-                                break
-                        elif (512 if mode else 256) & ~node["usage"]:  # USED_READ / USED
+                            check = verdict[0]
+                        if not _push_hit(checker, view, name, instance, mode, trylock, check,
+                                         partial(_fields_event, fields, check)):
                             break
-                        prev_key = chain_key = ctask.chain_key
-                        irq_context = view.irq_context
-                        if depth and held[-1].irq_context != irq_context:
-                            chain_key = initial
-                        chain_key = hash((chain_key, name, mode))
-                        if check and not trylock and chain_key not in cache:
-                            break
-                        if annotator is not None:
-                            if cpu is not None:
-                                a_cpu[task] = cpu
-                            counts = tries.get(fields[12])
-                            if counts is None:
-                                counts = tries[fields[12]] = [0, 0]
-                            counts[0] += 1
-                            if trylock:
-                                counts[1] += 1
-                            if origin is not None:
-                                changes[("check0", name, "rule " + origin)] += 1
-                                sources["rule"] += 1
-                            else:
-                                sources["state" if use_state else "none"] += 1
-                            if a_held is None:
-                                a_held = view.a_held = a_held_of[task] = []
-                            a_held.append([name, name, instance, ctx, mode])
-                        cstats.events += 1
-                        recent = view.recent
-                        if recent is not None:
-                            recent.add((name, instance))
-                            recent.last = cstats.events
-                        hlock = deferred(partial(_fields_event, fields, check), name, name, instance, 0, mode,
-                                         trylock, check, None, irq_context, view.hardirqs_off, 0)
-                        hlock.prev_chain_key = prev_key
-                        held.append(hlock)
-                        ctask.chain_key = chain_key
-                        if check and not trylock:
-                            cstats.chain_hits += 1
+                        if verdict is not None:
+                            ann.acquire(view, task, name, instance, mode, trylock, cpu, fields[12], verdict)
                     elif op == RELEASE:
                         if not held:
                             break
                         top = held[-1]
                         if top.instance != instance or top.lock != name or top.references:
                             break
-                        if annotator is not None:
-                            a_held = view.a_held
-                            if not a_held:
-                                break
-                            a_top = a_held[-1]
-                            if a_top[1] != name or a_top[2] != instance or (len(a_top) > 5 and a_top[5]):
-                                break
-                            a_held.pop()
+                        if ann is not None and not ann.release(view, name, instance):
+                            break
                         cstats.events += 1
                         held.pop()
                         ctask.chain_key = top.prev_chain_key

@@ -26,6 +26,7 @@ from lockcheck.checker import Checker
 from lockcheck.cli import main
 from lockcheck.errors import TraceError
 from lockcheck.readers import ftrace, jsonl
+from lockcheck.tasks import TaskState
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / "tests" / "data" / "kernel-6.1" / "clean"
@@ -395,3 +396,38 @@ def test_json_lines_bad_line_keeps_its_place() -> None:
     assert fast == _json_outcome(lines, False) == _json_outcome(lines, "fields")
     assert fast["error"] is not None and fast["error"].startswith("gen.jsonl:7:")
     assert fast["stats"].events == 6
+
+
+# -- the annotator's verdict on its own ------------------------------------------------------
+
+
+def _annotated_view(annotator, held_names: list[str]) -> "capturepath._View":
+    """A fast-path view of a task `t` whose annotator stack holds HELD_NAMES (irq context 0)."""
+    task = TaskState("t", "t/1")
+    annotator.held["t"] = [[name, name, "0x1", 0, 0] for name in held_names]
+    return capturepath._View(task, annotator.held["t"])
+
+
+def test_the_annotator_passes_on_only_a_chain_the_kernel_explains() -> None:
+    """With a trusted kernel state, an acquisition goes the fast way only when the stack it makes is a
+    suffix of a chain of /proc/lockdep_chains: any other the annotator would re-read (subclass,
+    trylock, check=0), so the fast path must leave it to the plain one, even if the checker's chain
+    cache holds its chain."""
+    annotator = AnnotationOptions().annotator(_state())
+    annotator.open_trace(ftrace)
+    ann = capturepath._Annotated(annotator)
+    explained = next(chain for chain in sorted(ann.suffixes) if len(chain) == 2 and chain[0] != chain[1]
+                     and all("/" not in name and name not in annotator.rules.recursive_read
+                             and annotator.rules.unchecked(name) is None for name in chain))
+    assert annotator.trusted
+    annotator._ruled[explained[1]] = False
+    verdict = ann.decide(_annotated_view(annotator, [explained[0]]), "t", explained[1], 0, False, True, "x")
+    assert verdict == (True, None, True, 0)
+    unexplained = next(name for name in sorted({chain[-1] for chain in ann.suffixes})
+                       if (explained[0], name) not in ann.suffixes and name != explained[0] and "/" not in name)
+    annotator._ruled[unexplained] = False
+    assert ann.decide(_annotated_view(annotator, [explained[0]]), "t", unexplained, 0, False, True, "x") is None
+    # a trylock is not validated: the kernel's chains say nothing of it, the annotator passes it on
+    assert ann.decide(_annotated_view(annotator, [explained[0]]), "t", unexplained, 0, True, True, "x") is not None
+    # a class held twice is the annotator's to resolve (nest_lock, subclass)
+    assert ann.decide(_annotated_view(annotator, [explained[0]]), "t", explained[0], 0, False, True, "x") is None
