@@ -122,6 +122,29 @@ def _fields_batches(parse):
     yield from _batches(done)
 
 
+def _run_outcome(checker: Checker, events) -> dict:
+    """What running EVENTS through CHECKER leaves that anyone can see: the error or findings, the
+    graph, the statistics and every task's held stack with the events a report would cite."""
+    error = None
+    findings = []
+    try:
+        findings = list(checker.run(events))
+    except TraceError as err:
+        error = err.format()
+    graph = checker.graph.nx
+    return {
+        "error": error,
+        "findings": findings,
+        "nodes": sorted((name, data["usage"], sorted(data["usage_traces"].items()))
+                        for name, data in graph.nodes(data=True)),
+        "edges": [(a, b, sorted(data.items())) for a, b, data in graph.edges(data=True)],
+        "stats": checker.stats,
+        "held": {key: [(h.cls, h.instance, h.read, h.trylock, h.check, h.irq_context, h.hardirqs_off,
+                        h.references, h.prev_chain_key, h.event) for h in task.held]
+                 for key, task in checker.tasks.items()},
+    }
+
+
 def _outcome(lines: list[str], fast, with_state: bool, first: bool = False) -> dict:
     """Everything a run of the pipeline over LINES leaves that anyone can see (`fast`: False, True, or
     "fields": the events as a reader process sends them, applied by `fields_events`)."""
@@ -141,24 +164,9 @@ def _outcome(lines: list[str], fast, with_state: bool, first: bool = False) -> d
         events = parse(lines, "gen.ftrace")
     else:
         events = ftrace.parse(lines, "gen.ftrace", stats=stats)
-    error = None
-    findings = []
-    try:
-        findings = list(checker.run(annotator.transform(ftrace, events)))
-    except TraceError as err:
-        error = err.format()
-    graph = checker.graph.nx
     return {
-        "error": error,
-        "findings": findings,
-        "nodes": sorted((name, data["usage"], sorted(data["usage_traces"].items()))
-                        for name, data in graph.nodes(data=True)),
-        "edges": [(a, b, sorted(data.items())) for a, b, data in graph.edges(data=True)],
-        "stats": checker.stats,
+        **_run_outcome(checker, annotator.transform(ftrace, events)),
         "reader": stats,
-        "held": {key: [(h.cls, h.instance, h.read, h.trylock, h.check, h.irq_context, h.hardirqs_off,
-                        h.references, h.prev_chain_key, h.event) for h in task.held]
-                 for key, task in checker.tasks.items()},
         "tasks": {key: (task.chain_key, task.name, task.cpu,
                         list(task.acquired_ever._locks) if task.acquired_ever is not None else None,
                         task.acquired_ever.last if task.acquired_ever is not None else None)
@@ -357,23 +365,8 @@ def _json_outcome(lines: list[str], fast) -> dict:
         events = parse(lines, "gen.jsonl")
     else:
         events = jsonl.parse(lines, "gen.jsonl")
-    error = None
-    findings = []
-    try:
-        findings = list(checker.run(events))
-    except TraceError as err:
-        error = err.format()
-    graph = checker.graph.nx
     return {
-        "error": error,
-        "findings": findings,
-        "nodes": sorted((name, data["usage"], sorted(data["usage_traces"].items()))
-                        for name, data in graph.nodes(data=True)),
-        "edges": [(a, b, sorted(data.items())) for a, b, data in graph.edges(data=True)],
-        "stats": checker.stats,
-        "held": {key: [(h.cls, h.instance, h.read, h.trylock, h.check, h.irq_context, h.hardirqs_off,
-                        h.references, h.prev_chain_key, h.event) for h in task.held]
-                 for key, task in checker.tasks.items()},
+        **_run_outcome(checker, events),
         "tasks": {key: (task.chain_key, task.name, task.cpu) for key, task in checker.tasks.items()},
     }
 
