@@ -251,6 +251,23 @@ def _push_hit(checker: Checker, view: _View, name: str, instance: str, mode: int
     return True
 
 
+def _pop_innermost(checker: Checker, view: _View, name: str, instance: str, ann: Optional[_Annotated]) -> bool:
+    """The checker's (and the annotator's, if one runs) release of the task's innermost lock, when it
+    is NAME@INSTANCE held once, applied (True); False: any other release, nothing changed."""
+    held = view.held
+    if not held:
+        return False
+    top = held[-1]
+    if top.instance != instance or top.lock != name or top.references:
+        return False
+    if ann is not None and not ann.release(view, name, instance):
+        return False
+    checker.stats.events += 1
+    held.pop()
+    view.task.chain_key = top.prev_chain_key
+    return True
+
+
 def _event(task: str, lock: str, instance: str, mode: int, trylock: bool, check: bool, timestamp: str,
            cpu: Optional[int], file: str, lineno: int, display: str) -> Event:
     """The event of a `lock_acquire` line as the checker got it: the reader's, annotated (read back
@@ -469,13 +486,7 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
                         named = True
                     else:
                         named = False
-                    held = view.held
-                    if not held:
-                        break
-                    top = held[-1]
-                    if top.instance != instance or top.lock != name or top.references:
-                        break
-                    if ann is not None and not ann.release(view, name, instance):
+                    if not _pop_innermost(checker, view, name, instance, ann):
                         break
                     if named:
                         resolved += 1
@@ -485,9 +496,6 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
                         del held_names[key]
                         if len(entry) > 2:
                             by_map.pop(entry[2], None)
-                    cstats.events += 1
-                    held.pop()
-                    ctask.chain_key = top.prev_chain_key
                 else:  # lock_contended, lock_acquired: the checker only counts them
                     if not name:
                         entry = held_names.get(key)
@@ -590,7 +598,6 @@ def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str) -> It
                 view = views[task] = _View(ctask, None)
         if view is not None:
             ctask = view.task
-            held = view.held
             if op is ACQUIRE:
                 if _push_hit(checker, view, lock, instance, mode, False, True,
                              partial(Event, task, ACQUIRE, lock, instance, mode, False, 0, None, True, at, ts, cpu,
@@ -601,17 +608,12 @@ def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str) -> It
                         ctask.cpu = cpu
                     continue
             elif op is RELEASE:
-                if held:
-                    top = held[-1]
-                    if top.instance == instance and top.lock == lock and not top.references:
-                        cstats.events += 1
-                        if comm is not None:
-                            ctask.name = comm
-                        if cpu is not None:
-                            ctask.cpu = cpu
-                        held.pop()
-                        ctask.chain_key = top.prev_chain_key
-                        continue
+                if _pop_innermost(checker, view, lock, instance, None):
+                    if comm is not None:
+                        ctask.name = comm
+                    if cpu is not None:
+                        ctask.cpu = cpu
+                    continue
             elif op is CONTENDED or op is ACQUIRED:  # counted
                 cstats.events += 1
                 if comm is not None:
@@ -685,7 +687,6 @@ def fields_events(checker: Checker, annotator, batches: Iterable[list], tick: Op
                             views.clear()
                         view = views[task] = _View(ctask, ann.held_of.get(task) if ann is not None else None)
                     ctask = view.task
-                    held = view.held
                     cpu = fields[11]
                     if op == ACQUIRE:
                         verdict = None
@@ -700,16 +701,8 @@ def fields_events(checker: Checker, annotator, batches: Iterable[list], tick: Op
                         if verdict is not None:
                             ann.acquire(view, task, name, instance, mode, trylock, cpu, fields[12], verdict)
                     elif op == RELEASE:
-                        if not held:
+                        if not _pop_innermost(checker, view, name, instance, ann):
                             break
-                        top = held[-1]
-                        if top.instance != instance or top.lock != name or top.references:
-                            break
-                        if ann is not None and not ann.release(view, name, instance):
-                            break
-                        cstats.events += 1
-                        held.pop()
-                        ctask.chain_key = top.prev_chain_key
                     elif op == CONTENDED or op == ACQUIRED:
                         cstats.events += 1
                     else:
