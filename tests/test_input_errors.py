@@ -118,6 +118,24 @@ def test_huge_numbers_in_a_lock_stat_dump(tmp_path, tail, line):
     assert source[int(match.group(2)) - 1:].startswith("999")
 
 
+@pytest.mark.parametrize("numbers, column", [
+    ("0.00  1  1.00  1.00  1.00  1.00  1  1", "con-bounces"),
+    ("1  2.50  1.00  1.00  1.00  1.00  1  1", "contentions"),
+    ("1  1  1.00  1.00  1.00  1.00  0.00  1", "acq-bounces"),
+    ("1  1  1.00  1.00  1.00  1.00  1  7.5", "acquisitions"),
+])
+def test_a_time_where_a_lock_stat_count_belongs(tmp_path, numbers, column):
+    """A row's counts are whole numbers: a time in their column (found by the fuzzer, a misaligned
+    row) is an error at that column, not an internal error."""
+    path = write(tmp_path, "lock_stat", LOCK_STAT_HEAD + f"  A:  {numbers}  0.00  1.00  1.00  1.00\n")
+    status, _, err = cli("stat", "--no-progress", path)
+    match = one_error(status, err, path, f"expected a whole number in column {column!r}")
+    assert match.group(1) == "6"
+    source = Path(path).read_text().splitlines()[5]
+    bad = [word for word in numbers.split() if word not in ("1", "1.00")][0]
+    assert source[int(match.group(2)) - 1:].startswith(bad)
+
+
 def test_huge_line_number_in_a_site_is_no_site(tmp_path):
     """`at=f.py:<5000 digits>` is not a FILE:LINE site: SARIF and GitHub output fall back to the trace location."""
     path = write(tmp_path, "s.lt", f"T1 acquire A\nT1 acquire A at=f.py:{DIGITS}\n")

@@ -32,6 +32,9 @@ _RULE = re.compile(r"^\s*(-+|\.+)\s*$")
 #: most digits a count or time may have: the kernel prints 64-bit values (20 digits), and Python
 #: refuses to convert numbers of thousands of digits
 MAX_DIGITS = 24
+#: the columns of a row that are counts (con-bounces, contentions, acq-bounces, acquisitions): the
+#: others are times, printed with two decimals
+_COUNTS = (0, 1, 6, 7)
 
 
 def is_lock_stat(first_line: Optional[str]) -> bool:
@@ -106,7 +109,7 @@ class DumpReader:
                         yield current
                     current, rules = ClassStats(name), 0
                 has_write = kind == "-W"
-                self._bounded(line, lineno, row.start("numbers"), row.group("numbers"))
+                self._bounded(line, lineno, row.start("numbers"), row.group("numbers"), _COUNTS)
                 self._row(current, kind, row.group("numbers").split())
                 continue
             point = _POINT.match(line) if rules else None
@@ -130,13 +133,18 @@ class DumpReader:
         if current is not None:
             yield current
 
-    def _bounded(self, line: str, lineno: int, start: int, numbers: str) -> None:
-        """A number longer than any the kernel prints is an error at its column, not a ValueError."""
-        for number in re.finditer(r"\S+", numbers):
+    def _bounded(self, line: str, lineno: int, start: int, numbers: str, whole: tuple[int, ...] = ()) -> None:
+        """A number longer than any the kernel prints, or a time where a count must be (the columns
+        `whole`), is an error at its column, not a ValueError."""
+        for i, number in enumerate(re.finditer(r"\S+", numbers)):
             digits = sum(ch.isdigit() for ch in number.group())
             if digits > MAX_DIGITS:
                 raise TraceError(self.file, lineno, start + number.start() + 1,
                                  f"number too long ({digits} digits)", source=line)
+            if i in whole and not number.group().lstrip("-").isdigit():
+                raise TraceError(self.file, lineno, start + number.start() + 1,
+                                 f"expected a whole number in column {COLUMNS[i]!r} (a count), "
+                                 f"not {number.group()!r}", source=line)
 
     @staticmethod
     def _row(stats: ClassStats, kind: Optional[str], numbers: list[str]) -> None:
