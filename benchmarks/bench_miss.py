@@ -4,7 +4,7 @@
     .venv/bin/python benchmarks/bench_miss.py benchmarks/out/lt-v1-e1000000-s1.lt
     LOCKCHECK_PURE=1 .venv/bin/python benchmarks/bench_miss.py TRACE.lt
 
-The fast path (`lockcheck.hotpath`) applies chain-cache hits itself and
+The fast path (`lockcheck.engine.fast_lt`) applies chain-cache hits itself and
 yields every other line as an `Event` for `Checker.feed`.  This runs a
 `.lt` trace that way and times, in process CPU time, each `feed` call,
 sorted by what the event was: an acquisition that added a dependency
@@ -42,8 +42,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from lockcheck import hotpath  # noqa: E402
-from lockcheck.checker import Checker  # noqa: E402
+from lockcheck.engine import fast_lt as hotpath  # noqa: E402
+from lockcheck.lockdep.checker import Checker  # noqa: E402
 from lockcheck.events import ACQUIRE, EXIT, IRQ_OPS, RELEASE  # noqa: E402
 from lockcheck.readers import lt  # noqa: E402
 

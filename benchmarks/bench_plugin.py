@@ -2,7 +2,7 @@
 
 A thread pool hammers a few locks (a bank of accounts, a global lock, a
 queue, an RLock re-entered, a Condition); the same workload runs plain and
-inside `lockcheck.pylocks.instrument()` (what `pytest --lockcheck` does for
+inside `lockcheck.python.instrument.instrument()` (what `pytest --lockcheck` does for
 a session), N runs each, alternating, and the ratio of the best of each is printed.
 Target: below 2x.
 
@@ -15,8 +15,8 @@ measures what a project sees: a generated pytest suite whose tests run
 thread pools over shared caches and counters guarded by locks (with the
 small amount of work real code does under a lock), timed end to end as
 `pytest` and `pytest --lockcheck`.  `--waits` adds what `--lockcheck-waits`
-patches (`lockcheck.waits`) to the instrumented run (the interrupt contexts
-of `lockcheck.pyirq` are on in both forms, as in the plugin by default).
+patches (`lockcheck.python.dept`) to the instrumented run (the interrupt contexts
+of `lockcheck.python.interrupts` are on in both forms, as in the plugin by default).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import lockcheck  # noqa: E402
-from lockcheck import pylocks  # noqa: E402
+from lockcheck.python import instrument as pylocks  # noqa: E402
 
 
 def build():
@@ -178,7 +178,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"slowdown: {tracked / plain:.2f}x (target < 2x)")
         return 0
     plains, tracked = [], []
-    from lockcheck import pyirq, waits
+    from lockcheck.python import interrupts as pyirq, dept as waits
 
     for _ in range(args.repeat):
         # alternating plain and instrumented runs: a load that comes and goes on a shared

@@ -302,7 +302,7 @@ def run_shapes(sizes: dict[str, list[int]], keep_dir: Path, timeout: float) -> d
     sys.path.insert(0, str(HERE))
     import shapes
 
-    base = min(measure([sys.executable, "-c", "import lockcheck.cli"], keep_dir / "s.out", keep_dir / "s.err", 120).wall
+    base = min(measure([sys.executable, "-c", "import lockcheck.commands.cli"], keep_dir / "s.out", keep_dir / "s.err", 120).wall
                for _ in range(3))
     results: dict[str, list[dict]] = {}
     print(f"\nadversarial shapes (start-up {base:.2f}s subtracted for the growth exponent)")
@@ -547,12 +547,12 @@ def main(argv: Optional[list[str]] = None) -> int:
     with tempfile.TemporaryDirectory(prefix="lockcheck-bench-") as tmp:
         keep_dir = OUT if args.keep else Path(tmp)
         OUT.mkdir(parents=True, exist_ok=True)
-        base = measure([sys.executable, "-c", "import lockcheck.cli"], Path(tmp) / "base.out",
+        base = measure([sys.executable, "-c", "import lockcheck.commands.cli"], Path(tmp) / "base.out",
                        Path(tmp) / "base.err", 120)
         if base.status == 0:
-            print(f"start-up (python + import lockcheck.cli): {base.wall:.2f}s, {base.rss_mb:.1f} MB", flush=True)
+            print(f"start-up (python + import lockcheck.commands.cli): {base.wall:.2f}s, {base.rss_mb:.1f} MB", flush=True)
         else:
-            loud("`import lockcheck.cli` fails: the checker does not exist yet or is broken:\n"
+            loud("`import lockcheck.commands.cli` fails: the checker does not exist yet or is broken:\n"
                  + base.stderr.strip()[-800:])
         if all_cases:
             lt = next((c for c in all_cases if c.name.startswith("lt")), None) or lt_case(args.gzip)

@@ -5,23 +5,23 @@ The pipeline, one module per step: `readers` (trace text -> `events.Event`),
 `graph.DepGraph`), `report` (findings -> kernel-format text, JSON, SARIF).
 """
 
-__version__ = "0.1.0"
+from lockcheck.util.version import __version__
 
 
 def __getattr__(attr: str):
     """Lazy exports: `lockcheck.name`, `lockcheck.nested` (annotations), `lockcheck.instrument`,
     `lockcheck.DeadlockError` (a blocking acquire that closes a cycle of waits)."""
     if attr in ("name", "nested"):
-        from lockcheck import annotate
+        from lockcheck.python import hints as annotate
 
         value = globals()[attr] = getattr(annotate, attr)  # kept: `lockcheck.nested` is called per acquire
         return value
     if attr == "DeadlockError":
-        from lockcheck.waitfor import DeadlockError
+        from lockcheck.python.waitfor import DeadlockError
 
         return DeadlockError
     if attr == "instrument":
-        from lockcheck.pylocks import instrument
+        from lockcheck.python.instrument import instrument
 
         return instrument
     raise AttributeError(f"module 'lockcheck' has no attribute {attr!r}")

@@ -36,7 +36,7 @@ if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
 
 def run() -> None:
     """The console script's entry: run the command line and exit with its status."""
-    from lockcheck.cli import main
+    from lockcheck.commands.cli import main
 
     try:
         try:

@@ -34,8 +34,8 @@ import atheris
 
 with atheris.instrument_imports(include=["lockcheck"]):
     import lockcheck
-    from lockcheck.cli import main
-    from lockcheck.wording import INDENT
+    from lockcheck.commands.cli import main
+    from lockcheck.util.wording import INDENT
 
     # every module now, so the ones commands import lazily (graph loaders, TOML, stat) are covered too
     for module in pkgutil.walk_packages(lockcheck.__path__, "lockcheck."):
@@ -59,7 +59,7 @@ TARGETS: list[Target] = [
      "tests/data/kernel-log/irq-inversion.log"),
     ("suppress", "s.toml", lambda f: [*CHECK, "--suppress", f, TRACE], "docs/suppress.md"),
     ("order", "order.txt", lambda f: [*CHECK, "--order", f, TRACE], ""),
-    ("annotations", "rules.annotations", lambda f: [*CHECK, "--annotations", f, TRACE], "lockcheck/kernel.annotations"),
+    ("annotations", "rules.annotations", lambda f: [*CHECK, "--annotations", f, TRACE], "lockcheck/kernel/kernel.annotations"),
     ("lockdep-state", "lockdep", lambda f: [*CHECK, "--lockdep-state", f, TRACE], ""),
     ("baseline", "g.json", lambda f: [*CHECK, "--baseline", f, TRACE], ""),
     ("graphml", "g.graphml", lambda f: [*CHECK, "--baseline", f, TRACE], ""),

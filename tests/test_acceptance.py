@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 
 from testdata import EXAMPLES
 

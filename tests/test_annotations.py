@@ -1,4 +1,4 @@
-"""The annotation transformer (lockcheck.annotations), annotation rules, and /proc/lockdep dumps as inputs."""
+"""The annotation transformer (lockcheck.kernel.annotations), annotation rules, and /proc/lockdep dumps as inputs."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from lockcheck import kstate
-from lockcheck.annotations import AnnotationRules, Annotator, annotate
-from lockcheck.cli import main
+from lockcheck.kernel import state as kstate
+from lockcheck.kernel.annotations import AnnotationRules, Annotator, annotate
+from lockcheck.commands.cli import main
 from lockcheck.events import RREAD
 from lockcheck.readers import ftrace
 
@@ -209,7 +209,7 @@ def test_annotate_is_a_plain_transformer():
 
 
 def test_usage_chars_become_usage_bits():
-    from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED, USED_IN_SOFTIRQ
+    from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED, USED_IN_SOFTIRQ
 
     assert kstate.usage_bits("+.?.") == [ENABLED_HARDIRQ, USED_IN_SOFTIRQ, ENABLED_SOFTIRQ, USED]
 

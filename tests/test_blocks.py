@@ -20,8 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck import hotpath
-from lockcheck.cli import main
+from lockcheck.engine import fast_lt as hotpath
+from lockcheck.commands.cli import main
 from lockcheck.readers import source
 
 pytestmark = pytest.mark.skipif(not hotpath.compiled(), reason="the compiled core is not built here")

@@ -8,9 +8,9 @@ import json
 
 import pytest
 
-from lockcheck import kstate
-from lockcheck.annotations import AnnotationRules
-from lockcheck.cli import main
+from lockcheck.kernel import state as kstate
+from lockcheck.kernel.annotations import AnnotationRules
+from lockcheck.commands.cli import main
 from lockcheck.errors import TraceError
 
 HEADER = "# tracer: nop\n#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n"

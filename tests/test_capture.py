@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck import capture
-from lockcheck.cli import main
+from lockcheck.kernel import capture
+from lockcheck.commands.cli import main
 
 
 def run_cli(*args: str) -> tuple[int, str, str]:

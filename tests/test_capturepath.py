@@ -1,4 +1,4 @@
-"""The capture fast path (`lockcheck.capturepath`) against the plain pipeline: identical in every way.
+"""The capture fast path (`lockcheck.engine.fast_capture`) against the plain pipeline: identical in every way.
 
 The plain pipeline reads every ftrace line into events (`FtraceReader`),
 passes them through the annotator and feeds them to the checker; the fast
@@ -20,13 +20,14 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lockcheck import capturepath, kstate
-from lockcheck.annotations import AnnotationOptions, Annotator
-from lockcheck.checker import Checker
-from lockcheck.cli import main
+from lockcheck.engine import fast_capture as capturepath
+from lockcheck.kernel import state as kstate
+from lockcheck.kernel.annotations import AnnotationOptions, Annotator
+from lockcheck.lockdep.checker import Checker
+from lockcheck.commands.cli import main
 from lockcheck.errors import TraceError
 from lockcheck.readers import ftrace, jsonl
-from lockcheck.tasks import TaskState
+from lockcheck.lockdep.tasks import TaskState
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / "tests" / "data" / "kernel-6.1" / "clean"

@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from lockcheck.checker import MAX_LOCK_DEPTH, Checker, CheckerOptions
-from lockcheck.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR
+from lockcheck.lockdep.checker import MAX_LOCK_DEPTH, Checker, CheckerOptions
+from lockcheck.lockdep.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR
 from lockcheck.readers.lt import parse
 
 

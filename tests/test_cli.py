@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 
 GOLDEN = Path(__file__).parent / "golden" / "e2e"
 UPDATE = os.environ.get("LOCKCHECK_UPDATE_GOLDEN") == "1"

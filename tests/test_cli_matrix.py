@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck import cli
+from lockcheck.commands import cli
 
 from testdata import CAPTURES, DATA, TRACES
 
@@ -160,11 +160,11 @@ def test_diff_reads_dumps_as_the_graphs_they_are(tmp_path: Path) -> None:
 def test_replaying_a_graph_sets_each_usage_bit_alone() -> None:
     """A class the kernel saw hardirq-unsafe and softirq-safe (`{+.-.}`, a timer taken in a
     softirq with hardirqs on) replays without an inconsistent lock state."""
-    from lockcheck.checker import Checker
-    from lockcheck.diff import replay_events
-    from lockcheck.findings import Evidence
-    from lockcheck.graph import DepGraph
-    from lockcheck.usage import ENABLED_HARDIRQ, USED, USED_IN_SOFTIRQ
+    from lockcheck.lockdep.checker import Checker
+    from lockcheck.commands.diff import replay_events
+    from lockcheck.lockdep.findings import Evidence
+    from lockcheck.lockdep.graph import DepGraph
+    from lockcheck.lockdep.usage import ENABLED_HARDIRQ, USED, USED_IN_SOFTIRQ
 
     graph = DepGraph()
     graph.add_class("(&pool->mayday_timer)")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
-from lockcheck.convert import converted
+from lockcheck.commands.cli import main
+from lockcheck.commands.convert import converted
 from lockcheck.errors import TraceError
 from lockcheck.events import LOST_EVENTS, RUN
 from lockcheck.readers import read

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
-from lockcheck.diff import Side, diff_graphs, replay_events
-from lockcheck.findings import Evidence
-from lockcheck.graph import DEP_EN, DEP_SR, DepGraph
-from lockcheck.graphio import load_graph
+from lockcheck.commands.cli import main
+from lockcheck.commands.diff import Side, diff_graphs, replay_events
+from lockcheck.lockdep.findings import Evidence
+from lockcheck.lockdep.graph import DEP_EN, DEP_SR, DepGraph
+from lockcheck.store.graphfile import load_graph
 
 MAIN = """#lockcheck-trace v1
 T1 acquire &mm->mmap_sem at=mm/mmap.c:10
@@ -118,7 +118,7 @@ def test_diff_missing_input_is_exit_2(tmp_path: Path, traces):
 def test_replay_reproduces_every_dependency_type():
     g = DepGraph()
     g.add_dependency("A", "B", DEP_EN | DEP_SR, Evidence("x.lt", 4, "T1", "f.c:9"), held=Evidence("x.lt", 3, "T1"))
-    from lockcheck.checker import Checker
+    from lockcheck.lockdep.checker import Checker
 
     checker = Checker()
     assert list(checker.run(replay_events(g))) == []

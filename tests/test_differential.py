@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockcheck.checker import Checker
+from lockcheck.lockdep.checker import Checker
 from lockcheck.events import Event
 from tests.reference_model import ReferenceLockdep
 

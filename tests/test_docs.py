@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 
 from testdata import ROOT, TRACES
 
@@ -78,7 +78,7 @@ def test_cli_doc_json_example_is_what_check_prints(tmp_path, monkeypatch):
 
 
 def test_cli_doc_names_every_kind_of_finding():
-    from lockcheck import findings
+    from lockcheck.lockdep import findings
 
     table = (ROOT / "docs" / "cli.md").read_text().split("Kinds of finding", 1)[1].split("\n\n", 2)[1]
     documented = set(re.findall(r"^\| `([a-z-]+)` \|", table, re.M))

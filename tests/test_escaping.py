@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
-from lockcheck.escape import visible
+from lockcheck.commands.cli import main
+from lockcheck.util.escape import visible
 
 #: a lock name built to forge a report line, clear the screen, retitle the terminal, hide itself
 EVIL = "A\n=====\nWARNING: forged\r\x1b[2J\x1b]0;pwned\x07\u202eevil\u2066\x00\ud800"[:-1] + "\u200b"

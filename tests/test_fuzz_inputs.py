@@ -9,10 +9,10 @@ import os
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 from lockcheck.errors import TraceError
 from lockcheck.readers import read_all
-from lockcheck.session import CheckSession, SessionOptions
+from lockcheck.commands.check import CheckSession, SessionOptions
 
 # words that the formats use, so generated lines get past the first token often
 WORDS = [

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockcheck import graph as graph_module
-from lockcheck.checker import Checker
-from lockcheck.findings import Evidence
-from lockcheck.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
-from lockcheck.tasks import HeldLock
+from lockcheck.lockdep import graph as graph_module
+from lockcheck.lockdep.checker import Checker
+from lockcheck.lockdep.findings import Evidence
+from lockcheck.lockdep.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
+from lockcheck.lockdep.tasks import HeldLock
 
 NODES = [f"C{i}" for i in range(9)]
 edges = st.lists(st.tuples(st.sampled_from(NODES), st.sampled_from(NODES)), max_size=40)

@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 from lockcheck.errors import TraceError
-from lockcheck.findings import Evidence
-from lockcheck.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
-from lockcheck.graphio import (
+from lockcheck.lockdep.findings import Evidence
+from lockcheck.lockdep.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
+from lockcheck.store.graphfile import (
     SCHEMA_VERSION,
     graph_from_graphml,
     graph_from_json,
@@ -70,7 +70,7 @@ def test_graphml_round_trip(tmp_path: Path):
 
 
 def test_save_load_json_file_with_findings(tmp_path: Path):
-    from lockcheck.findings import CIRCULAR, Finding
+    from lockcheck.lockdep.findings import CIRCULAR, Finding
 
     path = tmp_path / "g.json"
     finding = Finding(kind=CIRCULAR, task="T", lock="A", held="B", location="x.lt:3", cycle=["A", "B"])

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from lockcheck.cli import build_parser
+from lockcheck.commands.cli import build_parser
 
 from testdata import ROOT
 

@@ -1,4 +1,4 @@
-"""The fast path (`lockcheck.hotpath`) against the plain pipeline: identical in every observable way.
+"""The fast path (`lockcheck.engine.fast_lt`) against the plain pipeline: identical in every observable way.
 
 The plain pipeline reads every line into an `Event` and feeds it to the
 checker; the fast path applies chain-cache hits itself and hands the rest
@@ -20,9 +20,9 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lockcheck import hotpath
-from lockcheck.checker import Checker
-from lockcheck.cli import main
+from lockcheck.engine import fast_lt as hotpath
+from lockcheck.lockdep.checker import Checker
+from lockcheck.commands.cli import main
 from lockcheck.errors import TraceError
 from lockcheck import readers
 from lockcheck.readers import lt, source

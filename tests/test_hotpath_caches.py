@@ -23,8 +23,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockcheck import hotpath
-from lockcheck.checker import Checker
+from lockcheck.engine import fast_lt as hotpath
+from lockcheck.lockdep.checker import Checker
 from lockcheck.readers import lt
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -1,6 +1,6 @@
 """The fast path's irq-state changes, exits and out-of-order releases against the plain pipeline.
 
-`lockcheck.hotpath` (and its compiled core) applies an `irqs-on`/`-off`,
+`lockcheck.engine.fast_lt` (and its compiled core) applies an `irqs-on`/`-off`,
 `softirqs-on`/`-off` or a handler's enter/exit itself when it marks no
 usage bit and notes nothing, and an `exit` of a task holding nothing;
 the irq event's evidence is read back from its line only when a report
@@ -18,10 +18,10 @@ import os
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lockcheck import hotpath
-from lockcheck.checker import Checker
+from lockcheck.engine import fast_lt as hotpath
+from lockcheck.lockdep.checker import Checker
 from lockcheck.readers import lt
-from lockcheck.tasks import irq_event
+from lockcheck.lockdep.tasks import irq_event
 from test_hotpath import CORES, _outcome, as_read
 from test_jobs import _same
 

@@ -14,10 +14,10 @@ import json
 
 import pytest
 
-from lockcheck import checker as checker_module
-from lockcheck import findings as F
-from lockcheck.checker import Checker
-from lockcheck.cli import main
+from lockcheck.lockdep import checker as checker_module
+from lockcheck.lockdep import findings as F
+from lockcheck.lockdep.checker import Checker
+from lockcheck.commands.cli import main
 from lockcheck.events import Event
 
 from testdata import CAPTURES

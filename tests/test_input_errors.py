@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 
 DIGITS = "9" * 5000
 

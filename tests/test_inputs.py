@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 from lockcheck.readers import ReadContext, inputs, read_all
 
 from testdata import CAPTURES, ROOT, TRACES, deny_open, timer_traces
@@ -110,7 +110,7 @@ def test_a_boot_directory_reads_its_trace_and_dumps_and_skips_the_rest(tmp_path)
     shutil.copytree(CAPTURES / "clean", boot)
     expanded = inputs.expand([str(boot)])
     kinds = {Path(i.path).name: i.kind for i in expanded}
-    # the dumps are the capture's state (lockcheck.boot), not dumps to merge; the log is both
+    # the dumps are the capture's state (lockcheck.kernel.boot), not dumps to merge; the log is both
     assert kinds == {"dmesg.txt": inputs.TRACE, "lock_stat.txt.xz": inputs.LOCK_STAT, "lockdep.txt.xz": inputs.SKIP,
                      "lockdep_chains.txt.xz": inputs.SKIP, "lockdep_stats.txt": inputs.SKIP,
                      "meta.txt": inputs.SKIP, "trace.ftrace.xz": inputs.TRACE}

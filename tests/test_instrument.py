@@ -1,4 +1,4 @@
-"""lockcheck.pylocks without pytest's plugin: `instrument()` around plain code."""
+"""lockcheck.python.instrument without pytest's plugin: `instrument()` around plain code."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import time
 import pytest
 
 import lockcheck
-from lockcheck import pylocks, tracked
+from lockcheck.python import instrument as pylocks, tracked
 
 _thread_lock_type = type(tracked._ORIG_LOCK())
 

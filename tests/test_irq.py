@@ -1,4 +1,4 @@
-"""Irq-context validation (lockcheck.irq), checked against lockdep's behaviour.
+"""Irq-context validation (lockcheck.lockdep.irq), checked against lockdep's behaviour.
 
 Small traces, each aimed at one rule of kernel/locking/lockdep.c
 (mark_usage, mark_lock_irq, mark_held_locks, check_usage_forwards /
@@ -17,12 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck import __version__
-from lockcheck import findings as F
-from lockcheck.checker import check_events
-from lockcheck.cli import main
+from lockcheck.util.version import __version__
+from lockcheck.lockdep import findings as F
+from lockcheck.lockdep.checker import check_events
+from lockcheck.commands.cli import main
 from lockcheck.readers import lt
-from lockcheck.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ
+from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ
 
 GOLDEN = Path(__file__).parent / "golden"
 from testdata import EXAMPLES

@@ -1,6 +1,6 @@
 """`--jobs N` and `--dask`: a check split over processes reports what `--jobs 1` reports.
 
-The split (`lockcheck.jobs`) checks files, or one file's tasks, in worker
+The split (`lockcheck.commands.jobs`) checks files, or one file's tasks, in worker
 processes and replays the events that can change the shared state into
 one checker, in trace order.  These tests hold it to the sequential run's
 JSON document (findings with every field, summary, notes, errors) on every
@@ -22,9 +22,10 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from lockcheck import hotpath, jobs
-from lockcheck.cli import main
-from lockcheck.session import CheckSession, SessionOptions
+from lockcheck.engine import fast_lt as hotpath
+from lockcheck.commands import jobs
+from lockcheck.commands.cli import main
+from lockcheck.commands.check import CheckSession, SessionOptions
 from test_cli import E2E
 from test_hotpath import traces
 from testdata import ROOT
@@ -340,7 +341,7 @@ def _same_state_merged(path: str) -> None:
     """Where the summaries of a two-way split serve, the merged checker's state is the one-process
     checker's, beyond what a report shows: the chain cache, the order classes and dependencies were
     added in, the counts of chains validated and cache hits."""
-    from lockcheck.checker import Checker
+    from lockcheck.lockdep.checker import Checker
 
     options = SessionOptions(progress=False)
     one, _, _ = CheckSession(options, stderr=io.StringIO()).check([path])
@@ -401,7 +402,7 @@ def test_a_bad_jobs_value_is_a_usage_error(value, capsys) -> None:
 _DASK_CHECK = """
 import io, json, sys
 import distributed
-from lockcheck.session import CheckSession, SessionOptions
+from lockcheck.commands.check import CheckSession, SessionOptions
 paths = json.loads(sys.argv[1])
 with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=None) as cluster:
     out, err = io.StringIO(), io.StringIO()
@@ -439,7 +440,7 @@ def test_a_dask_cluster_splits_one_file_by_task(tmp_path) -> None:
 def test_a_dask_scheduler_that_does_not_answer_is_one_line(tmp_path) -> None:
     path = tmp_path / "t.lt"
     path.write_text(E2E["abba"])
-    code = ("import sys; from lockcheck import jobs; from lockcheck.cli import main; jobs.DASK_TIMEOUT = 1; "
+    code = ("import sys; from lockcheck.commands import jobs; from lockcheck.commands.cli import main; jobs.DASK_TIMEOUT = 1; "
             "sys.exit(main(sys.argv[1:]))")
     proc = subprocess.run([sys.executable, "-c", code, "check", "--dask", "tcp://127.0.0.1:9", str(path)],
                           capture_output=True, text=True, timeout=300)
@@ -449,7 +450,7 @@ def test_a_dask_scheduler_that_does_not_answer_is_one_line(tmp_path) -> None:
 
 
 def _diff(base: str, new: str, jobs_n: int) -> tuple[str, object]:
-    from lockcheck.diff import document, run_diff
+    from lockcheck.commands.diff import document, run_diff
 
     options = SessionOptions(use_pyproject=False)
     result = run_diff(base, new, jobs=jobs_n, options=options)
@@ -508,7 +509,7 @@ def test_a_capture_is_checked_in_one_process_and_its_idle_tasks_forget_alike(mon
     """A capture's reader and annotator follow every task (docs/cli.md says why it is not split):
     `--jobs 2` checks it in one process, with the reason, and gives what `--jobs 1` gives -- here
     with its idle tasks forgetting their recent locks after 64 events, so that forgetting runs."""
-    from lockcheck import checker as checker_module
+    from lockcheck.lockdep import checker as checker_module
 
     monkeypatch.setattr(checker_module, "IDLE_EVENTS", 64)
     capture = ROOT / "tests" / "data" / "kernel-6.1" / "clean" / "trace.ftrace.xz"

@@ -1,4 +1,4 @@
-"""The streaming map of `--jobs` (`lockcheck.jobs.stream_pool`): the merge starts while workers read.
+"""The streaming map of `--jobs` (`lockcheck.commands.jobs.stream_pool`): the merge starts while workers read.
 
 `tests/test_jobs.py` holds the split's result to `--jobs 1`'s on every
 input; these tests hold the streaming itself: batches sent as they are made
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck import jobs
-from lockcheck.session import SessionOptions
+from lockcheck.commands import jobs
+from lockcheck.commands.check import SessionOptions
 from testdata import ROOT
 
 OPTIONS = SessionOptions(output_format="json", jobs=2, progress=False)
@@ -62,7 +62,7 @@ def test_streamed_summaries_are_the_records_returned_at_the_end(tmp_path: Path, 
 
 
 def test_a_stream_pool_of_summaries_merges_as_the_pool_that_waits(tmp_path: Path) -> None:
-    from lockcheck.checker import Checker
+    from lockcheck.lockdep.checker import Checker
 
     path = _trace(tmp_path)
     groups = jobs.plan([path], [os.path.getsize(path)], 2)

@@ -16,8 +16,8 @@ import json
 
 import pytest
 
-from lockcheck import kboot, kstate
-from lockcheck.cli import main
+from lockcheck.kernel import bootfiles as kboot, state as kstate
+from lockcheck.commands.cli import main
 
 HEADER = "# tracer: nop\n#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n"
 
@@ -241,7 +241,7 @@ def test_kprobe_profile_in_meta_and_alone():
 def test_docstring_examples():
     import doctest
 
-    from lockcheck import annotations, boot, capture
+    from lockcheck.kernel import annotations, boot, capture
     from lockcheck.readers import ftrace
 
     for module in (kboot, kstate, annotations, boot, capture, ftrace):

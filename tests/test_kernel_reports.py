@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck import cli, grouping, logreports, observed, splat_graph, splats
+from lockcheck.commands import cli
+from lockcheck.lockdep import grouping, observed
+from lockcheck.kernel import log_findings as logreports, splat_deps as splat_graph, splat as splats
 from lockcheck.readers import kernel_log
 
 from test_reader_kernel_log import DATA, LOGS, expectations, lines_of, raw, stamped, with_callers

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import json
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 from lockcheck.events import READ, RREAD, WRITE
 from lockcheck.readers import ftrace
 

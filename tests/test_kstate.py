@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from lockcheck import kstate
+from lockcheck.kernel import state as kstate
 from lockcheck.errors import TraceError
 
 from testdata import CAPTURES

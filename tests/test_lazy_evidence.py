@@ -13,10 +13,10 @@ from __future__ import annotations
 import io
 from pathlib import Path
 
-from lockcheck import findings as F
-from lockcheck.checker import check_events
-from lockcheck.cli import main
-from lockcheck.findings import Evidence
+from lockcheck.lockdep import findings as F
+from lockcheck.lockdep.checker import check_events
+from lockcheck.commands.cli import main
+from lockcheck.lockdep.findings import Evidence
 from lockcheck.readers import lt
 from test_jobs import _check, _same, _tasks_of_both_parts
 

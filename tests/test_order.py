@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 from lockcheck.errors import TraceError
-from lockcheck.graph import DepGraph
-from lockcheck.order import OrderChecker, parse_order
+from lockcheck.lockdep.graph import DepGraph
+from lockcheck.lockdep.order import OrderChecker, parse_order
 
 ORDER = """\
 # the mm locks, outermost first
@@ -175,7 +175,7 @@ def test_bad_order_file_on_command_line(tmp_path: Path):
 
 def test_address_order_is_checked_on_cached_chains_too(tmp_path):
     """The chain key does not see instances: a later wrong-address nesting with a cached chain is found."""
-    from lockcheck.order import OrderChecker, load_order
+    from lockcheck.lockdep.order import OrderChecker, load_order
     from lockcheck.readers.lt import parse
 
     path = tmp_path / "lockcheck.order"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck import output
-from lockcheck.cli import main
+from lockcheck.util import output
+from lockcheck.commands.cli import main
 
 ABBA = "T1 acquire A\nT1 acquire B\nT1 release B\nT1 release A\nT2 acquire B\nT2 acquire A\n"
 OLD = '{"lockcheck-graph": 1, "classes": [], "dependencies": [], "note": "the old graph"}\n'
@@ -120,8 +120,8 @@ def test_file_size_limit_keeps_the_old_file(tmp_path, command, size):
 
 SLOW_WRITER = """
 import os, sys, time
-from lockcheck import output
-from lockcheck.cli import main
+from lockcheck.util import output
+from lockcheck.commands.cli import main
 real = os.fdopen
 class Slow:
     def __init__(self, stream):

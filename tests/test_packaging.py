@@ -33,7 +33,7 @@ def test_wheel_ships_the_grammars_and_entry_points(tmp_path):
     grammars = {Path(n).name for n in names if n.startswith("lockcheck/grammars/")}
     assert {p.name for p in (ROOT / "grammars").glob("*.lark")} <= grammars
     assert "lockcheck = lockcheck.entry:run" in entry_points
-    assert "lockcheck = lockcheck.pytest_plugin" in entry_points
+    assert "lockcheck = lockcheck.python.pytest_plugin" in entry_points
     if shutil.which("cc") or shutil.which("gcc"):  # where a compiler exists, the wheel has the compiled core
         assert any(Path(n).name.startswith("_speedups") for n in names), sorted(names)
         assert any(Path(n).name.startswith("_trackedcore") for n in names), sorted(names)  # the plugin's
@@ -51,13 +51,13 @@ def test_without_a_compiler_the_wheel_is_pure_python(tmp_path):
         names = archive.namelist()
     assert not any(Path(n).name.startswith("_speedups") and not n.endswith(".c") for n in names)
     assert not any(Path(n).name.startswith("_trackedcore") for n in names)
-    assert "lockcheck/hotpath.py" in names
+    assert "lockcheck/engine/fast_lt.py" in names
 
 
 def test_grammars_load_from_the_installed_package():
     from importlib import resources
 
-    from lockcheck.grammar import grammar_text
+    from lockcheck.util.grammar import grammar_text
 
     text = grammar_text("lockcheck.lark")
     assert "acquire" in text

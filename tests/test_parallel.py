@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 from lockcheck.readers import parallel
 
 from testdata import CAPTURES

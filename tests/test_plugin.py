@@ -12,9 +12,9 @@ import textwrap
 
 import pytest
 
-from lockcheck.checker import Checker
+from lockcheck.lockdep.checker import Checker
 from lockcheck.events import Event
-from lockcheck.pytest_plugin import replay_graph
+from lockcheck.python.pytest_plugin import replay_graph
 
 pytest_plugins = ["pytester"]
 
@@ -137,7 +137,7 @@ def test_rlock_reentry_passes(pytester: pytest.Pytester) -> None:
 def test_self_deadlock_raises_instead_of_hanging(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_self="""
         import threading
-        import lockcheck.pylocks
+        import lockcheck.python.instrument
 
         def test_reacquire():
             lock = threading.Lock()
@@ -305,7 +305,7 @@ def test_enabled_by_ini_and_skip_marker(pytester: pytest.Pytester) -> None:
                     pass
 
         def test_factories_patched():
-            from lockcheck.tracked import TrackedLock
+            from lockcheck.python.tracked import TrackedLock
             assert type(threading.Lock()) is TrackedLock
     """)
     result = run(pytester)

@@ -1,4 +1,4 @@
-"""Deadlocks caught as they happen (`lockcheck.waitfor`) and hang reports (`lockcheck.hang`).
+"""Deadlocks caught as they happen (`lockcheck.python.waitfor`) and hang reports (`lockcheck.python.hang`).
 
 Every suite here deadlocks or hangs on purpose; each one is run in a
 subprocess with a timeout, and each deadlock is broken by the check (or by
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 import lockcheck
-from lockcheck import pylocks
+from lockcheck.python import instrument as pylocks
 
 pytest_plugins = ["pytester"]
 
@@ -394,7 +394,7 @@ def test_readme_shows_every_case() -> None:
 
 def test_hang_report_names_asyncio_tasks() -> None:
     """Tasks are listed with the asyncio locks they hold and the one they wait for."""
-    from lockcheck.hang import hang_report
+    from lockcheck.python.hang import hang_report
 
     async def main(rec: object) -> str:
         lock = asyncio.Lock()

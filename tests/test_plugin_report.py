@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from lockcheck.readers.source import open_lines
-from lockcheck.traceout import TraceOutput, compression_of, open_trace_output
+from lockcheck.util.traceout import TraceOutput, compression_of, open_trace_output
 
 pytest_plugins = ["pytester"]
 
@@ -291,7 +291,7 @@ REPORT_SUITE = {
         import pytest
 
         from bank import Account, Bank, register, transfer
-        from lockcheck.pylocks import SelfDeadlockError
+        from lockcheck.python.instrument import SelfDeadlockError
 
 
         def test_add():

@@ -17,7 +17,7 @@ import threading
 
 import pytest
 
-from lockcheck import pylocks
+from lockcheck.python import instrument as pylocks
 from lockcheck.readers.lt import parse
 
 pytest_plugins = ["pytester"]
@@ -40,7 +40,7 @@ def test_a_signal_handler_taking_a_lock_while_the_recorder_runs_never_waits(tmp_
     once the interrupted one is done: no hang, no RecursionError, every event counted."""
     result = run_script(tmp_path, """
         import signal, threading
-        from lockcheck import pylocks
+        from lockcheck.python import instrument as pylocks
 
         with pylocks.instrument() as rec:
             in_handler = threading.RLock()  # handlers may nest: a Lock could self-deadlock
@@ -103,7 +103,7 @@ def test_fork_under_heavy_thread_switching_never_hangs_a_child(tmp_path) -> None
     at 1 µs: the recorder's lock may be held by another thread at any fork; no child hangs."""
     result = run_script(tmp_path, """
         import os, sys, threading, time
-        from lockcheck import pylocks
+        from lockcheck.python import instrument as pylocks
 
         sys.setswitchinterval(1e-6)
         with pylocks.instrument() as rec:

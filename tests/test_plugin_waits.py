@@ -1,5 +1,5 @@
-"""Waits on events under locks (`--lockcheck-waits`, `lockcheck.waits`) and signal handlers and
-finalizers as interrupt contexts (`lockcheck.pyirq`): issue 12's third and fourth items.
+"""Waits on events under locks (`--lockcheck-waits`, `lockcheck.python.dept`) and signal handlers and
+finalizers as interrupt contexts (`lockcheck.python.interrupts`): issue 12's third and fourth items.
 
 Each suite is a small pytester run in a subprocess.  Every test in it takes the deadlock-prone
 order in an interleaving that does not hang (the thread that needs the lock runs first), so a
@@ -19,7 +19,7 @@ import weakref
 
 import pytest
 
-from lockcheck import pylocks, pyirq, tracked, waits
+from lockcheck.python import instrument as pylocks, interrupts as pyirq, tracked, dept as waits
 
 pytest_plugins = ["pytester"]
 
@@ -244,7 +244,7 @@ SIGNALS = """
 
     import pytest
 
-    from lockcheck.tracked import SelfDeadlockError
+    from lockcheck.python.tracked import SelfDeadlockError
 
 
     def test_handler_takes_the_lock_the_interrupted_code_holds():

@@ -12,9 +12,9 @@ import sys
 
 import pytest
 
-from lockcheck import progress
-from lockcheck.cli import main
-from lockcheck.progress import ProgressLine
+from lockcheck.util import progress
+from lockcheck.commands.cli import main
+from lockcheck.util.progress import ProgressLine
 from lockcheck.readers import ReadContext, read_all
 
 from testdata import ROOT

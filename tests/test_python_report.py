@@ -12,13 +12,14 @@ import io
 import json
 import threading
 
-from lockcheck import pylocks
-from lockcheck.checker import Checker
+from lockcheck.python import instrument as pylocks
+from lockcheck.lockdep.checker import Checker
 from lockcheck.events import Event
-from lockcheck.findings import Evidence, Frame
-from lockcheck.graphio import graph_from_graphml, graph_from_json, graph_to_graphml, graph_to_json
-from lockcheck.pystacks import capture
-from lockcheck.report import Summary, python, text
+from lockcheck.lockdep.findings import Evidence, Frame
+from lockcheck.store.graphfile import graph_from_graphml, graph_from_json, graph_to_graphml, graph_to_json
+from lockcheck.python.stacks import capture
+from lockcheck.report import Summary, text
+from lockcheck.python import report as python
 
 
 @contextlib.contextmanager
@@ -169,7 +170,7 @@ def test_split_task_finds_the_test() -> None:
 
 def test_a_saved_graph_with_a_bad_stack_is_one_error_line(tmp_path) -> None:
     from lockcheck.errors import LockcheckError
-    from lockcheck.graphio import load_graph
+    from lockcheck.store.graphfile import load_graph
 
     doc = {"lockcheck-graph": 1, "classes": [{"name": "A"}, {"name": "B"}],
            "dependencies": [{"from": "A", "to": "B", "dep": ["EN"],

@@ -12,8 +12,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockcheck import findings as F
-from lockcheck.checker import MAX_LOCK_DEPTH, Checker
+from lockcheck.lockdep import findings as F
+from lockcheck.lockdep.checker import MAX_LOCK_DEPTH, Checker
 from lockcheck.events import Event
 
 CLASSES = ["A", "B", "C", "D"]

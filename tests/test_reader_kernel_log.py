@@ -17,10 +17,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from lockcheck import findings as F
+from lockcheck.lockdep import findings as F
 from lockcheck.readers import kernel_log
 from lockcheck.readers.kernel_log import LogStats, classify, read_splats, split_prefix
-from lockcheck.splats import to_finding
+from lockcheck.kernel.splat import to_finding
 
 DATA = Path(__file__).parent / "data" / "kernel-log"
 LOGS = sorted(DATA.glob("*.log"))
@@ -241,7 +241,7 @@ def test_each_headless_part_is_noted_once() -> None:
     splats, stats = read_back(stamped(tail + other + tail))
     assert splats == [] and stats.headless == 2 and len(stats.notes) == 2
     # and the closing note of a run says what was not read
-    from lockcheck.logreports import ReportCollector
+    from lockcheck.kernel.log_findings import ReportCollector
 
     collector = ReportCollector(None)
     collector.log_done("dmesg", stats)

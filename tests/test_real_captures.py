@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 
 from testdata import CAPTURES
 BOOTS = ["clean", "clean-nohash"]
@@ -94,8 +94,8 @@ def test_the_dependencies_found_are_the_kernels(boot):
     lock whose `/1` subclass is learnt only after it was taken."""
     import re
 
-    from lockcheck import kstate
-    from lockcheck.session import CheckSession, SessionOptions
+    from lockcheck.kernel import state as kstate
+    from lockcheck.commands.check import CheckSession, SessionOptions
 
     session = CheckSession(SessionOptions(lockdep_state=[str(CAPTURES / boot)], progress=False,
                                           use_pyproject=False), stderr=io.StringIO())

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import json
 
-from lockcheck import findings as F
-from lockcheck.findings import ChainLink, Evidence, Finding, LockSnapshot
+from lockcheck.lockdep import findings as F
+from lockcheck.lockdep.findings import ChainLink, Evidence, Finding, LockSnapshot
 from lockcheck.report import RENDERERS, Summary
 from lockcheck.report import json as json_report
 

@@ -17,8 +17,8 @@ from typing import Callable, Optional
 
 import pytest
 
-from lockcheck import findings as F
-from lockcheck.findings import ChainLink, Evidence, Finding, LockSnapshot
+from lockcheck.lockdep import findings as F
+from lockcheck.lockdep.findings import ChainLink, Evidence, Finding, LockSnapshot
 from lockcheck.report import RENDERERS, Summary
 from lockcheck.report import text
 

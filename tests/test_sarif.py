@@ -9,9 +9,9 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from lockcheck import findings as F
-from lockcheck.cli import main
-from lockcheck.findings import ChainLink, Evidence, Finding
+from lockcheck.lockdep import findings as F
+from lockcheck.commands.cli import main
+from lockcheck.lockdep.findings import ChainLink, Evidence, Finding
 from lockcheck.report import RENDERERS, Summary
 from lockcheck.report import github, sarif
 

@@ -26,7 +26,7 @@ from typing import Optional
 
 import pytest
 
-from lockcheck.checker import check_events
+from lockcheck.lockdep.checker import check_events
 from lockcheck.readers import lt
 
 FAILURE, SUCCESS = 0, 1

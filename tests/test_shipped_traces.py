@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 
 TRACES = Path(__file__).resolve().parents[1] / "traces"
 EXPECTED = {

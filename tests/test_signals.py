@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 
 #: runs the command as the console script does, saying when lockcheck's first module is imported
 STARTED = ("import sys, lockcheck.entry; sys.stderr.write('started\\n'); sys.stderr.flush(); "

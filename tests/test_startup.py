@@ -20,16 +20,16 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from lockcheck.annotations import BUILTIN_RULES, AnnotationOptions, AnnotationRules, Annotator
-from lockcheck.findings import Evidence
-from lockcheck.graph import DEP_EN, DepGraph, _topological_sort
+from lockcheck.kernel.annotations import BUILTIN_RULES, AnnotationOptions, AnnotationRules, Annotator
+from lockcheck.lockdep.findings import Evidence
+from lockcheck.lockdep.graph import DEP_EN, DepGraph, _topological_sort
 
 ROOT = Path(__file__).resolve().parent.parent
 ABBA = ROOT / "traces" / "abba.lt"
 
 #: modules a plain check must not import
 LAZY = ("networkx", "lark", "lockcheck.order", "lockcheck.report.sarif", "lockcheck.report.github",
-        "lockcheck.diff", "lockcheck.stat.compare", "lockcheck.stat.inputs", "lockcheck.graphio")
+        "lockcheck.commands.diff", "lockcheck.stat.compare", "lockcheck.stat.inputs", "lockcheck.store.graphfile")
 
 _CHILD = """
 import json, sys
@@ -57,7 +57,7 @@ def test_a_plain_check_imports_no_graph_library_grammar_or_other_renderer(fmt: s
     code, modules = _modules_after("check", "--format", fmt, "--no-config", str(ABBA))
     assert code == 1  # abba.lt has a cycle: the check ran through to its report
     assert f"lockcheck.report.{fmt}" in modules
-    assert "lockcheck.checker" in modules
+    assert "lockcheck.lockdep.checker" in modules
     assert sorted(modules & set(LAZY)) == []
 
 
@@ -67,14 +67,14 @@ def test_the_lazy_modules_come_when_asked_for(tmp_path: Path) -> None:
     code, modules = _modules_after("check", "--format", "sarif", "--no-config", "--save-graph", str(out),
                                    str(ABBA))
     assert code == 1
-    assert {"networkx", "lockcheck.report.sarif", "lockcheck.graphio"} <= modules
+    assert {"networkx", "lockcheck.report.sarif", "lockcheck.store.graphfile"} <= modules
     assert json.loads(out.read_text())
 
 
 def test_the_builtin_rules_are_no_check_rules_only() -> None:
     """What `BUILTIN_RULES` stands for until read: rules that are `empty` (no-check rules concern
     captures only) and declare nothing else; a rule of another kind added to
-    lockcheck/kernel.annotations would have to be read for every trace."""
+    lockcheck/kernel/kernel.annotations would have to be read for every trace."""
     rules = AnnotationRules.builtin()
     assert rules.empty and rules.other_statements == 0
     assert rules.no_check or rules.no_check_like

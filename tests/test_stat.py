@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 from lockcheck.readers.lt import parse
 from lockcheck.stat import collect as collect_mod
 from lockcheck.stat import render

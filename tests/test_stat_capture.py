@@ -15,7 +15,7 @@ import io
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 from lockcheck.stat.inputs import fold_name, load_one
 from testdata import CAPTURES
 

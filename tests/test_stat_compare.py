@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.cli import main
+from lockcheck.commands.cli import main
 from lockcheck.stat import compare
 from lockcheck.stat.compare import Metric
 from testdata import CAPTURES, ROOT, TRACES

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck import pool
-from lockcheck.cli import main
+from lockcheck.util import pool
+from lockcheck.commands.cli import main
 from lockcheck.errors import TraceError
 from test_jobs import _suite_inputs
 from testdata import ROOT

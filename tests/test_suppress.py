@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck import findings as F
-from lockcheck.cli import main
+from lockcheck.lockdep import findings as F
+from lockcheck.commands.cli import main
 from lockcheck.errors import TraceError
 from lockcheck.events import Event
-from lockcheck.findings import Finding
-from lockcheck.suppress import Config, config_from_table, find_pyproject, load_config, load_suppress_file
+from lockcheck.lockdep.findings import Finding
+from lockcheck.report.suppress import Config, config_from_table, find_pyproject, load_config, load_suppress_file
 
 ABBA = ("T1 acquire &mm->mmap_sem\nT1 acquire &sb->s_umount\nT1 release &sb->s_umount\nT1 release &mm->mmap_sem\n"
         "T2 acquire &sb->s_umount\nT2 acquire &mm->mmap_sem\nT2 release &mm->mmap_sem\nT2 release &sb->s_umount\n")

@@ -1,4 +1,4 @@
-"""The compiled hit path of the tracked locks (lockcheck/_tracked.c) against the pure-Python one.
+"""The compiled hit path of the tracked locks (lockcheck/python/_tracked.c) against the pure-Python one.
 
 The same workload (tests/data/tracked/scenario.py) runs in two interpreters, one with the
 compiled core and one with `LOCKCHECK_PURE=1`: the findings as reported, the dependency graph
@@ -29,7 +29,7 @@ def _run(pure: bool) -> dict:
 
 def test_compiled_and_pure_record_the_same() -> None:
     compiled, pure = _run(pure=False), _run(pure=True)
-    assert compiled["core"] is True, "lockcheck._trackedcore is not built (pip install -e . builds it)"
+    assert compiled["core"] is True, "lockcheck.python._trackedcore is not built (pip install -e . builds it)"
     assert pure["core"] is False
     for key in ("report", "findings", "dependencies", "usage", "stats", "held"):
         assert compiled[key] == pure[key], key
@@ -42,7 +42,7 @@ def test_compiled_and_pure_record_the_same() -> None:
 
 
 def test_chain_key_is_pythons_tuple_hash() -> None:
-    from lockcheck import _trackedcore as core
+    from lockcheck.python import _trackedcore as core
 
     for prev in (-1, 0, 1, 2**62, -(2**63), 2**63 - 1, 123456789123456789):
         for cls in ("a", "Cache._lock", "Cache._lock/1", "x" * 100, "é"):
@@ -55,7 +55,7 @@ def test_real_locks_tried_in_place_behave_as_real_locks() -> None:
     CPython versions whose layout it knows); the lock then acts as one taken by its own method."""
     import threading
 
-    from lockcheck import _trackedcore, pylocks
+    from lockcheck.python import _trackedcore, instrument as pylocks
 
     if sys.version_info[:2] in ((3, 11), (3, 12)):
         assert _trackedcore.tries_in_place() == (True, True)
@@ -89,7 +89,7 @@ def test_an_rlock_released_in_a_thread_is_released_for_the_checker() -> None:
     recorded it: every thread 'ended holding an RLock')."""
     import threading
 
-    from lockcheck import pylocks
+    from lockcheck.python import instrument as pylocks
 
     with pylocks.instrument() as rec:
         rlock = threading.RLock()

@@ -1,4 +1,4 @@
-"""The wait-for graph on its own: `lockcheck.waitfor.find_cycle` over hand-made waits."""
+"""The wait-for graph on its own: `lockcheck.python.waitfor.find_cycle` over hand-made waits."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Iterator, Optional
 
 import pytest
 
-from lockcheck import waitfor
+from lockcheck.python import waitfor
 
 
 class FakeLock:

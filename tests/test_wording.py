@@ -8,11 +8,11 @@ import json
 
 import pytest
 
-from lockcheck.cli import main
-from lockcheck.findings import Finding
+from lockcheck.commands.cli import main
+from lockcheck.lockdep.findings import Finding
 from lockcheck.report import Summary
 from lockcheck.report import text
-from lockcheck.wording import WIDTH, count, wrap_note
+from lockcheck.util.wording import WIDTH, count, wrap_note
 
 from testdata import EXAMPLES, TRACES
 

@@ -79,7 +79,7 @@ class ReadContext:
     #: parse large files in a second process (`lockcheck.readers.parallel`)
     parallel: bool = False
     #: `fast(module, rules_module) -> parse or None`: a parse that applies the lines it can to
-    #: the checker itself and yields only the rest as events (`lockcheck.hotpath`); asked once a
+    #: the checker itself and yields only the rest as events (`lockcheck.engine.fast_lt`); asked once a
     #: file's format (and the format whose rules its transform follows) is known
     fast: Optional[Callable[[ModuleType, ModuleType], Optional[Callable[[Iterator[str], str], Iterator[Event]]]]] = None
     #: `transform(module, events) -> events`, applied to each file's events once

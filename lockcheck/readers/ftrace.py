@@ -110,8 +110,8 @@ from lockcheck.events import (
     SOFTIRQ_ENTER, SOFTIRQ_EXIT, SOFTIRQS_OFF, SOFTIRQS_ON, WRITE, Event,
 )
 from lockcheck.events import LOST_EVENTS as E_LOST_EVENTS
-from lockcheck.grammar import grammar_text
-from lockcheck.wording import count
+from lockcheck.util.grammar import grammar_text
+from lockcheck.util.wording import count
 
 NAME = "ftrace"
 #: captures start mid-flight; parse() takes stats= (see lockcheck.readers)
@@ -653,7 +653,7 @@ class FtraceReader:
 
     def parse_numbered(self, numbered: Iterable[tuple[int, str]], fields: bool = False,
                        count_lines: bool = True) -> Iterator[Event]:
-        """`parse` of `(line number, line)` pairs: the capture fast path (`lockcheck.capturepath`)
+        """`parse` of `(line number, line)` pairs: the capture fast path (`lockcheck.engine.fast_capture`)
         hands on only the lines it does not apply itself, numbered as in the file, and counts
         `stats.lines` itself (`count_lines=False`)."""
         file = self.file

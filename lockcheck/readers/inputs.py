@@ -75,8 +75,8 @@ class Input:
 
 
 def _boots(directory: str, inputs: list[Input]) -> list[Input]:
-    """A folder with a trace and /proc/lockdep dumps is a boot (`lockcheck.boot.boot_hook`)."""
-    from lockcheck.boot import boot_hook
+    """A folder with a trace and /proc/lockdep dumps is a boot (`lockcheck.kernel.boot.boot_hook`)."""
+    from lockcheck.kernel.boot import boot_hook
 
     return boot_hook(directory, inputs)
 

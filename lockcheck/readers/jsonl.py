@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 from lockcheck.errors import TraceError
 from lockcheck.events import ACQUIRE, ALL_OPS, LOCK_OPS, MAX_SUBCLASS, MODES_BY_NAME, WRITE, Event
-from lockcheck.jsontext import JsonError, finite, loads, valid_text
+from lockcheck.util.jsontext import JsonError, finite, loads, valid_text
 
 #: largest `cpu` accepted (as the `.lt` reader: at most 9 digits)
 MAX_CPU = 10**9 - 1
@@ -152,7 +152,7 @@ def _common_event(obj: Any, file: str, line: int) -> Optional[Event]:
 
 def common_fields(obj: Any) -> Optional[tuple]:
     """What `_common_event` reads of a decoded line, `(task, op, lock, instance, mode, at, ts, cpu, comm)`
-    (the fast path, `lockcheck.capturepath`, applies it without an `Event`); None: not the common line."""
+    (the fast path, `lockcheck.engine.fast_capture`, applies it without an `Event`); None: not the common line."""
     if obj.__class__ is not dict or not obj.keys() <= _COMMON_KEYS:
         return None
     get = obj.get
@@ -191,7 +191,7 @@ def common_fields(obj: Any) -> Optional[tuple]:
 def parse(lines: Iterable[str], file: str = "<trace>", fields: bool = False) -> Iterator[Event]:
     """Events from JSON Lines (the format-module entry).
 
-    Lines are strict JSON (`lockcheck.jsontext`: no NaN or Infinity, no
+    Lines are strict JSON (`lockcheck.util.jsontext`: no NaN or Infinity, no
     runaway nesting or number length), and every string must be valid
     Unicode: a `\\ud800` escape decodes to a lone surrogate, which no
     renderer or output file could carry.  `fields=True` yields the
@@ -208,7 +208,7 @@ _FIELDS = attrgetter(*Event.__slots__)
 
 def parse_numbered(numbered: Iterable[tuple[int, str]], file: str = "<trace>",
                    fields: bool = False) -> Iterator[Event]:
-    """`parse` of `(line number, line)` pairs: the fast path (`lockcheck.capturepath`) hands on
+    """`parse` of `(line number, line)` pairs: the fast path (`lockcheck.engine.fast_capture`) hands on
     only the lines it does not apply itself, numbered as in the file."""
     for lineno, line in numbered:
         text = line.strip()

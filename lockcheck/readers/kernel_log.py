@@ -34,7 +34,7 @@ line goes through the grammar.
 
 Readers yield events; this one yields none.  Its reports go to the
 `ReportSink` the caller passes (`reports=`, see `lockcheck.readers`): the
-session turns them into findings and dependencies (`lockcheck.logreports`),
+session turns them into findings and dependencies (`lockcheck.kernel.log_findings`),
 so the checker never learns that logs exist.
 
 A log without any lockdep report is a kernel log with nothing to report, not
@@ -49,11 +49,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
 
-from lockcheck import findings as F
+from lockcheck.lockdep import findings as F
 from lockcheck.events import Event
-from lockcheck.grammar import grammar_text
-from lockcheck.splats import Splat, SplatLink, SplatLock
-from lockcheck.wording import count
+from lockcheck.util.grammar import grammar_text
+from lockcheck.kernel.splat import Splat, SplatLink, SplatLock
+from lockcheck.util.wording import count
 
 NAME = "kernel-log"
 #: parse() takes stats= and reports= (see lockcheck.readers)

@@ -33,7 +33,7 @@ from lockcheck.events import (
     ACQUIRE, ALL_OPS, CONTENDED, IRQS_OFF, IRQS_ON, LOCK_OPS, LOST_EVENTS, MAX_SUBCLASS, MODE_NAMES,
     MODES_BY_NAME, RELEASE, RUN, SOFTIRQS_OFF, SOFTIRQS_ON, WRITE, Event, lock_text, quote_token,
 )
-from lockcheck.grammar import grammar_text
+from lockcheck.util.grammar import grammar_text
 
 if TYPE_CHECKING:  # lark is imported when a line first needs the grammar (most traces never do)
     from lark import Lark, Token

@@ -60,7 +60,7 @@ def read_in_worker(path: str, module: ModuleType, stats: Optional[object] = None
 def read_batches_in_worker(path: str, module: ModuleType, stats: Optional[object] = None,
                            position: Optional[list] = None) -> Iterator[list]:
     """`read_in_worker`, as the batches of field tuples the worker sends (`Event(*fields)` is the
-    event): the capture fast path (`lockcheck.capturepath`) applies most without an `Event`."""
+    event): the capture fast path (`lockcheck.engine.fast_capture`) applies most without an `Event`."""
     context = multiprocessing.get_context("fork")
     receiver, sender = context.Pipe(duplex=False)
     worker = context.Process(target=_work, args=(path, module.__name__, sender, stats is not None, receiver,

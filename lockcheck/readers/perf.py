@@ -29,7 +29,7 @@ from typing import Iterable, Iterator, Optional
 
 from lockcheck.errors import TraceError
 from lockcheck.events import Event
-from lockcheck.grammar import grammar_text
+from lockcheck.util.grammar import grammar_text
 from lockcheck.readers.ftrace import FtraceReader, ReaderStats, ReadPolicy, _describe
 
 NAME = "perf"

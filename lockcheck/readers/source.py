@@ -224,7 +224,7 @@ class Lines(itertools.chain):
 
     `give_bytes(lines_read)` asks for the rest in blocks instead, for a
     consumer that splits lines itself (the compiled core of
-    `lockcheck.hotpath`): from the next block on, a block of whole lines that
+    `lockcheck.engine.fast_lt`): from the next block on, a block of whole lines that
     are all ASCII, without NUL and short comes as one `bytes` item -- its
     lines joined by `\n`, each with the `\r` of a `\r\n` ending still on it
     -- and any other block as its decoded lines, as before.  Whatever would be

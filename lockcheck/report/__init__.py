@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 
-from lockcheck import __version__
+from lockcheck.util.version import __version__
 
 
 @dataclass

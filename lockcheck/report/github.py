@@ -16,9 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional, Sequence, TextIO, Union
 
-from lockcheck.escape import visible, workflow_data, workflow_property
-from lockcheck.findings import Finding
-from lockcheck.wording import count
+from lockcheck.util.escape import visible, workflow_data, workflow_property
+from lockcheck.lockdep.findings import Finding
+from lockcheck.util.wording import count
 from lockcheck.report.sarif import _FILE_LINE, message_text
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ ANNOTATIONS_PER_STEP = 10
 
 
 def escape_data(text: str) -> str:
-    """A workflow command's message (see `lockcheck.escape.workflow_data`)."""
+    """A workflow command's message (see `lockcheck.util.escape.workflow_data`)."""
     return workflow_data(text)
 
 
@@ -42,7 +42,7 @@ def command(level: str, message: Union[str, Sequence[str]], **props: Optional[ob
     """`::LEVEL k=v,...::MESSAGE` with everything escaped; None properties are left out.
 
     `message` is one line, or a list of lines.  Each line, and each
-    property, is first made visible (`lockcheck.escape.visible`: a name's
+    property, is first made visible (`lockcheck.util.escape.visible`: a name's
     own newline or escape sequence is shown, not obeyed); the lines are then
     joined by the encoded line breaks the runner expects.
     """

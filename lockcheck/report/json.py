@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any, TextIO
 
-from lockcheck.findings import Finding
+from lockcheck.lockdep.findings import Finding
 
 if TYPE_CHECKING:
     from lockcheck.report import Summary

@@ -28,7 +28,7 @@ import re
 from typing import TYPE_CHECKING, Any, Optional, TextIO
 from urllib.parse import quote
 
-from lockcheck.findings import MESSAGES, Evidence, Finding
+from lockcheck.lockdep.findings import MESSAGES, Evidence, Finding
 
 if TYPE_CHECKING:
     from lockcheck.report import Summary

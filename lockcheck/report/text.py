@@ -18,7 +18,7 @@ kernel engineer finds `print_deadlock_bug`, `print_circular_bug`,
   `stack backtrace:` is followed by the same for the reported event;
 - `NOTE: uncertain: REASON` follows the header when `Finding.uncertain`;
 - after all findings, one summary line (`print_summary`);
-- every line is printed through `lockcheck.escape.visible`: a name holding a
+- every line is printed through `lockcheck.util.escape.visible`: a name holding a
   newline or an escape sequence shows it as `\\n` or `\\x1b`.
 
 Where the kernel fills `%s` in a title (the bad-irq-dependency title and
@@ -121,8 +121,8 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable, Optional, TextIO
 
-from lockcheck.wording import count, wrap_note
-from lockcheck.findings import (
+from lockcheck.util.wording import count, wrap_note
+from lockcheck.lockdep.findings import (
     CIRCULAR,
     HELD_AT_EXIT,
     HELD_AT_FORK,
@@ -141,7 +141,7 @@ from lockcheck.findings import (
     LockSnapshot,
 )
 
-from lockcheck.escape import visible
+from lockcheck.util.escape import visible
 
 if TYPE_CHECKING:
     from lockcheck.report import Summary
@@ -164,7 +164,7 @@ class _Out:
     """`printk` for one report: every call writes whole lines to `out`.
 
     Also the extension points of a renderer for live programs
-    (`lockcheck.report.python` subclasses it): where the kernel prints a
+    (`lockcheck.python.report` subclasses it): where the kernel prints a
     stack trace or its nesting-notation hint, these say what to print
     instead; here they keep the kernel's layout.
     """

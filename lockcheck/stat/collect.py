@@ -71,7 +71,7 @@ from lockcheck.events import (
     class_name,
 )
 from lockcheck.stat.model import BOUNCE_ACQUIRED, BOUNCE_CONTENDED, ClassStats, LockTime, count_point
-from lockcheck.wording import count
+from lockcheck.util.wording import count
 
 #: the kernel's MAX_LOCK_DEPTH: held locks per task
 MAX_LOCK_DEPTH = 48

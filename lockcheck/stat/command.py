@@ -11,9 +11,9 @@ import argparse
 from typing import TYPE_CHECKING, TextIO
 
 from lockcheck.errors import UsageError
-from lockcheck.escape import visible
+from lockcheck.util.escape import visible
 from lockcheck.readers.source import STDIN, STDIN_NAME
-from lockcheck.wording import wrap_note
+from lockcheck.util.wording import wrap_note
 
 if TYPE_CHECKING:
     from lockcheck.stat.inputs import Table

@@ -32,7 +32,7 @@ import os
 from dataclasses import dataclass
 from typing import Optional, Sequence, TextIO
 
-from lockcheck.escape import visible
+from lockcheck.util.escape import visible
 from lockcheck.stat.inputs import Table
 from lockcheck.stat.model import COLUMNS, TIME_COLUMNS, ClassStats, us
 

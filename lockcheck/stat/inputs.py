@@ -67,7 +67,7 @@ def fold_name(name: str) -> str:
     >>> fold_name("(work_completion)(&(&map->track.rwork)->work)")
     '(work_completion)(&(&map->track.rwork'
     """
-    from lockcheck.kstate import split_class_name
+    from lockcheck.kernel.state import split_class_name
     from lockcheck.stat.render import display_name
 
     return split_class_name(display_name(name))[0]
@@ -116,7 +116,7 @@ def _tables(items: list, input_format: str, contention: str, jobs: int) -> Itera
     """The tables of expanded inputs, in order; standard input is read here, never in a worker."""
     import functools
 
-    from lockcheck import pool
+    from lockcheck.util import pool
     from lockcheck.readers.source import STDIN
 
     if jobs < 2 or any(item.path == STDIN for item in items):

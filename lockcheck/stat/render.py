@@ -18,7 +18,7 @@ import json
 from typing import Iterable, Optional, TextIO
 
 from lockcheck.errors import UsageError
-from lockcheck.escape import visible
+from lockcheck.util.escape import visible
 from lockcheck.stat.model import COLUMNS, ClassStats, Row, Site, format_us, printed_points
 
 VERSION_LINE = "lock_stat version 0.4"
@@ -66,7 +66,7 @@ def display_name(name: str) -> str:
     """
     if len(name) <= 37:
         return name
-    from lockcheck.kstate import split_class_name
+    from lockcheck.kernel.state import split_class_name
 
     base, version, subclass = split_class_name(name)
     room = 38 - (2 if version > 1 else 0) - (2 if subclass else 0)

@@ -1,4 +1,4 @@
-"""A lock workload run under `lockcheck.pylocks.instrument()`, printed as JSON: what the recorder
+"""A lock workload run under `lockcheck.python.instrument.instrument()`, printed as JSON: what the recorder
 recorded (findings as rendered, the dependency graph with its evidence, the statistics, what each
 task still holds) and how many events went through `Recorder.feed` (the Python path).
 
@@ -12,8 +12,8 @@ import sys
 import threading
 
 import lockcheck
-from lockcheck import pylocks, pyirq, tracked
-from lockcheck.recorder import Recorder
+from lockcheck.python import instrument as pylocks, interrupts as pyirq, tracked
+from lockcheck.python.recorder import Recorder
 
 fed = [0]
 _feed = Recorder.feed

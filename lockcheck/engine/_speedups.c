@@ -1,0 +1,1583 @@
+/*
+ * lockcheck.engine._speedups: the compiled part of the `.lt` fast path (lockcheck/engine/fast_lt.py).
+ *
+ * `LineFilter(lines, views, tails, chain_cache, initial_key, depth_limit, tick[, classes[, irq]])` is
+ * an iterator over `lines` that applies, itself, the lines hotpath.lt_events would apply on its fast
+ * path in the common shapes -- a plain release of the innermost lock, an acquisition whose chain
+ * is cached, a contended/acquired line, and (given `irq`) an irq-state change that marks no usage
+ * bit, an exit holding nothing and a release below the top whose re-acquired chains are all
+ * cached -- and yields `(lineno, line)` for every other line, which
+ * the Python loop then handles exactly as it handles every line without this filter.  The
+ * filter never decides anything the Python code would decide differently: whatever it is not
+ * sure of (a task it has no view of, a text it cannot read, a non-ASCII line, a nest lock, a
+ * HeldLock on top, a cache miss) it passes on.  It shares the Python loop's dictionaries:
+ * `views` (task key -> the view tuple built by the Python side) and `tails` (text after the
+ * task -> what hotpath._scan_tail read), so it only ever looks things up in them.
+ *
+ * Its input: str lines, or blocks of whole ASCII lines as `bytes` (source.Lines.give_bytes),
+ * which it splits itself: a str is made only for a line it passes on or pushes.  The text after
+ * the task is read here (read_tail) for the common shapes -- `acquire`, `release`, `contended`,
+ * `acquired` of `CLASS[@INSTANCE]` with `at=`, a mode and `try` -- as _scan_tail reads them,
+ * the class looked up in `classes` (the graph's nodes) through a table of its own; any other
+ * shape is looked up in `tails`, as before.
+ *
+ * The layouts of a view, an info and a stack entry are hotpath.py's; tests/test_hotpath.py and
+ * tests/test_blocks.py hold the filtered and the pure-Python runs to identical results.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include "_tuplehash.h"
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* hotpath.py: a stack entry */
+enum { E_RELEASE, E_CLS, E_LOCK, E_INSTANCE, E_PREV_KEY, E_IRQ_CONTEXT, E_READ, E_TRYLOCK, E_HARDIRQS_OFF,
+       E_NEST, E_SUBCLASS, E_REFERENCES, E_LINE, E_LINENO, E_SIZE };
+/* hotpath.py: a view (TaskState, held, irq_context, hardirqs_off, usage needs, acquired_ever) */
+enum { V_TASK, V_HELD, V_IRQ_CONTEXT, V_HARDIRQS_OFF, V_NEEDS, V_ACQUIRED_EVER };
+/* hotpath.py: an info (kind, seen, cpu, release, ...) and the acquisition's further fields */
+enum { I_KIND, I_SEEN, I_CPU, I_RELEASE, I_CLS, I_LOCK, I_INSTANCE, I_READ, I_TRYLOCK, I_SUBCLASS, I_NEST,
+       I_NODE };
+/* hotpath.py: info kinds and option bits */
+enum { K_ACQUIRE = 1, K_RELEASE = 2, K_STATS = 3, K_IRQ = 4, K_EXIT = 5 };
+/* hotpath.py: an irq-state op's info (kind, seen, cpu, op) */
+enum { I_OP = 3 };
+enum { B_AT = 1, B_TS = 2, B_CPU = 4 };
+
+static PyObject *s_chain_key, *s_cpu, *s_usage, *s_add, *s_lock, *s_instance, *s_references, *s_prev_chain_key,
+    *s_cls, *s_irq_context, *s_hardirqs_enabled, *s_softirqs_enabled, *s_hardirq_depth, *s_softirq_depth,
+    *s_irq_events, *s_stamp, *s_name, *s_usage_need, *s_key, *s_check, *s_read;
+
+/* A slot of the class table (read_tail). */
+typedef struct ClassSlot {
+    uint64_t hash;
+    PyObject *cls;
+    PyObject *node;
+} ClassSlot;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *lines;       /* the iterator of lines */
+    PyObject *views;       /* dict */
+    PyObject *tails;       /* dict */
+    PyObject *cache;       /* set: the checker's chain cache */
+    PyObject *initial;     /* INITIAL_CHAIN_KEY */
+    Py_ssize_t depth_limit;
+    long tick;             /* a mask: pass every line whose number has none of its bits; -1: never */
+    long long lineno;
+    long long events;
+    long long hits;
+    int passthrough;       /* apply nothing any more (`--first` stopped the checker) */
+    PyObject *chunk;       /* bytes: a block of whole lines being split (source.Lines.give_bytes), or NULL */
+    Py_ssize_t pos;        /* where its next line starts */
+    PyObject **task_keys;  /* TASK_SLOTS str: recent task keys, by a hash of their bytes */
+    PyObject **rest_keys;  /* REST_SLOTS str: recent texts after the task (up to ` ts=`), alike */
+    PyObject *classes;     /* dict: the graph's nodes (class -> attributes), or NULL */
+    struct ClassSlot *class_table;
+    Py_ssize_t class_size; /* a power of two, or 0 */
+    Py_ssize_t class_count;
+    /* irq-state ops (apply_irq), given `irq` = (file, reader, usage_needs, hardirq bits, softirq bits,
+     * read shift): NULL when not given (then the Python loop applies them) */
+    PyObject *file;        /* the trace's name, for the deferred evidence */
+    PyObject *reader;      /* hotpath.irq_evidence: reads a deferred irq event's evidence back */
+    PyObject *usage_needs; /* tasks.usage_needs */
+    long hard_bits, soft_bits, read_shift;
+    int quick;             /* releases below the top applied here (Checker.quick_reacquire) */
+} LineFilter;
+
+/* Direct-mapped caches of str keys: a line's task and rest are looked up in the Python dicts
+ * by a str already made (its hash kept in it) instead of a new str per line. */
+#define TASK_SLOTS 256
+#define REST_SLOTS 16384
+
+static void clear_keys(PyObject **keys, Py_ssize_t n) {
+    if (keys == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_CLEAR(keys[i]);
+}
+
+static void clear_classes(LineFilter *self) {
+    for (Py_ssize_t i = 0; i < self->class_size; i++) {
+        Py_XDECREF(self->class_table[i].cls);
+        Py_XDECREF(self->class_table[i].node);
+    }
+    PyMem_Free(self->class_table);
+    self->class_table = NULL;
+    self->class_size = self->class_count = 0;
+}
+
+static void LineFilter_dealloc(LineFilter *self) {
+    PyObject_GC_UnTrack(self);
+    Py_XDECREF(self->chunk);
+    clear_keys(self->task_keys, TASK_SLOTS);
+    clear_keys(self->rest_keys, REST_SLOTS);
+    PyMem_Free(self->task_keys);
+    PyMem_Free(self->rest_keys);
+    clear_classes(self);
+    Py_XDECREF(self->classes);
+    Py_XDECREF(self->lines);
+    Py_XDECREF(self->views);
+    Py_XDECREF(self->tails);
+    Py_XDECREF(self->cache);
+    Py_XDECREF(self->initial);
+    Py_XDECREF(self->file);
+    Py_XDECREF(self->reader);
+    Py_XDECREF(self->usage_needs);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lines);
+    Py_VISIT(self->views);
+    Py_VISIT(self->tails);
+    Py_VISIT(self->cache);
+    Py_VISIT(self->initial);
+    Py_VISIT(self->classes);
+    Py_VISIT(self->file);
+    Py_VISIT(self->reader);
+    Py_VISIT(self->usage_needs);
+    for (Py_ssize_t i = 0; i < self->class_size; i++)
+        Py_VISIT(self->class_table[i].node);
+    return 0;
+}
+
+static int classes_grow(LineFilter *self);
+
+static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
+    PyObject *lines, *views, *tails, *cache, *initial, *classes = NULL, *file = NULL, *reader = NULL,
+        *usage_needs = NULL;
+    Py_ssize_t depth_limit;
+    long tick, hard_bits = 0, soft_bits = 0, read_shift = 0;
+    int quick = 0;
+    if (!PyArg_ParseTuple(args, "OO!O!O!Onl|O!(OOOlllp)", &lines, &PyDict_Type, &views, &PyDict_Type, &tails,
+                          &PySet_Type, &cache, &initial, &depth_limit, &tick, &PyDict_Type, &classes, &file,
+                          &reader, &usage_needs, &hard_bits, &soft_bits, &read_shift, &quick))
+        return -1;
+    self->quick = quick;
+    Py_XINCREF(file);
+    Py_XSETREF(self->file, file);
+    Py_XINCREF(reader);
+    Py_XSETREF(self->reader, reader);
+    Py_XINCREF(usage_needs);
+    Py_XSETREF(self->usage_needs, usage_needs);
+    self->hard_bits = hard_bits;
+    self->soft_bits = soft_bits;
+    self->read_shift = read_shift;
+    clear_classes(self);
+    Py_XINCREF(classes);
+    Py_XSETREF(self->classes, classes);
+    if (classes != NULL && classes_grow(self) < 0)
+        return -1;
+    PyObject *it = PyObject_GetIter(lines);
+    if (it == NULL)
+        return -1;
+    Py_XSETREF(self->lines, it);
+    Py_INCREF(views);
+    Py_XSETREF(self->views, views);
+    Py_INCREF(tails);
+    Py_XSETREF(self->tails, tails);
+    Py_INCREF(cache);
+    Py_XSETREF(self->cache, cache);
+    Py_INCREF(initial);
+    Py_XSETREF(self->initial, initial);
+    self->depth_limit = depth_limit;
+    self->tick = tick;
+    self->lineno = 0;
+    self->events = self->hits = 0;
+    self->passthrough = 0;
+    Py_CLEAR(self->chunk);
+    self->pos = 0;
+    if (self->task_keys == NULL)
+        self->task_keys = PyMem_Calloc(TASK_SLOTS, sizeof(PyObject *));
+    if (self->rest_keys == NULL)
+        self->rest_keys = PyMem_Calloc(REST_SLOTS, sizeof(PyObject *));
+    if (self->task_keys == NULL || self->rest_keys == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
+}
+
+/* A 64-bit hash of `n` bytes (FNV-style, 8 bytes a step): the keys of the core's own tables. */
+static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        memcpy(&word, p + i, 8);
+        h = (h ^ word) * 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h ^ (h >> 32);
+}
+
+/* The str of the `n` ASCII bytes at `p`, from `keys` (`slots` of them, a power of two) when it
+ * was the last text there of its hash; a new reference. */
+static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ssize_t n) {
+    uint64_t h = hash_bytes(p, n);
+    PyObject **slot = &keys[h & (uint64_t)(slots - 1)];
+    PyObject *key = *slot;
+    if (key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_1BYTE_DATA(key), p, (size_t)n) == 0) {
+        Py_INCREF(key);
+        return key;
+    }
+    key = PyUnicode_FromStringAndSize(p, n);
+    if (key == NULL)
+        return NULL;
+    Py_INCREF(key);
+    Py_XSETREF(*slot, key);
+    return key;
+}
+
+/* Whether the ASCII str `s` is exactly the `n` bytes at `p`. */
+static inline int str_is(PyObject *s, const char *p, Py_ssize_t n) {
+    return PyUnicode_Check(s) && PyUnicode_IS_COMPACT_ASCII(s) && PyUnicode_GET_LENGTH(s) == n &&
+           memcmp(PyUnicode_1BYTE_DATA(s), p, (size_t)n) == 0;
+}
+
+/* lt._seconds: a finite number of seconds float() reads, without `_`, at most 64 characters. */
+static int valid_seconds(const char *p, Py_ssize_t n) {
+    if (n > 64 || memchr(p, '_', (size_t)n) != NULL)
+        return 0;
+    /* the usual shape, DIGITS[.DIGITS], is a finite float at 64 characters or fewer: no str,
+     * no float made for it; anything else is float()'s to judge */
+    Py_ssize_t i = 0, digits = 0;
+    while (i < n && p[i] >= '0' && p[i] <= '9')
+        i++;
+    digits = i;
+    if (i < n && p[i] == '.') {
+        i++;
+        while (i < n && p[i] >= '0' && p[i] <= '9')
+            i++;
+    }
+    if (i == n && digits > 0)
+        return 1;
+    PyObject *text = PyUnicode_FromStringAndSize(p, n);
+    if (text == NULL)
+        return -1;
+    PyObject *value = PyFloat_FromString(text);
+    Py_DECREF(text);
+    if (value == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    double seconds = PyFloat_AS_DOUBLE(value);
+    Py_DECREF(value);
+    return isfinite(seconds) ? 1 : 0;
+}
+
+/* hotpath._stamp: the text after ` ts=`, `T` or `T cpu=N`, on a line whose rest read `seen`.
+ * 1 and *cpu (-1: none given) when fast, 0 when not, -1 on error. */
+static int read_stamp(const char *p, Py_ssize_t n, long seen, int takes_cpu, long *cpu) {
+    if (seen & (B_TS | B_CPU))
+        return 0;
+    const char *blank = memchr(p, ' ', (size_t)n);
+    Py_ssize_t ts_len = blank ? blank - p : n;
+    int ok = valid_seconds(p, ts_len);
+    if (ok <= 0)
+        return ok;
+    *cpu = -1;
+    if (blank == NULL)
+        return 1;
+    const char *word = blank + 1;
+    Py_ssize_t rest = n - ts_len - 1;
+    if (!takes_cpu || rest < 5 || memcmp(word, "cpu=", 4) != 0 || rest - 4 > 9)
+        return 0;
+    long value = 0;
+    for (Py_ssize_t i = 4; i < rest; i++) {
+        if (word[i] < '0' || word[i] > '9')
+            return 0;
+        value = value * 10 + (word[i] - '0');
+    }
+    *cpu = value;
+    return 1;
+}
+
+static int set_cpu(PyObject *task, long cpu) {
+    if (cpu < 0)
+        return 0;
+    PyObject *value = PyLong_FromLong(cpu);
+    if (value == NULL)
+        return -1;
+    int r = PyObject_SetAttr(task, s_cpu, value);
+    Py_DECREF(value);
+    return r;
+}
+
+/* Pop the top entry of `held` (a tuple) and restore the task's chain key. */
+static int pop_entry(PyObject *task, PyObject *held, PyObject *top) {
+    if (PyObject_SetAttr(task, s_chain_key, PyTuple_GET_ITEM(top, E_PREV_KEY)) < 0)
+        return -1;
+    /* list.pop() without its shrinking: the list keeps its room for the next push */
+    Py_ssize_t size = PyList_GET_SIZE(held);
+    PyObject *last = PyList_GET_ITEM(held, size - 1);
+    Py_SET_SIZE(held, size - 1);
+    Py_DECREF(last);
+    return 0;
+}
+
+/* `top` with REFERENCES replaced by `references`, in place of the top entry. */
+static int replace_references(PyObject *held, PyObject *top, long references) {
+    PyObject *entry = PyTuple_New(E_SIZE);
+    if (entry == NULL)
+        return -1;
+    for (Py_ssize_t i = 0; i < E_SIZE; i++) {
+        PyObject *item = i == E_REFERENCES ? PyLong_FromLong(references) : PyTuple_GET_ITEM(top, i);
+        if (item == NULL) {
+            Py_DECREF(entry);
+            return -1;
+        }
+        if (i != E_REFERENCES)
+            Py_INCREF(item);
+        PyTuple_SET_ITEM(entry, i, item);
+    }
+    return PyList_SetItem(held, PyList_GET_SIZE(held) - 1, entry);
+}
+
+/* The truth of an int attribute (`references`): 1, 0, or -1 on error. */
+static int attr_true(PyObject *obj, PyObject *name) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
+        return -1;
+    int r = PyObject_IsTrue(value);
+    Py_DECREF(value);
+    return r;
+}
+
+/* Checker.feed's innermost release of a HeldLock `top` of `lock`/`instance`: 1 popped, 0 not it. */
+static int held_lock_released(PyObject *task, PyObject *held, PyObject *top, PyObject *lock, PyObject *instance) {
+    PyObject *value = PyObject_GetAttr(top, s_lock);
+    if (value == NULL)
+        return -1;
+    int same = PyObject_RichCompareBool(value, lock, Py_EQ);
+    Py_DECREF(value);
+    if (same <= 0)
+        return same;
+    value = PyObject_GetAttr(top, s_instance);
+    if (value == NULL)
+        return -1;
+    same = PyObject_RichCompareBool(value, instance, Py_EQ);
+    Py_DECREF(value);
+    if (same <= 0)
+        return same;
+    int referenced = attr_true(top, s_references);
+    if (referenced != 0)
+        return referenced < 0 ? -1 : 0;
+    value = PyObject_GetAttr(top, s_prev_chain_key);
+    if (value == NULL)
+        return -1;
+    int r = PyObject_SetAttr(task, s_chain_key, value);
+    Py_DECREF(value);
+    if (r < 0)
+        return -1;
+    return PyList_SetSlice(held, PyList_GET_SIZE(held) - 1, PyList_GET_SIZE(held), NULL) < 0 ? -1 : 1;
+}
+
+/* One more reference on the top entry (a nest_lock merge): `(references or 1) + 1`. */
+static int merge_reference(PyObject *held, PyObject *top) {
+    if (PyTuple_CheckExact(top)) {
+        long references = PyLong_AsLong(PyTuple_GET_ITEM(top, E_REFERENCES));
+        Py_INCREF(top);
+        int r = replace_references(held, top, (references ? references : 1) + 1);
+        Py_DECREF(top);
+        return r;
+    }
+    PyObject *value = PyObject_GetAttr(top, s_references);
+    if (value == NULL)
+        return -1;
+    long references = PyLong_AsLong(value);
+    Py_DECREF(value);
+    value = PyLong_FromLong((references ? references : 1) + 1);
+    if (value == NULL)
+        return -1;
+    int r = PyObject_SetAttr(top, s_references, value);
+    Py_DECREF(value);
+    return r;
+}
+
+/* Checker.lock_is_held over tuple entries: 1 held, 0 not (or a HeldLock to ask), -1 error. */
+static int holds_lock(PyObject *held, PyObject *lock, PyObject *instance) {
+    Py_ssize_t n = PyList_GET_SIZE(held);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(held, i);
+        if (!PyTuple_CheckExact(entry))
+            return 0;
+        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_LOCK), lock, Py_EQ);
+        if (same < 0)
+            return -1;
+        if (!same)
+            continue;
+        same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_INSTANCE), instance, Py_EQ);
+        if (same < 0)
+            return -1;
+        if (same || (PyLong_AsLong(PyTuple_GET_ITEM(entry, E_REFERENCES)) &&
+                     PyLong_AsLong(PyTuple_GET_ITEM(entry, E_SUBCLASS)) == 0))
+            return 1;
+    }
+    return 0;
+}
+
+/* ---- the text after the task, read here (hotpath._scan_tail, for its common shapes) ---------- */
+
+
+/* A line's lock op as _scan_tail reads it, for the shapes read here: `acquire`, `release`,
+ * `contended`, `acquired`, a `CLASS[@INSTANCE]` field, then only `at=`, a mode and `try` (as
+ * each op takes them).  An acquisition's class is one the graph has (`cls`, `node` borrowed
+ * from the class table).  The str fields are made only when needed. */
+typedef struct {
+    int kind;
+    long seen;              /* the bits of the options given */
+    const char *field;      /* CLASS[@INSTANCE] */
+    Py_ssize_t field_len;
+    Py_ssize_t lock_len;    /* CLASS */
+    int has_instance;
+    long read;
+    int trylock;
+    PyObject *cls;          /* borrowed: the class (the lock itself: subclass 0) */
+    PyObject *node;         /* borrowed: its graph node's attribute dict */
+} Tail;
+
+enum { B_MODE = 8, B_TRY = 16 };
+
+/* The class table: CLASS bytes -> (str, graph node), for classes the graph has (a node is never
+ * removed from it, so an entry stays true).  Open addressing, linear probing. */
+/* (ClassSlot: above LineFilter) */
+
+static int classes_grow(LineFilter *self) {
+    Py_ssize_t size = self->class_size ? self->class_size * 2 : 1024;
+    ClassSlot *table = PyMem_Calloc((size_t)size, sizeof(ClassSlot));
+    if (table == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < self->class_size; i++) {
+        ClassSlot *old = &self->class_table[i];
+        if (old->cls == NULL)
+            continue;
+        Py_ssize_t j = (Py_ssize_t)(old->hash & (uint64_t)(size - 1));
+        while (table[j].cls != NULL)
+            j = (j + 1) & (size - 1);
+        table[j] = *old;
+    }
+    PyMem_Free(self->class_table);
+    self->class_table = table;
+    self->class_size = size;
+    return 0;
+}
+
+/* The class named by `n` bytes at `p`, if the graph has it: 1 (*slot set), 0 not, -1 error. */
+static int find_class(LineFilter *self, const char *p, Py_ssize_t n, ClassSlot **found) {
+    uint64_t h = hash_bytes(p, n);
+    Py_ssize_t mask = self->class_size - 1;
+    Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)mask);
+    for (;; j = (j + 1) & mask) {
+        ClassSlot *slot = &self->class_table[j];
+        if (slot->cls == NULL)
+            break;
+        if (slot->hash == h && PyUnicode_GET_LENGTH(slot->cls) == n &&
+            memcmp(PyUnicode_1BYTE_DATA(slot->cls), p, (size_t)n) == 0) {
+            *found = slot;
+            return 1;
+        }
+    }
+    PyObject *cls = PyUnicode_FromStringAndSize(p, n);
+    if (cls == NULL)
+        return -1;
+    PyObject *node = PyDict_GetItemWithError(self->classes, cls); /* borrowed */
+    if (node == NULL || !PyDict_CheckExact(node)) {
+        Py_DECREF(cls);
+        return PyErr_Occurred() ? -1 : 0; /* not (yet) in the graph: the full checker's */
+    }
+    if ((self->class_count + 1) * 2 > self->class_size) {
+        if (classes_grow(self) < 0) {
+            Py_DECREF(cls);
+            return -1;
+        }
+        mask = self->class_size - 1;
+    }
+    j = (Py_ssize_t)(h & (uint64_t)mask);
+    while (self->class_table[j].cls != NULL)
+        j = (j + 1) & mask;
+    Py_INCREF(node);
+    self->class_table[j].hash = h;
+    self->class_table[j].cls = cls;
+    self->class_table[j].node = node;
+    self->class_count++;
+    *found = &self->class_table[j];
+    return 1;
+}
+
+static inline int word_is(const char *p, Py_ssize_t n, const char *word) {
+    size_t len = strlen(word);
+    return (size_t)n == len && memcmp(p, word, len) == 0;
+}
+
+/* Read the `n` bytes of text after the task (up to ` ts=`): 1 read, 0 not a shape read here
+ * (hotpath._scan_tail decides), -1 error. */
+static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
+    const char *end = p + n;
+    const char *space = memchr(p, ' ', (size_t)n);
+    if (space == NULL)
+        return 0;
+    Py_ssize_t op_len = space - p;
+    long takes;
+    if (word_is(p, op_len, "acquire")) {
+        t->kind = K_ACQUIRE;
+        takes = B_AT | B_MODE | B_TRY;
+    } else if (word_is(p, op_len, "release")) {
+        t->kind = K_RELEASE;
+        takes = B_AT;
+    } else if (word_is(p, op_len, "contended")) {
+        t->kind = K_STATS;
+        takes = B_AT;
+    } else if (word_is(p, op_len, "acquired")) {
+        t->kind = K_STATS;
+        takes = 0;
+    } else {
+        return 0;
+    }
+    const char *field = space + 1;
+    const char *field_end = memchr(field, ' ', (size_t)(end - field));
+    if (field_end == NULL)
+        field_end = end;
+    /* lt scan's _lock_field: CLASS, or CLASS@INSTANCE with both given, no `=` in CLASS */
+    const char *at_sign = memchr(field, '@', (size_t)(field_end - field));
+    const char *lock_end = at_sign ? at_sign : field_end;
+    if (lock_end == field || memchr(field, '=', (size_t)(lock_end - field)) != NULL ||
+        (at_sign && at_sign + 1 == field_end))
+        return 0;
+    t->field = field;
+    t->field_len = field_end - field;
+    t->lock_len = lock_end - field;
+    t->has_instance = at_sign != NULL;
+    t->seen = 0;
+    t->read = 0;
+    t->trylock = 0;
+    t->cls = t->node = NULL;
+    const char *word = field_end;
+    while (word < end) {
+        word++; /* the blank before it */
+        const char *word_end = memchr(word, ' ', (size_t)(end - word));
+        if (word_end == NULL)
+            word_end = end;
+        Py_ssize_t len = word_end - word;
+        long bit;
+        if (len > 3 && memcmp(word, "at=", 3) == 0) {
+            bit = B_AT;
+        } else if (word_is(word, len, "try")) {
+            bit = B_TRY;
+            t->trylock = 1;
+        } else if (word_is(word, len, "write")) {
+            bit = B_MODE;
+            t->read = 0;
+        } else if (word_is(word, len, "read")) {
+            bit = B_MODE;
+            t->read = 1;
+        } else if (word_is(word, len, "rread")) {
+            bit = B_MODE;
+            t->read = 2;
+        } else {
+            return 0; /* cpu=, subclass=, nest=, an empty word...: _scan_tail's */
+        }
+        if ((t->seen & bit) || !(takes & bit))
+            return 0;
+        t->seen |= bit;
+        word = word_end;
+    }
+    if (t->kind == K_ACQUIRE) {
+        if (self->classes == NULL)
+            return 0;
+        ClassSlot *slot;
+        int found = find_class(self, field, t->lock_len, &slot);
+        if (found <= 0)
+            return found;
+        t->cls = slot->cls;
+        t->node = slot->node;
+    }
+    return 1;
+}
+
+/* A str of `n` bytes at `p`, or None when `n` is -1 (no instance). */
+static PyObject *str_or_none(const char *p, Py_ssize_t n) {
+    if (n < 0)
+        Py_RETURN_NONE;
+    return PyUnicode_FromStringAndSize(p, n);
+}
+
+/* The lock and instance of a Tail as str (instance None when none is given): 0, or -1 on error. */
+static int tail_lock(const Tail *t, PyObject **lock, PyObject **instance) {
+    *lock = PyUnicode_FromStringAndSize(t->field, t->lock_len);
+    *instance = *lock ? str_or_none(t->field + t->lock_len + 1,
+                                    t->has_instance ? t->field_len - t->lock_len - 1 : -1) : NULL;
+    if (*instance == NULL) {
+        Py_CLEAR(*lock);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- the chain key ------------------------------------------------------------------------ */
+
+/* hash((chain_key, cls, read)) as the checker computes it: `tuple_hash3` (_tuplehash.h) where
+ * `tuple_hash_ok` says it agrees with PyObject_Hash here (checked once at import), else the
+ * tuple is made. */
+static int tuple_hash_ok = 0;
+
+static Py_hash_t hash3(PyObject *a, PyObject *b, PyObject *c) {
+    if (!tuple_hash_ok) {
+        PyObject *parts = PyTuple_Pack(3, a, b, c);
+        if (parts == NULL)
+            return -1;
+        Py_hash_t hash = PyObject_Hash(parts);
+        Py_DECREF(parts);
+        return hash;
+    }
+    return tuple_hash3(a, b, c);
+}
+
+/* Whether hash3 may skip the tuple: it agrees with the interpreter's tuple hash on samples. */
+static int check_tuple_hash(void) {
+    static const long keys[] = {-1, 0, 1, 123456789, -987654321};
+    static const char *names[] = {"&rq->lock", "", "(wq_completion)events#3"};
+    int ok = 1;
+    for (size_t i = 0; ok && i < sizeof keys / sizeof keys[0]; i++) {
+        for (size_t j = 0; ok && j < sizeof names / sizeof names[0]; j++) {
+            for (long r = 0; ok && r < 3; r++) {
+                PyObject *a = PyLong_FromLong(keys[i]), *b = PyUnicode_FromString(names[j]),
+                         *c = PyLong_FromLong(r);
+                PyObject *t = (a && b && c) ? PyTuple_Pack(3, a, b, c) : NULL;
+                if (t == NULL) {
+                    ok = -1;
+                } else {
+                    tuple_hash_ok = 1;
+                    Py_hash_t mine = hash3(a, b, c);
+                    tuple_hash_ok = 0;
+                    ok = mine == PyObject_Hash(t);
+                }
+                Py_XDECREF(a);
+                Py_XDECREF(b);
+                Py_XDECREF(c);
+                Py_XDECREF(t);
+            }
+        }
+    }
+    return ok;
+}
+
+/* ---- one line ------------------------------------------------------------------------------ */
+
+/* An acquisition's fields, from a Tail read here or a hotpath info tuple: borrowed, or (the
+ * `owned` ones) made for this line. */
+typedef struct {
+    PyObject *release, *cls, *lock, *instance, *read, *nest, *subclass, *node;
+    int trylock;
+    PyObject *owned[3];
+} Acquire;
+
+static void acquire_clear(Acquire *a) {
+    for (int i = 0; i < 3; i++)
+        Py_CLEAR(a->owned[i]);
+}
+
+/* A capture's task remembers the locks it took (TaskState.acquired_ever). */
+static int remember(PyObject *view, PyObject *lock, PyObject *instance) {
+    PyObject *acquired_ever = PyTuple_GET_ITEM(view, V_ACQUIRED_EVER);
+    if (acquired_ever == Py_None)
+        return 0;
+    PyObject *pair = PyTuple_Pack(2, lock, instance);
+    PyObject *done = pair ? PyObject_CallMethodObjArgs(acquired_ever, s_add, pair, NULL) : NULL;
+    Py_XDECREF(pair);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
+static PyObject *small_ints[4];
+
+/* Checker.feed + lock_acquire for a chain-cache hit (or a nest_lock merge): 1 applied, 0 the
+ * full checker's, -1 error.  Makes the fields of `a` it still lacks from the Tail `t`. */
+static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n, PyObject *view,
+                         PyObject *held, PyObject *top, long cpu, Acquire *a, const Tail *t) {
+    PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
+    Py_ssize_t depth = PyList_GET_SIZE(held);
+    if (depth >= self->depth_limit)
+        return 0;
+    PyObject *cls = a->cls;
+    PyObject *nest = a->nest;
+    PyObject *irq_context = PyTuple_GET_ITEM(view, V_IRQ_CONTEXT);
+    int head = 0;
+    if (top != NULL) {
+        long top_context;
+        int same_class;
+        if (PyTuple_CheckExact(top)) {
+            top_context = PyLong_AsLong(PyTuple_GET_ITEM(top, E_IRQ_CONTEXT));
+            same_class = nest != Py_None ? PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_CLS), cls, Py_EQ) : 0;
+        } else {
+            PyObject *value = PyObject_GetAttr(top, s_irq_context);
+            if (value == NULL)
+                return -1;
+            top_context = PyLong_AsLong(value);
+            Py_DECREF(value);
+            same_class = 0;
+            if (nest != Py_None) {
+                value = PyObject_GetAttr(top, s_cls);
+                if (value == NULL)
+                    return -1;
+                same_class = PyObject_RichCompareBool(value, cls, Py_EQ);
+                Py_DECREF(value);
+            }
+        }
+        if (same_class < 0)
+            return -1;
+        if (same_class) {
+            /* nest_lock merge: one more reference on the top entry */
+            if (merge_reference(held, top) < 0 || set_cpu(task, cpu) < 0 ||
+                remember(view, a->lock, a->instance) < 0)
+                return -1;
+            self->events++;
+            return 1;
+        }
+        head = top_context != PyLong_AsLong(irq_context);
+    }
+    if (nest != Py_None) {
+        int holds = holds_lock(held, PyTuple_GET_ITEM(nest, 0), PyTuple_GET_ITEM(nest, 1));
+        if (holds <= 0)
+            return holds; /* not held (a report), or a HeldLock to ask: the Python side */
+    }
+    long read_mode = PyLong_AsLong(a->read);
+    PyObject *needs = PyTuple_GET_ITEM(view, V_NEEDS);
+    long need = PyLong_AsLong(PyList_GET_ITEM(needs, (read_mode ? 1 : 0) | (a->trylock ? 2 : 0)));
+    PyObject *usage = PyDict_GetItemWithError(a->node, s_usage);
+    if (usage == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (need & ~PyLong_AsLong(usage))
+        return 0; /* a new usage bit: mark_usage, in the full checker */
+    PyObject *prev_key = PyObject_GetAttr(task, s_chain_key);
+    if (prev_key == NULL)
+        return -1;
+    Py_hash_t hash = hash3(head ? self->initial : prev_key, cls, a->read);
+    PyObject *chain_key = hash == -1 ? NULL : PyLong_FromSsize_t(hash);
+    if (chain_key == NULL) {
+        Py_DECREF(prev_key);
+        return -1;
+    }
+    if (!a->trylock) {
+        int cached = PySet_Contains(self->cache, chain_key);
+        if (cached <= 0) {
+            Py_DECREF(prev_key);
+            Py_DECREF(chain_key);
+            return cached; /* a miss: validate_chain, in the full checker */
+        }
+    }
+    if (a->release == NULL) {
+        /* read here: the release text is the start of the tail, `release` for `acquire` */
+        PyObject *release = PyUnicode_New(8 + t->field_len, 127);
+        if (release != NULL) {
+            memcpy(PyUnicode_1BYTE_DATA(release), "release ", 8);
+            memcpy(PyUnicode_1BYTE_DATA(release) + 8, t->field, (size_t)t->field_len);
+        }
+        a->release = a->owned[0] = release;
+        a->instance = a->owned[1] = release == NULL ? NULL :
+            str_or_none(t->field + t->lock_len + 1, t->has_instance ? t->field_len - t->lock_len - 1 : -1);
+        if (a->instance == NULL) {
+            Py_DECREF(prev_key);
+            Py_DECREF(chain_key);
+            return -1;
+        }
+        /* subclass 0: the class is the lock itself (the same str, as in _scan_tail) */
+        a->lock = a->cls;
+    }
+    /* the line as the Python loop keeps it: without its line ending */
+    PyObject *text;
+    if (line != NULL && PyUnicode_GET_LENGTH(line) == n) {
+        Py_INCREF(line);
+        text = line;
+    } else {
+        text = PyUnicode_FromStringAndSize(data, n);
+    }
+    PyObject *lineno = text ? PyLong_FromLongLong(self->lineno) : NULL;
+    PyObject *entry = lineno ? PyTuple_New(E_SIZE) : NULL;
+    if (entry == NULL) {
+        Py_XDECREF(text);
+        Py_XDECREF(lineno);
+        Py_DECREF(prev_key);
+        Py_DECREF(chain_key);
+        return -1;
+    }
+    PyObject *items[E_SIZE] = {
+        a->release, cls, a->lock, a->instance, prev_key, irq_context, a->read, a->trylock ? Py_True : Py_False,
+        PyTuple_GET_ITEM(view, V_HARDIRQS_OFF), nest, a->subclass, small_ints[0], text, lineno,
+    };
+    for (Py_ssize_t i = 0; i < E_SIZE; i++) {
+        if (i != E_PREV_KEY && i != E_LINENO && i != E_LINE)
+            Py_INCREF(items[i]);
+        PyTuple_SET_ITEM(entry, i, items[i]); /* prev_key, text and lineno: their references move */
+    }
+    /* str, int, bool, None and the (str, str) nest lock: a tuple that can be in no cycle, so the
+     * collector need not walk the many of them a trace pushes */
+    PyObject_GC_UnTrack(entry);
+    int r = PyList_Append(held, entry);
+    Py_DECREF(entry);
+    if (r == 0)
+        r = PyObject_SetAttr(task, s_chain_key, chain_key);
+    Py_DECREF(chain_key);
+    if (r < 0 || set_cpu(task, cpu) < 0 || remember(view, a->lock, a->instance) < 0)
+        return -1;
+    if (!a->trylock)
+        self->hits++;
+    self->events++;
+    return 1;
+}
+
+/* Checker.feed's release of the innermost lock (lock_release's, merged): 1 applied, 0 not. */
+static int release_innermost(LineFilter *self, PyObject *task, PyObject *held, PyObject *top, long cpu,
+                             PyObject *info, const Tail *t) {
+    if (top == NULL)
+        return 0;
+    PyObject *lock = NULL, *instance = NULL;
+    int r;
+    long references = PyTuple_CheckExact(top) ? PyLong_AsLong(PyTuple_GET_ITEM(top, E_REFERENCES)) : -1;
+    if (references == 0) {
+        PyObject *release = PyTuple_GET_ITEM(top, E_RELEASE);
+        if (info != NULL) {
+            int same = PyUnicode_Compare(release, PyTuple_GET_ITEM(info, I_RELEASE));
+            if (same != 0)
+                return PyErr_Occurred() ? -1 : 0;
+        } else if (!str_is(release, t->field - 8, 8 + t->field_len)) {
+            return 0; /* the tail starts `release CLASS@INSTANCE`: the text of the plain release */
+        }
+        r = pop_entry(task, held, top);
+    } else {
+        /* a release's info is (kind, seen, cpu, release, lock, instance) */
+        if (info != NULL) {
+            lock = PyTuple_GET_ITEM(info, 4);
+            instance = PyTuple_GET_ITEM(info, 5);
+            Py_INCREF(lock);
+            Py_INCREF(instance);
+        } else if (tail_lock(t, &lock, &instance) < 0) {
+            return -1;
+        }
+        if (references < 0) {
+            /* a HeldLock the full checker left on top: its innermost release, as Checker.feed's */
+            r = held_lock_released(task, held, top, lock, instance);
+        } else {
+            r = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_LOCK), lock, Py_EQ);
+            if (r > 0) {
+                r = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_INSTANCE), instance, Py_EQ);
+                if (r == 0 && PyLong_AsLong(PyTuple_GET_ITEM(top, E_SUBCLASS)) == 0)
+                    r = 1;
+                if (r > 0) {
+                    Py_INCREF(top);
+                    r = references > 1 ? replace_references(held, top, references - 1) : pop_entry(task, held, top);
+                    Py_DECREF(top);
+                    r = r < 0 ? -1 : 1;
+                }
+            }
+        }
+        Py_DECREF(lock);
+        Py_DECREF(instance);
+        if (r <= 0)
+            return r;
+    }
+    if (r < 0 || set_cpu(task, cpu) < 0)
+        return -1;
+    self->events++;
+    return 1;
+}
+
+static int long_attr(PyObject *obj, PyObject *name, long *out);
+
+/* ---- a release below the top (hotpath.release_out_of_order) ----------------------------------- */
+
+/* hotpath._find_held over tuple entries: the index of the held lock, -1 not found (or a HeldLock
+ * on the way: the Python side's), -2 on error. */
+static Py_ssize_t find_held(PyObject *held, PyObject *lock, PyObject *instance) {
+    for (Py_ssize_t i = PyList_GET_SIZE(held) - 1; i >= 0; i--) {
+        PyObject *entry = PyList_GET_ITEM(held, i);
+        if (!PyTuple_CheckExact(entry))
+            return -1;
+        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_LOCK), lock, Py_EQ);
+        if (same > 0) {
+            same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_INSTANCE), instance, Py_EQ);
+            if (same == 0 && PyObject_IsTrue(PyTuple_GET_ITEM(entry, E_REFERENCES)) &&
+                PyLong_AsLong(PyTuple_GET_ITEM(entry, E_SUBCLASS)) == 0)
+                same = 1;
+        }
+        if (same < 0)
+            return -2;
+        if (same)
+            return i;
+        if (i > 0) {
+            /* not crossing into another irq context */
+            PyObject *below = PyList_GET_ITEM(held, i - 1);
+            PyObject *context;
+            if (PyTuple_CheckExact(below)) {
+                context = PyTuple_GET_ITEM(below, E_IRQ_CONTEXT);
+                Py_INCREF(context);
+            } else {
+                context = PyObject_GetAttr(below, s_irq_context);
+                if (context == NULL)
+                    return -2;
+            }
+            same = PyObject_RichCompareBool(context, PyTuple_GET_ITEM(entry, E_IRQ_CONTEXT), Py_EQ);
+            Py_DECREF(context);
+            if (same <= 0)
+                return same < 0 ? -2 : -1;
+        }
+    }
+    return -1;
+}
+
+/* hotpath.release_out_of_order: the release of `lock`/`instance` below the top, when every lock
+ * above re-acquires onto a cached chain marking no usage bit: 1 applied, 0 nothing changed, -1. */
+static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *lock,
+                         PyObject *instance, long cpu) {
+    if (self->classes == NULL)
+        return 0;
+    Py_ssize_t index = find_held(held, lock, instance);
+    if (index < 0)
+        return index == -2 ? -1 : 0;
+    PyObject *found = PyList_GET_ITEM(held, index);
+    if (PyObject_IsTrue(PyTuple_GET_ITEM(found, E_REFERENCES)))
+        return 0;
+    long irq_context = PyLong_AsLong(PyTuple_GET_ITEM(view, V_IRQ_CONTEXT));
+    long below_context = -1; /* no lock below: the chain goes on from the key */
+    if (index > 0) {
+        PyObject *below = PyList_GET_ITEM(held, index - 1);
+        if (PyTuple_CheckExact(below)) {
+            below_context = PyLong_AsLong(PyTuple_GET_ITEM(below, E_IRQ_CONTEXT));
+        } else if (long_attr(below, s_irq_context, &below_context) < 0) {
+            return -1;
+        }
+    }
+    PyObject *need = PyObject_GetAttr(task, s_usage_need);
+    if (need == NULL)
+        return -1;
+    Py_ssize_t size = PyList_GET_SIZE(held);
+    PyObject *moved = PyList_New(0);
+    PyObject *chain_key = PyTuple_GET_ITEM(found, E_PREV_KEY);
+    Py_INCREF(chain_key);
+    long hits = 0;
+    int r = moved == NULL || !PyList_Check(need) || PyList_GET_SIZE(need) != 8 ? -1 : 1;
+    for (Py_ssize_t i = index + 1; r > 0 && i < size; i++) {
+        PyObject *again = PyList_GET_ITEM(held, i);
+        if (PyTuple_GET_ITEM(again, E_NEST) != Py_None) {
+            r = 0;
+            break;
+        }
+        PyObject *cls = PyTuple_GET_ITEM(again, E_CLS), *read = PyTuple_GET_ITEM(again, E_READ);
+        int trylock = PyTuple_GET_ITEM(again, E_TRYLOCK) == Py_True;
+        long read_mode = PyLong_AsLong(read);
+        int off = PyObject_IsTrue(PyTuple_GET_ITEM(again, E_HARDIRQS_OFF));
+        long wanted = PyLong_AsLong(PyList_GET_ITEM(need, (read_mode ? 1 : 0) | (trylock ? 2 : 0) | (off ? 4 : 0)));
+        PyObject *node = PyDict_GetItemWithError(self->classes, cls);
+        PyObject *usage = node && PyDict_Check(node) ? PyDict_GetItemWithError(node, s_usage) : NULL;
+        if (usage == NULL) {
+            r = PyErr_Occurred() ? -1 : 0;
+            break;
+        }
+        if (wanted & ~PyLong_AsLong(usage)) {
+            r = 0; /* a new usage bit: mark_usage */
+            break;
+        }
+        Py_hash_t hash = hash3(below_context >= 0 && below_context != irq_context ? self->initial : chain_key, cls,
+                               read);
+        PyObject *next_key = hash == -1 ? NULL : PyLong_FromSsize_t(hash);
+        if (next_key == NULL) {
+            r = -1;
+            break;
+        }
+        if (!trylock) {
+            int cached = PySet_Contains(self->cache, next_key);
+            if (cached <= 0) {
+                Py_DECREF(next_key);
+                r = cached; /* a new chain: validate_chain */
+                break;
+            }
+            hits++;
+        }
+        PyObject *entry = PyTuple_New(E_SIZE);
+        if (entry == NULL) {
+            Py_DECREF(next_key);
+            r = -1;
+            break;
+        }
+        for (Py_ssize_t k = 0; k < E_SIZE; k++) {
+            PyObject *item = k == E_PREV_KEY ? chain_key
+                             : k == E_IRQ_CONTEXT ? small_ints[irq_context & 3] : PyTuple_GET_ITEM(again, k);
+            Py_INCREF(item);
+            PyTuple_SET_ITEM(entry, k, item);
+        }
+        PyObject_GC_UnTrack(entry);
+        int appended = PyList_Append(moved, entry);
+        Py_DECREF(entry);
+        Py_SETREF(chain_key, next_key);
+        below_context = irq_context;
+        if (appended < 0)
+            r = -1;
+    }
+    Py_DECREF(need);
+    if (r > 0) {
+        /* everything checked: the stack from the released lock up becomes the moved entries */
+        if (PyList_SetSlice(held, index, size, moved) < 0 || PyObject_SetAttr(task, s_chain_key, chain_key) < 0 ||
+            set_cpu(task, cpu) < 0) {
+            r = -1;
+        } else {
+            self->hits += hits;
+            self->events++;
+        }
+    }
+    Py_XDECREF(moved);
+    Py_DECREF(chain_key);
+    return r;
+}
+
+/* A release: of the innermost lock, or (Checker.quick_reacquire) of one below it. */
+static int apply_release(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *top, long cpu,
+                         PyObject *info, const Tail *t) {
+    int r = release_innermost(self, task, held, top, cpu, info, t);
+    if (r != 0 || !self->quick || top == NULL)
+        return r;
+    PyObject *lock, *instance;
+    if (info != NULL) {
+        lock = PyTuple_GET_ITEM(info, 4);
+        instance = PyTuple_GET_ITEM(info, 5);
+        Py_INCREF(lock);
+        Py_INCREF(instance);
+    } else if (tail_lock(t, &lock, &instance) < 0) {
+        return -1;
+    }
+    r = release_below(self, view, task, held, lock, instance, cpu);
+    Py_DECREF(lock);
+    Py_DECREF(instance);
+    return r;
+}
+
+/* ---- irq-state ops (hotpath.irq_change) ------------------------------------------------------- */
+
+/* An int (or bool) attribute: 0 and *out, or -1 on error. */
+static int long_attr(PyObject *obj, PyObject *name, long *out) {
+    PyObject *value = PyObject_GetAttr(obj, name);
+    if (value == NULL)
+        return -1;
+    *out = PyLong_AsLong(value);
+    Py_DECREF(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int set_long_attr(PyObject *obj, PyObject *name, long value) {
+    PyObject *item = PyLong_FromLong(value);
+    if (item == NULL)
+        return -1;
+    int r = PyObject_SetAttr(obj, name, item);
+    Py_DECREF(item);
+    return r;
+}
+
+/* hotpath._marked: whether every checked held lock's class has `bits` (shifted to _READ for a
+ * reader): 1, 0 (or a class not found: the Python side's), -1 on error. */
+static int held_marked(LineFilter *self, PyObject *held, long bits) {
+    if (self->classes == NULL)
+        return 0;
+    long read_bits = bits << self->read_shift;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(held); i++) {
+        PyObject *entry = PyList_GET_ITEM(held, i);
+        PyObject *cls;
+        int read;
+        if (PyTuple_CheckExact(entry)) {
+            cls = PyTuple_GET_ITEM(entry, E_CLS);
+            Py_INCREF(cls);
+            read = PyObject_IsTrue(PyTuple_GET_ITEM(entry, E_READ));
+        } else {
+            int check = attr_true(entry, s_check);
+            if (check <= 0) {
+                if (check < 0)
+                    return -1;
+                continue; /* nocheck: mark_held_locks skips it */
+            }
+            cls = PyObject_GetAttr(entry, s_cls);
+            if (cls == NULL)
+                return -1;
+            read = attr_true(entry, s_read);
+        }
+        PyObject *node = read < 0 ? NULL : PyDict_GetItemWithError(self->classes, cls); /* borrowed */
+        Py_DECREF(cls);
+        if (node == NULL || !PyDict_Check(node))
+            return PyErr_Occurred() ? -1 : 0;
+        PyObject *usage = PyDict_GetItemWithError(node, s_usage);
+        if (usage == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        long have = PyLong_AsLong(usage);
+        if (have == -1 && PyErr_Occurred())
+            return -1;
+        long want = read ? read_bits : bits;
+        if ((have & want) != want)
+            return 0;
+    }
+    return 1;
+}
+
+/* hotpath._defer_irq_event: stamp the transition, its evidence deferred as
+ * (stamp, reader, line, file, lineno, task name) (tasks.irq_event reads it back). */
+static int defer_irq_event(LineFilter *self, PyObject *task, PyObject *op, PyObject *line, const char *data,
+                           Py_ssize_t n) {
+    PyObject *events = PyObject_GetAttr(task, s_irq_events);
+    if (events == NULL)
+        return -1;
+    long stamp = 0;
+    PyObject *old = PyDict_GetItemWithError(events, s_stamp); /* borrowed */
+    if (old != NULL)
+        stamp = PyLong_AsLong(old);
+    int r = -1;
+    PyObject *value = NULL, *text = NULL, *lineno = NULL, *name = NULL, *record = NULL;
+    if (PyErr_Occurred())
+        goto done;
+    value = PyLong_FromLong(stamp + 1);
+    if (value == NULL)
+        goto done;
+    /* the line as the Python loop keeps it: without its line ending */
+    if (line != NULL && PyUnicode_GET_LENGTH(line) == n) {
+        Py_INCREF(line);
+        text = line;
+    } else {
+        text = PyUnicode_FromStringAndSize(data, n);
+    }
+    lineno = text ? PyLong_FromLongLong(self->lineno) : NULL;
+    name = lineno ? PyObject_GetAttr(task, s_name) : NULL;
+    record = name ? PyTuple_Pack(6, value, self->reader, text, self->file, lineno, name) : NULL;
+    if (record != NULL && PyDict_SetItem(events, s_stamp, value) == 0 && PyDict_SetItem(events, op, record) == 0)
+        r = 0;
+done:
+    Py_XDECREF(record);
+    Py_XDECREF(name);
+    Py_XDECREF(lineno);
+    Py_XDECREF(text);
+    Py_XDECREF(value);
+    Py_DECREF(events);
+    return r;
+}
+
+/* hotpath._view of the task of `view` after its irq state changed, in its place in the views. */
+static int rebuild_view(LineFilter *self, PyObject *view, long hardirq_depth, long softirq_depth,
+                        long hardirqs_enabled) {
+    PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
+    int off = !hardirqs_enabled || hardirq_depth > 0;
+    PyObject *need = PyObject_GetAttr(task, s_usage_need);
+    if (need == NULL)
+        return -1;
+    PyObject *needs = PySequence_GetSlice(need, off ? 4 : 0, off ? 8 : 4);
+    Py_DECREF(need);
+    PyObject *key = needs ? PyObject_GetAttr(task, s_key) : NULL;
+    PyObject *fresh = key ? PyTuple_Pack(6, task, PyTuple_GET_ITEM(view, V_HELD),
+                                         small_ints[(hardirq_depth ? 2 : 0) | (softirq_depth ? 1 : 0)],
+                                         off ? Py_True : Py_False, needs, PyTuple_GET_ITEM(view, V_ACQUIRED_EVER))
+                          : NULL;
+    int r = fresh ? PyDict_SetItem(self->views, key, fresh) : -1; /* `view` may be freed from here on */
+    Py_XDECREF(fresh);
+    Py_XDECREF(key);
+    Py_XDECREF(needs);
+    return r;
+}
+
+static inline int op_is(PyObject *op, const char *name) {
+    return PyUnicode_CompareWithASCIIString(op, name) == 0;
+}
+
+/* hotpath.irq_change: an irq-state op applied when it marks no usage bit and notes nothing
+ * (1), else nothing changed (0: the Python side's), -1 on error. */
+static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n, PyObject *view,
+                     PyObject *held, long cpu, PyObject *op) {
+    if (self->reader == NULL || !PyUnicode_Check(op))
+        return 0;
+    PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
+    long hd, sd, he, se;
+    if (long_attr(task, s_hardirq_depth, &hd) < 0 || long_attr(task, s_softirq_depth, &sd) < 0 ||
+        long_attr(task, s_hardirqs_enabled, &he) < 0 || long_attr(task, s_softirqs_enabled, &se) < 0)
+        return -1;
+    long hd0 = hd, sd0 = sd, he0 = he, se0 = se;
+    int record = 0, needs = 1;
+    if (op_is(op, "irqs-off")) {
+        record = he != 0;
+        he = 0;
+        needs = 0; /* usage_needs does not read hardirqs_enabled */
+    } else if (op_is(op, "irqs-on")) {
+        needs = 0;
+        if (!he) { /* else redundant_hardirqs_on */
+            if (hd)
+                return 0; /* the kernel's warning: a note */
+            if (PyList_GET_SIZE(held)) {
+                int marked = held_marked(self, held, self->hard_bits | (se && !sd ? self->soft_bits : 0));
+                if (marked <= 0)
+                    return marked;
+            }
+            he = 1;
+            record = 1;
+        }
+    } else if (op_is(op, "softirqs-off")) {
+        record = se != 0;
+        se = 0;
+    } else if (op_is(op, "softirqs-on")) {
+        if (!se) { /* else redundant_softirqs_on */
+            if (PyList_GET_SIZE(held) && !sd && he && !hd) {
+                int marked = held_marked(self, held, self->soft_bits);
+                if (marked <= 0)
+                    return marked;
+            }
+            se = 1;
+            record = 1;
+        }
+    } else if (op_is(op, "hardirq-enter")) {
+        hd++;
+    } else if (op_is(op, "softirq-enter")) {
+        sd++;
+    } else if (op_is(op, "hardirq-exit")) {
+        if (!hd)
+            return 0; /* an exit without its enter: a note */
+        hd--;
+    } else if (op_is(op, "softirq-exit")) {
+        if (!sd)
+            return 0;
+        sd--;
+    } else {
+        return 0;
+    }
+    if ((hd != hd0 && set_long_attr(task, s_hardirq_depth, hd) < 0) ||
+        (sd != sd0 && set_long_attr(task, s_softirq_depth, sd) < 0) ||
+        (he != he0 && PyObject_SetAttr(task, s_hardirqs_enabled, he ? Py_True : Py_False) < 0) ||
+        (se != se0 && PyObject_SetAttr(task, s_softirqs_enabled, se ? Py_True : Py_False) < 0))
+        return -1;
+    if (record && defer_irq_event(self, task, op, line, data, n) < 0)
+        return -1;
+    if (needs) {
+        PyObject *need = PyObject_CallOneArg(self->usage_needs, task);
+        if (need == NULL)
+            return -1;
+        int r = PyObject_SetAttr(task, s_usage_need, need);
+        Py_DECREF(need);
+        if (r < 0)
+            return -1;
+    }
+    if (set_cpu(task, cpu) < 0 || rebuild_view(self, view, hd, sd, he) < 0)
+        return -1;
+    self->events++;
+    return 1;
+}
+
+/* Apply one line if it is one the filter takes: 1 applied, 0 passed on, -1 error.
+ * `data`/`n`: the ASCII line without its line ending; `line`: that line as a str when there is
+ * one (of `n` characters, or with its line ending), NULL when it comes from a block of bytes. */
+static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n) {
+    const char *space = memchr(data, ' ', (size_t)n);
+    if (space == NULL || space == data)
+        return 0;
+    PyObject *task_key = key_str(self->task_keys, TASK_SLOTS, data, space - data);
+    if (task_key == NULL)
+        return -1;
+    PyObject *view = PyDict_GetItemWithError(self->views, task_key); /* borrowed */
+    Py_DECREF(task_key);
+    if (view == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    if (view == Py_None)
+        return 1; /* another part's task (lockcheck.commands.jobs): its line is not this checker's */
+    PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
+    PyObject *held = PyTuple_GET_ITEM(view, V_HELD);
+    const char *tail = space + 1;
+    Py_ssize_t tail_len = n - (tail - data);
+    /* time stamps make lines unique: the rest is what is read */
+    Py_ssize_t rest_len = tail_len;
+    const char *stamp = NULL;
+    for (const char *p = tail; (p = memchr(p, ' ', (size_t)(tail + tail_len - p))) != NULL; p++) {
+        if (tail + tail_len - p >= 4 && memcmp(p, " ts=", 4) == 0) {
+            rest_len = p - tail;
+            stamp = p + 4;
+            break;
+        }
+    }
+    Py_ssize_t depth = PyList_GET_SIZE(held);
+    PyObject *top = depth ? PyList_GET_ITEM(held, depth - 1) : NULL;
+    long cpu = -1;
+    if (top != NULL && PyTuple_CheckExact(top) && str_is(PyTuple_GET_ITEM(top, E_RELEASE), tail, rest_len)) {
+        PyObject *references = PyTuple_GET_ITEM(top, E_REFERENCES);
+        if (PyLong_Check(references) && PyLong_AsLong(references) == 0) {
+            /* the plain release of the innermost lock, recognised by its text */
+            if (stamp != NULL) {
+                int ok = read_stamp(stamp, tail_len - rest_len - 4, 0, 1, &cpu);
+                if (ok <= 0)
+                    return ok;
+            }
+            if (pop_entry(task, held, top) < 0 || set_cpu(task, cpu) < 0)
+                return -1;
+            self->events++;
+            return 1;
+        }
+    }
+    Tail t = {0};
+    PyObject *info = NULL;
+    int read = read_tail(self, tail, rest_len, &t);
+    if (read < 0)
+        return -1;
+    if (read == 0) {
+        /* a shape not read here: what the Python loop's _scan_tail read of it, if it did */
+        PyObject *rest = key_str(self->rest_keys, REST_SLOTS, tail, rest_len);
+        if (rest == NULL)
+            return -1;
+        info = PyDict_GetItemWithError(self->tails, rest); /* borrowed */
+        Py_DECREF(rest);
+        if (info == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        t.kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(info, I_KIND));
+        t.seen = PyLong_AsLong(PyTuple_GET_ITEM(info, I_SEEN));
+    }
+    if (stamp != NULL) {
+        int ok = read_stamp(stamp, tail_len - rest_len - 4, t.seen, 1, &cpu); /* every fast op takes cpu= */
+        if (ok <= 0)
+            return ok;
+    } else if (info != NULL) {
+        PyObject *given = PyTuple_GET_ITEM(info, I_CPU);
+        if (given != Py_None)
+            cpu = PyLong_AsLong(given);
+    }
+    if (t.kind == K_STATS) {
+        if (set_cpu(task, cpu) < 0)
+            return -1;
+        self->events++;
+        return 1;
+    }
+    if (t.kind == K_RELEASE)
+        return apply_release(self, view, task, held, top, cpu, info, &t);
+    if (t.kind == K_EXIT) {
+        /* Checker._op_exit of a task holding nothing: nothing to report */
+        if (top != NULL)
+            return 0;
+        if (set_cpu(task, cpu) < 0)
+            return -1;
+        self->events++;
+        return 1;
+    }
+    if (t.kind == K_IRQ)
+        return apply_irq(self, line, data, n, view, held, cpu, PyTuple_GET_ITEM(info, I_OP));
+    if (t.kind != K_ACQUIRE)
+        return 0;
+    Acquire a = {0};
+    if (info != NULL) {
+        a.release = PyTuple_GET_ITEM(info, I_RELEASE);
+        a.cls = PyTuple_GET_ITEM(info, I_CLS);
+        a.lock = PyTuple_GET_ITEM(info, I_LOCK);
+        a.instance = PyTuple_GET_ITEM(info, I_INSTANCE);
+        a.read = PyTuple_GET_ITEM(info, I_READ);
+        a.trylock = PyTuple_GET_ITEM(info, I_TRYLOCK) == Py_True;
+        a.subclass = PyTuple_GET_ITEM(info, I_SUBCLASS);
+        a.nest = PyTuple_GET_ITEM(info, I_NEST);
+        a.node = PyTuple_GET_ITEM(info, I_NODE);
+    } else {
+        a.cls = t.cls;
+        a.read = small_ints[t.read];
+        a.trylock = t.trylock;
+        a.subclass = small_ints[0];
+        a.nest = Py_None;
+        a.node = t.node;
+    }
+    int r = apply_acquire(self, line, data, n, view, held, top, cpu, &a, &t);
+    acquire_clear(&a);
+    return r;
+}
+
+/* The filter's answer for a line it passes on: (lineno, line). */
+static PyObject *numbered(LineFilter *self, PyObject *line) {
+    PyObject *lineno = PyLong_FromLongLong(self->lineno);
+    if (lineno == NULL) {
+        Py_DECREF(line);
+        return NULL;
+    }
+    PyObject *pair = PyTuple_Pack(2, lineno, line);
+    Py_DECREF(lineno);
+    Py_DECREF(line);
+    return pair;
+}
+
+/* Whether a line (ASCII, without its line ending, `n` > 0) may be one the filter applies. */
+static inline int may_apply(const char *data, Py_ssize_t n) {
+    return data[0] != '#' && memchr(data, '"', (size_t)n) == NULL && memchr(data, '\t', (size_t)n) == NULL;
+}
+
+/* The next line of the current block of bytes: applied (0), passed on (1, *out set), or -1 on
+ * error.  A line of a block decodes to its bytes without the `\r` of a `\r\n` ending (what
+ * source.Lines would have yielded for it). */
+static int next_in_chunk(LineFilter *self, PyObject **out) {
+    const char *base = PyBytes_AS_STRING(self->chunk);
+    Py_ssize_t size = PyBytes_GET_SIZE(self->chunk);
+    const char *data = base + self->pos;
+    const char *newline = memchr(data, '\n', (size_t)(size - self->pos));
+    Py_ssize_t len = newline ? newline - data : size - self->pos;
+    if (newline != NULL) {
+        self->pos += len + 1;
+    } else {
+        Py_CLEAR(self->chunk); /* its last line */
+    }
+    self->lineno++;
+    if (len && data[len - 1] == '\r')
+        len--;
+    Py_ssize_t n = len;
+    if (!self->passthrough && (self->tick < 0 || (self->lineno & self->tick) != 0)) {
+        while (n && data[n - 1] == '\r')
+            n--;
+        if (n == 0)
+            return 0; /* a blank line */
+        if (may_apply(data, n)) {
+            /* the line's bytes stay valid while it is applied: the block is referenced here */
+            PyObject *chunk = self->chunk;
+            Py_XINCREF(chunk);
+            int applied = apply_line(self, NULL, data, n);
+            Py_XDECREF(chunk);
+            if (applied != 0)
+                return applied < 0 ? -1 : 0;
+        }
+    }
+    *out = PyUnicode_FromStringAndSize(data, len);
+    return *out == NULL ? -1 : 1;
+}
+
+static PyObject *LineFilter_next(LineFilter *self) {
+    for (;;) {
+        if (self->chunk != NULL) {
+            PyObject *line = NULL;
+            int r = next_in_chunk(self, &line);
+            if (r < 0)
+                return NULL;
+            if (r > 0)
+                return numbered(self, line);
+            continue;
+        }
+        PyObject *line = PyIter_Next(self->lines);
+        if (line == NULL)
+            return NULL; /* the end, or an error already set */
+        if (PyBytes_CheckExact(line)) {
+            /* a block of whole lines (source.Lines.give_bytes): split here */
+            self->chunk = line;
+            self->pos = 0;
+            continue;
+        }
+        self->lineno++;
+        if (!self->passthrough && PyUnicode_Check(line) && PyUnicode_IS_COMPACT_ASCII(line) &&
+            (self->tick < 0 || (self->lineno & self->tick) != 0)) {
+            const char *data = (const char *)PyUnicode_1BYTE_DATA(line);
+            Py_ssize_t n = PyUnicode_GET_LENGTH(line);
+            while (n && (data[n - 1] == '\n' || data[n - 1] == '\r'))
+                n--;
+            if (n == 0) {
+                Py_DECREF(line);
+                continue; /* a blank line */
+            }
+            if (may_apply(data, n)) {
+                int applied = apply_line(self, line, data, n);
+                if (applied < 0) {
+                    Py_DECREF(line);
+                    return NULL;
+                }
+                if (applied) {
+                    Py_DECREF(line);
+                    continue;
+                }
+            }
+        }
+        return numbered(self, line);
+    }
+}
+
+static PyObject *LineFilter_take(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *counts = Py_BuildValue("(LL)", self->events, self->hits);
+    self->events = self->hits = 0;
+    return counts;
+}
+
+static PyObject *LineFilter_lines_read(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromLongLong(self->lineno);
+}
+
+static PyObject *LineFilter_stop(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
+    self->passthrough = 1;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef LineFilter_methods[] = {
+    {"take", (PyCFunction)LineFilter_take, METH_NOARGS,
+     "(events, chain-cache hits) applied since the last call, and reset."},
+    {"stop", (PyCFunction)LineFilter_stop, METH_NOARGS, "From now on pass every line on."},
+    {"lines_read", (PyCFunction)LineFilter_lines_read, METH_NOARGS,
+     "The lines taken so far (every line of a block of bytes split so far): a line number."},
+    {NULL}};
+
+static PyTypeObject LineFilterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lockcheck.engine._speedups.LineFilter",
+    .tp_basicsize = sizeof(LineFilter),
+    .tp_dealloc = (destructor)LineFilter_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "The `.lt` lines the fast path applies in C; yields (lineno, line) for the others.",
+    .tp_traverse = (traverseproc)LineFilter_traverse,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)LineFilter_next,
+    .tp_methods = LineFilter_methods,
+    .tp_init = (initproc)LineFilter_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static struct PyModuleDef speedups_module = {
+    PyModuleDef_HEAD_INIT, "lockcheck.engine._speedups",
+    "The compiled core of lockcheck's fast path (optional: lockcheck.engine.fast_lt runs without it).", -1, NULL};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    s_chain_key = PyUnicode_InternFromString("chain_key");
+    s_cpu = PyUnicode_InternFromString("cpu");
+    s_usage = PyUnicode_InternFromString("usage");
+    s_add = PyUnicode_InternFromString("add");
+    s_lock = PyUnicode_InternFromString("lock");
+    s_instance = PyUnicode_InternFromString("instance");
+    s_references = PyUnicode_InternFromString("references");
+    s_prev_chain_key = PyUnicode_InternFromString("prev_chain_key");
+    s_cls = PyUnicode_InternFromString("cls");
+    s_irq_context = PyUnicode_InternFromString("irq_context");
+    s_hardirqs_enabled = PyUnicode_InternFromString("hardirqs_enabled");
+    s_softirqs_enabled = PyUnicode_InternFromString("softirqs_enabled");
+    s_hardirq_depth = PyUnicode_InternFromString("hardirq_depth");
+    s_softirq_depth = PyUnicode_InternFromString("softirq_depth");
+    s_irq_events = PyUnicode_InternFromString("irq_events");
+    s_stamp = PyUnicode_InternFromString("stamp");
+    s_name = PyUnicode_InternFromString("name");
+    s_usage_need = PyUnicode_InternFromString("usage_need");
+    s_key = PyUnicode_InternFromString("key");
+    s_check = PyUnicode_InternFromString("check");
+    s_read = PyUnicode_InternFromString("read");
+    if (!s_chain_key || !s_cpu || !s_usage || !s_add || !s_lock || !s_instance || !s_references ||
+        !s_prev_chain_key || !s_cls || !s_irq_context || !s_hardirqs_enabled || !s_softirqs_enabled ||
+        !s_hardirq_depth || !s_softirq_depth || !s_irq_events || !s_stamp || !s_name || !s_usage_need || !s_key ||
+        !s_check || !s_read)
+        return NULL;
+    for (int i = 0; i < 4; i++)
+        if ((small_ints[i] = PyLong_FromLong(i)) == NULL)
+            return NULL;
+    int hash_ok = check_tuple_hash();
+    if (hash_ok < 0)
+        return NULL;
+    tuple_hash_ok = hash_ok;
+    if (PyType_Ready(&LineFilterType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&speedups_module);
+    if (module == NULL)
+        return NULL;
+    Py_INCREF(&LineFilterType);
+    if (PyModule_AddObject(module, "LineFilter", (PyObject *)&LineFilterType) < 0) {
+        Py_DECREF(&LineFilterType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}

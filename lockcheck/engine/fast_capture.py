@@ -1,0 +1,726 @@
+"""The fast path of ftrace captures and JSON Lines: chain-cache hits applied without an `Event`.
+
+`lockcheck.engine.fast_lt` does this for `.lt`.  A capture goes through three
+stages per line -- the ftrace reader (task identity, irq context from the
+flags column, the address -> name map), the annotator (what the capture
+cannot say, resolved against the kernel's state) and the checker -- and
+most lines change nothing in any of them but a held stack, a chain key
+and counters: a `lock_acquire` whose chain the checker has cached and that
+the kernel's chains explain as captured, the release of the innermost lock,
+`lock_acquired`/`lock_contended`, the contention tracepoints.  Here one loop
+recognises such a line and does to the three stages' state exactly what
+they would have done, and hands every other line, numbered as in the file,
+to the reader (`FtraceReader.parse_numbered`), whose events then go through
+the annotator and the checker as always.  A line is taken only when the
+plain path would change nothing else: same irq state as the task's last
+line, a task the checker knows, no pending kprobe arguments on its CPU, a
+named lock, a class the graph has, no new usage bit, a cached chain, no
+class held twice, no annotation rule and an explained chain suffix (or no
+state), a stack below lockdep's depth limit.  So the fast path can only be
+equal to the plain one (tests/test_capturepath.py holds it to identical
+findings, graph, statistics and notes).
+
+JSON Lines go the same way (`jsonl_events`): the common object shapes are
+applied from the decoded object without an `Event`; the rest is read by
+`jsonl.parse`'s own code.
+
+Ordering: the reader pulls lines from the filter only after the events of
+the previous line it got went through the annotator and the checker, so a
+fast line always sees their effect.  What the filter keeps of a task
+(`_View`) is dropped whenever a line of that task goes the plain way (every
+view when the line names no task: lost events).
+"""
+
+from __future__ import annotations
+
+import functools
+import gc
+from types import ModuleType
+from typing import Callable, Iterable, Iterator, Optional
+
+from lockcheck.lockdep.checker import MAX_LOCK_DEPTH, Checker
+from lockcheck.events import ACQUIRE, ACQUIRED, ALL_OPS, CONTENDED, LOST_EVENTS, RELEASE, RUN, WRITE, Event
+from lockcheck.lockdep.tasks import INITIAL_CHAIN_KEY, HeldLock
+
+#: lines between two calls of the progress `tick` (a mask, as `hotpath.TICK`)
+TICK = 0xFFFF
+#: cached line pieces (heads, flags, bodies) are forgotten beyond this many
+_CACHE_LIMIT = 1 << 16
+#: heads cached (as `ftrace._HEAD_CACHE_LIMIT`: every new task brings new ones)
+_HEAD_CACHE_LIMIT = 1 << 12
+
+#: the ops whose event changes the state of its own task only (others: lost events, a run's start)
+_OWN_TASK_OPS = frozenset(ALL_OPS - {LOST_EVENTS, RUN})
+
+#: lockdep's depth limit, as the fast path checks it (a stack this deep goes the plain way)
+_DEPTH_LIMIT = MAX_LOCK_DEPTH - 1
+
+#: views of tasks kept at most: a long capture of short-lived tasks (fresh pids) would keep one per
+#: task ever seen; as many as run at a time are enough (a dropped view is built again when needed)
+_VIEW_LIMIT = 1 << 12
+
+# what a body is, for the fast path
+_SKIP, _SKIP_CONTENTION, _LOCK = 0, 1, 2
+
+
+def parser(module: ModuleType, rules_module: ModuleType, checker: Checker, annotators, stats,
+           tick: Optional[Callable[[str], None]] = None, annotated: bool = False, context=None
+           ) -> Optional[Callable[[Iterable[str], str], Iterator[Event]]]:
+    """The fast parse of a capture or JSON Lines file for `checker` (`parse(lines, file)`), or None.
+
+    `annotators` is the session's `Annotators` (or None), `stats` the
+    `ReaderStats` the plain reader would fill, `annotated`: the annotator
+    transforms this file's events (a capture; JSON Lines are taken only
+    when it does not).  Only the formats this module knows, read by their
+    own rules, and a checker that sees cache hits only as hits
+    (`Checker._inline_cache_hits`).  `context`: the `ReadContext`, whose
+    `parallel` lets a large file be parsed in a second process.
+    """
+    if not checker._inline_cache_hits or rules_module is not module:
+        return None
+    name = getattr(module, "NAME", None)
+    if name == "ftrace" and stats is not None:
+        return functools.partial(ftrace_events, checker, annotators, stats, tick, context=context)
+    if name == "jsonl" and not annotated:
+        return functools.partial(jsonl_events, checker, tick, context=context)
+    return None
+
+
+class _View:
+    """What the fast path needs of one task's state in the three stages, until a plain line of
+    the task may change it."""
+
+    __slots__ = ("task", "held", "irq_context", "hardirqs_off", "usage_need", "recent", "a_held")
+
+    def __init__(self, task, a_held: Optional[list]) -> None:
+        self.task = task
+        self.held = task.held
+        hardirq_depth = task.hardirq_depth
+        self.hardirqs_off = hardirqs_off = not task.hardirqs_enabled or hardirq_depth > 0
+        self.irq_context = (2 if hardirq_depth else 0) | (1 if task.softirq_depth else 0)
+        self.usage_need = task.usage_need[4:] if hardirqs_off else task.usage_need[:4]
+        self.recent = task.acquired_ever
+        self.a_held = a_held
+
+
+class _Annotated:
+    """The annotator's `_acquire` and `_release` for a line the fast path takes: first what it would
+    decide (nothing changed), then what it would do.  One copy for lines and for field tuples."""
+
+    __slots__ = ("annotator", "held_of", "ctx", "cpu", "sources", "tries", "ruled_of", "changes",
+                 "only_unchecked", "until_report", "index", "suffixes")
+
+    def __init__(self, annotator) -> None:
+        self.annotator = annotator
+        self.held_of = annotator.held
+        self.ctx = annotator.ctx
+        self.cpu = annotator.cpu
+        self.sources = annotator.sources
+        self.tries = annotator.tries
+        self.ruled_of = annotator._ruled
+        self.changes = annotator.changes
+        #: class -> its no-check rule's origin when that is its one rule; "" not
+        self.only_unchecked: dict = {}
+        self.until_report = annotator.validity == "until-report"
+        self.index = annotator.index
+        self.suffixes = self.index.suffixes if self.index is not None else None
+
+    def decide(self, view: _View, task: str, name: str, mode: int, trylock: bool, check: bool,
+               source: str) -> Optional[tuple]:
+        """`(check, origin, use_state, ctx)` as the annotator would pass the acquisition on, or None:
+        it would change or doubt something (the plain way)."""
+        annotator = self.annotator
+        if not annotator.capture or not check:
+            return None
+        trusted = annotator.trusted
+        if trusted and self.until_report:
+            return None
+        ruled = self.ruled_of.get(name)
+        if ruled is None:
+            return None
+        origin = None
+        if ruled:
+            # a class whose one rule is `no-check` (rcu_read_lock...): taken with check=0
+            origin = self.only_unchecked.get(name)
+            if origin is None:
+                origin = self.only_unchecked[name] = _only_unchecked(annotator.rules, name)
+            if not origin:
+                return None
+            check = False
+        a_held = view.a_held
+        ctx = self.ctx.get(task, 0)
+        index = self.index
+        use_state = index is not None and trusted
+        if a_held and (check or not use_state):
+            for entry in a_held:
+                if entry[0] == name:
+                    return None
+        if use_state:
+            if check and not trylock:
+                entries = a_held or ()
+                i = len(entries)
+                while i and entries[i - 1][3] == ctx:
+                    i -= 1
+                if tuple([entry[0] for entry in entries[i:]] + [name]) not in self.suffixes:
+                    return None
+        else:
+            if index is not None and source not in annotator.untrusted_from:
+                return None
+            if mode and name not in annotator.rules.recursive_read:
+                reasons = annotator.doubts.get(name)
+                if reasons is None or (len(reasons) < 3 and not any(
+                        reason[:20] == _READ_DOUBT for reason in reasons)):
+                    return None
+        return check, origin, use_state, ctx
+
+    def acquire(self, view: _View, task: str, name: str, instance: str, mode: int, trylock: bool,
+                cpu: Optional[int], source: str, verdict: tuple) -> None:
+        """What the annotator's `_acquire` does to its state for an acquisition `decide` passed."""
+        _, origin, use_state, ctx = verdict
+        if cpu is not None:
+            self.cpu[task] = cpu
+        counts = self.tries.get(source)
+        if counts is None:
+            counts = self.tries[source] = [0, 0]
+        counts[0] += 1
+        if trylock:
+            counts[1] += 1
+        if origin is not None:
+            self.changes[("check0", name, "rule " + origin)] += 1
+            self.sources["rule"] += 1
+        else:
+            self.sources["state" if use_state else "none"] += 1
+        a_held = view.a_held
+        if a_held is None:
+            a_held = view.a_held = self.held_of[task] = []
+        a_held.append([name, name, instance, ctx, mode])
+
+    @staticmethod
+    def release(view: _View, name: str, instance: str) -> bool:
+        """The annotator's `_release` of its innermost entry, if that is the lock (True: done)."""
+        a_held = view.a_held
+        if not a_held:
+            return False
+        a_top = a_held[-1]
+        if a_top[1] != name or a_top[2] != instance or (len(a_top) > 5 and a_top[5]):
+            return False
+        a_held.pop()
+        return True
+
+
+def _push_hit(checker: Checker, view: _View, name: str, instance: str, mode: int, trylock: bool, check: bool,
+              read_back: Callable[[], Event]) -> bool:
+    """The checker's `feed` + `lock_acquire` of an acquisition whose chain is cached and that marks no
+    new usage bit, applied (True); False: not such an acquisition, nothing changed.
+
+    `read_back()` makes the event the plain path would have fed, for a report that cites it.
+    """
+    node = checker._nodes.get(name)
+    if node is None:
+        return False
+    held = view.held
+    depth = len(held)
+    if depth >= _DEPTH_LIMIT:
+        return False
+    if check:
+        if view.usage_need[(1 if mode else 0) | (2 if trylock else 0)] & ~node["usage"]:
+            return False
+    elif (512 if mode else 256) & ~node["usage"]:  # USED_READ / USED
+        return False
+    ctask = view.task
+    prev_key = chain_key = ctask.chain_key
+    irq_context = view.irq_context
+    if depth and held[-1].irq_context != irq_context:
+        chain_key = INITIAL_CHAIN_KEY
+    chain_key = hash((chain_key, name, mode))
+    if check and not trylock and chain_key not in checker.chain_cache:
+        return False
+    cstats = checker.stats
+    cstats.events += 1
+    recent = view.recent
+    if recent is not None:
+        recent.add((name, instance))
+        recent.last = cstats.events
+    hlock = HeldLock.deferred(read_back, name, name, instance, 0, mode, trylock, check, None, irq_context,
+                              view.hardirqs_off, 0)
+    hlock.prev_chain_key = prev_key
+    held.append(hlock)
+    ctask.chain_key = chain_key
+    if check and not trylock:
+        cstats.chain_hits += 1
+    return True
+
+
+def _pop_innermost(checker: Checker, view: _View, name: str, instance: str, ann: Optional[_Annotated]) -> bool:
+    """The checker's (and the annotator's, if one runs) release of the task's innermost lock, when it
+    is NAME@INSTANCE held once, applied (True); False: any other release, nothing changed."""
+    held = view.held
+    if not held:
+        return False
+    top = held[-1]
+    if top.instance != instance or top.lock != name or top.references:
+        return False
+    if ann is not None and not ann.release(view, name, instance):
+        return False
+    checker.stats.events += 1
+    held.pop()
+    view.task.chain_key = top.prev_chain_key
+    return True
+
+
+def _event(task: str, lock: str, instance: str, mode: int, trylock: bool, check: bool, timestamp: str,
+           cpu: Optional[int], file: str, lineno: int, display: str) -> Event:
+    """The event of a `lock_acquire` line as the checker got it: the reader's, annotated (read back
+    for a report)."""
+    return Event(task, ACQUIRE, lock, instance, mode, trylock, 0, None, check, None, float(timestamp), cpu, file,
+                 lineno, display)
+
+
+#: the first 20 characters of the annotator's doubt about a read mode guessed by name (its kind)
+_READ_DOUBT = "the capture does not"
+
+
+def _only_unchecked(rules, name: str) -> str:
+    """The origin of the `no-check` rule of class NAME when that is the one rule naming it; "" else."""
+    origin = rules.unchecked(name)
+    if origin is None or name in rules.recursive_read or name in rules.subclass_by_address \
+            or name in rules.nest_under:
+        return ""
+    return origin
+
+
+def ftrace_events(checker: Checker, annotators, stats, tick: Optional[Callable[[str], None]],
+                  lines: Iterable[str], file: str = "<trace>", context=None) -> Iterator[Event]:
+    """The events of ftrace lines that need the plain path; the other lines applied here.
+
+    Feed what this yields through the annotator to the checker before asking
+    for the next one (as the session's pipeline does).  With a `context`
+    that reads in parallel (`ReadContext.parallel`), a large file is parsed
+    in a second process and its events applied by `fields_events`.
+    """
+    from lockcheck.readers import ftrace
+
+    annotator = getattr(annotators, "current", annotators)
+    batches = _worker_batches(ftrace, context, stats, lines, file)
+    if batches is not None:
+        yield from fields_events(checker, annotator, batches, tick, file)
+        return
+    reader = ftrace.FtraceReader(file, stats=stats)
+    misses = _ftrace_misses(checker, annotator, reader, stats, tick, lines, file)
+    collecting = gc.isenabled()
+    gc.disable()  # as hotpath.lt_events: a check makes no cycles per line, the collector's passes cost
+    try:
+        yield from reader.parse_numbered(misses, count_lines=False)
+    finally:
+        misses.close()
+        if collecting:
+            gc.enable()
+
+
+def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iterable[str],
+                   file: str) -> Iterator[tuple[int, str]]:
+    """The numbered lines the plain reader must read; every other line applied to the three stages."""
+    from lockcheck.readers import ftrace
+
+    scan = ftrace.scan
+    flags_state = ftrace.flags_state
+    lock_events = ftrace.LOCK_EVENTS
+    contention_events = ftrace.CONTENTION_EVENTS
+    read_policy = reader.read_policy
+    SOFTIRQ, HARDIRQ, BH_DISABLED = ftrace.SOFTIRQ, ftrace.HARDIRQ, ftrace.BH_DISABLED
+    held_names = reader.held
+    contexts = reader.context
+    comms = reader.comms
+    pending = reader.pending
+    by_map = reader.by_map
+    skipped = stats.skipped
+    tasks = checker.tasks
+    cstats = checker.stats
+    partial = functools.partial
+    ann = _Annotated(annotator) if annotator is not None else None
+    heads: dict = {}  # head text -> (task or None: not for the fast path, display, cpu, cpu text)
+    flag_cache: dict = {}  # flags text -> (flags or None, state, hardirq/softirq/in_irq code); None: not fast
+    bodies: dict = {}  # body text -> (kind, op, instance, name, trylock, read, event)
+    views: dict = {}
+    lineno = 0
+    events = hardirq_lines = softirq_lines = resolved = acquisitions = 0
+    try:
+        for lineno, line in enumerate(lines, 1):
+            if tick is not None and not lineno & TICK:
+                tick(file)
+            if line[:1] == "#":
+                continue
+            end = line.find("] ")
+            if end < 0:
+                views.clear()
+                yield lineno, line
+                continue
+            head_text = line[:end]
+            stamp, sep, text = line[end + 2:].partition(": ")
+            flags_text, _, timestamp = stamp.lstrip(" ").rpartition(" ")
+            head = heads.get(head_text)
+            fl = flag_cache.get(flags_text)
+            body = bodies.get(text)
+            if head is None or fl is None or body is None:
+                record = scan(line)
+                if record is None or len(record[3]) > 5 or not sep:
+                    head = heads.get(head_text)
+                    if head is not None and head[0] is not None:
+                        views.pop(head[0], None)
+                    else:
+                        views.clear()
+                    yield lineno, line
+                    continue
+                # what scan read of each piece is its reading in any line (it reads them apart)
+                if head is None:
+                    comm, pid, cpu_text = record[0]
+                    if len(cpu_text) > ftrace.MAX_CPU_DIGITS or comm == "<...>":
+                        head = (None, None, None, cpu_text)
+                    elif pid == "0":
+                        cpu = int(cpu_text)
+                        head = (f"0/{cpu}", f"swapper/{cpu}/0", cpu, cpu_text)
+                    else:
+                        head = (pid, f"{comm}/{pid}", int(cpu_text), cpu_text)
+                    if len(heads) >= _HEAD_CACHE_LIMIT:
+                        heads.clear()
+                    heads[head_text] = head
+                if fl is None:
+                    flags = record[1]
+                    if flags is None:
+                        fl = (None, 0, 0)
+                    else:
+                        state = flags_state(flags)
+                        if len(flags) == 4 and state & SOFTIRQ and not state & HARDIRQ:
+                            fl = (flags, -1, 0)  # the old layout's `s`: read with the task's history
+                        else:
+                            # 1: hardirq line, 2: softirq line, 4: in_interrupt() for the read policy
+                            code = 5 if state & HARDIRQ else 6 if state & SOFTIRQ else 4 if state & BH_DISABLED else 0
+                            fl = (flags, state, code)
+                    if len(flag_cache) >= _CACHE_LIMIT:
+                        flag_cache.clear()
+                    flag_cache[flags_text] = fl
+                if body is None:
+                    event, address, trylock, read, name = record[3]
+                    op = lock_events.get(event)
+                    if op is None:
+                        kind = _SKIP_CONTENTION if event.rpartition(":")[2] in contention_events else _SKIP
+                        body = (kind, None, None, None, False, False, event)
+                    else:
+                        body = (_LOCK, op, address if address[:2] == "0x" else "0x" + address, name, trylock,
+                                read, event)
+                    if len(bodies) >= _CACHE_LIMIT:
+                        bodies.clear()
+                    bodies[text] = body
+            # scan's time stamp test, per line (time stamps make lines unique)
+            if not (timestamp.isascii() and timestamp.replace(".", "", 1).isdigit()) \
+                    or timestamp[0] == "." or timestamp[-1] == "." or not sep:
+                task = head[0]
+                if task is not None:
+                    views.pop(task, None)
+                else:
+                    views.clear()
+                yield lineno, line
+                continue
+            kind = body[0]
+            if kind != _LOCK:
+                if kind == _SKIP_CONTENTION:
+                    if reader.contention:
+                        views.clear()
+                        yield lineno, line
+                        continue
+                    stats.contention += 1
+                skipped[body[6]] += 1
+                continue
+            task = head[0]
+            done = False
+            while task is not None:  # a loop to leave by `break`: the plain way unless `done`
+                if len(timestamp) > 40:
+                    break
+                state = fl[1]
+                if state < 0 or (state != contexts.get(task, 0) if fl[0] is not None else False):
+                    break
+                view = views.get(task)
+                if view is None:
+                    ctask = tasks.get(task)
+                    if ctask is None:
+                        break
+                    if len(views) >= _VIEW_LIMIT:
+                        views.clear()
+                    view = views[task] = _View(ctask, ann.held_of.get(task) if ann is not None else None)
+                _, op, instance, name, trylock, read, _ = body
+                key = (task, instance)
+                cpu = head[2]
+                code = fl[2]
+                ctask = view.task
+                if op is ACQUIRE:
+                    if not name or (pending and pending.get(head[3])):
+                        break
+                    mode = read_policy(name, code >= 4) if read else WRITE
+                    check = True
+                    verdict = None
+                    if ann is not None:
+                        verdict = ann.decide(view, task, name, mode, trylock, True, file)
+                        if verdict is None:
+                            break
+                        check = verdict[0]
+                    if not _push_hit(checker, view, name, instance, mode, trylock, check,
+                                     partial(_event, task, name, instance, mode, trylock, check, timestamp, cpu,
+                                             file, lineno, head[1])):
+                        break
+                    if verdict is not None:
+                        ann.acquire(view, task, name, instance, mode, trylock, cpu, file, verdict)
+                    # -- the reader -----------------------------------------------------------------
+                    entry = held_names.get(key)
+                    if entry is None:
+                        held_names[key] = [name, 1]
+                    else:
+                        entry[0] = name
+                        entry[1] += 1
+                    acquisitions += 1
+                elif op is RELEASE:
+                    entry = held_names.get(key)
+                    if entry is None:
+                        break
+                    if not name:
+                        name = entry[0]
+                        named = True
+                    else:
+                        named = False
+                    if not _pop_innermost(checker, view, name, instance, ann):
+                        break
+                    if named:
+                        resolved += 1
+                    if entry[1] > 1:
+                        entry[1] -= 1
+                    else:
+                        del held_names[key]
+                        if len(entry) > 2:
+                            by_map.pop(entry[2], None)
+                else:  # lock_contended, lock_acquired: the checker only counts them
+                    if not name:
+                        entry = held_names.get(key)
+                        if entry is None:
+                            break
+                        resolved += 1
+                    cstats.events += 1
+                # -- what every lock line does: the reader's counts and names, the task's name and CPU
+                events += 1
+                if code & 1:
+                    hardirq_lines += 1
+                elif code & 2:
+                    softirq_lines += 1
+                display = head[1]
+                comms[task] = display
+                ctask.name = display
+                if cpu is not None:
+                    ctask.cpu = cpu
+                done = True
+                break
+            if done:
+                continue
+            if task is not None:
+                views.pop(task, None)
+            else:
+                views.clear()
+            yield lineno, line
+    finally:
+        stats.lines += lineno
+        stats.events += events
+        stats.hardirq_lines += hardirq_lines
+        stats.softirq_lines += softirq_lines
+        stats.names_resolved += resolved
+        stats.acquisitions += acquisitions
+
+
+def jsonl_events(checker: Checker, tick: Optional[Callable[[str], None]], lines: Iterable[str],
+                 file: str = "<trace>", context=None) -> Iterator[Event]:
+    """The events of JSON Lines that need the checker's full path; the other lines applied here.
+
+    Feed what this yields to the checker before asking for the next one
+    (a large file read in parallel: as `ftrace_events`).
+    """
+    from lockcheck.readers import jsonl
+
+    batches = _worker_batches(jsonl, context, None, lines, file)
+    if batches is not None:
+        yield from fields_events(checker, None, batches, tick, file)
+        return
+
+    misses = _jsonl_misses(checker, tick, lines, file)
+    collecting = gc.isenabled()
+    gc.disable()  # as ftrace_events
+    try:
+        yield from jsonl.parse_numbered(misses, file)
+    finally:
+        misses.close()
+        if collecting:
+            gc.enable()
+
+
+def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str) -> Iterator[tuple[int, str]]:
+    """The numbered lines the JSON Lines reader must read; the common hits applied to the checker."""
+    from lockcheck.util.jsontext import JsonError, loads
+    from lockcheck.readers.jsonl import common_fields
+
+    tasks = checker.tasks
+    cstats = checker.stats
+    partial = functools.partial
+    views: dict = {}
+    for lineno, line in enumerate(lines, 1):
+        if tick is not None and not lineno & TICK:
+            tick(file)
+        fields = None
+        obj = None
+        if line[:1] == "{" and "\\u" not in line:  # escapes: the reader checks them for lone surrogates
+            try:
+                obj = loads(line)
+            except JsonError:
+                pass
+            else:
+                fields = common_fields(obj)
+        if fields is None:
+            task = op = None
+            if obj.__class__ is dict:
+                task, op = obj.get("task"), obj.get("op")
+            if task.__class__ is str and op.__class__ is str and op in _OWN_TASK_OPS:
+                views.pop(task, None)  # an event that changes its own task's state only
+            else:
+                views.clear()
+            yield lineno, line
+            continue
+        task, op, lock, instance, mode, at, ts, cpu, comm = fields
+        view = views.get(task)
+        if view is None:
+            ctask = tasks.get(task)
+            if ctask is not None and not checker.stopped:
+                if len(views) >= _VIEW_LIMIT:
+                    views.clear()
+                view = views[task] = _View(ctask, None)
+        if view is not None:
+            ctask = view.task
+            if op is ACQUIRE:
+                if _push_hit(checker, view, lock, instance, mode, False, True,
+                             partial(Event, task, ACQUIRE, lock, instance, mode, False, 0, None, True, at, ts, cpu,
+                                     file, lineno, comm)):
+                    if comm is not None:
+                        ctask.name = comm
+                    if cpu is not None:
+                        ctask.cpu = cpu
+                    continue
+            elif op is RELEASE:
+                if _pop_innermost(checker, view, lock, instance, None):
+                    if comm is not None:
+                        ctask.name = comm
+                    if cpu is not None:
+                        ctask.cpu = cpu
+                    continue
+            elif op is CONTENDED or op is ACQUIRED:  # counted
+                cstats.events += 1
+                if comm is not None:
+                    ctask.name = comm
+                if cpu is not None:
+                    ctask.cpu = cpu
+                continue
+        views.pop(task, None)
+        yield lineno, line
+
+
+# -- events parsed in a second process ------------------------------------------------------
+
+
+def _fields_event(fields: tuple, check: bool) -> Event:
+    """The event of a reader's field tuple as the checker got it (`check` as annotated)."""
+    ev = Event(*fields)
+    ev.check = check
+    return ev
+
+
+def _worker_batches(module: ModuleType, context, stats, lines, file: str) -> Optional[Iterator[list]]:
+    """The batches of field tuples of `file` parsed in a second process (`readers.parallel`), when the
+    session reads in parallel and the file is worth it; None: read it here."""
+    from lockcheck.readers import parallel
+
+    if context is None or not context.parallel or not parallel.worth_it(file):
+        return None
+    close = getattr(lines, "close", None)
+    if close is not None:
+        close()
+    offset = [0]
+    context.reading(lambda: offset[0])
+    return parallel.read_batches_in_worker(file, module, stats, offset)
+
+
+def fields_events(checker: Checker, annotator, batches: Iterable[list], tick: Optional[Callable[[str], None]],
+                  file: str) -> Iterator[Event]:
+    """The events among a reader's field tuples (`Event(*fields)`) that need the plain path; the
+    others applied to the annotator (None: none runs) and the checker here.
+
+    What the ftrace fast path does per line, done on what a reader process
+    sends: the reader's own work (task identity, irq context events, names
+    by address) is done there, so an irq context change arrives as events of
+    its own and the lock event after it can still be a hit.
+    """
+    tasks = checker.tasks
+    cstats = checker.stats
+    partial = functools.partial
+    ann = _Annotated(annotator) if annotator is not None else None
+    views: dict = {}
+    collecting = gc.isenabled()
+    gc.disable()  # as ftrace_events
+    try:
+        for number, batch in enumerate(batches, 1):
+            if tick is not None and not number & 31:
+                tick(file)
+            for fields in batch:
+                task, op, name, instance, mode, trylock, subclass, nest, check = fields[:9]
+                done = False
+                view = None
+                while True:  # a loop to leave by `break`: the plain way unless `done`
+                    if (len(fields) > 15 and fields[15]) or subclass or nest is not None:
+                        break
+                    view = views.get(task)
+                    if view is None:
+                        ctask = tasks.get(task)
+                        if ctask is None or checker.stopped:
+                            break
+                        if len(views) >= _VIEW_LIMIT:
+                            views.clear()
+                        view = views[task] = _View(ctask, ann.held_of.get(task) if ann is not None else None)
+                    ctask = view.task
+                    cpu = fields[11]
+                    if op == ACQUIRE:
+                        verdict = None
+                        if ann is not None:
+                            verdict = ann.decide(view, task, name, mode, trylock, check, fields[12])
+                            if verdict is None:
+                                break
+                            check = verdict[0]
+                        if not _push_hit(checker, view, name, instance, mode, trylock, check,
+                                         partial(_fields_event, fields, check)):
+                            break
+                        if verdict is not None:
+                            ann.acquire(view, task, name, instance, mode, trylock, cpu, fields[12], verdict)
+                    elif op == RELEASE:
+                        if not _pop_innermost(checker, view, name, instance, ann):
+                            break
+                    elif op == CONTENDED or op == ACQUIRED:
+                        cstats.events += 1
+                    else:
+                        break
+                    comm = fields[14]
+                    if comm is not None:
+                        ctask.name = comm
+                    if cpu is not None:
+                        ctask.cpu = cpu
+                    done = True
+                    break
+                if done:
+                    continue
+                if op == LOST_EVENTS or op == RUN:
+                    views.clear()  # other tasks' stacks and irq states change
+                else:
+                    views.pop(task, None)
+                yield Event(*fields)
+    finally:
+        if collecting:
+            gc.enable()

@@ -1,0 +1,737 @@
+"""Lockdep's semantics over a stream of events.
+
+The steps carry the kernel's names (kernel/locking/lockdep.c) so a kernel
+engineer finds them where expected: `lock_acquire` -> `validate_chain` ->
+`check_deadlock` / `check_prevs_add` -> `check_prev_add` ->
+`check_noncircular`; `lock_release` with `find_held_lock` and
+`reacquire_held_locks`.  Irq-state bookkeeping and usage-bit validation
+live in `lockcheck.lockdep.irq`, which this module calls at the points where
+lockdep calls `mark_usage` / `mark_held_locks` / `check_irq_usage`.
+
+Differences from the kernel, on purpose:
+
+- lockdep turns itself off after the first report; we go on (the event
+  still takes effect: an acquisition that raised a finding is still held,
+  but adds no dependencies), reporting each distinct problem once;
+- a lock whose acquisition raised a finding is still pushed (the kernel
+  returns before pushing, but it is also off by then);
+- chain keys are Python hashes of (previous key, class, read) instead of
+  jhash; like the kernel's 64-bit key, a collision would only skip a check.
+
+The checker never prints: `feed()` returns the new findings of one event.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from operator import attrgetter
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator, Optional, Sequence
+
+from lockcheck import events as E
+from lockcheck.lockdep import findings as F
+from lockcheck.events import ACQUIRE, LOST_EVENTS, RELEASE, RUN, Event, class_name
+from lockcheck.lockdep.findings import ChainLink, Evidence, Finding, LockSnapshot
+from lockcheck.lockdep.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, _only_self, calc_dep
+from lockcheck.lockdep.irq import IrqValidator
+from lockcheck.lockdep.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, snapshot, task_finding, usage_needs
+from lockcheck.lockdep.usage import usage_chars
+
+#: a held entry's class (check_deadlock's first look at the stack)
+_held_class = attrgetter("cls")
+
+#: what `feed` returns for the (usual) event that raises nothing: one shared, immutable value
+_NOTHING: tuple = ()
+#: lockdep's MAX_LOCK_DEPTH: the 48th simultaneously held entry is reported
+MAX_LOCK_DEPTH = 48
+#: a capture's task that holds nothing and took no lock for this many events forgets its recent
+#: locks (`Checker.forget_recent_locks`)
+IDLE_EVENTS = 1 << 18
+
+
+@dataclass
+class CheckerOptions:
+    """Behaviour switches; the defaults are the kernel's behaviour on a full trace."""
+
+    #: releases of locks never seen acquired by that task are counted, not reported
+    #: (a capture that starts mid-flight); `.lt` traces are complete, so off by default
+    lenient_start: bool = False
+    #: stop checking after the first finding, as the kernel does
+    first: bool = False
+    #: report releases of locks never seen acquired even in captures (`--strict-start`)
+    strict_start: bool = False
+
+
+@dataclass
+class CheckerStats:
+    events: int = 0
+    unknown_releases: int = 0
+    chain_hits: int = 0
+    chains: int = 0
+    lost_resets: int = 0
+    #: idle tasks of captures whose recent locks were forgotten (`Checker.forget_recent_locks`)
+    forgotten: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class Checker:
+    """Feed events in trace order; collect findings and the dependency graph.
+
+    >>> from lockcheck.events import Event
+    >>> c = Checker()
+    >>> trace = [("T1", "A"), ("T1", "B"), ("T2", "B"), ("T2", "A")]
+    >>> for task, lock in [("T1", "A"), ("T1", "B")]:
+    ...     _ = c.feed(Event(task, "acquire", lock))
+    >>> _ = c.feed(Event("T1", "release", "B")); _ = c.feed(Event("T1", "release", "A"))
+    >>> _ = c.feed(Event("T2", "acquire", "B"))
+    >>> [f.kind for f in c.feed(Event("T2", "acquire", "A"))]
+    ['circular-dependency']
+    """
+
+    def __init__(self, graph: Optional[DepGraph] = None, options: Optional[CheckerOptions] = None) -> None:
+        self.graph = graph if graph is not None else DepGraph()
+        self.options = options or CheckerOptions()
+        self.tasks: dict[str, TaskState] = {}
+        self._tasks_before = 0
+        self.chain_cache: set[int] = set()
+        self.reported: set[tuple] = set()
+        self.findings: list[Finding] = []
+        self.stats = CheckerStats()
+        self.irq = IrqValidator(self.graph, self.report, self.stats.notes)
+        self._classes = self.graph._succ
+        # a subclass that wants to see cached chains too (OrderChecker) overrides validate_chain
+        self._inline_cache_hits = type(self).validate_chain is Checker.validate_chain
+        self._nodes = self.graph._node
+        self.stopped = False
+        #: re-acquired locks that need no validation skip it (`reacquire_held_locks`; off: the full path)
+        self.quick_reacquire = True
+        #: while locks are re-acquired: the classes held (see `reacquire_held_locks`)
+        self._held_classes: Optional[set] = None
+        #: whether the trace being read carries irq context (`open_trace`)
+        self.irq_state = True
+        self._lenient_always = self.options.lenient_start
+        self._pending: list[Finding] = []
+        #: events after which an idle task forgets its recent locks (None: never; `open_trace`)
+        self.forget_after: Optional[int] = None
+        self._swept = 0
+        self._dispatch = {
+            E.CONTENDED: _ignore,
+            E.ACQUIRED: _ignore,
+            E.FREE: self._op_free,
+            E.EXIT: self._op_exit,
+            E.LOST_EVENTS: lambda task, ev: self._op_lost_events(ev),
+        }
+        self._dispatch.update(self.irq.handlers())
+
+    # -- public ----------------------------------------------------------
+    def feed(self, ev: Event) -> Sequence[Finding]:
+        """Apply one event; return the new (not yet reported) findings it raised (often none)."""
+        self.stats.events += 1
+        if self.stopped:
+            return _NOTHING
+        op = ev.op
+        task = self.tasks.get(ev.task)
+        if task is None:
+            if op == LOST_EVENTS:
+                self._op_lost_events(ev)
+                return _NOTHING
+            if op == RUN:  # `#lockcheck-run`: a run begins inside the file (a boundary, not an event)
+                self.stats.events -= 1
+                self.open_trace(ev.trylock, irq_state=ev.check)
+                return _NOTHING
+            if self.forget_after is not None and self.stats.events - self._swept > self.forget_after >> 3:
+                self.forget_recent_locks()
+            task = self.tasks[ev.task] = TaskState(ev.task, ev.comm or ev.task)
+            if self.options.lenient_start:
+                task.acquired_ever = RecentLocks()
+            if not self.irq_state:
+                task.set_irq_unknown()
+        elif ev.comm is not None:
+            task.name = ev.comm
+        if ev.cpu is not None:
+            task.cpu = ev.cpu
+        if op == ACQUIRE:
+            recent = task.acquired_ever
+            if recent is not None:
+                recent.add((ev.lock, ev.instance))
+                recent.last = self.stats.events
+            self.lock_acquire(task, ev, ev.lock, ev.instance, ev.subclass, ev.mode, ev.trylock, ev.check,
+                              ev.nest, not task.hardirqs_enabled or task.hardirq_depth > 0, 0)
+        elif op == RELEASE:
+            held = task.held
+            if held:
+                # the common case, releasing the innermost lock, without the search
+                top = held[-1]
+                if top.instance == ev.instance and top.lock == ev.lock and not top.references:
+                    held.pop()
+                    task.chain_key = top.prev_chain_key
+                    return _NOTHING
+            self.lock_release(task, ev)
+        else:
+            handler = self._dispatch.get(op)
+            if handler is None:
+                handler = self._special(op)
+            handler(task, ev)
+        if not self._pending:
+            return _NOTHING
+        new, self._pending = self._pending, []
+        if self.options.first and new:
+            self.stopped = True
+            new = new[:1]
+        self.findings.extend(new)
+        return new
+
+    def run(self, events: Iterable[Event]) -> Iterator[Finding]:
+        """Feed every event, yielding findings as they are found (streaming)."""
+        feed = self.feed
+        for ev in events:
+            found = feed(ev)
+            if found:
+                yield from found
+                if self.stopped:
+                    return
+
+    def flush_reports(self) -> list[Finding]:
+        """Findings reported outside `feed` (while merging a saved graph): queued until now, now kept."""
+        new, self._pending = self._pending, []
+        self.findings.extend(new)
+        return new
+
+    def report(self, finding: Finding) -> None:
+        """Queue a finding unless the same problem was reported before."""
+        key = finding.key()
+        if key in self.reported:
+            return
+        self.reported.add(key)
+        self._pending.append(finding)
+
+    # -- ops -------------------------------------------------------------
+    def _op_free(self, task: TaskState, ev: Event) -> None:
+        """debug_check_no_locks_freed: freeing (or re-initialising) a lock this task holds."""
+        for hlock in task.held:
+            if hlock.lock == ev.lock and hlock.instance == ev.instance:
+                self.report(self._finding(F.HELD_FREED, task, ev, lock=hlock.cls, held=hlock.cls,
+                                          next=self.snapshot(hlock)))
+                return
+
+    def _op_exit(self, task: TaskState, ev: Event) -> None:
+        """lockdep_sys_exit: returning to user space with locks held."""
+        if task.held:
+            top = task.held[-1]
+            self.report(self._finding(F.HELD_AT_EXIT, task, ev, lock=top.cls))
+
+    def release_innermost(self, task_key: str, lock: str, instance: Optional[str]) -> bool:
+        """Release `lock` if it is the task's innermost held lock; False: feed a release event instead.
+
+        The common release needs no event and can raise no finding; callers
+        that produce events in bulk (the pytest plugin) use this to skip
+        building one.
+        """
+        task = self.tasks.get(task_key)
+        if task is None or self.stopped:
+            return False
+        held = task.held
+        if held:
+            top = held[-1]
+            if top.instance == instance and top.lock == lock and not top.references:
+                held.pop()
+                task.chain_key = top.prev_chain_key
+                self.stats.events += 1
+                return True
+        return False
+
+    def start_trace(self) -> None:
+        """Another trace file begins: another run, where no task holds anything yet.
+
+        The dependency graph, the chain cache and the problems already
+        reported carry over: that is how lock orders seen in different runs
+        meet.  A task named alike in two traces is two tasks.
+        """
+        self._tasks_before += len(self.tasks)
+        self.tasks.clear()
+
+    def open_trace(self, capture: bool, strict_start: Optional[bool] = None, irq_state: bool = True,
+                   forget_idle: bool = False) -> None:
+        """A trace file begins (`start_trace`); a capture also switches to mid-flight rules
+        (`start_capture`) unless `strict_start` (default: the option), and a trace that
+        is no capture switches back.  Readers call this through their context; a RUN
+        event (`#lockcheck-run`) does the same inside a file.
+
+        `irq_state=False`: the trace carries no irq context at all (perf script), so
+        its acquisitions say nothing about irq usage: they mark only USED, never
+        irq-safe or irq-unsafe (taking them as "irqs on, process context" would
+        make any lock another trace saw in a handler inconsistent).
+
+        `forget_idle`: a capture's idle tasks forget their recent locks
+        (`forget_recent_locks`).
+        """
+        self.start_trace()
+        self.forget_after = IDLE_EVENTS if forget_idle else None
+        self._swept = self.stats.events
+        self.irq_state = irq_state
+        if strict_start is None:
+            strict_start = self.options.strict_start
+        self.options.lenient_start = self._lenient_always
+        if capture and not strict_start:
+            self.start_capture()
+
+    @property
+    def task_count(self) -> int:
+        """Tasks seen in all the traces read so far."""
+        return self._tasks_before + len(self.tasks)
+
+    def forget_recent_locks(self) -> int:
+        """Idle tasks of a capture forget the locks they took; how many tasks forgot.
+
+        A capture shows no task exit, so every task it ever showed keeps its
+        `RecentLocks` (up to 4096 locks): over a long capture of short-lived
+        tasks that grows with the length of the trace, not with what is live
+        (10x the events, 2.2x the memory).  Lockdep itself keeps nothing of
+        a released lock; the recent locks only tell a second release of a
+        lock the task took in the capture (reported) from the release of one
+        taken before it began (counted).  A task that holds nothing and has
+        taken no lock for `forget_after` events forgets them, as
+        `RecentLocks` forgets a lock after 4096 others: a release of a lock
+        it does not hold is then counted, like one taken before the capture.
+        Everything a report may cite stays: irq state and irq-event stamps
+        and sites, name, CPU.  Called when a new task appears, at most every
+        `forget_after / 8` events, so what is kept grows only as tasks come.
+        """
+        self._swept = now = self.stats.events
+        if self.forget_after is None:
+            return 0
+        limit = now - self.forget_after
+        forgot = 0
+        for task in self.tasks.values():
+            recent = task.acquired_ever
+            if recent is not None and recent.last < limit and len(recent) and not task.held:
+                recent.forget()
+                forgot += 1
+        self.stats.forgotten += forgot
+        return forgot
+
+    def start_capture(self) -> None:
+        """From now on the input is a capture that started mid-flight: releases of
+        locks a task was never seen to acquire are counted, not reported."""
+        self.options.lenient_start = True
+        for task in self.tasks.values():
+            if task.acquired_ever is None:
+                task.acquired_ever = RecentLocks()
+
+    def _special(self, op: str):
+        raise ValueError(f"unknown op {op!r}")
+
+    def _op_lost_events(self, ev: Event) -> None:
+        """Events were lost on a CPU: what its tasks hold is unknown, so start them afresh."""
+        for other in self.tasks.values():
+            if other.cpu == ev.cpu and (other.held or other.irq_context):
+                other.held.clear()
+                other.chain_key = INITIAL_CHAIN_KEY
+                other.hardirq_depth = other.softirq_depth = 0
+                other.hardirqs_enabled = other.softirqs_enabled = True
+                other.usage_need = usage_needs(other)
+                if self.options.lenient_start:
+                    other.acquired_ever = RecentLocks()
+                self.stats.lost_resets += 1
+
+    # -- acquire (lockdep's __lock_acquire) -------------------------------
+    def lock_acquire(self, task: TaskState, ev: Event, lock: str, instance: Optional[str], subclass: int,
+                     read: int, trylock: bool, check: bool, nest: Optional[tuple], hardirqs_off: bool,
+                     references: int, hold: Optional[HeldLock] = None) -> bool:
+        """Push a lock on the task's stack, validating it; False when nothing was pushed (merged).
+
+        `ev` is the event being processed (where findings are located);
+        `hold` is the entry being re-acquired, when it is one (a lock
+        re-acquired after an out-of-order release keeps its original site:
+        its event, or the fast path's deferred reading of it, is taken over
+        unread).
+        """
+        cls = f"{lock}/{subclass}" if subclass else lock  # events.class_name, inlined: hot path
+        if cls not in self._classes:
+            self.graph.add_class(cls)
+        held = task.held
+        depth = len(held)
+        # nest_lock merge: the top entry is the same class and we rely on the nest lock
+        if depth and nest is not None:
+            top = held[-1]
+            if top.cls == cls:
+                top.references = (top.references or 1) + (references or 1)
+                return False
+        irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
+        if hold is None:
+            hlock = HeldLock(cls, lock, instance, subclass, read, trylock, check, nest, irq_context,
+                             hardirqs_off, references, ev)
+        else:
+            hlock = hold.reacquired(irq_context, hardirqs_off)
+        # usage bits (lockdep's mark_usage): usually nothing new, one mask test
+        if check:
+            needed = task.usage_need[(1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)]
+        else:
+            needed = 512 if read else 256  # USED_READ / USED
+        ok = not needed & ~self._nodes[cls]["usage"] or self.irq.mark_usage(task, hlock, ev)
+        chain_key = task.chain_key
+        chain_head = not depth
+        hlock.prev_chain_key = chain_key
+        if depth and held[-1].irq_context != irq_context:
+            chain_key = INITIAL_CHAIN_KEY
+            chain_head = True
+        chain_key = hash((chain_key, cls, read))
+        if nest is not None and not self.lock_is_held(task, nest[0], nest[1]) \
+                and not self.held_before_capture(task, nest):
+            self.print_lock_nested_lock_not_held(task, hlock, ev)
+        elif ok:
+            if self._inline_cache_hits and chain_key in self.chain_cache and check and not trylock:
+                self.stats.chain_hits += 1  # validate_chain's cache hit, without the call
+            else:
+                self.validate_chain(task, hlock, chain_head, chain_key, ev)
+        held.append(hlock)
+        task.chain_key = chain_key
+        # a re-acquisition (hold given) is no new acquisition: the depth it reaches again was
+        # reported when the task first got there (a first-in first-out release of N > 48 held locks
+        # would otherwise report every lock that moves past the limit)
+        if len(held) == MAX_LOCK_DEPTH and hold is None:
+            self.report(self._finding(F.MAX_DEPTH, task, ev, lock=cls, next=self.snapshot(hlock),
+                                      details={"depth": len(held), "max": MAX_LOCK_DEPTH}))
+        return True
+
+    def held_before_capture(self, task: TaskState, lock: tuple) -> bool:
+        """A capture that started mid-flight: a lock (a nest_lock) the task was never seen to take
+        may be held since before it began; given the benefit of the doubt, as its releases are."""
+        return task.acquired_ever is not None and tuple(lock) not in task.acquired_ever
+
+    def lock_is_held(self, task: TaskState, lock: str, instance: Optional[str]) -> bool:
+        return any(h.matches(lock, instance) for h in task.held)
+
+    def validate_chain(self, task: TaskState, hlock: HeldLock, chain_head: bool, chain_key: int,
+                       ev: Event) -> None:
+        """Validate a held-lock chain not seen before; a cached chain costs one set lookup."""
+        if hlock.trylock or not hlock.check:
+            return
+        if chain_key in self.chain_cache:
+            self.stats.chain_hits += 1
+            return
+        if len(task.held) < MAX_LOCK_DEPTH:
+            # deeper chains are validated every time instead (the kernel stops at this depth; a
+            # queue of thousands of held locks released first-in first-out would otherwise
+            # cache a new chain for every lock that moves)
+            self.chain_cache.add(chain_key)
+        self.stats.chains += 1
+        ret = self.check_deadlock(task, hlock, ev)
+        if ret == 0:
+            return
+        if not chain_head and ret != 2:
+            self.check_prevs_add(task, hlock, ev)
+
+    def check_deadlock(self, task: TaskState, nxt: HeldLock, ev: Event) -> int:
+        """Same class already held: 0 reported, 1 fine, 2 allowed by a held nest lock (no new deps)."""
+        if self._held_classes is not None and nxt.cls not in self._held_classes:
+            return 1
+        if nxt.cls not in map(_held_class, task.held):
+            return 1  # the common case, in C: a deep stack costs a scan, not a Python loop per entry
+        nest = None
+        nest_key = nxt.nest
+        for prev in task.held:
+            if nest_key is not None and prev.lock == nest_key[0] and prev.instance == nest_key[1]:
+                nest = prev
+            if prev.cls != nxt.cls:
+                continue
+            # read-after-read recursion of the same class is allowed
+            if nxt.read == 2 and prev.read:
+                continue
+            if nest is not None or (nest_key is not None and self.held_before_capture(task, nest_key)):
+                return 2
+            self.print_deadlock_bug(task, prev, nxt, ev)
+            return 0
+        return 1
+
+    def check_prevs_add(self, task: TaskState, nxt: HeldLock, ev: Event) -> None:
+        """Add `prev -> next` for the nearest held lock and the trylocks above it, in this irq context."""
+        held = task.held
+        depth = len(held)
+        i = depth - 1
+        while True:
+            prev = held[i]
+            if prev.check:
+                if not self.check_prev_add(task, prev, nxt, depth - i, ev):
+                    return
+                if not prev.trylock:
+                    break
+            i -= 1
+            if i < 0 or held[i + 1].irq_context != held[i].irq_context:
+                break
+
+    def check_prev_add(self, task: TaskState, prev: HeldLock, nxt: HeldLock, distance: int,
+                       ev: Event) -> bool:
+        """Validate and record one dependency; False when it was reported instead."""
+        dep = calc_dep(prev.read, nxt.read)
+        attrs = self.graph._succ[prev.cls].get(nxt.cls)
+        if attrs is not None and attrs["dep"] & dep == dep:
+            # already present with this type: the search below ran when it was added
+            # and found nothing, and the graph has not gained a strong cycle since
+            if distance == 1:
+                attrs["distance"] = 1
+            return True
+        target = self.check_noncircular(nxt, prev)
+        if target is not None:
+            if target.cls == nxt.cls:
+                self.print_deadlock_bug(task, prev, nxt, ev)
+            else:
+                self.print_circular_bug(task, target, nxt, prev, ev)
+            return False
+        if not self.irq.check_irq_usage(task, prev, nxt, ev):
+            return False
+        pev = prev.event
+        self.graph.add_dependency(
+            prev.cls, nxt.cls, dep, Evidence(ev.file, ev.line, task.name, ev.at, ev.ts), distance,
+            held=Evidence(pev.file, pev.line, task.name, pev.at, pev.ts),
+        )
+        return True
+
+    def check_noncircular(self, src: HeldLock, target: HeldLock) -> Optional["BfsEntry"]:
+        """Forward BFS from `src` for a strong path back to `target`'s class (lockdep's __bfs).
+
+        As in the kernel, a class is marked visited before the strength
+        test, and a path ending in a recursive-read edge only matches when
+        the target is held exclusively (`hlock_conflict`).
+
+        With a topological order of the graph at hand, classes ordered after
+        the target cannot lead to it and are never queued: the search visits
+        the same classes that matter in the same order, so it finds the same
+        path, only sooner (and none at all when the source is after the target).
+        """
+        scls = src.cls
+        tcls = target.cls
+        exclusive_target = target.read == 0
+        if scls == tcls and (exclusive_target or src.read != 2):
+            return BfsEntry(scls, None, src.read == 2, 0, None)
+        succ = self.graph._succ
+        # a path into the target needs a dependency into it; one out of the source, one out of it
+        if _only_self(self.graph._pred[tcls], tcls) or _only_self(succ[scls], scls):
+            return None
+        root = BfsEntry(scls, None, src.read == 2, 0, None)
+        order = self.graph.topological_order()
+        if order is not None:
+            limit = order[tcls]
+            if order[root.cls] > limit:
+                return None
+            # a two-way search proves most impossible paths for about twice its smaller side,
+            # where the search below would visit everything reachable in the window to find nothing
+            if not self.graph.may_reach(root.cls, tcls):
+                return None
+        accessed = {root.cls}
+        queue: deque = deque()
+        popleft = queue.popleft
+        push = queue.append
+        if order is None:
+            for ncls, attrs in succ[root.cls].items():
+                push((ncls, attrs, root))
+        else:
+            for ncls, attrs in succ[root.cls].items():
+                if order[ncls] <= limit:
+                    push((ncls, attrs, root))
+        while queue:
+            cls, attrs, parent = popleft()
+            if cls in accessed:
+                continue
+            accessed.add(cls)
+            dep = attrs["dep"]
+            if parent.only_xr:
+                dep &= DEP_E_MASK  # -(*R)-> -(S*)-> is not a strong path
+                if not dep:
+                    continue
+            entry = BfsEntry(cls, parent, not (dep & DEP_N_MASK), dep, attrs)
+            if cls == tcls and (exclusive_target or not entry.only_xr):
+                return entry
+            if order is None:
+                for ncls, nattrs in succ[cls].items():
+                    push((ncls, nattrs, entry))
+            else:
+                for ncls, nattrs in succ[cls].items():
+                    if order[ncls] <= limit:
+                        push((ncls, nattrs, entry))
+        return None
+
+    # -- release (lockdep's __lock_release) -------------------------------
+    def lock_release(self, task: TaskState, ev: Event) -> None:
+        held = task.held
+        index = self.find_held_lock(task, ev.lock, ev.instance)
+        if index is None:
+            if (self.options.lenient_start and task.acquired_ever is not None
+                    and (ev.lock, ev.instance) not in task.acquired_ever):
+                self.stats.unknown_releases += 1
+                return
+            self.print_unlock_imbalance_bug(task, ev)
+            return
+        hlock = held[index]
+        if hlock.references:
+            hlock.references -= 1
+            if hlock.references:
+                return
+        above = held[index + 1:]
+        del held[index:]
+        task.chain_key = hlock.prev_chain_key
+        if above:
+            self.reacquire_held_locks(task, above, ev)
+
+    def reacquire_held_locks(self, task: TaskState, above: list[HeldLock], ev: Event) -> None:
+        """lockdep's reacquire_held_locks: the locks above a released one are taken again, re-validated.
+
+        Their chains are new (the released lock left every key above it), so
+        each is validated; the classes held are kept in a set meanwhile, so
+        that `check_deadlock` costs O(1) for a class not held twice and a
+        release costs what moves, not what moves times the depth.
+
+        Most of what moves needs nothing but its new chain key, and gets only
+        that: a lock whose `lock_acquire` would mark no usage bit, merge no
+        nest lock, find no class held twice and add no dependency it has not
+        got -- because it starts a chain (nothing below it, or another irq
+        context: `validate_chain` then only checks the class is not held
+        already), because it is a trylock (`validate_chain` returns at once),
+        or because its only dependency, from the lock below, is in the graph
+        with this type already (`check_prev_add`'s early return).  The entry
+        is pushed again with its new chain key, the chain cached or counted
+        as `validate_chain` would.  A first-in first-out release of N held
+        locks moves N^2 / 2 of them: this keeps each move to a few steps
+        (tests/test_reacquire.py holds it to the full path).
+        """
+        held = task.held
+        self._held_classes = held_classes = {h.cls for h in held}
+        quick = self._inline_cache_hits and self.quick_reacquire
+        irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
+        need = task.usage_need
+        nodes, classes, cache, stats = self._nodes, self._classes, self.chain_cache, self.stats
+        try:
+            for again in above:
+                cls = again.cls
+                if (quick and again.nest is None and again.check and again.irq_context == irq_context
+                        and cls not in held_classes):
+                    read = again.read
+                    trylock = again.trylock
+                    if not need[(1 if read else 0) | (2 if trylock else 0) | (4 if again.hardirqs_off else 0)] \
+                            & ~nodes[cls]["usage"]:
+                        chain_key = task.chain_key
+                        attrs = None
+                        if held and held[-1].irq_context == irq_context:
+                            if trylock:
+                                fits = True  # validate_chain returns before looking at it
+                            else:
+                                top = held[-1]
+                                attrs = classes[top.cls].get(cls)
+                                # (the dependency type is calc_dep's, inlined)
+                                fits = attrs is not None and top.check and not top.trylock and not (
+                                    ~attrs["dep"] & 1 << ((top.read == 0) + ((read != 2) << 1)))
+                        else:
+                            fits = True  # a chain head: no dependency to add
+                            if held:  # (the head of a chain in another irq context)
+                                chain_key = INITIAL_CHAIN_KEY
+                        if fits:
+                            again.prev_chain_key = task.chain_key
+                            chain_key = hash((chain_key, cls, read))
+                            if trylock:
+                                pass  # validate_chain neither caches nor counts a trylock's chain
+                            elif chain_key in cache:
+                                stats.chain_hits += 1
+                            else:
+                                if len(held) < MAX_LOCK_DEPTH:
+                                    cache.add(chain_key)
+                                stats.chains += 1
+                                if attrs is not None:
+                                    attrs["distance"] = 1
+                            held.append(again)
+                            task.chain_key = chain_key
+                            held_classes.add(cls)
+                            continue
+                self.lock_acquire(task, ev, again.lock, again.instance, again.subclass, again.read,
+                                  again.trylock, again.check, again.nest, again.hardirqs_off,
+                                  again.references, hold=again)
+                held_classes.add(cls)
+        finally:
+            self._held_classes = None
+
+    def find_held_lock(self, task: TaskState, lock: str, instance: Optional[str]) -> Optional[int]:
+        """Top-down search of the held stack, not crossing into another irq context."""
+        held = task.held
+        i = len(held) - 1
+        if i < 0:
+            return None
+        if held[i].matches(lock, instance):
+            return i
+        while i > 0:
+            if held[i].irq_context != held[i - 1].irq_context:
+                return None
+            i -= 1
+            if held[i].matches(lock, instance):
+                return i
+        return None
+
+    # -- reports ---------------------------------------------------------
+    def usage_of(self, cls: str) -> str:
+        return usage_chars(self.graph.usage(cls))
+
+    def snapshot(self, hlock: HeldLock) -> LockSnapshot:
+        return snapshot(self.graph, hlock)
+
+    def _finding(self, kind: str, task: TaskState, ev: Event, lock: str, held: Optional[str] = None,
+                 **fields) -> Finding:
+        return task_finding(self.graph, kind, task, ev, lock, held, **fields)
+
+    def print_deadlock_bug(self, task: TaskState, prev: HeldLock, nxt: HeldLock, ev: Event) -> None:
+        self.report(self._finding(F.RECURSIVE, task, ev, lock=nxt.cls, held=prev.cls,
+                                  next=self.snapshot(nxt), prev=self.snapshot(prev)))
+
+    def print_circular_bug(self, task: TaskState, target: "BfsEntry", nxt: HeldLock, prev: HeldLock,
+                           ev: Event) -> None:
+        path = []
+        entry: Optional[BfsEntry] = target
+        while entry is not None:
+            path.append(entry)
+            entry = entry.parent
+        # path: target (prev's class) ... root (next's class); printed in that order
+        depth = len(path) - 1
+        chain = []
+        for i, entry in enumerate(path):
+            if entry.attrs is not None:
+                evidence = entry.attrs["evidence"]
+            else:
+                evidence = Evidence(ev.file, ev.line, task.name, ev.at, ev.ts)
+            chain.append(ChainLink(depth - i, entry.cls, self.usage_of(entry.cls), evidence, entry.dep))
+        cycle = [e.cls for e in reversed(path)]
+        self.report(self._finding(F.CIRCULAR, task, ev, lock=nxt.cls, held=prev.cls, cycle=cycle,
+                                  next=self.snapshot(nxt), prev=self.snapshot(prev), chain=chain))
+
+    def print_unlock_imbalance_bug(self, task: TaskState, ev: Event) -> None:
+        cls = class_name(ev.lock, 0)
+        self.report(self._finding(F.UNLOCK_IMBALANCE, task, ev, lock=cls,
+                                  details={"instance": ev.instance}))
+
+    def print_lock_nested_lock_not_held(self, task: TaskState, hlock: HeldLock, ev: Event) -> None:
+        nest_lock, nest_instance = hlock.nest
+        self.report(self._finding(F.NEST_NOT_HELD, task, ev, lock=hlock.cls, held=nest_lock,
+                                  next=self.snapshot(hlock),
+                                  details={"nest_instance": nest_instance}))
+
+
+class BfsEntry:
+    """A visited dependency in a graph search (lockdep's `struct lock_list` with its parent link)."""
+
+    __slots__ = ("cls", "parent", "only_xr", "dep", "attrs")
+
+    def __init__(self, cls: str, parent: Optional["BfsEntry"], only_xr: bool, dep: int,
+                 attrs: Optional[dict]) -> None:
+        self.cls = cls
+        self.parent = parent
+        self.only_xr = only_xr
+        self.dep = dep
+        self.attrs = attrs
+
+
+def _ignore(task: TaskState, ev: Event) -> None:
+    """contended/acquired events feed statistics, not validation."""
+
+
+def check_events(events: Iterable[Event], graph: Optional[DepGraph] = None,
+                 options: Optional[CheckerOptions] = None) -> tuple[list[Finding], Checker]:
+    """Run a whole trace; the findings in report order and the checker (graph, stats)."""
+    checker = Checker(graph, options)
+    found = list(checker.run(events))
+    return found, checker

@@ -1,0 +1,315 @@
+"""Findings: what the checker concludes, with everything a renderer needs.
+
+The checker never prints (see pyflakes' messages.py for the model): it
+returns `Finding` objects carrying snapshots of the locks involved, taken at
+the moment of the report, and the renderers in `lockcheck.report` lay them
+out as the kernel would.  A new kind of problem is a new `KIND_*` constant
+and the checker line that raises it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Optional
+
+# -- kinds (the JSON `kind` values of docs/cli.md) -------------------
+RECURSIVE = "recursive-locking"
+CIRCULAR = "circular-dependency"
+UNLOCK_IMBALANCE = "unlock-imbalance"
+NEST_NOT_HELD = "nest-lock-not-held"
+HELD_AT_EXIT = "held-at-exit"
+HELD_FREED = "held-lock-freed"
+INCONSISTENT = "inconsistent-lock-state"
+IRQ_INVERSION = "irq-lock-inversion"
+MAX_DEPTH = "lock-depth-exceeded"  # not in the contract's table: lockdep's "BUG: MAX_LOCK_DEPTH too low!"
+ORDER_VIOLATION = "order-violation"  # a dependency against a declared lock order (lockcheck.order)
+#: not lockdep's: a forked child (Python's os.fork) takes a lock that a thread which did not survive
+#: the fork held; nobody in the child will ever release it (the pytest plugin)
+HELD_AT_FORK = "held-at-fork"
+#: not lockdep's: a cycle of blocked waits seen as it happens (lockcheck.python.waitfor, the pytest plugin)
+DEADLOCK = "deadlock"
+
+#: the kernel's title for each kind (the message of the JSON contract)
+MESSAGES = {
+    RECURSIVE: "possible recursive locking detected",
+    CIRCULAR: "possible circular locking dependency detected",
+    UNLOCK_IMBALANCE: "bad unlock balance detected!",
+    NEST_NOT_HELD: "Nested lock was not taken",
+    HELD_AT_EXIT: "lock held when returning to user space!",
+    HELD_FREED: "held lock freed!",
+    INCONSISTENT: "inconsistent lock state",
+    IRQ_INVERSION: "possible irq lock inversion dependency detected",
+    MAX_DEPTH: "MAX_LOCK_DEPTH too low!",
+    ORDER_VIOLATION: "lock order violates the declared order",
+    HELD_AT_FORK: "lock held by another thread at fork",
+    DEADLOCK: "deadlock detected: every context in a cycle of waits is blocked",
+}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """Where something was first observed: a trace line, its task and call site.
+
+    Every dependency in the graph keeps one of these, so each link of a
+    reported chain can say why it exists ("-> #1 (B): first seen at
+    trace.lt:12 by T1, f.c:11").
+    """
+
+    file: str
+    line: int
+    task: str
+    at: Optional[str] = None
+    ts: Optional[float] = None
+    #: the program's call stack where a live program (the pytest plugin) did it: `Frame`s,
+    #: innermost first; None for traces, which carry no stacks
+    stack: Optional[tuple["Frame", ...]] = field(default=None, repr=False)
+
+    def __init__(self, file: str, line: int, task: str, at: Optional[str] = None, ts: Optional[float] = None,
+                 stack: Optional[tuple["Frame", ...]] = None) -> None:
+        # the dataclass's own __init__ of a frozen class sets each field through
+        # object.__setattr__ (~0.8 us for six); the instance dict directly costs ~0.3 us, and
+        # every new dependency and usage bit makes one or two (still frozen: assignment raises)
+        fields = self.__dict__
+        fields["file"] = file
+        fields["line"] = line
+        fields["task"] = task
+        fields["at"] = at
+        fields["ts"] = ts
+        fields["stack"] = stack
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.line}"
+
+    def with_stack(self, stack: Optional[tuple["Frame", ...]]) -> "Evidence":
+        """This evidence with `stack` (itself when there is none to add)."""
+        if not stack:
+            return self
+        return Evidence(self.file, self.line, self.task, self.at, self.ts, stack)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"file": self.file, "line": self.line, "task": self.task}
+        if self.at is not None:
+            doc["at"] = self.at
+        if self.ts is not None:
+            doc["ts"] = self.ts
+        if self.stack:
+            doc["stack"] = [frame.to_json() for frame in self.stack]
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "Evidence":
+        stack = doc.get("stack")
+        return cls(doc["file"], int(doc["line"]), doc["task"], doc.get("at"), doc.get("ts"),
+                   tuple(Frame.from_json(frame) for frame in stack) if stack else None)
+
+
+class Frame(NamedTuple):
+    """One frame of a program's call stack: `file:line in function`."""
+
+    file: str
+    line: int
+    function: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line} in {self.function}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"file": self.file, "line": self.line, "function": self.function}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> "Frame":
+        return cls(str(doc["file"]), int(doc["line"]), str(doc["function"]))
+
+
+@dataclass(frozen=True)
+class LockSnapshot:
+    """A lock as lockdep's `print_lock` shows it, frozen at report time.
+
+    `name` includes `/N` for a subclass; `usage` is the `get_usage_chars`
+    string (`+.+.`) of the class when the report was made; `acquired` is
+    where in the trace this hold began (None for a lock being acquired).
+    """
+
+    name: str
+    instance: Optional[str]
+    usage: str
+    at: Optional[str]
+    mode: int = 0
+    acquired: Optional[Evidence] = None
+    references: int = 0
+
+
+@dataclass(frozen=True)
+class ChainLink:
+    """One `-> #N (CLASS){usage}:` entry of a circular report.
+
+    `evidence` is where `cls` was first taken while the previous class of
+    the chain was held (the kernel prints that stack); for `-> #0`, the
+    class being acquired now, it is the current event.  `dep` is the
+    dependency's read/write type mask (see `lockcheck.lockdep.graph`).
+    """
+
+    depth: int
+    cls: str
+    usage: str
+    evidence: Evidence
+    dep: int = 0
+
+
+@dataclass
+class ReportOrigin:
+    """A finding read from the kernel's own lockdep report, not found by lockcheck's checker.
+
+    Reports of one problem (same kind and lock classes, `lockcheck.lockdep.grouping`)
+    are one finding: `count` reports, the `first` and `last` of them (file,
+    line of the title, the report's task, the log's time stamp where there is
+    one).  `kernel` is the report's `print_kernel_ident()` line; `notes` say
+    what the log lost of the first report (cut short, lines lost), and
+    `missing` which of its parts are not there at all.
+    """
+
+    kernel: Optional[str]
+    first: Evidence
+    last: Evidence
+    count: int = 1
+    notes: list[str] = field(default_factory=list)
+    #: parts of the report the log does not hold (`held`: the held lock it conflicts with,
+    #: `chain`: the dependency chain, `held_locks`: the held-lock list), so nothing stands in for them
+    missing: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"from_report": True, "count": self.count,
+                               "first": self.first.to_json(), "last": self.last.to_json()}
+        if self.kernel is not None:
+            doc["kernel"] = self.kernel
+        if self.notes:
+            doc["report_notes"] = list(self.notes)
+        return doc
+
+
+@dataclass
+class Finding:
+    """One distinct problem, as reported.
+
+    Fields follow the JSON contract (`kind`, `task`, `lock`, `held`,
+    `cycle`, `location`, `message`); the rest is what the text renderer
+    needs to draw the kernel's layout.  `details` carries kind-specific
+    extras (irq state, usage bits and traces) documented where they are set.
+    """
+
+    kind: str
+    task: str
+    lock: str
+    location: str
+    held: Optional[str] = None
+    cycle: Optional[list[str]] = None
+    next: Optional[LockSnapshot] = None
+    prev: Optional[LockSnapshot] = None
+    held_locks: list[LockSnapshot] = field(default_factory=list)
+    chain: list[ChainLink] = field(default_factory=list)
+    site: Optional[str] = None
+    uncertain: Optional[str] = None
+    details: dict[str, Any] = field(default_factory=dict)
+    #: set when the finding is the kernel's own report read from a log (lockcheck.kernel.splat)
+    report: Optional[ReportOrigin] = None
+
+    @property
+    def message(self) -> str:
+        """The title the kernel prints for this finding (the text report's `WARNING:` line).
+
+        Two of the kernel's titles are format strings: the bad-irq-dependency
+        report names its irq class (`HARDIRQ-safe -> HARDIRQ-unsafe lock order
+        detected`) and `do_exit()`'s report its task (`TASK still has locks
+        held!`); every renderer shows the expanded title, so JSON, SARIF and
+        GitHub say what the text report says.
+        """
+        if self.kind == IRQ_INVERSION and self.irq_report == "bad_dependency":
+            irqclass = self.details.get("irqclass")
+            if irqclass:
+                return f"{irqclass}-safe -> {irqclass}-unsafe lock order detected"
+        if self.kind == HELD_AT_EXIT and self.details.get("task_exit"):
+            return f"{self.task} still has locks held!"
+        return MESSAGES[self.kind]
+
+    @property
+    def irq_report(self) -> Optional[str]:
+        """For irq-lock-inversion: `bad_dependency` (raised by an acquisition, the kernel's
+        `print_bad_irq_dependency`) or `inversion` (by a change of irq state); else None."""
+        if self.kind != IRQ_INVERSION:
+            return None
+        report = self.details.get("irq_report")
+        if report is None:
+            report = "bad_dependency" if self.prev is not None else "inversion"
+        return report
+
+    def key(self) -> tuple:
+        """Identity for de-duplication: kind, lock and held classes; cycles up to rotation.
+
+        A finding read from kernel reports is keyed as reports are grouped
+        (`lockcheck.lockdep.grouping`: the per-boot `#N` of class names left out), so
+        the same problem in two boots' logs is one.
+        """
+        if self.report is not None:
+            from lockcheck.lockdep.grouping import group_key
+
+            return group_key(self)
+        if self.cycle:
+            pivot = min(range(len(self.cycle)), key=lambda i: self.cycle[i])
+            rotated = tuple(self.cycle[pivot:] + self.cycle[:pivot])
+            return (self.kind, rotated)
+        extra = self.details.get("dedup")
+        return (self.kind, self.lock, self.held, extra)
+
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {
+            "kind": self.kind,
+            "task": self.task,
+            "lock": self.lock,
+            "held": self.held,
+            "location": self.location,
+            "message": self.message,
+        }
+        if self.cycle is not None:
+            doc["cycle"] = list(self.cycle)
+        if self.chain:
+            doc["chain"] = [
+                {"class": link.cls, "depth": link.depth, "evidence": link.evidence.to_json()} for link in self.chain
+            ]
+        if self.site is not None:
+            doc["at"] = self.site
+        if self.uncertain is not None:
+            doc["uncertain"] = self.uncertain
+        if self.report is not None:
+            doc.update(self.report.to_json())
+        details = {key: value for key, value in self.details.items() if key != "dedup"}
+        if details:
+            doc["details"] = to_plain(details)
+        return doc
+
+
+def to_plain(value: Any) -> Any:
+    """Plain JSON data for a value that may hold Evidence, ChainLink or LockSnapshot objects."""
+    if isinstance(value, dict):
+        return {str(key): to_plain(item) for key, item in value.items()}
+    if isinstance(value, Frame):
+        return value.to_json()
+    if isinstance(value, (list, tuple)):
+        return [to_plain(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(to_plain(item) for item in value)
+    if isinstance(value, Evidence):
+        return value.to_json()
+    if isinstance(value, ChainLink):
+        return {"class": value.cls, "depth": value.depth, "usage": value.usage,
+                "evidence": value.evidence.to_json()}
+    if isinstance(value, LockSnapshot):
+        doc: dict[str, Any] = {"class": value.name, "instance": value.instance, "usage": value.usage}
+        if value.at is not None:
+            doc["at"] = value.at
+        if value.acquired is not None:
+            doc["acquired"] = value.acquired.to_json()
+        return doc
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return str(value)

@@ -1,0 +1,603 @@
+"""The dependency graph: lock classes and the orders in which they were taken.
+
+A plain `networkx.DiGraph` (users may load a saved graph and run any
+networkx algorithm on it) with documented attributes:
+
+Nodes are class names as reports print them (`NAME` or `NAME/N` for a
+subclass).  Node attributes:
+
+- `usage` (int): lockdep's usage bits (`LOCK_USED_IN_HARDIRQ` ... see
+  `lockcheck.lockdep.usage`), 0 when the class was only seen in process context
+  with irqs off;
+- `usage_traces` (dict[int, Evidence]): where each usage bit was first set.
+
+An edge `A -> B` means B was acquired while A was held (lockdep's
+`A.locks_after` / `B.locks_before` pair).  Edge attributes:
+
+- `dep` (int): the dependency types seen, a mask of `DEP_SR` (shared A,
+  recursive-reader B), `DEP_ER`, `DEP_SN`, `DEP_EN` (exclusive A,
+  non-recursive B), as modern lockdep's `lock_list.dep`;
+- `distance` (int): 1 when B was taken directly after A at least once;
+- `evidence` (Evidence): where B was first taken while A was held;
+- `held` (Evidence): where that A had been taken;
+- `origin` (str, optional): the run or file a merged edge came from.
+
+The edge dict of each node keeps insertion order, so a breadth-first search
+visits dependencies in first-seen order, as lockdep's list walk does.
+
+The checker reads and grows the graph's dicts directly (`DepGraph._succ`,
+`_pred`, `_node`: those of networkx's `DiGraph`, the same objects), so a
+check imports networkx only when something asks for `DepGraph.nx` (saving
+the graph, a diff, a user's algorithm): most of a plain check's start-up
+otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable, Optional
+
+from lockcheck.lockdep.findings import Evidence
+
+if TYPE_CHECKING:  # networkx is imported when a graph is first looked at as one (`DepGraph.nx`)
+    import networkx as nx
+
+# Dependency-type bits (lockdep's DEP_*_BIT): bit = exclusive(prev) + 2 * non_recursive(next)
+DEP_SR_BIT, DEP_ER_BIT, DEP_SN_BIT, DEP_EN_BIT = 0, 1, 2, 3
+DEP_SR, DEP_ER, DEP_SN, DEP_EN = 1, 2, 4, 8
+#: dependencies that start at an exclusive holder
+DEP_E_MASK = DEP_ER | DEP_EN
+#: dependencies whose next lock is not a recursive reader
+DEP_N_MASK = DEP_SN | DEP_EN
+DEP_NAMES = {DEP_SR: "SR", DEP_ER: "ER", DEP_SN: "SN", DEP_EN: "EN"}
+#: usage bits USED_IN_{HARD,SOFT}IRQ{,_READ} (lockcheck.lockdep.usage): the "irq-safe" bits
+_USED_IN_MASK = 0b00110011
+#: distance between the positions of classes placed one after the other in the topological
+#: order: room to place a small moved set between two classes without renumbering others
+_GAP = 1 << 20
+#: first budget (classes visited) of each side of a two-way search; doubled until a side completes
+_FIRST_BUDGET = 8
+
+
+def calc_dep(prev_read: int, next_read: int) -> int:
+    """The dependency type of `prev -> next` (lockdep's `__calc_dep_bit`).
+
+    >>> calc_dep(0, 0) == DEP_EN   # writer then writer
+    True
+    >>> calc_dep(1, 2) == DEP_SR   # reader then recursive reader
+    True
+    """
+    return 1 << ((prev_read == 0) + ((next_read != 2) << 1))
+
+
+def reverse_dep(dep: int) -> int:
+    """The same dependencies seen from `next` (lockdep's `locks_before` mask: swap ER and SN)."""
+    return (dep & (DEP_SR | DEP_EN)) | ((dep & DEP_ER) << 1) | ((dep & DEP_SN) >> 1)
+
+
+def dep_text(dep: int) -> str:
+    """`EN|SR` style text of a dependency mask."""
+    return "|".join(name for bit, name in sorted(DEP_NAMES.items(), reverse=True) if dep & bit) or "-"
+
+
+class DepGraph:
+    """Lock classes and dependencies, with where each was first seen.
+
+    >>> g = DepGraph()
+    >>> g.add_dependency("A", "B", DEP_EN, Evidence("t.lt", 3, "T1"))
+    True
+    >>> list(g.nx.successors("A"))
+    ['B']
+    """
+
+    def __init__(self, graph: Optional["nx.DiGraph"] = None) -> None:
+        #: the networkx view of the graph, made on first use (`nx`); it shares the dicts below
+        self._nx: Optional["nx.DiGraph"] = graph
+        if graph is None:
+            #: class -> {next: edge attributes}, class -> {prev: the same dicts}, class -> node attributes
+            #: (networkx's `DiGraph._succ`, `_pred`, `_node`)
+            self._succ: dict = {}
+            self._pred: dict = {}
+            self._node: dict = {}
+        else:
+            self._succ, self._pred, self._node = graph._succ, graph._pred, graph._node
+        # A topological order of the classes, kept up to date as edges are added
+        # (Pearce-Kelly), so a search for a path that cannot exist is skipped.
+        # None: unknown (recomputed on demand); False: the graph has a cycle
+        # (only weak cycles through recursive readers are ever stored).
+        self._ord: Optional[dict] = None
+        #: position -> class, for every position in `_ord` (positions are distinct)
+        self._at: dict = {}
+        self._cyclic = False
+        #: the lowest and highest positions in `_ord` (positions need not be 0..n-1: a class
+        #: that nothing leads to can always go first, one that leads nowhere last)
+        self._lo = 0
+        self._hi = -1
+        #: classes with any irq-safe (USED_IN) usage bit: none means no irq check can fail
+        self.irq_safe_classes = 0
+        #: class -> the USED_IN bits of it and of every class with a path to it (`irq_safe_reach`);
+        #: None: not computed yet (built on first use, then kept up to date)
+        self._irq_reach: Optional[dict] = None
+        #: called with the evidence of each new dependency; what it returns is kept instead.  The
+        #: pytest plugin adds the program's call stack there: only new dependencies pay for one
+        self.evidence_hook: Optional[Callable[[Evidence], Evidence]] = None
+        if graph is not None:
+            self.invalidate_order()
+
+    @property
+    def nx(self) -> "nx.DiGraph":
+        """The graph as a `networkx.DiGraph` (made, and networkx imported, on first use).
+
+        The DiGraph holds this graph's own dicts: a change made through
+        either is seen by both.
+        """
+        graph = self._nx
+        if graph is None:
+            import networkx
+
+            graph = networkx.DiGraph()
+            graph._node = self._node
+            graph._adj = self._succ  # networkx sets `_succ` with it
+            graph._pred = self._pred
+            self._nx = graph
+        return graph
+
+    def _changed(self) -> None:
+        """networkx's `_clear_cache` after an edge or class added behind the DiGraph's back."""
+        graph = self._nx
+        if graph is not None and graph.__networkx_cache__:
+            graph.__networkx_cache__.clear()
+
+    # -- classes ---------------------------------------------------------
+    def add_class(self, name: str) -> None:
+        if name not in self._succ:
+            # networkx's add_node(name, usage=0, usage_traces={}), on the dicts
+            self._succ[name] = {}
+            self._pred[name] = {}
+            self._node[name] = {"usage": 0, "usage_traces": {}}
+            self._changed()
+            if self._irq_reach is not None:
+                self._irq_reach[name] = 0
+            if self._ord is not None:
+                self._place_last(name)
+
+    def usage(self, name: str) -> int:
+        node = self._node.get(name)
+        return node["usage"] if node else 0
+
+    def set_usage(self, name: str, bit: int, evidence: Evidence) -> bool:
+        """Record usage bit `bit` of a class; False if it was already set (first trace kept)."""
+        self.add_class(name)
+        node = self._node[name]
+        mask = 1 << bit
+        if node["usage"] & mask:
+            return False
+        if not node["usage"] & _USED_IN_MASK and mask & _USED_IN_MASK:
+            self.irq_safe_classes += 1
+        node["usage"] |= mask
+        node["usage_traces"][bit] = evidence
+        if mask & _USED_IN_MASK and self._irq_reach is not None:
+            self._spread_irq_reach(name, mask)
+        return True
+
+    # -- which irq-safe classes lead where ---------------------------------
+    def irq_safe_reach(self, name: str) -> int:
+        """The irq-safe (USED_IN) usage bits of `name` and of every class with a path to it.
+
+        A superset of what lockdep's backward searches for irq-safe classes
+        (check_irq_usage, check_usage_backwards) can find, which also
+        follow only strong paths: when it has none of the bits searched
+        for, the search would find nothing and is skipped.  Kept up to date
+        as bits and dependencies are added; each class gains each of the
+        four bits at most once, so the upkeep is linear in the graph.
+
+        >>> g = DepGraph()
+        >>> _ = g.add_dependency("A", "B", DEP_EN, Evidence("t.lt", 1, "T1"))
+        >>> g.irq_safe_reach("B")
+        0
+        >>> _ = g.set_usage("A", 0, Evidence("t.lt", 2, "T1"))  # A taken in a hardirq
+        >>> g.irq_safe_reach("B")
+        1
+        """
+        reach = self._irq_reach
+        if reach is None:
+            reach = self._irq_reach = {node: 0 for node in self._node}
+            for node, data in self._node.items():
+                bits = data.get("usage", 0) & _USED_IN_MASK
+                if bits:
+                    self._spread_irq_reach(node, bits)
+        return reach.get(name, 0)
+
+    def _spread_irq_reach(self, start: str, bits: int) -> None:
+        """Add `bits` to the reach of `start` and of everything after it that lacks them."""
+        reach = self._irq_reach
+        succ = self._succ
+        new = bits & ~reach[start]
+        if not new:
+            return
+        reach[start] |= new
+        stack = [(start, new)]
+        while stack:
+            node, bits = stack.pop()
+            for other in succ[node]:
+                missing = bits & ~reach[other]
+                if missing:
+                    reach[other] |= missing
+                    stack.append((other, missing))
+
+    # -- dependencies ----------------------------------------------------
+    def add_dependency(self, prev: str, next: str, dep: int, evidence: Evidence,
+                       distance: int = 1, held: Optional[Evidence] = None,
+                       origin: Optional[str] = None) -> bool:
+        """Add `prev -> next` or widen its type; True if the edge is new."""
+        self.add_class(prev)
+        self.add_class(next)
+        attrs = self._succ[prev].get(next)
+        if attrs is not None:
+            attrs["dep"] |= dep
+            if distance == 1:
+                attrs["distance"] = 1
+            return False
+        if self.evidence_hook is not None:
+            evidence = self.evidence_hook(evidence)
+        data = {"dep": dep, "distance": distance, "evidence": evidence}
+        if held is not None:
+            data["held"] = held
+        if origin is not None:
+            data["origin"] = origin
+        self._add_edge(prev, next, data)
+        self._order_edge(prev, next)
+        if self._irq_reach is not None and self._irq_reach[prev]:
+            self._spread_irq_reach(next, self._irq_reach[prev])
+        return True
+
+    def _add_edge(self, prev: str, next: str, data: dict) -> None:
+        """networkx's add_edge(prev, next, **data) of a new edge between two known classes."""
+        self._succ[prev][next] = data
+        self._pred[next][prev] = data
+        self._changed()
+
+    # -- reachability pruning -------------------------------------------
+    def topological_order(self) -> Optional[dict]:
+        """Class -> position in a topological order, or None when the graph has a cycle.
+
+        No path leads from a class to one placed before it, so a search for
+        such a path can be skipped, and a search for a path to `dst` need
+        never look past `dst`'s position: that is what keeps a clean,
+        ordered trace cheap.  The dict is live; do not modify it.
+        """
+        if self._cyclic:
+            return None
+        if self._ord is None:
+            # self-loops (a recursive read under a read of its own class) do not
+            # affect which other classes are reachable, so they are left out
+            ordered = _topological_sort(self._succ, self._pred)
+            if ordered is None:
+                self._cyclic = True
+                return None
+            self._ord = {name: i * _GAP for i, name in enumerate(ordered)}
+            self._at = {i: name for name, i in self._ord.items()}
+            self._lo, self._hi = 0, (len(self._ord) - 1) * _GAP
+        return self._ord
+
+    def _place_last(self, name: str) -> None:
+        self._hi += _GAP
+        self._ord[name] = self._hi
+        self._at[self._hi] = name
+
+    def _place_first(self, name: str) -> None:
+        self._lo -= _GAP
+        self._move(name, self._lo)
+
+    def _move(self, name: str, position: int) -> None:
+        at = self._at
+        old = self._ord[name]
+        if at.get(old) == name:
+            del at[old]
+        self._ord[name] = position
+        at[position] = name
+
+    def _order_edge(self, u: str, v: str) -> None:
+        """Restore the topological order after adding `u -> v`, touching only the affected region.
+
+        Nothing to do when `u` is already before `v`.  Otherwise, first two
+        O(1) cases that keep the affected region empty where appending new
+        classes would make it everything: a `u` that nothing leads to moves in
+        front of all classes, a `v` that leads nowhere behind them (a chain
+        built last link first, a star built leaves first).  Then a two-way
+        search: the classes reaching `u` placed after `v` (backward) and those
+        reachable from `v` placed before `u` (forward) are searched side by
+        side with a growing budget, and as soon as one side is complete, that
+        side alone moves into a free gap across the other (`_GAP` leaves room
+        between neighbours), so the cost is about twice the smaller side,
+        not the sum of both.  Where the gap has no room left, the order is
+        renumbered with room everywhere (`_spread`) and the move tried again;
+        only where that leaves no room either (a `_GAP` too small for the
+        side) are both sides completed and moved into the positions they held
+        (Pearce-Kelly).
+        """
+        order = self._ord
+        if order is None or self._cyclic:
+            return
+        if u not in order:
+            self._place_last(u)
+        if v not in order:
+            self._place_last(v)
+        if u == v:
+            return
+        lower, upper = order[v], order[u]
+        if lower > upper:
+            return
+        succ, pred = self._succ, self._pred
+        if _only_self(pred[u], u):
+            self._place_first(u)
+            return
+        if _only_self(succ[v], v):
+            self._hi += _GAP
+            self._move(v, self._hi)
+            return
+        budget = _FIRST_BUDGET
+        forward = backward = None
+        while forward is None and backward is None:
+            lower = order[v]  # (positions change when `_spread` renumbers them)
+            backward = _region(u, pred, order, lower, _END, budget)
+            if backward is not None:
+                if v in backward:
+                    self._cyclic = True
+                    self._ord = None
+                    return
+                if self._fit(backward, pred, below=order[v]):
+                    return
+                if self._spread() and self._fit(backward, pred, below=order[v]):
+                    return
+            forward = _region(v, succ, order, _START, order[u], budget)
+            if forward is not None:
+                if u in forward:
+                    self._cyclic = True
+                    self._ord = None
+                    return
+                if self._fit(forward, succ, above=order[u]):
+                    return
+                if self._spread() and self._fit(forward, succ, above=order[u]):
+                    return
+            budget *= 4
+        lower, upper = order[v], order[u]
+        if forward is None:
+            forward = _region(v, succ, order, _START, upper)
+            if u in forward:
+                self._cyclic = True
+                self._ord = None
+                return
+        if backward is None:
+            backward = _region(u, pred, order, lower, _END)
+        moved = sorted(backward, key=order.__getitem__) + sorted(forward, key=order.__getitem__)
+        slots = sorted(order[n] for n in moved)
+        at = self._at
+        for name, slot in zip(moved, slots):
+            order[name] = slot
+            at[slot] = name
+
+    def _spread(self) -> bool:
+        """Renumber the order `_GAP` apart, keeping it; False when it is that way already.
+
+        A move into a gap takes the free positions next to the class it goes
+        before (or after), so classes moved there end up side by side, and
+        the next move between two of them finds no room: the full move would
+        follow.  Renumbering is linear in the classes, and leaves room for
+        about `_GAP` moves into any one gap before it is needed again.
+        """
+        order, at = self._ord, self._at
+        if self._hi - self._lo == (len(order) - 1) * _GAP:
+            return False  # evenly spaced: no gap can be wider
+        ranked = sorted(order, key=order.__getitem__)
+        at.clear()
+        for position, name in enumerate(ranked):
+            order[name] = position * _GAP
+            at[position * _GAP] = name
+        self._lo, self._hi = 0, (len(ranked) - 1) * _GAP
+        return True
+
+    def _fit(self, region: set, adjacency: dict, below: Optional[int] = None,
+             above: Optional[int] = None) -> bool:
+        """Move a complete region into free positions just below `below` (a backward region,
+        which must go before `v`) or just above `above` (a forward one, after `u`), keeping its
+        inner order; False, moving nothing, when the gap there has no room.
+
+        The room is bounded by the region's neighbours outside it: for a backward
+        region its other predecessors (all placed before `below`), for a forward
+        one its other successors (all placed after `above`).
+        """
+        order, at = self._ord, self._at
+        if below is not None:
+            bound = max((order[o] for n in region for o in adjacency[n] if o not in region), default=self._lo - _GAP)
+            candidates = range(below - 1, bound, -1)
+        else:
+            bound = min((order[o] for n in region for o in adjacency[n] if o not in region), default=self._hi + _GAP)
+            candidates = range(above + 1, bound)
+        if len(candidates) < len(region):
+            return False
+        free = []
+        for position in candidates:
+            if position not in at:
+                free.append(position)
+                if len(free) == len(region):
+                    break
+        else:
+            return False
+        # a backward region fills positions downwards from `below`: its last class goes highest
+        ranked = sorted(region, key=order.__getitem__, reverse=below is not None)
+        for name, position in zip(ranked, free):
+            self._move(name, position)
+        self._lo = min(self._lo, free[-1] if below is not None else free[0])
+        self._hi = max(self._hi, free[0] if below is not None else free[-1])
+        return True
+
+    def may_reach(self, src: str, dst: str) -> bool:
+        """False when no path leads from `src` to `dst`; True when one may (or does).
+
+        A two-way search inside the topological order's window between them,
+        forward from `src` and backward from `dst` with a growing budget:
+        whichever side completes first without meeting the other proves there
+        is no path, so the cost is about twice the smaller side.  A search for
+        a cycle that cannot exist is skipped this way even when the classes
+        reachable from the new dependency's head are many (lockdep's own
+        forward search would visit them all to find nothing).
+        """
+        order = self.topological_order()
+        if order is None:
+            return True
+        lo, hi = order[src], order[dst]
+        if lo > hi:
+            return False
+        succ, pred = self._succ, self._pred
+        budget = _FIRST_BUDGET
+        while True:
+            forward = _region(src, succ, order, _START, hi, budget)
+            if forward is not None:
+                return dst in forward
+            backward = _region(dst, pred, order, lo, _END, budget)
+            if backward is not None:
+                return src in backward
+            budget *= 4
+
+    def invalidate_order(self) -> None:
+        """Call after changing `self.nx` directly (merging, loading)."""
+        self._ord = None
+        self._at = {}
+        self._cyclic = False
+        self._irq_reach = None
+        self.irq_safe_classes = sum(1 for data in self._node.values() if (data.get("usage") or 0) & _USED_IN_MASK)
+
+    def successors(self, name: str) -> dict:
+        """`{next: attrs}` in first-seen order (the hot path reads this dict directly)."""
+        return self._succ.get(name, {})
+
+    @property
+    def n_classes(self) -> int:
+        return len(self._node)
+
+    @property
+    def n_dependencies(self) -> int:
+        return sum(map(len, self._succ.values()))
+
+    # -- merging ---------------------------------------------------------
+    def merge(self, other: "DepGraph", origin: Optional[str] = None) -> None:
+        """Fold `other` into this graph: union of classes, usage bits and edges.
+
+        Earliest evidence wins where both have one (ordered by file, line), so
+        merging is associative and order-independent.  Nothing is validated:
+        `lockcheck.store.baseline.merge_checked` merges edge by edge through a
+        checker, reporting the cycles the union closes.
+        """
+        self.merge_classes(other)
+        for prev, nexts in list(other._succ.items()):
+            for next, data in list(nexts.items()):
+                self.merge_edge(prev, next, data, origin)
+        self.invalidate_order()
+
+    def merge_classes(self, other: "DepGraph") -> None:
+        """The classes of `other` with their usage bits (earliest trace of each bit kept)."""
+        for name, data in list(other._node.items()):
+            self.add_class(name)
+            node = self._node[name]
+            node["usage"] |= data.get("usage", 0)
+            traces = node["usage_traces"]
+            for bit, ev in data.get("usage_traces", {}).items():
+                if bit not in traces or _order(ev) < _order(traces[bit]):
+                    traces[bit] = ev
+        self._irq_reach = None  # usage bits were or-ed in directly
+        self.irq_safe_classes = sum(1 for data in self._node.values() if (data.get("usage") or 0) & _USED_IN_MASK)
+
+    def merge_edge(self, prev: str, next: str, data: dict, origin: Optional[str] = None) -> None:
+        """One edge of another graph: added (its origin set), or OR-ed into ours with the earliest evidence."""
+        self.add_class(prev)
+        self.add_class(next)
+        attrs = self._succ[prev].get(next)
+        if attrs is None:
+            copy = dict(data)
+            if origin is not None and "origin" not in copy:
+                copy["origin"] = origin
+            self._add_edge(prev, next, copy)
+            self._order_edge(prev, next)
+            if self._irq_reach is not None and self._irq_reach[prev]:
+                self._spread_irq_reach(next, self._irq_reach[prev])
+            return
+        attrs["dep"] |= data["dep"]
+        attrs["distance"] = min(attrs.get("distance", 1), data.get("distance", 1))
+        if _edge_order(data) < _edge_order(attrs):
+            for key in ("evidence", "held", "origin"):
+                if key in data:
+                    attrs[key] = data[key]
+                else:
+                    attrs.pop(key, None)
+
+
+#: bounds of `_region`'s window that leave that side open
+_START, _END = float("-inf"), float("inf")
+
+
+def _region(start: str, adjacency: dict, order: dict, lo: float, hi: float,
+            budget: Optional[int] = None) -> Optional[set]:
+    """`start` and every class reachable from it through classes placed in `lo..hi` by `order`
+    (self-loops skipped: `start` is seen); None once more than `budget` classes are found."""
+    seen = {start}
+    stack = [start]
+    while stack:
+        node = stack.pop()
+        for other in adjacency[node]:
+            if other not in seen and lo <= order[other] <= hi:
+                seen.add(other)
+                if budget is not None and len(seen) > budget:
+                    return None
+                stack.append(other)
+    return seen
+
+
+def _topological_sort(succ: dict, pred: dict) -> Optional[list]:
+    """The classes in networkx's `topological_sort` order of the graph without its self-loops
+    (generation by generation, each in node order); None: the graph has a cycle."""
+    indegree = {}
+    zero = []
+    for node in succ:
+        before = pred[node]
+        degree = len(before) - (node in before)
+        if degree:
+            indegree[node] = degree
+        else:
+            zero.append(node)
+    ordered = []
+    while zero:
+        ordered.extend(zero)
+        generation, zero = zero, []
+        for node in generation:
+            for child in succ[node]:
+                if child == node:
+                    continue
+                degree = indegree[child] - 1
+                if degree:
+                    indegree[child] = degree
+                else:
+                    del indegree[child]
+                    zero.append(child)
+    return None if indegree else ordered
+
+
+def _only_self(adjacent: dict, node: str) -> bool:
+    """Whether a class's successors (or predecessors) are none but itself (a self-loop is no order)."""
+    return not adjacent or (len(adjacent) == 1 and node in adjacent)
+
+
+def _order(evidence: Evidence) -> tuple:
+    """A total order of evidence: earliest file and line first; ties broken by every other field."""
+    return (evidence.file, evidence.line, evidence.task, evidence.at or "",
+            evidence.ts is not None, evidence.ts or 0.0, evidence.stack or ())
+
+
+def _edge_order(data: dict) -> tuple:
+    """Which of two copies of an edge a merge keeps: earliest evidence, then held, then origin.
+
+    A total order over everything a merge copies, so that the result does
+    not depend on which graph was merged first.
+    """
+    held = data.get("held")
+    return (_order(data["evidence"]), held is not None, _order(held) if held is not None else (),
+            data.get("origin") or "")

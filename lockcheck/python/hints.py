@@ -1,0 +1,65 @@
+"""Annotations for legitimate lock patterns: `lockcheck.name` and `lockcheck.nested`.
+
+Safe to call from production code: when lockcheck is not instrumenting
+(`lockcheck.python.tracked` never imported), they cost one dict lookup and leave
+the lock alone.
+
+>>> import threading, lockcheck
+>>> lock = lockcheck.name(threading.Lock(), "db.pool_lock")
+>>> with lockcheck.nested(lock, 1):
+...     pass
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+
+def name(lock: Any, class_name: str) -> Any:
+    """Give `lock` its own lock class called `class_name` (lockdep's `lockdep_set_class_and_name`).
+
+    Use it when one creation site makes locks with different roles (a
+    factory function): each role gets a class, and their orders are
+    checked separately.  Returns `lock`.
+    """
+    tracked = sys.modules.get("lockcheck.python.tracked")
+    if tracked is None:
+        return lock
+    return tracked.name(lock, class_name)
+
+
+def nested(lock: Any, subclass: int = 1) -> Any:
+    """A context manager taking `lock` as subclass `subclass` of its class (lockdep's `mutex_lock_nested`).
+
+    ``with parent.lock, lockcheck.nested(child.lock, 1): ...`` -- two locks
+    of one class held together on purpose, the inner one validated as
+    `CLASS/1`.  Also has `acquire()`/`release()`.
+    """
+    if not 0 <= subclass <= 7:
+        raise ValueError("lockcheck.nested: subclass must be 0..7 (lockdep's MAX_LOCKDEP_SUBCLASSES)")
+    tracked = sys.modules.get("lockcheck.python.tracked")
+    if tracked is None:
+        return _Plain(lock)
+    return tracked._Nested(lock, subclass)  # `tracked.nested` without its second range check
+
+
+class _Plain:
+    """`nested()` without instrumentation: the lock itself, acquired as usual."""
+
+    __slots__ = ("lock",)
+
+    def __init__(self, lock: Any) -> None:
+        self.lock = lock
+
+    def acquire(self, *args: Any, **kwargs: Any) -> Any:
+        return self.lock.acquire(*args, **kwargs)
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def __enter__(self) -> Any:
+        return self.lock.__enter__()
+
+    def __exit__(self, *exc: Any) -> Any:
+        return self.lock.__exit__(*exc)

@@ -1,0 +1,618 @@
+"""The recorder: Python lock operations -> events -> one `Checker`, with what it found.
+
+The tracked lock types (`lockcheck.python.tracked`) call `acquired`/`released`;
+the recorder names the task (a thread, or an asyncio task) and the test
+that runs (`set_context`), builds the `Event`, feeds the checker under its
+own raw lock, writes the event to the trace, and files each finding under
+its test or among the suppressed ones.
+"""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import collections
+import fnmatch
+import itertools
+import os
+import sys
+import threading
+import weakref
+from typing import Any, Callable, Optional, TextIO
+
+from lockcheck.lockdep import findings as F
+from lockcheck.lockdep.checker import Checker
+from lockcheck.events import ACQUIRE, RELEASE, WRITE, Event
+from lockcheck.lockdep.findings import Evidence, Finding
+from lockcheck.python.sites import registry, relpath, user_frame
+from lockcheck.python.stacks import DEFAULT_DEPTH, capture, capture_earlier
+
+_get_ident = _thread.get_ident
+_NOTHING: list = []
+
+#: task numbers are unique in the process, so a hold recorded by an earlier recorder is never
+#: mistaken for one of the current recorder's tasks
+_task_numbers = itertools.count(1)
+
+
+class Recorder:
+    """One checker fed by every tracked lock while started, with what it found.
+
+    `findings` holds `(finding, context)` pairs in report order; `context`
+    is what `set_context` last said (the pytest node id).  `suppress` is a
+    list of `"KIND CLASSGLOB..."` rules (see `suppressed`); matching
+    findings go to `suppressed_findings` instead.
+    """
+
+    def __init__(self, checker: Optional[Checker] = None, *, grace: float = 1.0, timed_is_try: bool = True,
+                 suppress: Optional[list[str]] = None, trace: Optional[TextIO] = None,
+                 task_prefix: str = "", on_finding: Optional[Callable[[Finding, Optional[str]], None]] = None,
+                 stack_depth: int = DEFAULT_DEPTH) -> None:
+        self.checker = checker or Checker()
+        #: Python frames kept per new dependency and per finding (0: none, reports show sites only)
+        self.stack_depth = stack_depth
+        self._frame: Any = None  # the acquisition being fed: where a new dependency's stack comes from
+        if stack_depth:
+            self.checker.graph.evidence_hook = self._with_stack
+        self.grace = grace
+        self.timed_is_try = timed_is_try
+        rules = DEFAULT_SUPPRESS + list(suppress or [])
+        self.rules = [_parse_rule(rule) for rule in rules if rule.strip() and not rule.lstrip().startswith("#")]
+        self.trace = trace
+        self.task_prefix = task_prefix
+        self.on_finding = on_finding
+        self.findings: list[tuple[Finding, Optional[str]]] = []
+        self.suppressed_findings: list[tuple[Finding, Optional[str]]] = []
+        self.by_context: dict[Optional[str], list[Finding]] = {}
+        self.bad_releases = 0
+        self.context: Optional[str] = None
+        self.check = True  # False: events are recorded `nocheck` (a test switched lockcheck off)
+        self.active = False
+        self._gen = 0
+        self._feed_lock = _thread.allocate_lock()
+        #: threads inside the recorder (set before they take the feed lock): a signal handler or
+        #: a `__del__` that runs in one of them while it is in here queues its work instead of
+        #: waiting for a lock its own thread holds
+        self._busy: set = set()
+        #: work queued for the next feed: events, ("drop"|"exit"|"fork"|"process", ...) items
+        self._pending: collections.deque = collections.deque()
+        #: locks (class, instance) held by a thread that is gone -- ended holding an RLock, not
+        #: the forking thread of this forked child, or the forking thread whose code does not go
+        #: on in a multiprocessing child -- -> (why, its TaskState, the HeldLock):
+        #: nobody will release them, so taking one is the finding (`held-at-exit`, `held-at-fork`)
+        self._orphans: dict = {}
+        self.dropped_held = 0  # locks garbage-collected or re-initialised while held
+        #: (task, class, instance) left held at the end of the test that took them (`end_context`)
+        self._left: set = set()
+        self.left_held: list[tuple[str, str]] = []  # (lock class, test) of each
+        self.exited_holding = 0  # threads that ended holding locks
+        self.forked_from: Optional[int] = None  # in a forked child: the parent's pid
+        #: called in a forked child (the plugin gives it its own trace and findings file)
+        self.on_fork_child: Optional[Callable[["Recorder"], None]] = None
+        #: locks that existed before tracking began (`lockcheck.python.patching.Preexisting`), set by start
+        self.preexisting: list = []
+        self._local = _thread._local()
+        #: thread ident -> the task key of the newest thread with it (idents are reused)
+        self.thread_keys: dict[int, str] = {}
+        #: called with (recorder, task) when a thread first appears (`lockcheck.python.interrupts` records there
+        #: that only the main thread runs signal handlers)
+        self.on_new_thread: Optional[Callable[["Recorder", str], None]] = None
+        self._atasks: "weakref.WeakKeyDictionary[Any, str]" = weakref.WeakKeyDictionary()
+        self._sites: dict = {}
+        if trace is not None:
+            # imported now: nothing may be imported under the feed lock (imports take locks)
+            from lockcheck.readers.lt import format_event
+
+            self._format_event = format_event
+            trace.write("#lockcheck-trace v1\n")
+
+    # -- context ------------------------------------------------------------
+    def set_context(self, context: Optional[str], check: bool = True) -> None:
+        """Name what runs from now on (a test id): it shows in reports after each task name."""
+        with self._feed_lock:
+            self.context = context
+            self.check = check
+            self._gen += 1
+            if self.trace is not None and context is not None:
+                self.trace.write(f"# context {context}{'' if check else ' (lockcheck off)'}\n")
+
+    def end_context(self, context: str) -> None:
+        """The test `context` is over: what its thread still holds from it is dropped.
+
+        A lock a test leaves held (an assertion failed inside the critical section; a fixture
+        that holds one on purpose) would otherwise stay on the test runner thread's held stack
+        for the rest of the session, and every later test's locks would depend on it.  Listed
+        in the summary; its release, if it ever comes, is then no event.
+        """
+        self.drain()
+        try:
+            task = self._local.info[1]
+        except AttributeError:
+            return
+        suffix = f" [{context}]"
+        with self._feed_lock:
+            state = self.checker.tasks.get(task)
+            if state is None or not state.held:
+                return
+            for hlock in list(state.held):
+                comm = hlock.event.comm or ""
+                if comm.endswith(suffix):
+                    self.checker.feed(Event(task, RELEASE, hlock.lock, hlock.instance))
+                    self._left.add((task, hlock.lock, hlock.instance))
+                    self.left_held.append((hlock.cls, context))
+                    if self.trace is not None:
+                        self.trace.write(f"# left held by {context}: {hlock.cls}\n")
+
+    def _comm(self, task: str) -> str:
+        return f"{task} [{self.context}]" if self.context else task
+
+    def thread_task(self, name: Optional[str] = None) -> tuple[str, str]:
+        """(task key, comm) of the calling thread; `name`: its name, for a thread that is not yet
+        in `threading._active` (its first event comes from its own bootstrap)."""
+        local = self._local
+        try:
+            gen, task, comm = local.info
+        except AttributeError:
+            # not current_thread(): in a thread started by _thread it would make a _DummyThread,
+            # which threading.enumerate() then lists for ever (Python 3.10, 3.11)
+            if name is None:
+                current = threading._active.get(_get_ident())  # type: ignore[attr-defined]
+                name = current.name if current is not None else "thread"
+            name = name.replace(" ", "_").replace("\t", "_").replace('"', "'")
+            task = f"{self.task_prefix}{name}/{next(_task_numbers)}"
+            self.thread_keys[_get_ident()] = task  # the hang report's thread -> task (lockcheck.python.hang)
+            gen, comm = -1, task
+            if self.on_new_thread is not None:
+                self.on_new_thread(self, task)
+            # dropped with the thread's locals when the thread ends (any thread: _thread, dummy)
+            local.end = _ThreadEnd(self._pending, task)
+        if gen != self._gen:
+            comm = self._comm(task)
+            local.info = (self._gen, task, comm)
+        return task, comm
+
+    def async_task(self) -> tuple[str, str]:
+        """(task key, comm) of the running asyncio task (the thread outside any task)."""
+        current = asyncio.current_task()
+        if current is None:
+            return self.thread_task()
+        task = self._atasks.get(current)
+        if task is None:
+            name = current.get_name().replace(" ", "_").replace('"', "'")
+            task = self._atasks[current] = f"{self.task_prefix}{name}/a{next(_task_numbers)}"
+        return task, self._comm(task)
+
+    # -- events -------------------------------------------------------------
+    def site(self, frame: Any) -> tuple[str, int, str]:
+        """(file, line, `file:LINE`) of an acquire call, cached per code object and line."""
+        key = (frame.f_code, frame.f_lineno)
+        site = self._sites.get(key)
+        if site is None:
+            rel = relpath(frame.f_code.co_filename)
+            site = self._sites[key] = (rel, frame.f_lineno, f"{rel}:{frame.f_lineno}")
+        return site
+
+    def acquired(self, task: str, comm: str, cls: str, inst: str, frame: Any, mode: int = WRITE,
+                 trylock: bool = False, subclass: int = 0) -> list[Finding]:
+        """Feed one acquire (call it before a blocking acquire waits); the new findings."""
+        frame = user_frame(frame)
+        site = self._sites.get((frame.f_code, frame.f_lineno))
+        file, line, at = site if site is not None else self.site(frame)
+        ev = Event(task, ACQUIRE, cls, inst, mode, trylock, subclass, None, self.check, at, None, None,
+                   file, line, comm)
+        if self._pending:
+            self.drain()  # a fork, say: what the child inherited is known before this acquire
+        if self._orphans and (cls, inst) in self._orphans and not trylock:
+            return self.feed(ev, frame, self._orphans[cls, inst])
+        return self.feed(ev, frame)
+
+    def released(self, task: str, cls: str, inst: str) -> None:
+        """Feed one release by (or for) `task`; holds from before this recorder started are skipped."""
+        if task in self.checker.tasks:
+            if self.trace is None and not self._pending:
+                me = _get_ident()
+                busy = self._busy
+                if me not in busy:
+                    busy.add(me)
+                    try:
+                        with self._feed_lock:
+                            if self.checker.release_innermost(task, cls, inst):
+                                return  # the common case: no event to build, nothing to find
+                    finally:
+                        busy.discard(me)
+            self.feed(self._release_event(task, cls, inst))
+        elif self._pending:
+            self.feed(self._release_event(task, cls, inst))  # its acquire may be queued: applied in order
+        elif self._orphans:
+            self._orphans.pop((cls, inst), None)
+
+    def _release_event(self, task: str, cls: str, inst: str) -> Event:
+        """A release that needs an event: with its site, for the findings a release can make
+        (the locks above a released one are taken again, and validated again)."""
+        frame = user_frame(sys._getframe(2))
+        site = self._sites.get((frame.f_code, frame.f_lineno))
+        file, line, at = site if site is not None else self.site(frame)
+        return Event(task, RELEASE, cls, inst, at=at, file=file, line=line)
+
+    def dropped(self, task: str, cls: str, inst: str, freed: bool = True) -> None:
+        """A lock held by `task` was garbage-collected (or re-initialised): it is held no more.
+
+        Called from `__del__` and fork handlers, at any moment in any thread -- maybe one that is
+        inside the recorder now -- so it only queues; the next feed applies it.  Not a finding:
+        Python frees a held lock safely (a note in the summary at most).
+        """
+        self._pending.append(("drop", task, cls, inst))
+        if freed:
+            self.dropped_held += 1
+
+    def feed(self, ev: Event, frame: Any = None, orphan: Optional[tuple] = None) -> list[Finding]:
+        me = _get_ident()
+        busy = self._busy
+        if me in busy:
+            # this thread is inside the recorder already (a signal handler or a __del__ ran in the
+            # middle of it): recorded once the interrupted feed is done, never waited for
+            self._pending.append(ev)
+            return _NOTHING
+        busy.add(me)
+        try:
+            with self._feed_lock:
+                if self._pending:  # what was queued happened before this event
+                    found = self._drain()
+                    found.extend(self._feed(ev, frame, orphan))
+                else:
+                    found = self._feed(ev, frame, orphan)
+        finally:
+            busy.discard(me)
+        if found and self.on_finding is not None:
+            for finding in found:
+                self.on_finding(finding, self.context)
+        return found
+
+    def add_finding(self, finding: Finding) -> None:
+        """A finding made outside the checker (a cycle of waits, `lockcheck.python.waitfor`): filed under
+        the current test like the checker's own."""
+        with self._feed_lock:
+            kept = self._file([finding])
+        if kept and self.on_finding is not None:
+            self.on_finding(finding, self.context)
+
+    def drain(self) -> list[Finding]:
+        """Apply the queued work now (at the end of a test, of the session); the findings it made."""
+        if not self._pending:
+            return _NOTHING
+        me = _get_ident()
+        if me in self._busy:
+            return _NOTHING
+        self._busy.add(me)
+        try:
+            with self._feed_lock:
+                found = self._drain()
+        finally:
+            self._busy.discard(me)
+        if found and self.on_finding is not None:
+            for finding in found:
+                self.on_finding(finding, self.context)
+        return found
+
+    def _feed(self, ev: Event, frame: Any, orphan: Optional[tuple] = None) -> list[Finding]:
+        """One event, under the feed lock: the checker, the trace, and where each finding goes."""
+        if ev.op == RELEASE:
+            if ev.task not in self.checker.tasks:
+                return _NOTHING  # for a thread that has ended meanwhile (its stack is gone)
+            if self._left and (ev.task, ev.lock, ev.instance) in self._left:
+                self._left.discard((ev.task, ev.lock, ev.instance))
+                return _NOTHING  # left held by an earlier test, released at last
+        self._frame = frame
+        found = self.checker.feed(ev)
+        if orphan is not None:
+            found = [*found, *self._orphan_taken(ev, orphan)]
+        if found:
+            found = [f for f in found if not self._reentered(f)]
+        if found and frame is not None and self.stack_depth:
+            for finding in found:
+                self._add_stacks(finding, frame)
+        self._frame = None
+        if self.trace is not None:
+            self.trace.write(self._format_event(ev))
+            self.trace.write("\n")
+        if found:
+            found = self._file(found)
+        return found
+
+    def _reentered(self, finding: Finding) -> bool:
+        """An RLock instance "taken again" by the thread that holds it is re-entry, not recursion.
+
+        The tracked RLock records only its outermost acquire, but a signal handler that runs
+        between that event and the real acquire (or whose events were queued while the thread
+        was inside the recorder) takes the RLock again as outermost: the checker sees the same
+        instance twice.  Not reported, and not remembered as reported either.
+        """
+        from lockcheck.python.tracked import OWNED_CLASSES
+
+        nxt, prev = finding.next, finding.prev
+        if finding.kind != F.RECURSIVE or nxt is None or prev is None or nxt.instance != prev.instance:
+            return False
+        if finding.lock.partition("/")[0] not in OWNED_CLASSES:
+            return False
+        self.checker.reported.discard(finding.key())
+        return True
+
+    def _file(self, found: list[Finding]) -> list[Finding]:
+        context = self.context
+        kept = []
+        for finding in found:
+            if self.suppressed(finding):
+                self.suppressed_findings.append((finding, context))
+            else:
+                kept.append(finding)
+                self.findings.append((finding, context))
+                self.by_context.setdefault(context, []).append(finding)
+        return kept
+
+    def _drain(self) -> list[Finding]:
+        """The queued work, under the feed lock, in the order it happened -- except a fork, which
+        comes first: the threads gone with it are classified before their own end (threading's
+        fork handler ends them) or the re-initialising of their locks is applied."""
+        pending = self._pending
+        items = []
+        while pending:
+            items.append(pending.popleft())
+        found: list[Finding] = []
+        tasks = self.checker.tasks
+        for item in items:
+            if type(item) is tuple and item[0] == "fork":
+                self._fork_child(item[1])
+        for item in items:
+            if type(item) is not tuple:
+                found.extend(self._feed(item, None))
+            elif item[0] == "drop":
+                _, task, cls, inst = item
+                if self._orphans:
+                    self._orphans.pop((cls, inst), None)
+                state = tasks.get(task)
+                if state is not None and self.checker.find_held_lock(state, cls, inst) is not None:
+                    found.extend(self._feed(Event(task, RELEASE, cls, inst), None))
+            elif item[0] == "exit":
+                found.extend(self._thread_ended(item[1]))
+            elif item[0] == "process":
+                self._process_target(item[1])
+        return found
+
+    def _thread_ended(self, task: str) -> list[Finding]:
+        """A thread ended: its held stack goes.  An RLock it still held (only its holder may
+        release one) is held for ever: taking it again is a finding (lockdep's held-at-exit,
+        raised when it would hang); a `Lock` it held may still be released by another thread,
+        legally, so that is nothing."""
+        from lockcheck.python.tracked import OWNED_CLASSES
+
+        state = self.checker.tasks.get(task)
+        if state is None:
+            return _NOTHING
+        owned = [h for h in state.held if h.lock in OWNED_CLASSES]
+        if owned:
+            self.exited_holding += 1
+            for hlock in owned:
+                self._orphans[hlock.lock, hlock.instance] = ("exit", state, hlock)
+        del self.checker.tasks[task]
+        self.checker._tasks_before += 1
+        return _NOTHING
+
+    # -- fork -----------------------------------------------------------------
+    def after_fork_in_child(self) -> None:
+        """`os.register_at_fork(after_in_child=...)`: the child has one thread, the forking one.
+
+        The feed lock may have been held by another thread at the fork: it is made anew, and so
+        is the set of threads inside the recorder.  The rest (the other threads' held stacks)
+        waits for the next feed, so that every fork handler -- logging's re-initialising its
+        locks, say -- has run by then.
+        """
+        self._feed_lock = _thread.allocate_lock()
+        self._busy = set()
+        info = getattr(self._local, "info", None)
+        self.forked_from = os.getppid()
+        self._pending.append(("fork", info[1] if info is not None else None))
+        if self.on_fork_child is not None:
+            self.on_fork_child(self)
+
+    def process_started(self) -> None:
+        """`multiprocessing.util.register_after_fork`: this forked child now runs a multiprocessing
+        target (start method fork), and will exit when it returns.
+
+        The forking thread's frames -- the `with` blocks around `Process.start()`, a pool's own
+        lock -- never resume in this child, so what that thread held at the fork is nobody's
+        here: locked for ever, as another thread's hold at the fork is, and no lock the target
+        takes nests inside it.  The target runs as a new task.
+        """
+        if not self.active:
+            return
+        info = getattr(self._local, "info", None)
+        if info is None:
+            return
+        self._pending.append(("process", info[1]))
+        del self._local.info  # the next lock operation makes this thread a new task
+        from lockcheck.python.tracked import core_forget
+
+        core_forget()  # the compiled hit path's copy of it too
+
+    def _process_target(self, task: str) -> None:
+        """The forking thread's holds become orphans (see `process_started`); its stack goes."""
+        state = self.checker.tasks.pop(task, None)
+        if state is None:
+            return
+        for hlock in state.held:
+            self._orphans[hlock.lock, hlock.instance] = ("process", state, hlock)
+        self.checker._tasks_before += 1
+
+    def _fork_child(self, task: Optional[str]) -> None:
+        """The threads that did not survive the fork: what they held, nobody in the child releases."""
+        tasks = self.checker.tasks
+        for other in [key for key in tasks if key != task]:
+            for hlock in tasks[other].held:
+                self._orphans[hlock.lock, hlock.instance] = ("fork", tasks[other], hlock)
+            del tasks[other]
+            self.checker._tasks_before += 1
+
+    def _orphan_taken(self, ev: Event, orphan: tuple) -> list[Finding]:
+        """A lock whose holder is gone is taken: it will never be free (the acquire hangs)."""
+        from lockcheck.python.report import HELD_AT_FORK
+
+        why, gone, hlock = orphan
+        state = self.checker.tasks.get(ev.task)
+        if state is None:
+            return _NOTHING
+        if why in ("fork", "process"):
+            # next: this acquisition (fed already, so the innermost hold); prev: the hold at the fork
+            taking = state.held[-1] if state.held and state.held[-1].instance == ev.instance else None
+            finding = self.checker._finding(HELD_AT_FORK, state, ev, lock=hlock.cls, held=hlock.cls,
+                                            next=self.checker.snapshot(taking) if taking is not None else None,
+                                            prev=self.checker.snapshot(hlock))
+            finding.details["holder"] = gone.key
+            if why == "process":
+                finding.details["process_target"] = True
+        else:  # the report of the thread that ended holding it, made when it matters
+            finding = self.checker._finding(F.HELD_AT_EXIT, gone, ev, lock=hlock.cls)
+            finding.details["task_exit"] = True
+            finding.details["taker"] = ev.comm or ev.task
+        self.checker.report(finding)
+        return self.checker.flush_reports()
+
+    def held_at_start(self, task: str) -> list[Event]:
+        """The acquire events of what `task` holds now (a forked child's trace begins with them)."""
+        state = self.checker.tasks.get(task)
+        if state is None:
+            return []
+        return [Event(task, ACQUIRE, h.lock, h.instance, h.read, h.trylock, h.subclass) for h in state.held]
+
+    # -- Python stacks, only where a report shows them ------------------------------
+    def _with_stack(self, evidence: Evidence) -> Evidence:
+        """`DepGraph.evidence_hook`: a new dependency keeps the stack of the acquisition that made it."""
+        frame = self._frame
+        if frame is None:
+            return evidence  # made by a release (the locks above are re-taken): no acquire frame
+        return evidence.with_stack(capture(frame, self.stack_depth))
+
+    def _add_stacks(self, finding: Finding, frame: Any) -> None:
+        """A finding's own stack, and the held lock's when the function that took it still runs."""
+        finding.details["stack"] = capture(frame, self.stack_depth)
+        prev = finding.prev
+        if prev is not None and prev.acquired is not None:
+            held = capture_earlier(frame, prev.acquired.file, prev.acquired.line, self.stack_depth)
+            if held:
+                finding.details["held_stack"] = held
+
+    def take(self, context: Optional[str]) -> list[Finding]:
+        """The findings made in `context` since the last `take` of it (queued work applied first)."""
+        self.drain()
+        with self._feed_lock:
+            return self.by_context.pop(context, [])
+
+    def suppressed(self, finding: Finding) -> bool:
+        """`KIND CLASSGLOB...`: the kind matches and every glob matches a class of the finding."""
+        if not self.rules:
+            return False
+        classes = {finding.lock, finding.held, *(finding.cycle or ())} - {None}
+        qualified = registry.qualified
+        if qualified:  # a rule may name a class by its module-qualified name, stable across lines
+            for cls in list(classes):
+                base, slash, subclass = cls.partition("/")
+                if base in qualified:
+                    classes.add(qualified[base] + slash + subclass)
+        for kind, globs in self.rules:
+            if not fnmatch.fnmatchcase(finding.kind, kind):
+                continue
+            if all(any(fnmatch.fnmatchcase(cls, glob) for cls in classes) for glob in globs):
+                return True
+        return False
+
+    # -- lifecycle ----------------------------------------------------------
+    def start(self) -> "Recorder":
+        from lockcheck.python.patching import start
+
+        start(self)
+        return self
+
+    def stop(self) -> None:
+        from lockcheck.python.patching import stop
+
+        stop(self)
+
+    def __enter__(self) -> "Recorder":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+    def render(self, out: TextIO) -> None:
+        """All findings in the kernel's text layout, with the summary line."""
+        from lockcheck.report import RENDERERS
+
+        RENDERERS["text"].render([f for f, _ in self.findings], self.summary(), out)
+
+    def summary(self) -> Any:
+        from lockcheck.util.version import __version__
+        from lockcheck.report import Summary
+
+        checker = self.checker
+        notes = []
+        if self.bad_releases:
+            notes.append(f"{self.bad_releases} releases of unlocked locks raised RuntimeError in the program")
+        if self.left_held:
+            listed = ", ".join(f"{cls} ({test})" for cls, test in self.left_held[:5])
+            more = f" and {len(self.left_held) - 5} more" if len(self.left_held) > 5 else ""
+            notes.append(f"{_count(len(self.left_held), 'lock')} left held at the end of the test that took "
+                         f"{'them' if len(self.left_held) > 1 else 'it'}, dropped from the held stack: {listed}{more}")
+        if self.exited_holding:
+            notes.append(f"{_count(self.exited_holding, 'thread')} ended holding an RLock (reported if "
+                         f"another thread then waits for it)")
+        if self.dropped_held:
+            notes.append(f"{_count(self.dropped_held, 'lock')} garbage-collected while held "
+                         f"(no longer held by anyone: not a finding)")
+        return Summary(events=checker.stats.events, tasks=checker.task_count, classes=checker.graph.n_classes,
+                       dependencies=checker.graph.n_dependencies, files=[], version=__version__, notes=notes,
+                       suppressed=len(self.suppressed_findings))
+
+
+class _ThreadEnd:
+    """Kept in a thread's recorder-local data: collected when the thread ends, it says so."""
+
+    __slots__ = ("pending", "task")
+
+    def __init__(self, pending: collections.deque, task: str) -> None:
+        self.pending = pending
+        self.task = task
+
+    def __del__(self) -> None:
+        self.pending.append(("exit", self.task))
+
+
+def _count(n: int, noun: str) -> str:
+    from lockcheck.util.wording import count
+
+    return count(n, noun)
+
+
+#: the standard library's own lock orders, which no program under test can change:
+#: - same-class nesting ordered on purpose (lockdep's `lock_set_cmp_fn`):
+#:   `concurrent.futures._AcquireFutures` takes Future conditions sorted by id();
+#: - logging: `logging.config` (fileConfig, dictConfig) holds the module lock while it shuts
+#:   the old handlers down (each handler's lock), and `FileHandler.close` (and the close of
+#:   MemoryHandler, SocketHandler, SysLogHandler) holds its handler's lock while `Handler.close`
+#:   takes the module lock -- an inversion inside the stdlib itself (every Python 3.10-3.13),
+#:   reported by any run that configures logging twice.
+#: - multiprocessing: a `SemLock`'s finalizer (run by the garbage collector: an interrupt context,
+#:   `lockcheck.python.interrupts`) unregisters it with the resource tracker under `ResourceTracker._lock`,
+#:   which the tracker also takes in plain code -- the stdlib's own irq-unsafe use (CPython 3.13
+#:   answers the re-entry with `ReentrantCallError` rather than deadlock), reported by any test
+#:   whose garbage collection happens to run inside the tracker (test_logging's test_config15_ok).
+#: They name the classes by their qualified names, so only the stdlib's own classes match: a
+#: third-party handler whose `emit` logs (taking the module lock under its handler lock, as
+#: opentelemetry-sdk's LoggingHandler does) inverts against dictConfig in its own code, and is
+#: reported.
+DEFAULT_SUPPRESS = ["recursive-locking concurrent.futures._base.Future._condition",
+                    "circular-dependency logging._lock logging.*Handler.lock",
+                    "inconsistent-lock-state multiprocessing.resource_tracker.ResourceTracker._lock"]
+
+
+def _parse_rule(rule: str) -> tuple[str, list[str]]:
+    parts = rule.split()
+    return parts[0], parts[1:]

@@ -1,0 +1,119 @@
+"""Python call stacks for reports: the frames of the code under test, captured only when needed.
+
+A report that says `util.py:9` is no help when every lock is taken through
+one helper or decorator: the developer needs the callers.  Capturing a
+stack on every acquisition would cost the hot path dearly, so the recorder
+captures one only where a report can show it -- when the checker records a
+new dependency (`DepGraph.evidence_hook`) or makes a finding -- and keeps
+plain `(file, line, function)` frames, never frame objects (those would keep
+the program's local variables alive).
+
+Frames inside lockcheck, threading, contextlib and asyncio are left out: they are the
+same in every report and hide the code that matters.  The walk stops at the
+test runner (pytest, pluggy, xdist, execnet): what lies beyond it (runpy,
+a console script) is not the program under test either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import sys
+import threading
+from typing import Any, Optional
+
+from lockcheck.lockdep.findings import Frame
+from lockcheck.python.sites import relpath
+
+#: default number of frames shown per acquisition site (`--lockcheck-stack-depth`)
+DEFAULT_DEPTH = 5
+
+_LOCKCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the package, not this wing
+_THREADING_FILE = os.path.abspath(threading.__file__)
+_ASYNCIO_DIR = os.path.dirname(os.path.abspath(asyncio.__file__)) + os.sep
+
+
+def _runner_dirs() -> tuple[str, ...]:
+    """The test runner's packages, wherever they are installed (nothing is imported for it)."""
+    import importlib.util
+
+    dirs = []
+    for name in ("_pytest", "pytest", "pluggy", "xdist", "execnet"):
+        module = sys.modules.get(name)
+        origin = getattr(module, "__file__", None)
+        if origin is None:
+            try:
+                spec = importlib.util.find_spec(name)
+            except (ImportError, ValueError):
+                spec = None
+            origin = spec.origin if spec is not None else None
+        if origin:
+            dirs.append(os.path.dirname(os.path.abspath(origin)) + os.sep)
+    return tuple(dirs)
+
+
+#: contextlib: `@contextmanager` helpers around a lock add two plumbing frames per level
+_HIDDEN_FILES = (_THREADING_FILE, os.path.abspath(contextlib.__file__))
+_HIDDEN_DIRS: tuple[str, ...] = (_LOCKCHECK_DIR, _ASYNCIO_DIR)
+_RUNNER_DIRS: tuple[str, ...] = _runner_dirs()
+#: how a frame counts: shown, hidden (skipped), or the test runner (nothing beyond it is the program)
+SHOWN, HIDDEN, RUNNER = 0, 1, 2
+_kinds: dict = {}  # code object -> kind: a stack is walked rarely, but each walk sees the same frames
+
+
+def kind_of(filename: str) -> int:
+    """SHOWN, HIDDEN (lockcheck, threading, contextlib, asyncio) or RUNNER (pytest & co.) for frames of `filename`."""
+    path = os.path.abspath(filename)
+    if path in _HIDDEN_FILES or path.startswith(_HIDDEN_DIRS):
+        return HIDDEN
+    if path.startswith(_RUNNER_DIRS):
+        return RUNNER
+    return SHOWN
+
+
+def capture(frame: Optional[Any], depth: int = DEFAULT_DEPTH) -> Optional[tuple[Frame, ...]]:
+    """Up to `depth` frames of the code under test, from `frame` outwards; None when there are none.
+
+    `frame` is normally the acquisition's own frame (the first outside the
+    lock types); a hidden frame there is skipped like any other.
+    """
+    frames: list[Frame] = []
+    while frame is not None and len(frames) < depth:
+        code = frame.f_code
+        kind = _kinds.get(code)
+        if kind is None:
+            kind = _kinds[code] = kind_of(code.co_filename)
+        if kind == RUNNER:
+            break  # what called pytest (runpy, a console script) is not the program either
+        if kind == SHOWN:
+            name = getattr(code, "co_qualname", None) or code.co_name
+            frames.append(Frame(relpath(code.co_filename), frame.f_lineno, name))
+        frame = frame.f_back
+    return tuple(frames) or None
+
+
+def capture_earlier(frame: Optional[Any], file: str, line: int,
+                   depth: int = DEFAULT_DEPTH) -> Optional[tuple[Frame, ...]]:
+    """The stack of an earlier acquisition at `file:line`, if the function that made it still runs.
+
+    A lock held now was usually taken by a function that is still on the
+    stack (`with a:` ... `with b:`, or a caller that holds `a` around the
+    call): its stack is that frame, at `line`, and the frame's callers.
+    None when no running frame's code contains `file:line` (the lock was
+    taken by a function that has returned).
+    """
+    if frame is not None and frame.f_lineno == line:
+        # the acquisition being made now is at that line: whoever took the held lock there was
+        # another call of this code (a helper's earlier, suspended frame) -- or this very frame
+        # in a loop; either way this frame's callers may not be that lock's
+        frame = frame.f_back
+    while frame is not None:
+        code = frame.f_code
+        if relpath(code.co_filename) == file and any(number == line for _, _, number in code.co_lines()):
+            stack = capture(frame, depth)
+            if not stack or stack[0].file != file:
+                return stack
+            return (stack[0]._replace(line=line),) + stack[1:]
+        frame = frame.f_back
+    return None

@@ -1,0 +1,853 @@
+"""The tracked lock types: `threading` and `asyncio` locks that report to the active recorder.
+
+Each wraps (or subclasses) the real lock and turns its acquires and
+releases into `Recorder.acquired`/`Recorder.released` calls; with no
+recorder active (`_rec is None`) each behaves as the lock it wraps.  Also
+here: the factories that `lockcheck.python.patching` installs as
+`threading.Lock`/`RLock`, and the annotations `name` and `nested`, which
+act on tracked locks.  How each type maps onto lockdep is in the docstring
+of `lockcheck.python.instrument`.
+
+Where the compiled core (`lockcheck.python._trackedcore`, lockcheck/python/_tracked.c) is
+built, `Lock`, `RLock` and `nested` keep their fields in it and their
+`__enter__`/`__exit__`/`acquire`/`release` are its hit path: an uncontended
+acquisition of a chain already validated, and the release of the innermost
+lock, are recorded there with no Python frame; anything else calls the
+`_py_*` methods below, which are those methods themselves in the pure build
+(no compiler, or `LOCKCHECK_PURE=1`).
+"""
+
+from __future__ import annotations
+
+import _thread
+import asyncio
+import asyncio.locks
+import os
+import sys
+import threading
+import time
+from typing import TYPE_CHECKING, Any, Optional
+
+from lockcheck.python import waitfor as _waitfor
+from lockcheck.events import RREAD, WRITE
+from lockcheck.python.sites import creation, registry, site_skipped, user_frame
+
+if TYPE_CHECKING:
+    from lockcheck.python.recorder import Recorder
+
+#: the originals, captured at import (before anything is patched)
+_ORIG_LOCK = threading.Lock
+_ORIG_RLOCK = threading.RLock
+_ORIG_CONDITION = threading.Condition
+_ORIG_SEMAPHORE = threading.Semaphore
+_ORIG_BSEMAPHORE = threading.BoundedSemaphore
+_ORIG_ALOCK = asyncio.locks.Lock
+
+_RAW_LOCK_TYPE = type(_thread.allocate_lock())
+_RAW_RLOCK_TYPE = type(_ORIG_RLOCK())
+_monotonic = time.monotonic
+
+#: the active recorder, set by `lockcheck.python.patching.start` (None: every tracked lock behaves
+#: as the raw lock it wraps); a module global because every acquire reads it
+_rec: Optional["Recorder"] = None
+
+
+def _load_core() -> Any:
+    """The compiled hit path (`lockcheck.python._trackedcore`, lockcheck/python/_tracked.c), or None: not built,
+    or `LOCKCHECK_PURE=1` (the pure-Python methods below are then the tracked types' own)."""
+    if os.environ.get("LOCKCHECK_PURE") == "1":
+        return None
+    try:
+        from lockcheck.python import _trackedcore
+    except ImportError:
+        return None
+    return _trackedcore
+
+
+_core = _load_core()
+#: the base of the tracked types: the compiled one holds their fields (and the hit path)
+_Base: Any = _core.Base if _core is not None else object
+#: their fields, as slots of the pure-Python build
+_FIELDS = () if _core is not None else ("_real", "_cls", "_inst", "_holder", "_since", "__weakref__")
+
+
+#: lock classes only their holder may release (RLocks): a thread that ends holding one leaves it
+#: held for ever (a finding), where a `Lock` it ends holding may still be released by another
+OWNED_CLASSES: set = set()
+
+
+class SelfDeadlockError(RuntimeError):
+    """A blocking acquire of a lock its own context already holds: it would never return."""
+
+
+# -- tracked threading locks ---------------------------------------------------------------
+
+
+class _WrapperMeta(type):
+    """The tracked wrapper types pass for the real ones: `type(threading.Lock())()` raises
+    CPython's own "cannot create '_thread.lock' instances" where the real type does, and
+    makes a (tracked) lock where the real type is instantiable (RLock; Lock from 3.13).
+    Internally they are made with `_new`."""
+
+    _lc_real_type: Any = None
+
+    def __call__(cls, *args: Any, **kwargs: Any) -> Any:
+        real_type = cls._lc_real_type
+        if cls._lc_instantiable:
+            return cls._lc_factory(*args, **kwargs)
+        raise TypeError(f"cannot create '{real_type.__module__}.{real_type.__name__}' instances")
+
+    def _new(cls, *args: Any) -> Any:
+        return type.__call__(cls, *args)
+
+
+class _Tracked(_Base, metaclass=_WrapperMeta):
+    """What every tracked lock has: the real lock, its class, instance and holder.
+
+    Where the compiled core is built, the methods an uncontended acquire and release go through
+    (`__enter__`, `__exit__`, `acquire`, `release`) are its C hit path, which calls the
+    `_py_*` methods here for everything else (see lockcheck/python/_tracked.c); in the pure build the
+    `_py_*` methods are those methods."""
+
+    __slots__ = _FIELDS
+    _lc_instantiable = False
+
+    def __getattr__(self, attr: str) -> Any:
+        # anything we do not wrap (locked, _recursion_count...) behaves as the real lock's
+        return getattr(object.__getattribute__(self, "_real"), attr)
+
+    def __repr__(self) -> str:
+        return repr(self._real)
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        # isinstance(lock, _thread.LockType) holds as for the real lock; type(lock) is still ours
+        return type(self)._lc_real_type
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        # what pickle and copy say of the real lock
+        raise TypeError(f"cannot pickle '{type(self)._lc_real_type.__module__}."
+                        f"{type(self)._lc_real_type.__name__}' object")
+
+    def __del__(self) -> None:
+        """Collected while held (`lock.acquire(); del lock`): its holder no longer holds it."""
+        try:
+            holder = self._holder
+        except AttributeError:  # never initialised
+            return
+        rec = _rec
+        if holder is not None and rec is not None:
+            rec.dropped(holder, self._cls, self._inst)
+
+    def _at_fork_reinit(self) -> None:
+        """The real lock is unlocked anew (logging's fork handlers do it): nobody holds it now."""
+        holder, self._holder = self._holder, None
+        self._real._at_fork_reinit()
+        self._reset_depth()
+        rec = _rec
+        if holder is not None and rec is not None:
+            rec.dropped(holder, self._cls, self._inst, freed=False)
+
+    def _reset_depth(self) -> None:
+        pass
+
+    def _py_enter(self) -> bool:
+        __tracebackhide__ = True  # pytest: a SelfDeadlockError points at the caller
+        return self._acquire(True, -1, sys._getframe(1), 0)
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def _py_acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        __tracebackhide__ = True
+        return self._acquire(blocking, timeout, sys._getframe(1), 0)
+
+    def _lc_tried(self, rec: Recorder, task: str, comm: str) -> bool:
+        """The compiled core took the lock with a non-blocking try that was no hit: its event."""
+        rec.acquired(task, comm, self._cls, self._inst, sys._getframe(1), trylock=True)
+        return True
+
+    def _lc_contended(self, rec: Recorder, task: str, comm: str) -> bool:
+        """The compiled hit path recorded the acquire, and the non-blocking try failed: the wait
+        (`_recorded_acquire`'s, from there on)."""
+        __tracebackhide__ = True
+        try:
+            _waitfor.wait_thread(self, rec, task, comm, sys._getframe(1))
+        except BaseException:
+            rec.released(task, self._cls, self._inst)
+            raise
+        self._took(task)
+        return True
+
+    def _is_try(self, rec: Recorder, blocking: bool, timeout: float) -> bool:
+        return not blocking or (timeout != -1 and rec.timed_is_try)
+
+    def _recorded_acquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int,
+                          blocking: bool, timeout: float) -> bool:
+        """Take the real lock with its event: a trylock is fed once it succeeded; a blocking
+        acquire is fed *before* it waits (the report must exist even if it never returns),
+        and withdrawn again if it fails or times out.  An untimed one that cannot take the lock
+        at once is a wait: `lockcheck.python.waitfor` checks it for a cycle of waits first."""
+        __tracebackhide__ = True
+        real = self._real
+        if self._is_try(rec, blocking, timeout):
+            ok = real.acquire(blocking, timeout)
+            if ok:
+                self._took(task)
+                rec.acquired(task, comm, self._cls, self._inst, frame, trylock=True, subclass=subclass)
+            return ok
+        rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
+        try:
+            if timeout == -1:
+                ok = True
+                if not real.acquire(False):
+                    _waitfor.wait_thread(self, rec, task, comm, frame)
+            else:
+                ok = real.acquire(blocking, timeout)
+        except BaseException:
+            rec.released(task, self._cls, self._inst)
+            raise
+        if ok:
+            self._took(task)
+        else:  # a timed acquire validated as blocking, timed out
+            rec.released(task, self._cls, self._inst)
+        return ok
+
+    def _took(self, task: str) -> None:
+        """The real lock is now held by `task` (subclasses keep their holder bookkeeping here)."""
+        raise NotImplementedError
+
+
+class TrackedLock(*((_Tracked, _core.LockBase) if _core is not None else (_Tracked,))):  # type: ignore[misc]
+    """A `threading.Lock` that reports to the active recorder."""
+
+    __slots__ = ()
+
+    def __init__(self, cls: str, inst: str, real: Any = None) -> None:
+        self._real = real if real is not None else _thread.allocate_lock()
+        self._cls = cls
+        self._inst = inst
+        self._holder: Optional[str] = None
+        self._since = 0.0
+
+    def _acquire(self, blocking: bool, timeout: float, frame: Any, subclass: int) -> bool:
+        __tracebackhide__ = True
+        rec = _rec
+        real = self._real
+        if rec is None:
+            return real.acquire(blocking, timeout)
+        task, comm = rec.thread_task()
+        if self._holder == task and timeout == -1 and not self._is_try(rec, blocking, timeout):
+            return self._reacquire(rec, task, comm, frame, subclass)
+        return self._recorded_acquire(rec, task, comm, frame, subclass, blocking, timeout)
+
+    def _took(self, task: str) -> None:
+        self._holder = task
+        self._since = _monotonic()
+
+    def _py_enter(self) -> bool:
+        """`with lock:` -- the blocking, untimed acquire of `_acquire`, without its general dispatch
+        (this is the path almost every Python lock takes, so it is kept short)."""
+        __tracebackhide__ = True  # pytest: a SelfDeadlockError points at the caller
+        rec = _rec
+        if rec is None:
+            return self._real.acquire()
+        task, comm = rec.thread_task()
+        if self._holder == task:
+            return self._reacquire(rec, task, comm, sys._getframe(1), 0)
+        rec.acquired(task, comm, self._cls, self._inst, sys._getframe(1))
+        try:
+            if not self._real.acquire(False):  # contended: a wait, checked for a cycle of waits
+                _waitfor.wait_thread(self, rec, task, comm, sys._getframe(1))
+        except BaseException:
+            rec.released(task, self._cls, self._inst)
+            raise
+        self._holder = task
+        self._since = _monotonic()
+        return True
+
+    def _reacquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int) -> bool:
+        """Blocking re-acquire by the holder: fine only if another thread releases it (a signal)."""
+        __tracebackhide__ = True
+        if self._real.acquire(True, rec.grace):
+            # released by another thread meanwhile (its release was recorded for us)
+            rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
+            self._took(task)
+            return True
+        if _waitfor.mixed_thread(self, rec, task, comm, frame):  # report mode: waited, and took it
+            rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
+            self._took(task)
+            return True
+        rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
+        rec.released(task, self._cls, self._inst)
+        file, line, at = rec.site(user_frame(frame))
+        raise SelfDeadlockError(
+            f"lockcheck: {at}: {task} tries to acquire lock {self._cls}@{self._inst}, which it already holds, "
+            f"and no other thread released it within {rec.grace:g}s: this acquire would never return "
+            f"(possible recursive locking detected)"
+        )
+
+    def _py_release(self) -> None:
+        rec = _rec
+        holder = self._holder
+        if rec is not None and holder is not None:
+            self._holder = None
+            rec.released(holder, self._cls, self._inst)
+        try:
+            self._real.release()
+        except RuntimeError:
+            if rec is not None:
+                rec.bad_releases += 1
+            raise
+
+    def locked(self) -> bool:
+        return self._real.locked()
+
+    locked_lock = locked
+
+
+TrackedLock._lc_real_type = _RAW_LOCK_TYPE
+
+
+class TrackedRLock(*((_Tracked, _core.RLockBase) if _core is not None else (_Tracked,))):  # type: ignore[misc]
+    """A `threading.RLock`: only the outermost acquire and the last release are events."""
+
+    __slots__ = () if _core is not None else ("_depth",)
+
+    def __init__(self, cls: str, inst: str, real: Any = None) -> None:
+        self._real = real if real is not None else _ORIG_RLOCK()
+        self._cls = cls
+        self._inst = inst
+        self._holder: Optional[str] = None
+        self._since = 0.0
+        self._depth = 0
+        OWNED_CLASSES.add(cls)
+
+    def _acquire(self, blocking: bool, timeout: float, frame: Any, subclass: int) -> bool:
+        rec = _rec
+        real = self._real
+        if rec is None or real._is_owned():
+            ok = real.acquire(blocking, timeout)
+            if ok and self._depth:
+                self._depth += 1
+            return ok
+        task, comm = rec.thread_task()
+        return self._recorded_acquire(rec, task, comm, frame, subclass, blocking, timeout)
+
+    def _took(self, task: str) -> None:
+        self._holder, self._depth = task, 1
+        self._since = _monotonic()
+
+    def _py_release(self) -> None:
+        real = self._real
+        if not real._is_owned():
+            try:
+                real.release()  # raises RuntimeError: the program's error to see
+            except RuntimeError:
+                if _rec is not None:
+                    _rec.bad_releases += 1
+                raise
+            return
+        if self._depth:
+            self._depth -= 1
+            if not self._depth:
+                self._released()
+        real.release()
+
+    def _released(self) -> None:
+        holder, self._holder = self._holder, None
+        if _rec is not None and holder is not None:
+            _rec.released(holder, self._cls, self._inst)
+
+    # Condition.wait: release all levels, and take them back
+    def _release_save(self) -> Any:
+        depth, self._depth = self._depth, 0
+        if depth:
+            self._released()
+        return (self._real._release_save(), depth)
+
+    def _acquire_restore(self, state: Any) -> None:
+        """The blocking re-acquire of `Condition.wait`: validated before it waits, but the holder
+        is this thread only once the real lock is taken back -- until then another thread holds
+        it, and that thread's release is its own (a contended wait is no recursion)."""
+        real_state, depth = state
+        rec = _rec
+        task = None
+        if rec is not None and depth:
+            task, comm = rec.thread_task()
+            rec.acquired(task, comm, self._cls, self._inst, sys._getframe(1))
+        try:
+            self._real._acquire_restore(real_state)
+        except BaseException:
+            if task is not None:
+                rec.released(task, self._cls, self._inst)
+            raise
+        if task is not None:
+            self._holder = task
+            self._since = _monotonic()
+        self._depth = depth
+
+    def _py_is_owned(self) -> bool:
+        return self._real._is_owned()
+
+    def _reset_depth(self) -> None:
+        self._depth = 0
+
+
+TrackedRLock._lc_real_type = _RAW_RLOCK_TYPE
+TrackedRLock._lc_instantiable = True
+
+
+def _public_methods() -> None:
+    """The tracked types' public acquire and release: the compiled hit path's, or the pure ones."""
+    if _core is None:
+        for kind in (TrackedLock, TrackedRLock):
+            kind.__enter__ = kind._py_enter
+            kind.acquire = kind._py_acquire
+            kind.release = kind._py_release
+        TrackedLock.acquire_lock = TrackedLock.acquire
+        TrackedLock.release_lock = TrackedLock.release
+        TrackedRLock._is_owned = TrackedRLock._py_is_owned
+        for func, public in ((_Tracked._py_enter, "__enter__"), (TrackedLock._py_enter, "__enter__"),
+                             (_Tracked._py_acquire, "acquire"), (TrackedLock._py_release, "release"),
+                             (TrackedRLock._py_release, "release"), (TrackedRLock._py_is_owned, "_is_owned")):
+            func.__name__ = public  # as the methods are called (repr, help)
+            func.__qualname__ = func.__qualname__.rpartition(".")[0] + "." + public
+        return
+    for kind, methods in ((TrackedLock, _core.LockBase), (TrackedRLock, _core.RLockBase)):
+        for attr, method in vars(methods).items():
+            if callable(method) and not attr.startswith("__") or attr in ("__enter__", "__exit__"):
+                setattr(kind, attr, method)  # before _Tracked's in the MRO
+
+
+_public_methods()
+
+
+# -- factories: the patched names --------------------------------------------------------------
+
+
+def _make_lock(*args: Any, **kwargs: Any) -> Any:
+    return _new_lock(3, args, kwargs)
+
+
+def _new_lock(depth: int, args: tuple, kwargs: dict) -> Any:
+    """A tracked lock keyed by the creating frame `depth` levels up, or a raw one when not tracking."""
+    created = creation(depth) if _rec is not None else None
+    if created is None:
+        return _ORIG_LOCK(*args, **kwargs)
+    if args or kwargs:  # as the real factory does: it takes no arguments
+        _ORIG_LOCK(*args, **kwargs)
+    return TrackedLock._new(*created)
+
+
+class _FactoryMeta(type):
+    """`isinstance(x, threading.Lock)` -- legal once Lock is a class (Python 3.13) -- keeps working."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return isinstance(obj, cls._lc_kinds)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return isinstance(sub, type) and issubclass(sub, cls._lc_kinds)
+
+
+class _LockClass(metaclass=_FactoryMeta):
+    """`threading.Lock` while patched, where the original is a class: constructing it makes a
+    tracked lock (as `_make_lock` does where the original is a function)."""
+
+    _lc_kinds: tuple = (_ORIG_LOCK, TrackedLock) if isinstance(_ORIG_LOCK, type) else (TrackedLock,)
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> Any:
+        return _new_lock(3, args, kwargs)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # as the real type: a subclass would not pickle as a lock (CPython's test_lock_no_subclass)
+        raise TypeError("type '_thread.lock' is not an acceptable base type")
+
+
+
+
+def _make_rlock(*args: Any, **kwargs: Any) -> Any:
+    created = creation() if _rec is not None else None
+    if created is None:
+        return _ORIG_RLOCK(*args, **kwargs)
+    if args or kwargs:
+        _ORIG_RLOCK(*args, **kwargs)
+    return TrackedRLock._new(*created)
+
+
+def _rlock_type_call(*args: Any, **kwargs: Any) -> Any:
+    """`type(threading.RLock())()`: a new RLock, as the real type makes; tracked, keyed by the caller."""
+    created = creation(3) if _rec is not None else None
+    if created is None:
+        return _RAW_RLOCK_TYPE(*args, **kwargs)
+    if args or kwargs:
+        _RAW_RLOCK_TYPE(*args, **kwargs)
+    return TrackedRLock._new(*created)
+
+
+def _lock_type_call(*args: Any, **kwargs: Any) -> Any:
+    return _new_lock(4, args, kwargs)
+
+
+TrackedRLock._lc_factory = staticmethod(_rlock_type_call)
+TrackedLock._lc_factory = staticmethod(_lock_type_call)
+TrackedLock._lc_instantiable = isinstance(_ORIG_LOCK, type)  # Python 3.13: _thread.lock() makes a lock
+
+
+class _OrigInstanceCheck(type):
+    """`isinstance(x, threading.Condition)` stays true for Conditions made before patching."""
+
+    def __instancecheck__(cls, obj: Any) -> bool:
+        return type.__instancecheck__(cls, obj) or isinstance(obj, cls._lc_orig)
+
+    def __subclasscheck__(cls, sub: Any) -> bool:
+        return type.__subclasscheck__(cls, sub) or issubclass(sub, cls._lc_orig)
+
+
+class TrackedCondition(_ORIG_CONDITION, metaclass=_OrigInstanceCheck):
+    """`threading.Condition` whose default lock is a tracked RLock keyed by the Condition's site."""
+
+    _lc_orig = _ORIG_CONDITION
+
+    def __init__(self, lock: Any = None) -> None:
+        if lock is None and _rec is not None:
+            created = creation()
+            if created is not None:
+                lock = TrackedRLock._new(*created)
+        super().__init__(lock)
+
+
+
+
+class _SemaphoreMixin:
+    """Counting locks (see the module docstring for how each enters the graph)."""
+
+    _lc: Optional[tuple[str, str]]
+    _lc_holders: list
+    _lc_held = False  # BoundedSemaphore: held until released; Semaphore: acquire-only
+
+    def _lc_init(self) -> None:
+        self._lc = creation(3) if _rec is not None else None
+        self._lc_holders = []
+
+    def _lc_mode(self) -> int:
+        # a permit of several: one thread may hold more than one (recursive read), as any reader
+        return RREAD
+
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        rec = _rec
+        lc = self._lc
+        if rec is None or lc is None:
+            return super().acquire(blocking, timeout)  # type: ignore[misc]
+        cls, inst = lc
+        frame = sys._getframe(1)
+        task, comm = rec.thread_task()
+        if not blocking or (timeout is not None and rec.timed_is_try):
+            ok = super().acquire(blocking, timeout)  # type: ignore[misc]
+            if ok and self._lc_held:
+                rec.acquired(task, comm, cls, inst, frame, self._lc_mode(), trylock=True)
+                self._lc_holders.append(task)
+            return ok
+        rec.acquired(task, comm, cls, inst, frame, self._lc_mode())
+        if not self._lc_held:
+            rec.released(task, cls, inst)  # acquire-only: validated, never held
+            return super().acquire(blocking, timeout)  # type: ignore[misc]
+        try:
+            ok = super().acquire(blocking, timeout)  # type: ignore[misc]
+        except BaseException:
+            rec.released(task, cls, inst)
+            raise
+        if ok:
+            self._lc_holders.append(task)
+        else:
+            rec.released(task, cls, inst)
+        return ok
+
+    __enter__ = acquire
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def release(self, n: int = 1) -> None:
+        super().release(n)  # type: ignore[misc]
+        rec = _rec
+        lc = self._lc
+        if rec is None or lc is None or not self._lc_held:
+            return
+        holders = self._lc_holders
+        for _ in range(n):
+            if not holders:
+                break
+            task, _comm = rec.thread_task()
+            holder = task if task in holders else holders[0]
+            holders.remove(holder)
+            rec.released(holder, *lc)
+
+
+class TrackedSemaphore(_SemaphoreMixin, _ORIG_SEMAPHORE, metaclass=_OrigInstanceCheck):
+    """`threading.Semaphore`: acquire-only (validated, never held)."""
+
+    _lc_orig = _ORIG_SEMAPHORE
+
+    def __init__(self, value: int = 1) -> None:
+        # also called unbound by threading.BoundedSemaphore.__init__ (it names the module global)
+        _ORIG_SEMAPHORE.__init__(self, value)
+        if type(self) is TrackedSemaphore:
+            self._lc_init()
+
+
+class TrackedBoundedSemaphore(_SemaphoreMixin, _ORIG_BSEMAPHORE, metaclass=_OrigInstanceCheck):
+    """`threading.BoundedSemaphore`: held by the acquiring context until released."""
+
+    _lc_orig = _ORIG_BSEMAPHORE
+    _lc_held = True
+
+    def __init__(self, value: int = 1) -> None:
+        _ORIG_BSEMAPHORE.__init__(self, value)
+        self._lc_init()
+
+    def _lc_mode(self) -> int:
+        return WRITE if self._initial_value == 1 else RREAD
+
+
+def _pass_for(kind: Any, original: Any) -> None:
+    """Names as the original's, so reprs (`<threading.Semaphore at ...>`), pickling by
+    reference (multiprocessing's Manager under spawn) and `threading.__all__` checks see it."""
+    kind.__name__ = original.__name__
+    kind.__qualname__ = original.__qualname__
+    kind.__module__ = original.__module__
+    kind.__doc__ = original.__doc__
+
+
+_pass_for(TrackedSemaphore, _ORIG_SEMAPHORE)
+_pass_for(TrackedBoundedSemaphore, _ORIG_BSEMAPHORE)
+
+
+# -- asyncio.Lock ------------------------------------------------------------------------------
+
+
+class TrackedAsyncLock(_ORIG_ALOCK, metaclass=_OrigInstanceCheck):
+    """`asyncio.Lock` held by asyncio tasks (the lock-holding contexts)."""
+
+    _lc_orig = _ORIG_ALOCK
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lc = creation() if _rec is not None else None
+        self._lc_holder: Optional[str] = None
+        self._lc_since = 0.0
+
+    async def acquire(self) -> bool:
+        __tracebackhide__ = True  # pytest: a DeadlockError points at the caller
+        rec = _rec
+        lc = self._lc
+        if rec is None or lc is None:
+            return await super().acquire()
+        cls, inst = lc
+        frame = sys._getframe(1)
+        task, comm = rec.async_task()
+        if self._lc_holder == task:
+            try:
+                await asyncio.wait_for(super().acquire(), rec.grace)
+            except asyncio.TimeoutError:
+                rec.acquired(task, comm, cls, inst, frame)
+                rec.released(task, cls, inst)
+                raise SelfDeadlockError(
+                    f"lockcheck: {task} tries to acquire asyncio lock {cls}@{inst}, which it already holds, "
+                    f"and no other task released it within {rec.grace:g}s (possible recursive locking detected)"
+                ) from None
+            rec.acquired(task, comm, cls, inst, frame)
+            self._lc_holder, self._lc_since = task, _monotonic()
+            return True
+        rec.acquired(task, comm, cls, inst, frame)
+        try:
+            if self._locked:  # a wait: checked for a cycle of waits first
+                await _waitfor.wait_task(self, super().acquire, rec, task, comm, frame)
+            else:
+                await super().acquire()
+        except BaseException:
+            rec.released(task, cls, inst)
+            raise
+        self._lc_holder, self._lc_since = task, _monotonic()
+        return True
+
+    def release(self) -> None:
+        holder = self._lc_holder
+        if _rec is not None and holder is not None and self._lc is not None:
+            self._lc_holder = None
+            _rec.released(holder, *self._lc)
+        super().release()
+
+
+_pass_for(TrackedAsyncLock, _ORIG_ALOCK)
+_pass_for(TrackedCondition, _ORIG_CONDITION)
+_pass_for(TrackedLock, _RAW_LOCK_TYPE)
+_pass_for(TrackedRLock, _RAW_RLOCK_TYPE)
+for _factory, _original, _name in ((_make_lock, _ORIG_LOCK, "Lock"), (_make_rlock, _ORIG_RLOCK, "RLock"),
+                                   (_LockClass, _ORIG_LOCK, "Lock")):
+    # named as the threading attribute they replace: pickle finds them there by reference
+    # (multiprocessing's Manager under spawn pickles `threading.Lock`), in a process where
+    # threading is not patched the original is found
+    _pass_for(_factory, _original)
+    _factory.__module__, _factory.__name__, _factory.__qualname__ = "threading", _name, _name
+
+
+# -- annotations (lockcheck.name / lockcheck.nested) ------------------------------------------------
+
+
+def _target(lock: Any) -> Any:
+    """The tracked object behind `lock` (a Condition's lock), or None for an untracked one."""
+    if isinstance(lock, _Tracked):
+        return lock
+    inner = getattr(lock, "_lock", None)
+    if isinstance(inner, _Tracked):
+        return inner
+    return None
+
+
+def name(lock: Any, class_name: str) -> Any:
+    """Give one lock its own lock class (lockdep's `lockdep_set_class_and_name`); returns the lock."""
+    target = _target(lock)
+    if target is not None:
+        target._cls = registry.named(class_name, "lockcheck.name")
+        if isinstance(target, TrackedRLock):
+            OWNED_CLASSES.add(target._cls)
+    elif isinstance(lock, (_SemaphoreMixin, TrackedAsyncLock)) and getattr(lock, "_lc", None) is not None:
+        lock._lc = (registry.named(class_name, "lockcheck.name"), lock._lc[1])
+    return lock
+
+
+class _Nested(_core.Nested if _core is not None else object):  # type: ignore[misc]
+    """One acquisition of `lock` as subclass N (lockdep's `mutex_lock_nested`).
+
+    With the compiled core, its fields and `__enter__`/`__exit__` are the core's (the hit path of
+    a tracked lock, taken as the subclass), which calls `_py_enter`/`_py_exit` for the rest."""
+
+    __slots__ = () if _core is not None else ("lock", "subclass")
+
+    if _core is None:
+        def __init__(self, lock: Any, subclass: int) -> None:
+            self.lock = lock
+            self.subclass = subclass
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        target = _target(self.lock)
+        if target is None:
+            return self.lock.acquire(blocking, timeout)
+        return target._acquire(blocking, timeout, sys._getframe(1), self.subclass)
+
+    def release(self) -> None:
+        self.lock.release()
+
+    def _py_enter(self) -> bool:
+        target = _target(self.lock)
+        if target is None:
+            return self.lock.__enter__()
+        return target._acquire(True, -1, sys._getframe(1), self.subclass)
+
+    def _py_exit(self, *exc: Any) -> None:
+        self.lock.release()
+
+    if _core is None:
+        __enter__ = _py_enter
+        __exit__ = _py_exit
+
+
+def nested(lock: Any, subclass: int = 1) -> _Nested:
+    """`with lockcheck.nested(child.lock, 1):` takes `lock` as its class's subclass 1 (0..7).
+
+    Use it where two locks of one class are legitimately held together
+    (parent then child): the inner one validates as `CLASS/1`.
+    """
+    if not 0 <= subclass <= 7:
+        raise ValueError("lockcheck.nested: subclass must be 0..7 (lockdep's MAX_LOCKDEP_SUBCLASSES)")
+    return _Nested(lock, subclass)
+
+
+# -- the compiled core's view of the recorder ------------------------------------------------------
+
+
+def core_forget() -> None:
+    """The compiled core drops what it cached of the recorder and of each thread's task (the
+    recorder stopped, or a thread's task key was dropped: `Recorder.process_started`)."""
+    if _core is not None:
+        _core.forget()
+
+
+def _stats_class() -> type:
+    """`CheckerStats` whose `events` and `chain_hits` include what the hit path counted: it
+    counts them in C and adds them when either is read or written (`_trackedcore.flush`)."""
+    from lockcheck.lockdep.checker import CheckerStats
+
+    def counter(name: str) -> property:
+        def get(self: Any) -> int:
+            _core.flush()
+            return self.__dict__[name]
+
+        def set_(self: Any, value: int) -> None:
+            _core.flush()
+            self.__dict__[name] = value
+
+        return property(get, set_, doc=f"`CheckerStats.{name}`, with the compiled hit path's count")
+
+    def __getstate__(self: Any) -> dict:
+        _core.flush()
+        return dict(self.__dict__)
+
+    kind = type("CheckerStats", (CheckerStats,), {
+        "__slots__": (), "events": counter("events"), "chain_hits": counter("chain_hits"),
+        "__getstate__": __getstate__, "__reduce__": lambda self: (CheckerStats, (), __getstate__(self)),
+    })
+    kind.__qualname__ = CheckerStats.__qualname__
+    kind.__module__ = CheckerStats.__module__
+    return kind
+
+
+_CoreStats: Optional[type] = None
+
+
+def _c_refresh(rec: Recorder) -> Optional[tuple]:
+    """What the hit path reads of a newly started recorder, or None: not one it may serve (a
+    recorder or checker whose feeding differs from `Recorder`'s and `Checker`'s: Python only)."""
+    from lockcheck.lockdep.checker import Checker
+    from lockcheck.python.recorder import Recorder
+
+    checker = rec.checker
+    kind = type(rec)
+    for attr in ("acquired", "released", "feed", "thread_task", "site", "_feed"):
+        if getattr(kind, attr) is not getattr(Recorder, attr):
+            return None
+    for attr in ("feed", "lock_acquire", "validate_chain", "release_innermost"):
+        if getattr(type(checker), attr) is not getattr(Checker, attr):
+            return None
+    if not checker._inline_cache_hits or not hasattr(checker.stats, "__dict__"):
+        return None
+    global _CoreStats
+    if _CoreStats is None:
+        _CoreStats = _stats_class()
+    if type(checker.stats) is not _CoreStats:
+        if type(checker.stats) is not _CoreStats.__base__:
+            return None
+        checker.stats.__class__ = _CoreStats
+    return (rec.__dict__, checker.__dict__, checker.tasks, checker.chain_cache, checker._classes,
+            checker._nodes, checker.stats.__dict__, rec._local, rec._pending, rec._orphans)
+
+
+def _c_site(rec: Recorder, frame: Any) -> Optional[tuple]:
+    """The site of an acquire called from `frame` (`Recorder.site`), or None: `user_frame` passes
+    it over for its caller."""
+    if site_skipped(frame.f_code):
+        return None
+    return rec.site(frame)
+
+
+if _core is not None:
+    from lockcheck.lockdep.checker import MAX_LOCK_DEPTH as _MAX_LOCK_DEPTH
+    from lockcheck.events import ACQUIRE as _ACQUIRE
+    from lockcheck.events import Event as _Event
+    from lockcheck.lockdep.tasks import INITIAL_CHAIN_KEY as _INITIAL_CHAIN_KEY
+    from lockcheck.lockdep.tasks import HeldLock as _HeldLock
+    from lockcheck.lockdep.tasks import TaskState as _TaskState
+
+    _core.setup(globals(), _c_refresh, _c_site, _Event, _HeldLock, _TaskState, _ACQUIRE, _INITIAL_CHAIN_KEY,
+                _MAX_LOCK_DEPTH, TrackedLock, TrackedRLock)

@@ -1,0 +1,1 @@
+"""Saved graphs: files, their schema, baselines merged into a check."""

@@ -1,0 +1,99 @@
+"""Work spread over forked worker processes, results in input order, errors as one process gives them.
+
+`lockcheck.commands.jobs` maps the checker's shards with its own pool; commands
+whose inputs are independent of each other (`stat`: a file's table does
+not depend on the files before it) only need "run this function on each
+input, in up to N processes, and give me the results in order".  What is
+shared is what makes a worker safe to start from lockcheck's process:
+signals blocked across the fork and a worker that dies with its parent
+(`readers.parallel.follow_parent`), and exceptions that survive the trip
+back -- a `TraceError` is rebuilt from its fields (its constructor takes
+five arguments, which pickling an exception does not keep), anything else
+is re-raised as it was when it pickles, and as a `RuntimeError` naming it
+when it does not.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import pickle
+from typing import Any, Callable, Iterator, Sequence, TypeVar
+
+from lockcheck.errors import TraceError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+_OK, _TRACE_ERROR, _RAISED, _CRASHED = range(4)
+
+
+def _call(fn: Callable[[T], R], item: T) -> tuple:
+    """In a worker: `fn(item)`, or what it raised, as data that crosses the pipe."""
+    try:
+        return _OK, fn(item)
+    except TraceError as err:
+        return _TRACE_ERROR, (err.file, err.line, err.col, err.message, err.source)
+    except Exception as err:  # noqa: BLE001 - re-raised in the parent, in input order
+        try:
+            pickle.dumps(err)
+        except Exception:  # noqa: BLE001 - an exception that cannot travel travels as its text
+            return _CRASHED, f"{type(err).__name__}: {err}"
+        return _RAISED, err
+
+
+def _unwrap(result: tuple) -> Any:
+    kind, value = result
+    if kind == _OK:
+        return value
+    if kind == _TRACE_ERROR:
+        raise TraceError(*value)
+    if kind == _RAISED:
+        raise value
+    raise RuntimeError(f"worker process failed: {value}")
+
+
+def usable(workers: int, items: int) -> int:
+    """How many processes to start for `items` inputs asked to run in `workers` (0: stay in-process)."""
+    if workers < 2 or items < 2 or "fork" not in multiprocessing.get_all_start_methods():
+        return 0
+    return min(workers, items)
+
+
+def ordered_map(fn: Callable[[T], R], items: Sequence[T], workers: int) -> Iterator[R]:
+    """`map(fn, items)` over up to `workers` forked processes; results (and the first error) in order.
+
+    With one worker, one item or no `fork`, runs in this process: the
+    results are the same, only the speed differs.  `fn` must be a
+    module-level function (it is pickled by name).
+    """
+    processes = usable(workers, len(items))
+    if not processes:
+        yield from map(fn, items)
+        return
+    from lockcheck.readers.parallel import _block_signals, _unblock, follow_parent
+
+    context = multiprocessing.get_context("fork")
+    blocked = _block_signals()  # the workers start with them blocked and set their own handlers first
+    try:
+        pool = context.Pool(processes, initializer=follow_parent, initargs=(os.getpid(),))
+    finally:
+        _unblock(blocked)
+    try:
+        for result in pool.imap(_Bound(fn), items, chunksize=1):
+            yield _unwrap(result)
+        pool.close()
+    finally:
+        pool.terminate()
+        pool.join()
+
+
+class _Bound:
+    """`fn` with `_call` around it, picklable by reference to `fn` (a module-level function)."""
+
+    def __init__(self, fn: Callable) -> None:
+        self.fn = fn
+
+    def __call__(self, item: Any) -> tuple:
+        return _call(self.fn, item)
+
