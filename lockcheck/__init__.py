@@ -5,7 +5,7 @@ The pipeline, one module per step: `readers` (trace text -> `events.Event`),
 `graph.DepGraph`), `report` (findings -> kernel-format text, JSON, SARIF).
 """
 
-from lockcheck.util.version import __version__
+from lockcheck.util.version import __version__ as __version__
 
 
 def __getattr__(attr: str):

@@ -22,6 +22,7 @@ import pytest
 
 from lockcheck.commands.cli import main
 from lockcheck.readers import ReadContext, inputs, read_all
+from lockcheck.kernel.boot import DIRECTORY_HOOKS
 
 from testdata import CAPTURES, ROOT, TRACES, deny_open, timer_traces
 
@@ -108,7 +109,7 @@ def test_plain_text_named_on_the_command_line_still_gets_the_lt_parsers_error(tm
 def test_a_boot_directory_reads_its_trace_and_dumps_and_skips_the_rest(tmp_path):
     boot = tmp_path / "boot"
     shutil.copytree(CAPTURES / "clean", boot)
-    expanded = inputs.expand([str(boot)])
+    expanded = inputs.expand([str(boot)], DIRECTORY_HOOKS)
     kinds = {Path(i.path).name: i.kind for i in expanded}
     # the dumps are the capture's state (lockcheck.kernel.boot), not dumps to merge; the log is both
     assert kinds == {"dmesg.txt": inputs.TRACE, "lock_stat.txt.xz": inputs.LOCK_STAT, "lockdep.txt.xz": inputs.SKIP,
@@ -119,7 +120,7 @@ def test_a_boot_directory_reads_its_trace_and_dumps_and_skips_the_rest(tmp_path)
                                                          "lockdep_stats.txt", "meta.txt"]
 
 
-def test_directory_hooks_see_and_may_change_a_directory(tmp_path, monkeypatch):
+def test_directory_hooks_see_and_may_change_a_directory(tmp_path):
     (tmp_path / "trace.lt").write_text("T1 acquire A\nT1 release A\n")
     (tmp_path / "lockdep.txt").write_text("all lock classes:\n")
     seen = []
@@ -129,8 +130,7 @@ def test_directory_hooks_see_and_may_change_a_directory(tmp_path, monkeypatch):
         dumps = [i.path for i in items if i.kind == inputs.DUMP]
         return [inputs.Input(i.path, i.kind, i.directory, state=dumps) for i in items if i.kind == inputs.TRACE]
 
-    monkeypatch.setattr(inputs, "DIRECTORY_HOOKS", [boot])
-    [trace] = inputs.expand([str(tmp_path)])
+    [trace] = inputs.expand([str(tmp_path)], [boot])
     assert seen == [(str(tmp_path), [("lockdep.txt", inputs.DUMP), ("trace.lt", inputs.TRACE)])]
     assert trace.state == [str(tmp_path / "lockdep.txt")]
 

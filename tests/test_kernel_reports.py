@@ -10,8 +10,11 @@ from pathlib import Path
 import pytest
 
 from lockcheck.commands import cli
-from lockcheck.lockdep import grouping, observed
-from lockcheck.kernel import log_findings as logreports, splat_deps as splat_graph, splat as splats
+from lockcheck.kernel import grouping
+from lockcheck.lockdep import observed
+from lockcheck.lockdep.findings import group_key_of
+from lockcheck.kernel import log_findings as logreports, splat_deps as splat_graph
+from lockcheck.readers import splat as splats
 from lockcheck.readers import kernel_log
 
 from test_reader_kernel_log import DATA, LOGS, expectations, lines_of, raw, stamped, with_callers
@@ -142,7 +145,7 @@ def test_two_reports_whose_chains_together_close_a_cycle_give_that_cycle(tmp_pat
     assert [f.get("from_report", False) for f in found] == [True, True, False]
     joined = found[2]
     assert joined["kind"] == "circular-dependency"
-    rotated = grouping.group_key_of("circular-dependency", None, None, joined["cycle"], {})
+    rotated = group_key_of("circular-dependency", None, None, joined["cycle"], {})
     assert rotated == ("circular-dependency", ("&a->lock", "&b->lock", "&c->lock", "&d->lock"))
     links = {(link["class"], link["evidence"]["file"]) for link in joined["chain"]}
     assert {file for _, file in links} == {boot1, boot2}
@@ -281,7 +284,7 @@ def test_syzbots_buckets_of_real_reports_are_regrouped_by_their_lock_classes() -
     assert status == 1, err
     doc = json.loads(out)
     # keyed as grouped: the cycle rotated to start at its smallest class, `#N` left out
-    found = {grouping.group_key_of(f["kind"], f["lock"], f["held"], f["cycle"], {})[1]: f for f in doc["findings"]}
+    found = {group_key_of(f["kind"], f["lock"], f["held"], f["cycle"], {})[1]: f for f in doc["findings"]}
     counts = {key: (f["count"], sorted(Path(f[end]["file"]).name for end in ("first", "last")))
               for key, f in found.items()}
     assert counts == {

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from lockcheck.lockdep import findings as F
 from lockcheck.readers import kernel_log
 from lockcheck.readers.kernel_log import LogStats, classify, read_splats, split_prefix
-from lockcheck.kernel.splat import to_finding
+from lockcheck.readers.splat import to_finding
 
 DATA = Path(__file__).parent / "data" / "kernel-log"
 LOGS = sorted(DATA.glob("*.log"))

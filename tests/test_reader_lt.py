@@ -21,6 +21,7 @@ from lockcheck.readers import read, read_all
 from lockcheck.readers import lt
 from lockcheck.readers import inputs
 from lockcheck.readers.source import open_lines
+from lockcheck.kernel.boot import DIRECTORY_HOOKS
 
 from testdata import EXAMPLES, deny_open
 
@@ -339,7 +340,7 @@ def test_directory_expands_to_every_file_sorted_each_classified(tmp_path):
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     (tmp_path / "a.ftrace.gz").write_bytes(gzip.compress(HEADER_FTRACE.encode()))
-    got = [(os.path.relpath(i.path, tmp_path), i.kind) for i in inputs.expand([str(tmp_path), "-", "other.lt"])]
+    got = [(os.path.relpath(i.path, tmp_path), i.kind) for i in inputs.expand([str(tmp_path), "-", "other.lt"], DIRECTORY_HOOKS)]
     # a folder with a capture and a /proc/lockdep dump is a boot: the dump is the capture's state
     assert got == [("a.ftrace.gz", inputs.TRACE), ("b.lt", inputs.TRACE), ("dump", inputs.SKIP), ("notes.md", inputs.SKIP),
                    ("sub/c.jsonl", inputs.TRACE), ("t.trace", inputs.TRACE), ("x.expect", inputs.SKIP),

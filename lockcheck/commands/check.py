@@ -19,6 +19,7 @@ from lockcheck.events import Event
 from lockcheck.lockdep.findings import Finding
 from lockcheck.lockdep.graph import DepGraph
 from lockcheck.readers.source import STDIN, STDIN_NAME
+from lockcheck.kernel.boot import DIRECTORY_HOOKS
 from lockcheck.util.wording import count
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -357,7 +358,7 @@ class CheckSession:
             if not self.options.lockdep_state:
                 raise UsageError("lockcheck check: give a trace, a /proc/lockdep dump or --lockdep-state")
             return [], list(self.options.lockdep_state)
-        expanded = inputs.expand(list(paths))
+        expanded = inputs.expand(list(paths), DIRECTORY_HOOKS)
         return ([item for item in expanded if item.kind != inputs.DUMP],
                 [item.path for item in expanded if item.kind == inputs.DUMP])
 

@@ -430,9 +430,3 @@ def cmd_capture(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
 
 COMMANDS = {"check": cmd_check, "graph": cmd_graph, "diff": cmd_diff, "stat": cmd_stat, "convert": cmd_convert,
             "capture": cmd_capture}
-
-
-if __name__ == "__main__":  # pragma: no cover
-    from lockcheck.entry import run
-
-    run()

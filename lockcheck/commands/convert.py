@@ -19,6 +19,7 @@ from typing import Iterable, Optional, TextIO
 
 from lockcheck.errors import TraceError
 from lockcheck.events import RUN, Event
+from lockcheck.kernel.boot import DIRECTORY_HOOKS
 from lockcheck.readers.lt import HEADER, format_event, format_run
 
 
@@ -67,7 +68,7 @@ def convert(paths: list[str], input_format: str, out: TextIO) -> list[str]:
         logs.append(f"{name}: a /proc/lockdep dump holds no lock events (`lockcheck check` merges it into "
                     "the graph)")
 
-    context = ReadContext(on_open=opened, on_dump=dump)
+    context = ReadContext(on_open=opened, on_dump=dump, directory_hooks=DIRECTORY_HOOKS)
     out.write(HEADER + "\n")
     for ev in read_all(paths, input_format, context):
         if ev.op == RUN:

@@ -41,6 +41,7 @@ from lockcheck.events import Event
 from lockcheck.lockdep.findings import Evidence, Finding
 from lockcheck.lockdep.graph import DEP_EN, DEP_ER, DEP_NAMES, DEP_SN, DEP_SR, DepGraph, dep_text
 from lockcheck.store.graphfile import is_graph_file, load_graph_with_findings, record_key
+from lockcheck.kernel.boot import DIRECTORY_HOOKS
 from lockcheck.util.wording import count, wrap_note
 from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK, USED_IN_HARDIRQ, USED_IN_SOFTIRQ
 
@@ -140,9 +141,9 @@ def load_side(spec: str, input_format: str = "auto", aliases=None, annotations=N
         return side
     from lockcheck.readers import ReadContext, inputs, read_all
 
-    context = ReadContext()
+    context = ReadContext(directory_hooks=DIRECTORY_HOOKS)
     annotator = None
-    paths: list = inputs.expand([spec])
+    paths: list = inputs.expand([spec], DIRECTORY_HOOKS)
     dumps = [item.path for item in paths if item.kind == inputs.DUMP]
     paths = [item for item in paths if item.kind != inputs.DUMP]
     if annotations is not None:

@@ -818,7 +818,7 @@ class MapStream:
 
 def _stream_work(options: Any, shards: list, queue: Any, parent: int, summary: bool = False) -> None:
     """A streaming worker's body: candidates (or records) in batches, then ("done", MapResult) or why not."""
-    from lockcheck.readers.parallel import follow_parent
+    from lockcheck.util.pool import follow_parent
 
     follow_parent(parent)
     try:
@@ -845,11 +845,11 @@ def stream_pool(options: Any, groups: list[list[Shard]], summary: bool = False) 
     queue buffers what the merge has not taken yet).  Call `stop_streams`
     when done, whatever happened.
     """
-    from lockcheck.readers.parallel import _block_signals, _unblock
+    from lockcheck.util.pool import block_stop_signals, unblock_signals
 
     context = multiprocessing.get_context("fork")
     streams = []
-    blocked = _block_signals()  # the workers start with them blocked and set their own handlers first
+    blocked = block_stop_signals()  # the workers start with them blocked and set their own handlers first
     try:
         for group in groups:
             queue = context.Queue()
@@ -861,7 +861,7 @@ def stream_pool(options: Any, groups: list[list[Shard]], summary: bool = False) 
         stop_streams(streams)
         raise
     finally:
-        _unblock(blocked)
+        unblock_signals(blocked)
     return streams
 
 

@@ -178,3 +178,7 @@ def boots_of(traces: list) -> list[Boot]:
         if getattr(item, "state", None):
             groups.setdefault(tuple(item.state), []).append(item.path)
     return [Boot.of(paths, list(state)) for state, paths in groups.items()]
+
+
+#: the directory hooks a command passes to `lockcheck.readers.inputs.expand`: a boot is a folder
+DIRECTORY_HOOKS = (boot_hook,)

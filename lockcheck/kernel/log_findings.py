@@ -22,11 +22,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from lockcheck.lockdep.findings import Finding
-from lockcheck.lockdep.grouping import Groups, group_key
+from lockcheck.kernel.grouping import Groups
+from lockcheck.lockdep.findings import Finding, group_key
 from lockcheck.readers.kernel_log import LogStats, ReportSink
 from lockcheck.kernel.splat_deps import add_splat
-from lockcheck.kernel.splat import Splat, to_finding
+from lockcheck.readers.splat import Splat, to_finding
 
 if TYPE_CHECKING:
     from lockcheck.lockdep.checker import Checker

@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Iterator
 
 from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.findings import Evidence, Finding
-from lockcheck.kernel.splat import Splat, SplatLock, pick_site
+from lockcheck.readers.splat import Splat, SplatLock, pick_site
 
 if TYPE_CHECKING:
     from lockcheck.lockdep.checker import Checker
@@ -47,7 +47,7 @@ def dependencies(splat: Splat) -> Iterator[tuple[str, str, Evidence]]:
     """(before, after, where) for every dependency the report shows, in the order it printed them.
 
     >>> s = Splat("circular-dependency", "dmesg", 1, task="t/1")
-    >>> from lockcheck.kernel.splat import SplatLink
+    >>> from lockcheck.readers.splat import SplatLink
     >>> s.chain = [SplatLink(1, SplatLock("B", "+.+.", line=9)), SplatLink(0, SplatLock("A", "+.+.", line=12))]
     >>> s.held_locks = [SplatLock("rcu_read_lock", "....", line=20), SplatLock("B", "+.+.", line=21)]
     >>> [(a, b, ev.line) for a, b, ev in dependencies(s)]

@@ -9,6 +9,7 @@ and the checker line that raises it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Optional
 
@@ -161,7 +162,7 @@ class ChainLink:
 class ReportOrigin:
     """A finding read from the kernel's own lockdep report, not found by lockcheck's checker.
 
-    Reports of one problem (same kind and lock classes, `lockcheck.lockdep.grouping`)
+    Reports of one problem (same kind and lock classes, `lockcheck.kernel.grouping`)
     are one finding: `count` reports, the `first` and `last` of them (file,
     line of the title, the report's task, the log's time stamp where there is
     one).  `kernel` is the report's `print_kernel_ident()` line; `notes` say
@@ -211,7 +212,7 @@ class Finding:
     site: Optional[str] = None
     uncertain: Optional[str] = None
     details: dict[str, Any] = field(default_factory=dict)
-    #: set when the finding is the kernel's own report read from a log (lockcheck.kernel.splat)
+    #: set when the finding is the kernel's own report read from a log (lockcheck.readers.splat)
     report: Optional[ReportOrigin] = None
 
     @property
@@ -247,12 +248,10 @@ class Finding:
         """Identity for de-duplication: kind, lock and held classes; cycles up to rotation.
 
         A finding read from kernel reports is keyed as reports are grouped
-        (`lockcheck.lockdep.grouping`: the per-boot `#N` of class names left out), so
+        (`lockcheck.kernel.grouping`: the per-boot `#N` of class names left out), so
         the same problem in two boots' logs is one.
         """
         if self.report is not None:
-            from lockcheck.lockdep.grouping import group_key
-
             return group_key(self)
         if self.cycle:
             pivot = min(range(len(self.cycle)), key=lambda i: self.cycle[i])
@@ -313,3 +312,48 @@ def to_plain(value: Any) -> Any:
     if value is None or isinstance(value, (str, int, float, bool)):
         return value
     return str(value)
+
+
+# -- one problem among kernel reports ----------------------------------------------------------
+# The kernel prints a report each time a boot hits a problem, and a fleet of boots hits the same
+# problem many times, with dynamically keyed classes numbered per boot (`#2`, `#3`... in the order
+# they were registered, which changes from boot to boot).  So a problem read from reports is keyed
+# by its kind and its lock classes with that numbering left out, and nothing else (not the task,
+# the call sites, the addresses); `lockcheck.kernel.grouping` counts the reports of each.
+
+_VERSION = re.compile(r"#\d+(?=/\d+$|$)")
+
+
+def class_key(name: Optional[str]) -> str:
+    """A class name without its per-boot `#N`: which of the classes of one name a boot registered
+    first depends on the boot, so `X`, `X#2` and `X#8` of different boots are one class name here
+    (the subclass `/S` is kept: it is the code's annotation).
+
+    >>> class_key("&(&k->k_lock)->rlock#3"), class_key("&type->s_umount_key#46/1"), class_key("sb_writers")
+    ('&(&k->k_lock)->rlock', '&type->s_umount_key/1', 'sb_writers')
+    """
+    return _VERSION.sub("", name) if name else ""
+
+
+def group_key_of(kind: str, lock: Optional[str], held: Optional[str], cycle: Optional[list[str]],
+                 details: dict[str, Any]) -> tuple:
+    """The key two reports of one problem share (see the module docstring)."""
+    if kind == CIRCULAR and cycle:
+        names = [class_key(name) for name in cycle]
+        pivot = min(range(len(names)), key=names.__getitem__)
+        return (kind, tuple(names[pivot:] + names[:pivot]))
+    if kind == RECURSIVE:
+        return (kind, class_key(lock))
+    if kind == INCONSISTENT:
+        return (kind, class_key(lock), details.get("prev_bit"), details.get("new_bit"))
+    if kind == IRQ_INVERSION:
+        safe, unsafe = details.get("safe"), details.get("unsafe")
+        safe = getattr(safe, "name", safe)
+        unsafe = getattr(unsafe, "name", unsafe)
+        return (kind, details.get("irqclass"), class_key(safe), class_key(unsafe))
+    return (kind, class_key(lock), class_key(held))
+
+
+def group_key(finding: Finding) -> tuple:
+    """`group_key_of` a finding."""
+    return group_key_of(finding.kind, finding.lock, finding.held, finding.cycle, finding.details)

@@ -30,13 +30,12 @@ kernel's own lockdep reports) sets `TAKES_REPORTS = True`: its `parse`
 takes `reports=`, the context's `ReportSink`, and yields no events;
 `PARALLEL = False` keeps a module's files out of the reader process.
 
-Register a new format by adding its module to `_FORMAT_MODULES`, in sniffing
-priority order.
+Register a new format by adding its module to `formats.FORMAT_MODULES`, in
+sniffing priority order.
 """
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import os
 from dataclasses import dataclass, field
@@ -46,16 +45,9 @@ from typing import Callable, Iterable, Iterator, Optional, Union
 from lockcheck.errors import TraceError, UsageError
 from lockcheck.events import Event
 from lockcheck.readers import inputs, parallel, source
+from lockcheck.readers.formats import formats, sniff_format
 from lockcheck.readers.inputs import Input
 
-#: format modules, in the order they are tried when sniffing (each rejects the others' lines)
-_FORMAT_MODULES = [
-    "lockcheck.readers.lt",
-    "lockcheck.readers.jsonl",
-    "lockcheck.readers.ftrace",
-    "lockcheck.readers.perf",
-    "lockcheck.readers.kernel_log",
-]
 
 
 @dataclass
@@ -91,6 +83,8 @@ class ReadContext:
     #: although it was taken for a trace (standard input, which cannot be looked at twice);
     #: without it such an input is "not a trace (looks like a /proc/lockdep dump)"
     on_dump: Optional[Callable[[str, Iterator[str]], None]] = None
+    #: what gives a directory named as a path a meaning beyond its files (`inputs.expand`)
+    directory_hooks: tuple = ()
 
     def __post_init__(self) -> None:
         self._tell: Optional[Callable[[], int]] = None
@@ -133,12 +127,6 @@ def run_rules(module: ModuleType) -> dict[str, bool]:
             "irq_state": bool(getattr(module, "IRQ_STATE", True))}
 
 
-def formats() -> dict[str, ModuleType]:
-    """Name -> module of every registered input format."""
-    modules = [importlib.import_module(name) for name in _FORMAT_MODULES]
-    return {module.NAME: module for module in modules}
-
-
 #: how many non-blank lines `sniff` sees (ftrace output opens with ~12 comment lines)
 SNIFF_LINES = 32
 #: how many lines, blank ones included, format detection reads at most
@@ -177,7 +165,8 @@ def _read_each(paths: list[Union[str, Input]], input_format: str,
                context: Optional[ReadContext]) -> Iterator[Event]:
     for path in paths:
         try:
-            items = inputs.expand([path]) if isinstance(path, str) else [path]
+            items = inputs.expand([path], context.directory_hooks if context else ()) \
+                if isinstance(path, str) else [path]
         except TraceError as err:  # a directory without files
             items = [Input(path if isinstance(path, str) else path.path, inputs.ERROR, error=err)]
         for item in items:
@@ -284,14 +273,6 @@ def detect(head: list[str], name: str = "<trace>") -> ModuleType:
     if head and what != inputs.PLAIN_TEXT:
         raise TraceError(name, None, None, f"not a trace (looks like {what})")
     return formats()["lt"]
-
-
-def sniff_format(head: list[str]) -> Optional[ModuleType]:
-    """The first registered format whose `sniff` accepts these non-blank lines, or None."""
-    for module in formats().values():
-        if module.sniff(head):
-            return module
-    return None
 
 
 def _peek(lines: Iterator[str]) -> tuple[list[str], Iterator[str]]:

@@ -22,7 +22,7 @@ A named path that is not a regular file (a pipe from `<(zcat trace.gz)`,
 `/dev/stdin`) is read exactly once, like `-`: it is not looked at first to
 see whether it is a dump, since that look would consume what it holds.
 
-`DIRECTORY_HOOKS` is the place to give a whole directory a meaning beyond
+A directory hook (`DirectoryHook`, passed to `expand`) is the place to give a whole directory a meaning beyond
 its files (a boot: a trace with the /proc/lockdep dumps of the same boot):
 each hook gets the directory and its inputs and returns them, changed or not.
 """
@@ -33,10 +33,11 @@ import os
 import re
 import stat
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from lockcheck.errors import TraceError
 from lockcheck.readers import source
+from lockcheck.readers.formats import sniff_format
 from lockcheck.readers.kernel_log import KERNEL_LOG_WORDS
 
 TRACE = "trace"
@@ -74,26 +75,21 @@ class Input:
         return f"{self.path}: not a trace (looks like {self.looks_like})"
 
 
-def _boots(directory: str, inputs: list[Input]) -> list[Input]:
-    """A folder with a trace and /proc/lockdep dumps is a boot (`lockcheck.kernel.boot.boot_hook`)."""
-    from lockcheck.kernel.boot import boot_hook
-
-    return boot_hook(directory, inputs)
-
-
-#: `hook(directory, inputs) -> inputs`, applied in order to every directory expanded
-DIRECTORY_HOOKS: list[Callable[[str, list[Input]], list[Input]]] = [_boots]
+#: `hook(directory, inputs) -> inputs`: what gives a whole directory a meaning beyond its files
+#: (`lockcheck.kernel.boot.boot_hook`); the commands pass theirs down, so this wing needs no kernel
+DirectoryHook = Callable[[str, list[Input]], list[Input]]
 
 #: suffixes that name a trace: such a file named on the command line is not sniffed for a dump
 TRACE_SUFFIXES = (".lt", ".ftrace", ".perf", ".jsonl")
 
 
-def expand(paths: list[str]) -> list[Input]:
-    """One `Input` per file: directories walked and each file classified, named files kept."""
+def expand(paths: list[str], hooks: Sequence[DirectoryHook] = ()) -> list[Input]:
+    """One `Input` per file: directories walked and each file classified (`hooks` applied to each
+    directory, in order), named files kept."""
     inputs: list[Input] = []
     for path in paths:
         if path != source.STDIN and os.path.isdir(path):
-            inputs.extend(expand_directory(path))
+            inputs.extend(expand_directory(path, hooks))
         elif path != source.STDIN and not path.endswith(TRACE_SUFFIXES) and os.path.isfile(path) and (
                 dump := _named_dump(path)):
             inputs.append(Input(path, DUMP, looks_like=dump))
@@ -102,11 +98,11 @@ def expand(paths: list[str]) -> list[Input]:
     return inputs
 
 
-def expand_directory(directory: str) -> list[Input]:
-    """Every file under `directory`, each classified by its first lines; hooks applied."""
+def expand_directory(directory: str, hooks: Sequence[DirectoryHook] = ()) -> list[Input]:
+    """Every file under `directory`, each classified by its first lines; `hooks` applied."""
     walk_errors: list[Input] = []
     inputs = [classify(path, directory) for path in _files_under(directory, walk_errors)]
-    for hook in DIRECTORY_HOOKS:
+    for hook in hooks:
         inputs = hook(directory, inputs)
     inputs.extend(walk_errors)
     if not walk_errors and not any(item.kind in (TRACE, DUMP) for item in inputs):
@@ -174,8 +170,6 @@ def classify(path: str, directory: Optional[str] = None) -> Input:
         return Input(path, DUMP, directory, looks_like=looks_like(head))
     if head and head[0].startswith(LOCK_STAT_TITLE):
         return Input(path, LOCK_STAT, directory, looks_like=looks_like(head))
-    from lockcheck.readers import sniff_format
-
     if sniff_format(head) is not None:
         return Input(path, TRACE, directory)
     return Input(path, SKIP, directory, looks_like=looks_like(head))

@@ -52,7 +52,7 @@ from typing import Any, Iterable, Iterator, Optional
 from lockcheck.lockdep import findings as F
 from lockcheck.events import Event
 from lockcheck.util.grammar import grammar_text
-from lockcheck.kernel.splat import Splat, SplatLink, SplatLock
+from lockcheck.readers.splat import Splat, SplatLink, SplatLock
 from lockcheck.util.wording import count
 
 NAME = "kernel-log"

@@ -14,17 +14,16 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import sys
 from itertools import starmap
 from operator import attrgetter
 from types import ModuleType
 from typing import Iterator, Optional
 
 from lockcheck.errors import TraceError
+from lockcheck.util.pool import block_stop_signals, follow_parent, unblock_signals
 from lockcheck.events import Event
 
 #: prctl(2) option: the signal sent to this process when its parent dies
-_PR_SET_PDEATHSIG = 1
 #: files smaller than this are read in-process (starting a worker costs ~20 ms)
 PARALLEL_MIN_BYTES = 4 << 20
 #: events per message through the pipe
@@ -65,11 +64,11 @@ def read_batches_in_worker(path: str, module: ModuleType, stats: Optional[object
     receiver, sender = context.Pipe(duplex=False)
     worker = context.Process(target=_work, args=(path, module.__name__, sender, stats is not None, receiver,
                                                  os.getpid()), daemon=True)
-    blocked = _block_signals()  # the worker starts with them blocked and sets its own handlers first
+    blocked = block_stop_signals()  # the worker starts with them blocked and sets its own handlers first
     try:
         worker.start()
     finally:
-        _unblock(blocked)
+        unblock_signals(blocked)
     sender.close()
     try:
         while True:
@@ -95,62 +94,6 @@ def read_batches_in_worker(path: str, module: ModuleType, stats: Optional[object
         if worker.is_alive():
             worker.terminate()
         worker.join()
-
-
-def _stop_signals() -> set:
-    import signal
-
-    return {getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)}
-
-
-_STOP_SIGNALS = _stop_signals()
-
-
-def _block_signals() -> set:
-    """Block the stop signals (delivered when unblocked): a forked child must not run the parent's handlers."""
-    import signal
-
-    if not hasattr(signal, "pthread_sigmask"):
-        return set()
-    return _STOP_SIGNALS - signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
-
-
-def _unblock(signals: set) -> None:
-    import signal
-
-    if signals and hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
-
-
-def follow_parent(parent: int) -> None:
-    """Make this forked worker end with its parent, however the parent ends.
-
-    The parent may be killed (SIGKILL, SIGTERM, SIGHUP: no chance to
-    terminate us) or interrupted.  Three guards, so no reader outlives
-    lockcheck: the kernel kills us when the parent dies
-    (`prctl(PR_SET_PDEATHSIG, SIGKILL)`, Linux; checked against a parent
-    that died before the call); a write to a pipe whose only reader died
-    fails (the worker closed its copy of the read end); and Ctrl-C, which a
-    terminal sends to the whole process group, is left to the parent, which
-    stops us itself (SIGTERM, default action restored here).
-    """
-    import signal
-
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    for number in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
-        if number is not None:
-            signal.signal(number, signal.SIG_DFL)
-    _unblock(_STOP_SIGNALS)
-    if sys.platform.startswith("linux"):
-        try:
-            import ctypes
-
-            libc = ctypes.CDLL(None, use_errno=True)
-            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-        except (OSError, AttributeError):  # no prctl: the broken pipe still ends us
-            pass
-    if os.getppid() != parent:  # the parent died before the guard was set
-        os._exit(1)
 
 
 def _work(path: str, module_name: str, sender, want_stats: bool, receiver=None,

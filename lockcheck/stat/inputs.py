@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from lockcheck.stat import dump
+from lockcheck.kernel.boot import DIRECTORY_HOOKS
 from lockcheck.stat.collect import collect
 from lockcheck.stat.model import ClassStats
 
@@ -107,7 +108,7 @@ def load(paths: list[str], input_format: str = "auto", contention: str = "auto",
     from lockcheck.readers import inputs
 
     table = Table()
-    for part in _tables(inputs.expand(list(paths)), input_format, contention, jobs):
+    for part in _tables(inputs.expand(list(paths), DIRECTORY_HOOKS), input_format, contention, jobs):
         table.add(part)
     return table
 
@@ -194,5 +195,5 @@ def runs(path: str, input_format: str = "auto", contention: str = "auto", jobs: 
         parts: list[str] = [part for part in path.split(",") if part]
     else:
         parts = [path]
-    items = [item for item in inputs.expand(parts) if item.kind not in (inputs.SKIP, inputs.DUMP)]
+    items = [item for item in inputs.expand(parts, DIRECTORY_HOOKS) if item.kind not in (inputs.SKIP, inputs.DUMP)]
     return list(_tables(items, input_format, contention, jobs))

@@ -6,7 +6,7 @@ not depend on the files before it) only need "run this function on each
 input, in up to N processes, and give me the results in order".  What is
 shared is what makes a worker safe to start from lockcheck's process:
 signals blocked across the fork and a worker that dies with its parent
-(`readers.parallel.follow_parent`), and exceptions that survive the trip
+(`follow_parent`), and exceptions that survive the trip
 back -- a `TraceError` is rebuilt from its fields (its constructor takes
 five arguments, which pickling an exception does not keep), anything else
 is re-raised as it was when it pickles, and as a `RuntimeError` naming it
@@ -18,9 +18,12 @@ from __future__ import annotations
 import multiprocessing
 import os
 import pickle
+import sys
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
 from lockcheck.errors import TraceError
+
+_PR_SET_PDEATHSIG = 1
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -71,14 +74,12 @@ def ordered_map(fn: Callable[[T], R], items: Sequence[T], workers: int) -> Itera
     if not processes:
         yield from map(fn, items)
         return
-    from lockcheck.readers.parallel import _block_signals, _unblock, follow_parent
-
     context = multiprocessing.get_context("fork")
-    blocked = _block_signals()  # the workers start with them blocked and set their own handlers first
+    blocked = block_stop_signals()  # the workers start with them blocked and set their own handlers first
     try:
         pool = context.Pool(processes, initializer=follow_parent, initargs=(os.getpid(),))
     finally:
-        _unblock(blocked)
+        unblock_signals(blocked)
     try:
         for result in pool.imap(_Bound(fn), items, chunksize=1):
             yield _unwrap(result)
@@ -97,3 +98,59 @@ class _Bound:
     def __call__(self, item: Any) -> tuple:
         return _call(self.fn, item)
 
+
+# -- a forked worker's lifetime ----------------------------------------------------------------
+def _stop_signals() -> set:
+    import signal
+
+    return {getattr(signal, name) for name in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, name)}
+
+
+_STOP_SIGNALS = _stop_signals()
+
+
+def block_stop_signals() -> set:
+    """Block the stop signals (delivered when unblocked): a forked child must not run the parent's handlers."""
+    import signal
+
+    if not hasattr(signal, "pthread_sigmask"):
+        return set()
+    return _STOP_SIGNALS - signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+
+
+def unblock_signals(signals: set) -> None:
+    import signal
+
+    if signals and hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, signals)
+
+
+def follow_parent(parent: int) -> None:
+    """Make this forked worker end with its parent, however the parent ends.
+
+    The parent may be killed (SIGKILL, SIGTERM, SIGHUP: no chance to
+    terminate us) or interrupted.  Three guards, so no reader outlives
+    lockcheck: the kernel kills us when the parent dies
+    (`prctl(PR_SET_PDEATHSIG, SIGKILL)`, Linux; checked against a parent
+    that died before the call); a write to a pipe whose only reader died
+    fails (the worker closed its copy of the read end); and Ctrl-C, which a
+    terminal sends to the whole process group, is left to the parent, which
+    stops us itself (SIGTERM, default action restored here).
+    """
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for number in (signal.SIGTERM, getattr(signal, "SIGHUP", None)):
+        if number is not None:
+            signal.signal(number, signal.SIG_DFL)
+    unblock_signals(_STOP_SIGNALS)
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        except (OSError, AttributeError):  # no prctl: the broken pipe still ends us
+            pass
+    if os.getppid() != parent:  # the parent died before the guard was set
+        os._exit(1)

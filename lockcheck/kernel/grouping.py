@@ -23,54 +23,14 @@ syzbot buckets reports by a function name instead, which splits one bug
 into several and merges unrelated ones; the lock classes are what the
 report is about.
 
+>>> from lockcheck.lockdep.findings import group_key_of
 >>> group_key_of("circular-dependency", "B#2", None, ["B#2", "C", "A#7"], {})
 ('circular-dependency', ('A', 'B', 'C'))
 """
 
 from __future__ import annotations
 
-import re
-from typing import Any, Optional
-
-from lockcheck.lockdep import findings as F
-from lockcheck.lockdep.findings import Finding
-
-_VERSION = re.compile(r"#\d+(?=/\d+$|$)")
-
-
-def class_key(name: Optional[str]) -> str:
-    """A class name without its per-boot `#N`: which of the classes of one name a boot registered
-    first depends on the boot, so `X`, `X#2` and `X#8` of different boots are one class name here
-    (the subclass `/S` is kept: it is the code's annotation).
-
-    >>> class_key("&(&k->k_lock)->rlock#3"), class_key("&type->s_umount_key#46/1"), class_key("sb_writers")
-    ('&(&k->k_lock)->rlock', '&type->s_umount_key/1', 'sb_writers')
-    """
-    return _VERSION.sub("", name) if name else ""
-
-
-def group_key_of(kind: str, lock: Optional[str], held: Optional[str], cycle: Optional[list[str]],
-                 details: dict[str, Any]) -> tuple:
-    """The key two reports of one problem share (see the module docstring)."""
-    if kind == F.CIRCULAR and cycle:
-        names = [class_key(name) for name in cycle]
-        pivot = min(range(len(names)), key=names.__getitem__)
-        return (kind, tuple(names[pivot:] + names[:pivot]))
-    if kind == F.RECURSIVE:
-        return (kind, class_key(lock))
-    if kind == F.INCONSISTENT:
-        return (kind, class_key(lock), details.get("prev_bit"), details.get("new_bit"))
-    if kind == F.IRQ_INVERSION:
-        safe, unsafe = details.get("safe"), details.get("unsafe")
-        safe = getattr(safe, "name", safe)
-        unsafe = getattr(unsafe, "name", unsafe)
-        return (kind, details.get("irqclass"), class_key(safe), class_key(unsafe))
-    return (kind, class_key(lock), class_key(held))
-
-
-def group_key(finding: Finding) -> tuple:
-    """`group_key_of` a finding."""
-    return group_key_of(finding.kind, finding.lock, finding.held, finding.cycle, finding.details)
+from lockcheck.lockdep.findings import Finding, group_key
 
 
 class Groups:
