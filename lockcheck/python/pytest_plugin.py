@@ -181,10 +181,26 @@ def _option(config: pytest.Config, name: str, default: Any = None) -> Any:
 
 
 def _xdist_controller_early(config: pytest.Config) -> bool:
-    """`-n N`/`--dist` asked for (xdist's workers are not given them)."""
+    """Before xdist's own `pytest_cmdline_main` has run: `-n N` (also `auto`), or `--dist`
+    with `--tx`, asked for on the command line (xdist's workers are not given them). Early
+    tracking is skipped there; `_xdist_controller` decides for good at configure time."""
     workers = _option(config, "numprocesses")
-    dist = _option(config, "dist", "no")
-    return bool(workers) or dist not in ("no", None)
+    if workers:
+        return True
+    return _option(config, "dist", "no") not in ("no", None) and bool(_option(config, "tx"))
+
+
+def _xdist_controller(config: pytest.Config) -> bool:
+    """Whether this process is xdist's controller, decided as xdist itself decides
+    (`dist` is not `no` and there are test environments), from `config.option` once
+    xdist's `pytest_cmdline_main` has filled in what `-n` implies: `-n 2` alone gives
+    `dist = "load"` only then, so `known_args_namespace` still says `no`."""
+    if getattr(config, "workerinput", None) is not None:
+        return False
+    option = config.option
+    if getattr(option, "collectonly", False):
+        return False
+    return getattr(option, "dist", "no") not in ("no", None) and bool(getattr(option, "tx", None))
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -262,11 +278,9 @@ class LockcheckPlugin:
             self.configured()
 
     def _is_controller(self, config: pytest.Config) -> bool:
-        if self.worker_id is not None or getattr(config, "workerinput", None) is not None:
+        if self.worker_id is not None:
             return False
-        if _option(config, "collectonly", False):
-            return False
-        return _option(config, "dist", "no") not in ("no", None)
+        return _xdist_controller(config)
 
     def _become_controller(self) -> None:
         """The xdist controller runs no test: it merges the workers' graphs."""
