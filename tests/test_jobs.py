@@ -1,6 +1,6 @@
 """`--jobs N` and `--dask`: a check split over processes reports what `--jobs 1` reports.
 
-The split (`lockcheck.commands.jobs`) checks files, or one file's tasks, in worker
+The split (`lockcheck.jobs`) checks files, or one file's tasks, in worker
 processes and replays the events that can change the shared state into
 one checker, in trace order.  These tests hold it to the sequential run's
 JSON document (findings with every field, summary, notes, errors) on every
@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from lockcheck.engine import fast_lt as hotpath
-from lockcheck.commands import jobs
+from lockcheck import jobs
 from lockcheck.commands.cli import main
 from lockcheck.commands.check import CheckSession, SessionOptions
 from test_cli import E2E
@@ -440,7 +440,7 @@ def test_a_dask_cluster_splits_one_file_by_task(tmp_path) -> None:
 def test_a_dask_scheduler_that_does_not_answer_is_one_line(tmp_path) -> None:
     path = tmp_path / "t.lt"
     path.write_text(E2E["abba"])
-    code = ("import sys; from lockcheck.commands import jobs; from lockcheck.commands.cli import main; jobs.DASK_TIMEOUT = 1; "
+    code = ("import sys; from lockcheck import jobs; from lockcheck.commands.cli import main; jobs.cluster.DASK_TIMEOUT = 1; "
             "sys.exit(main(sys.argv[1:]))")
     proc = subprocess.run([sys.executable, "-c", code, "check", "--dask", "tcp://127.0.0.1:9", str(path)],
                           capture_output=True, text=True, timeout=300)

@@ -1,4 +1,4 @@
-"""The streaming map of `--jobs` (`lockcheck.commands.jobs.stream_pool`): the merge starts while workers read.
+"""The streaming map of `--jobs` (`lockcheck.jobs.stream_pool`): the merge starts while workers read.
 
 `tests/test_jobs.py` holds the split's result to `--jobs 1`'s on every
 input; these tests hold the streaming itself: batches sent as they are made
@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from lockcheck.commands import jobs
+from lockcheck import jobs
 from lockcheck.commands.check import SessionOptions
 from testdata import ROOT
 

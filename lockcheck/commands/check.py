@@ -46,7 +46,7 @@ class SessionOptions:
     progress: bool = True
     #: read `[tool.lockcheck]` of the nearest pyproject.toml
     use_pyproject: bool = True
-    #: `--jobs N`: check in N processes (`lockcheck.commands.jobs`); the findings are those of one
+    #: `--jobs N`: check in N processes (`lockcheck.jobs`); the findings are those of one
     jobs: int = 1
     #: `--dask ADDRESS`: the same split, on the Dask cluster whose scheduler is at ADDRESS
     dask: Optional[str] = None
@@ -71,7 +71,7 @@ class CheckSession:
         self.no_irq_files: list[str] = []
         #: why a `--jobs`/`--dask` run was done in one process after all (None: it was split)
         self.parallel_fallback: Optional[str] = None
-        #: why the split's summaries could not serve (`lockcheck.commands.jobs.Unsure`: the check was then done in one
+        #: why the split's summaries could not serve (`lockcheck.jobs.Unsure`: the check was then done in one
         #: process, or on a cluster replayed exactly), or None
         self.parallel_unsure: Optional[str] = None
 
@@ -133,12 +133,12 @@ class CheckSession:
     def check(self, paths: list[str]) -> tuple[Checker, list[Finding], list[Finding]]:
         """Read and check the traces: the checker, the findings kept, the findings suppressed.
 
-        With `jobs` > 1 or `dask`, the traces are checked split (`lockcheck.commands.jobs`);
+        With `jobs` > 1 or `dask`, the traces are checked split (`lockcheck.jobs`);
         inputs the split cannot follow are checked again in this process, from
         the start, so the result never depends on the split.
         """
         if self.options.jobs > 1 or self.options.dask:
-            from lockcheck.commands import jobs
+            from lockcheck import jobs
 
             try:
                 try:
@@ -201,7 +201,7 @@ class CheckSession:
         try:
             traces, dumps = self._split_dumps(paths)
             if split and not (traces and type(checker) is Checker and not options.first):
-                from lockcheck.commands.jobs import Fallback
+                from lockcheck.jobs import Fallback
 
                 # --first stops at the first finding: one process reads no further than that
                 raise Fallback("no traces, a declared order, or --first")
@@ -234,9 +234,9 @@ class CheckSession:
         return checker, kept, suppressed
 
     def _check_split(self, checker: Checker, traces: list, summary: bool = False) -> list[Finding]:
-        """The traces checked by workers (`lockcheck.commands.jobs`), merged into `checker` in trace order:
+        """The traces checked by workers (`lockcheck.jobs`), merged into `checker` in trace order:
         their summaries (`summary`, none found: raises `jobs.Unsure` otherwise) or their candidates."""
-        from lockcheck.commands import jobs
+        from lockcheck import jobs
         from lockcheck.readers import inputs
 
         paths: list[str] = []

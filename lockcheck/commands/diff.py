@@ -77,7 +77,7 @@ class Side:
     dump_findings: list[Finding] = field(default_factory=list)
     #: a trace side's inputs (`inputs.Input`s), for `--jobs`; None when it has dumps too
     inputs: Optional[list] = None
-    #: `--jobs`: what the workers sent back for this side (`lockcheck.commands.jobs.MapResult`s), or None
+    #: `--jobs`: what the workers sent back for this side (`lockcheck.jobs.MapResult`s), or None
     split: Optional[list] = None
     #: the split side's totals and notes were taken (by its first merge)
     split_merged: bool = False
@@ -204,12 +204,12 @@ def _map_sides(sides: list[Side], options: Any, workers: int) -> None:
     """`--jobs`: the trace sides' files checked by worker processes, all sides at once (`side.split`).
 
     A side the split cannot serve (standard input, an unreadable input,
-    dumps, captures, kernel logs: see `lockcheck.commands.jobs`) is read in one pass
+    dumps, captures, kernel logs: see `lockcheck.jobs`) is read in one pass
     as before.
     """
     import os
 
-    from lockcheck.commands import jobs
+    from lockcheck import jobs
     from lockcheck.readers import inputs
 
     planned = []
@@ -240,11 +240,11 @@ def _map_sides(sides: list[Side], options: Any, workers: int) -> None:
 
 
 def _replay_split(side: Side, checker: Checker) -> Optional[list[Finding]]:
-    """A split side's events fed to `checker` in trace order (`lockcheck.commands.jobs.replay`); its
+    """A split side's events fed to `checker` in trace order (`lockcheck.jobs.replay`); its
     findings, or None: the side is not split, or the merge could not follow the split."""
     if side.split is None:
         return None
-    from lockcheck.commands import jobs
+    from lockcheck import jobs
     from lockcheck.readers import inputs, run_rules
 
     def opened(name: str, module: Any) -> None:
@@ -434,7 +434,7 @@ def run_diff(base_spec: str, new_spec: str, input_format: str = "auto", config=N
     """Load both sides, diff them, apply suppressions; the result to render.
 
     `jobs` > 1: trace sides are checked by that many worker processes
-    (`lockcheck.commands.jobs`, with `options`, a `SessionOptions`), both sides at
+    (`lockcheck.jobs`, with `options`, a `SessionOptions`), both sides at
     once, and merged here in trace order: the same result.
     """
     base = load_side(base_spec, input_format, config, annotations)

@@ -1286,7 +1286,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     if (view == NULL)
         return PyErr_Occurred() ? -1 : 0;
     if (view == Py_None)
-        return 1; /* another part's task (lockcheck.commands.jobs): its line is not this checker's */
+        return 1; /* another part's task (lockcheck.jobs): its line is not this checker's */
     PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
     PyObject *held = PyTuple_GET_ITEM(view, V_HELD);
     const char *tail = space + 1;

@@ -86,7 +86,7 @@ def parser(module: ModuleType, checker: Checker, tick: Optional[Callable[[str], 
 
     `tick(file)`, if given, is called every `TICK` lines (a progress line).
     `foreign(task)`, if given, says which tasks another process checks
-    (`lockcheck.commands.jobs`): once the checker has dropped one event of such a
+    (`lockcheck.jobs`): once the checker has dropped one event of such a
     task, its further lines are skipped here, unread.
     """
     if getattr(module, "NAME", None) == "lt":

@@ -437,7 +437,7 @@ def _irq_event(task: TaskState, op: str, ev: Event) -> None:
     """Record an irq-state transition as `curr->irqtrace` does (`++trace->irq_events`).
 
     Kept deferred, as `(stamp, Evidence, *its fields)` (`tasks.irq_event` builds
-    it when a report or `lockcheck.commands.jobs` asks): nearly every transition
+    it when a report or `lockcheck.jobs` asks): nearly every transition
     would build the object for nothing.
     """
     events = task.irq_events

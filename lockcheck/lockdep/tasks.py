@@ -177,7 +177,7 @@ def irq_event(task: "TaskState", op: str) -> Optional[tuple]:
 
     The `.lt` fast path (`lockcheck.engine.fast_lt`) records an irq-state change
     without reading its line: `(stamp, read, *where)`, where `read(*where)`
-    makes the `Evidence` -- only when a report (or `lockcheck.commands.jobs`) asks.
+    makes the `Evidence` -- only when a report (or `lockcheck.jobs`) asks.
     """
     seen = task.irq_events.get(op)
     if seen is not None and len(seen) > 2:  # type: ignore[arg-type]

@@ -1,6 +1,6 @@
 """Work spread over forked worker processes, results in input order, errors as one process gives them.
 
-`lockcheck.commands.jobs` maps the checker's shards with its own pool; commands
+`lockcheck.jobs` maps the checker's shards with its own pool; commands
 whose inputs are independent of each other (`stat`: a file's table does
 not depend on the files before it) only need "run this function on each
 input, in up to N processes, and give me the results in order".  What is
