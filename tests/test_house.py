@@ -28,7 +28,6 @@ OVERSIZED = {
     "lockcheck.readers.kernel_log": 820,
     "lockcheck.lockdep.checker": 737,
     "lockcheck.engine.fast_capture": 726,
-    "lockcheck.engine.fast_lt": 720,
     "lockcheck.readers.lt": 665,
     "lockcheck.python.recorder": 618,
     "lockcheck.commands.diff": 618,

@@ -81,7 +81,7 @@ typedef struct {
     /* irq-state ops (apply_irq), given `irq` = (file, reader, usage_needs, hardirq bits, softirq bits,
      * read shift): NULL when not given (then the Python loop applies them) */
     PyObject *file;        /* the trace's name, for the deferred evidence */
-    PyObject *reader;      /* hotpath.irq_evidence: reads a deferred irq event's evidence back */
+    PyObject *reader;      /* fast_held.irq_evidence: reads a deferred irq event's evidence back */
     PyObject *usage_needs; /* tasks.usage_needs */
     long hard_bits, soft_bits, read_shift;
     int quick;             /* releases below the top applied here (Checker.quick_reacquire) */
@@ -895,9 +895,9 @@ static int release_innermost(LineFilter *self, PyObject *task, PyObject *held, P
 
 static int long_attr(PyObject *obj, PyObject *name, long *out);
 
-/* ---- a release below the top (hotpath.release_out_of_order) ----------------------------------- */
+/* ---- a release below the top (fast_held.release_out_of_order) ----------------------------------- */
 
-/* hotpath._find_held over tuple entries: the index of the held lock, -1 not found (or a HeldLock
+/* fast_held._find_held over tuple entries: the index of the held lock, -1 not found (or a HeldLock
  * on the way: the Python side's), -2 on error. */
 static Py_ssize_t find_held(PyObject *held, PyObject *lock, PyObject *instance) {
     for (Py_ssize_t i = PyList_GET_SIZE(held) - 1; i >= 0; i--) {
@@ -936,7 +936,7 @@ static Py_ssize_t find_held(PyObject *held, PyObject *lock, PyObject *instance) 
     return -1;
 }
 
-/* hotpath.release_out_of_order: the release of `lock`/`instance` below the top, when every lock
+/* fast_held.release_out_of_order: the release of `lock`/`instance` below the top, when every lock
  * above re-acquires onto a cached chain marking no usage bit: 1 applied, 0 nothing changed, -1. */
 static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *lock,
                          PyObject *instance, long cpu) {
@@ -1061,7 +1061,7 @@ static int apply_release(LineFilter *self, PyObject *view, PyObject *task, PyObj
     return r;
 }
 
-/* ---- irq-state ops (hotpath.irq_change) ------------------------------------------------------- */
+/* ---- irq-state ops (fast_held.irq_change) ------------------------------------------------------- */
 
 /* An int (or bool) attribute: 0 and *out, or -1 on error. */
 static int long_attr(PyObject *obj, PyObject *name, long *out) {
@@ -1125,7 +1125,7 @@ static int held_marked(LineFilter *self, PyObject *held, long bits) {
     return 1;
 }
 
-/* hotpath._defer_irq_event: stamp the transition, its evidence deferred as
+/* fast_held._defer_irq_event: stamp the transition, its evidence deferred as
  * (stamp, reader, line, file, lineno, task name) (tasks.irq_event reads it back). */
 static int defer_irq_event(LineFilter *self, PyObject *task, PyObject *op, PyObject *line, const char *data,
                            Py_ssize_t n) {
@@ -1191,7 +1191,7 @@ static inline int op_is(PyObject *op, const char *name) {
     return PyUnicode_CompareWithASCIIString(op, name) == 0;
 }
 
-/* hotpath.irq_change: an irq-state op applied when it marks no usage bit and notes nothing
+/* fast_held.irq_change: an irq-state op applied when it marks no usage bit and notes nothing
  * (1), else nothing changed (0: the Python side's), -1 on error. */
 static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n, PyObject *view,
                      PyObject *held, long cpu, PyObject *op) {

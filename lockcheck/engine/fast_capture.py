@@ -38,9 +38,10 @@ import gc
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional
 
-from lockcheck.lockdep.checker import MAX_LOCK_DEPTH, Checker
+from lockcheck.lockdep import rules
+from lockcheck.lockdep.checker import Checker
 from lockcheck.events import ACQUIRE, ACQUIRED, ALL_OPS, CONTENDED, LOST_EVENTS, RELEASE, RUN, WRITE, Event
-from lockcheck.lockdep.tasks import INITIAL_CHAIN_KEY, HeldLock
+from lockcheck.lockdep.tasks import HeldLock
 
 #: lines between two calls of the progress `tick` (a mask, as `hotpath.TICK`)
 TICK = 0xFFFF
@@ -51,9 +52,6 @@ _HEAD_CACHE_LIMIT = 1 << 12
 
 #: the ops whose event changes the state of its own task only (others: lost events, a run's start)
 _OWN_TASK_OPS = frozenset(ALL_OPS - {LOST_EVENTS, RUN})
-
-#: lockdep's depth limit, as the fast path checks it (a stack this deep goes the plain way)
-_DEPTH_LIMIT = MAX_LOCK_DEPTH - 1
 
 #: views of tasks kept at most: a long capture of short-lived tasks (fresh pids) would keep one per
 #: task ever seen; as many as run at a time are enough (a dropped view is built again when needed)
@@ -97,7 +95,7 @@ class _View:
         self.held = task.held
         hardirq_depth = task.hardirq_depth
         self.hardirqs_off = hardirqs_off = not task.hardirqs_enabled or hardirq_depth > 0
-        self.irq_context = (2 if hardirq_depth else 0) | (1 if task.softirq_depth else 0)
+        self.irq_context = rules.task_irq_context(hardirq_depth, task.softirq_depth)
         self.usage_need = task.usage_need[4:] if hardirqs_off else task.usage_need[:4]
         self.recent = task.acquired_ever
         self.a_held = a_held
@@ -220,20 +218,19 @@ def _push_hit(checker: Checker, view: _View, name: str, instance: str, mode: int
         return False
     held = view.held
     depth = len(held)
-    if depth >= _DEPTH_LIMIT:
+    if depth >= checker.fast_depth:  # (a stack this deep goes the plain way, which reports the limit)
         return False
-    if check:
-        if view.usage_need[(1 if mode else 0) | (2 if trylock else 0)] & ~node["usage"]:
-            return False
-    elif (512 if mode else 256) & ~node["usage"]:  # USED_READ / USED
+    # (the view's usage_need is its task's, already taken for its hardirqs-off state)
+    if rules.acquire_usage(view.usage_need, mode, trylock, check, False) & ~node["usage"]:
         return False
     ctask = view.task
     prev_key = chain_key = ctask.chain_key
     irq_context = view.irq_context
-    if depth and held[-1].irq_context != irq_context:
-        chain_key = INITIAL_CHAIN_KEY
-    chain_key = hash((chain_key, name, mode))
-    if check and not trylock and chain_key not in checker.chain_cache:
+    if depth and rules.separate_irq_context(held[-1].irq_context, irq_context):
+        chain_key = rules.INITIAL_CHAIN_KEY
+    chain_key = rules.iterate_chain_key(chain_key, name, mode)
+    validated = rules.validates_chain(trylock, check)
+    if validated and chain_key not in checker.chain_cache:
         return False
     cstats = checker.stats
     cstats.events += 1
@@ -246,7 +243,7 @@ def _push_hit(checker: Checker, view: _View, name: str, instance: str, mode: int
     hlock.prev_chain_key = prev_key
     held.append(hlock)
     ctask.chain_key = chain_key
-    if check and not trylock:
+    if validated:
         cstats.chain_hits += 1
     return True
 

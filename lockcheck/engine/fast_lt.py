@@ -34,11 +34,14 @@ from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional
 
 from lockcheck import events as E
-from lockcheck.lockdep.checker import MAX_LOCK_DEPTH, Checker
+from lockcheck.engine.fast_held import (
+    RELEASE, CLS, HARDIRQS_OFF, INSTANCE, IRQ_CONTEXT, LINE, LINENO, LOCK, NEST, PREV_KEY, READ, REFERENCES, SUBCLASS, TRYLOCK,
+    irq_change, irq_evidence, release_out_of_order)
+from lockcheck.lockdep import rules
+from lockcheck.lockdep.checker import Checker
 from lockcheck.events import LOST_EVENTS, RUN, Event
-from lockcheck.lockdep.findings import Evidence
 from lockcheck.readers import lt
-from lockcheck.lockdep.tasks import INITIAL_CHAIN_KEY, HeldLock, TaskState, usage_needs
+from lockcheck.lockdep.tasks import HeldLock, usage_needs
 from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
 
 #: `.lt` mode words -> lockdep's read argument
@@ -46,10 +49,6 @@ _MODES = {"write": 0, "read": 1, "rread": 2}
 #: the directive lines (`#lockcheck-run`, `#lockcheck-lost-events`)
 _DIRECTIVES = tuple(lt.DIRECTIVES)
 
-# A fast-path entry of a held stack: a tuple, indexed by these (RELEASE: the text after the
-# task of the plain release that pops it, `release CLASS@INSTANCE`).
-RELEASE, CLS, LOCK, INSTANCE, PREV_KEY, IRQ_CONTEXT, READ, TRYLOCK, HARDIRQS_OFF, NEST, SUBCLASS, REFERENCES, \
-    LINE, LINENO = range(14)
 
 
 def materialize(held: list, file: str) -> None:
@@ -206,7 +205,7 @@ def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
         return (kind, seen, cpu)
     lock, instance = known  # type: ignore[misc]
     if kind == _ACQUIRE:
-        cls = f"{lock}/{subclass}" if subclass else lock
+        cls = rules.hlock_class(lock, subclass)
         node = classes.get(cls)
         if node is None:
             return None
@@ -277,8 +276,9 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     stats = checker.stats
     scan = lt.scan_fast
     parse_line = lt.parse_line
-    initial = INITIAL_CHAIN_KEY
-    depth_limit = MAX_LOCK_DEPTH - 1
+    initial = rules.INITIAL_CHAIN_KEY
+    depth_limit = checker.fast_depth
+    nest_lock_merges, acquire_usage, separate_irq_context, iterate_chain_key, validates_chain = _rules()
     task_view: dict = {}  # task key -> (TaskState, held, irq_context, hardirqs_off, usage needs, acquired_ever)
     tails: dict = {}  # text after the task -> what _scan_tail read
     events = hits = 0
@@ -388,7 +388,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                     top_cls, top_context = top[CLS], top[IRQ_CONTEXT]
                                 else:
                                     top_cls, top_context = top.cls, top.irq_context
-                                if nest is not None and top_cls == cls:
+                                if nest_lock_merges(depth, top_cls, cls, nest):
                                     # nest_lock merge: one more reference on the top entry
                                     if top.__class__ is tuple:
                                         held[-1] = top[:REFERENCES] + ((top[REFERENCES] or 1) + 1,) + top[LINE:]
@@ -401,14 +401,16 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                     events += 1
                                     continue
                             irq_context = view[2]
-                            if (not view[4][(1 if read else 0) | (2 if trylock else 0)] & ~node["usage"]
+                            # (view[4]: the task's usage needs for its hardirqs-off state)
+                            if (not acquire_usage(view[4], read, trylock, True, False) & ~node["usage"]
                                     and (nest is None or _holds(held, nest[0], nest[1]))):
                                 prev_key = chain_key = task.chain_key
-                                if depth and top_context != irq_context:
+                                if depth and separate_irq_context(top_context, irq_context):
                                     chain_key = initial
-                                chain_key = hash((chain_key, cls, read))
-                                if trylock or chain_key in cache:
-                                    if not trylock:
+                                chain_key = iterate_chain_key(chain_key, cls, read)
+                                validated = validates_chain(trylock, True)
+                                if not validated or chain_key in cache:
+                                    if validated:
                                         hits += 1  # (validate_chain returns at once for a trylock)
                                     held.append((release, cls, lock, instance, prev_key, irq_context, read,
                                                  trylock, view[3], nest, subclass, 0, line, lineno))
@@ -518,181 +520,23 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
         stats.chain_hits += hits
 
 
-def release_out_of_order(task: TaskState, held: list, lock: str, instance: Optional[str], nodes: dict,
-                         cache: set) -> int:
-    """`Checker.lock_release` of a held lock that is not the innermost, when every lock above it
-    is re-acquired (`reacquire_held_locks`) onto a cached chain marking no usage bit: applied
-    here, the number of chain-cache hits; -1: nothing changed, the full checker's.
-
-    A re-acquisition whose new chain is cached validates nothing, whichever of lockdep's steps
-    takes it (`Checker.reacquire_held_locks`'s quick one or `lock_acquire`): the lock is pushed
-    again in the task's irq context now, with its new chain key.  The locks above must be the
-    fast path's entries without a nest lock (`lock_acquire` would look for it); all is checked
-    before anything changes.
-    """
-    index = _find_held(held, lock, instance)
-    if index is None:
-        return -1
-    found = held[index]
-    if found.__class__ is tuple:
-        if found[REFERENCES]:
-            return -1
-        chain_key = found[PREV_KEY]
-    else:
-        if found.references:
-            return -1
-        chain_key = found.prev_chain_key
-    irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
-    need = task.usage_need
-    if index:
-        below = held[index - 1]
-        below_context = below[IRQ_CONTEXT] if below.__class__ is tuple else below.irq_context
-    else:
-        below_context = None  # no lock below: the chain goes on from the key (lock_acquire at depth 0)
-    moved = []
-    hits = 0
-    for again in held[index + 1:]:
-        if again.__class__ is not tuple or again[NEST] is not None:
-            return -1
-        cls, read, trylock = again[CLS], again[READ], again[TRYLOCK]
-        if need[(1 if read else 0) | (2 if trylock else 0) | (4 if again[HARDIRQS_OFF] else 0)] \
-                & ~nodes[cls]["usage"]:
-            return -1  # a new usage bit: mark_usage
-        next_key = hash((INITIAL_CHAIN_KEY if below_context is not None and below_context != irq_context
-                         else chain_key, cls, read))
-        if not trylock:
-            if next_key not in cache:
-                return -1  # a new chain: validate_chain
-            hits += 1
-        moved.append(again[:PREV_KEY] + (chain_key, irq_context) + again[IRQ_CONTEXT + 1:])
-        below_context = irq_context
-        chain_key = next_key
-    del held[index:]
-    held += moved
-    task.chain_key = chain_key
-    return hits
-
-
-def _find_held(held: list, lock: str, instance: Optional[str]) -> Optional[int]:
-    """`Checker.find_held_lock` over a stack of tuples and `HeldLock`s: top-down, not crossing
-    into another irq context."""
-    i = len(held) - 1
-    while i >= 0:
-        entry = held[i]
-        if entry.__class__ is tuple:
-            if entry[LOCK] == lock and (entry[INSTANCE] == instance or (entry[REFERENCES] and entry[SUBCLASS] == 0)):
-                return i
-            context = entry[IRQ_CONTEXT]
-        else:
-            if entry.matches(lock, instance):
-                return i
-            context = entry.irq_context
-        i -= 1
-        if i >= 0:
-            below = held[i]
-            if (below[IRQ_CONTEXT] if below.__class__ is tuple else below.irq_context) != context:
-                return None
-    return None
-
-
-def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, file: str, lineno: int) -> bool:
-    """Apply the irq-state op `op` of `line` as `IrqValidator`'s handler would, if that marks no
-    usage bit and notes nothing (True); else change nothing (False: the full checker's).
-
-    Turning hardirqs (softirqs) on marks every checked held lock ENABLED_HARDIRQ (ENABLED_SOFTIRQ,
-    _READ for a reader; `mark_held_locks`): when the held classes have those bits already, that
-    marks nothing and validates nothing, and the change is the task's state alone.  A real
-    on/off transition is stamped as `irq._irq_event` stamps it, its evidence deferred
-    (`tasks.irq_event` reads it back).  An exit without its enter, or `irqs-on` inside a
-    hardirq handler, leaves a note: the full checker's.
-    """
-    if op == E.IRQS_OFF:
-        if task.hardirqs_enabled:
-            task.hardirqs_enabled = False
-            _defer_irq_event(task, op, line, file, lineno)
-    elif op == E.IRQS_ON:
-        if not task.hardirqs_enabled:  # else redundant_hardirqs_on
-            if task.hardirq_depth:
-                return False
-            if held:
-                soft = task.softirqs_enabled and not task.softirq_depth
-                if not _marked(held, nodes, (1 << ENABLED_HARDIRQ) | (1 << ENABLED_SOFTIRQ if soft else 0)):
-                    return False
-            task.hardirqs_enabled = True
-            _defer_irq_event(task, op, line, file, lineno)
-    elif op == E.SOFTIRQS_OFF:
-        if not task.softirqs_enabled:
-            return True
-        task.softirqs_enabled = False
-    elif op == E.SOFTIRQS_ON:
-        if task.softirqs_enabled:
-            return True  # redundant_softirqs_on
-        if (held and not task.softirq_depth and task.hardirqs_enabled and not task.hardirq_depth
-                and not _marked(held, nodes, 1 << ENABLED_SOFTIRQ)):
-            return False
-        task.softirqs_enabled = True
-    elif op == E.HARDIRQ_ENTER:
-        task.hardirq_depth += 1
-    elif op == E.SOFTIRQ_ENTER:
-        task.softirq_depth += 1
-    elif op == E.HARDIRQ_EXIT:
-        if not task.hardirq_depth:
-            return False
-        task.hardirq_depth -= 1
-    elif op == E.SOFTIRQ_EXIT:
-        if not task.softirq_depth:
-            return False
-        task.softirq_depth -= 1
-    else:
-        return False
-    if op == E.SOFTIRQS_OFF or op == E.SOFTIRQS_ON:
-        _defer_irq_event(task, op, line, file, lineno)
-    task.usage_need = usage_needs(task)
-    return True
-
-
-def _marked(held: list, nodes: dict, bits: int) -> bool:
-    """Whether every checked held lock's class has `bits` (shifted to _READ for a reader)."""
-    read_bits = bits << READ_MASK
-    for entry in held:
-        if entry.__class__ is tuple:
-            cls, read = entry[CLS], entry[READ]
-        elif entry.check:
-            cls, read = entry.cls, entry.read
-        else:
-            continue
-        want = read_bits if read else bits
-        if nodes[cls]["usage"] & want != want:
-            return False
-    return True
-
-
-def _defer_irq_event(task: TaskState, op: str, line: str, file: str, lineno: int) -> None:
-    """`irq._irq_event` without reading the line: its evidence is read back if asked."""
-    irq_events = task.irq_events
-    stamp = irq_events.get("stamp", 0) + 1  # type: ignore[operator]
-    irq_events["stamp"] = stamp
-    irq_events[op] = (stamp, irq_evidence, line, file, lineno, task.name)
-
-
-def irq_evidence(line: str, file: str, lineno: int, name: str) -> Evidence:
-    """The evidence of an irq-state change the fast path took (`tasks.irq_event`): its line read
-    back (`lt.scan_fast` takes every line the fast path takes)."""
-    ev = lt.scan_fast(line, file, lineno)
-    return Evidence(file, lineno, name, ev.at, ev.ts)  # type: ignore[union-attr]
-
-
 def _view(task) -> tuple:
     """What the fast path needs of a task's state, until the full checker next changes it:
     `(TaskState, held, irq_context, hardirqs_off, usage needs by (read, trylock), acquired_ever)`."""
     hardirq_depth = task.hardirq_depth
     hardirqs_off = not task.hardirqs_enabled or hardirq_depth > 0
-    return (task, task.held, (2 if hardirq_depth else 0) | (1 if task.softirq_depth else 0), hardirqs_off,
+    return (task, task.held, rules.task_irq_context(hardirq_depth, task.softirq_depth), hardirqs_off,
             task.usage_need[4:] if hardirqs_off else task.usage_need[:4], task.acquired_ever)
 
 
 def _nothing_taken() -> tuple[int, int]:
     return 0, 0
+
+
+def _rules() -> tuple:
+    """lockdep's rules the loop applies, as `rules` has them now (bound once: the hot path)."""
+    return (rules.nest_lock_merges, rules.acquire_usage, rules.separate_irq_context, rules.iterate_chain_key,
+            rules.validates_chain)
 
 
 def _compiled_filter():

@@ -10,9 +10,10 @@ from lockcheck.events import Event
 from lockcheck.jobs import shards
 from lockcheck.jobs.shards import _NOTHING, EVENT, Fallback, Shard, owner
 from lockcheck.jobs.wire import Candidate, _plain, _Wire
-from lockcheck.lockdep.checker import MAX_LOCK_DEPTH, Checker, CheckerOptions
+from lockcheck.lockdep import rules
+from lockcheck.lockdep.checker import Checker, CheckerOptions
 from lockcheck.lockdep.findings import Finding
-from lockcheck.lockdep.tasks import INITIAL_CHAIN_KEY, HeldLock, TaskState
+from lockcheck.lockdep.tasks import HeldLock, TaskState
 from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
 
 
@@ -116,33 +117,29 @@ class PartChecker(Checker):
         return False
 
     def _acquire_hit(self, task: TaskState, ev: Event) -> bool:
-        cls = f"{ev.lock}/{ev.subclass}" if ev.subclass else ev.lock
+        cls = rules.hlock_class(ev.lock, ev.subclass)
         node = self._nodes.get(cls)
         if node is None:
             return False
         held = task.held
         depth = len(held)
-        if depth >= MAX_LOCK_DEPTH - 1:
+        if depth >= rules.limits()[1]:
             return False
-        if depth and ev.nest is not None and held[-1].cls == cls:
-            return True  # nest_lock merge
+        if rules.nest_lock_merges(depth, held[-1].cls if depth else None, cls, ev.nest):
+            return True
         read, trylock, check = ev.mode, ev.trylock, ev.check
         hardirqs_off = not task.hardirqs_enabled or task.hardirq_depth > 0
-        if check:
-            needed = task.usage_need[(1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)]
-        else:
-            needed = 512 if read else 256
-        if needed & ~node["usage"]:
+        if rules.acquire_usage(task.usage_need, read, trylock, check, hardirqs_off) & ~node["usage"]:
             return False
         if ev.nest is not None and not self.lock_is_held(task, ev.nest[0], ev.nest[1]):
             return False
-        if trylock or not check:
+        if not rules.validates_chain(trylock, check):
             return True
-        irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
+        irq_context = rules.task_irq_context(task.hardirq_depth, task.softirq_depth)
         chain_key = task.chain_key
-        if depth and held[-1].irq_context != irq_context:
-            chain_key = INITIAL_CHAIN_KEY
-        return hash((chain_key, cls, read)) in self.chain_cache
+        if depth and rules.separate_irq_context(held[-1].irq_context, irq_context):
+            chain_key = rules.INITIAL_CHAIN_KEY
+        return rules.iterate_chain_key(chain_key, cls, read) in self.chain_cache
 
     def _irq_hit(self, task: TaskState, ev: Event) -> bool:
         """Irq context events change only the task, except an enable that marks held locks

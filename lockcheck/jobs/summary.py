@@ -10,7 +10,8 @@ from lockcheck.events import Event
 from lockcheck.jobs import shards
 from lockcheck.jobs.shards import _NOTHING, CHAIN, CLASS, NOTE, USAGE, Fallback, Shard, Unsure, owner
 from lockcheck.jobs.wire import _held_site
-from lockcheck.lockdep.checker import MAX_LOCK_DEPTH, Checker, CheckerOptions
+from lockcheck.lockdep import rules
+from lockcheck.lockdep.checker import Checker, CheckerOptions
 from lockcheck.lockdep.findings import Finding
 from lockcheck.lockdep.graph import DepGraph
 from lockcheck.lockdep.tasks import HeldLock, TaskState
@@ -124,12 +125,12 @@ class SummaryChecker(Checker):
     def validate_chain(self, task: TaskState, hlock: HeldLock, chain_head: bool, chain_key: int,
                        ev: Event) -> None:
         """`Checker.validate_chain`, recording a chain not cached here with its `check_prev_add` calls."""
-        if hlock.trylock or not hlock.check:
+        if not rules.validates_chain(hlock.trylock, hlock.check):
             return
         if chain_key in self.chain_cache:
             self.stats.chain_hits += 1
             return
-        cacheable = len(task.held) < MAX_LOCK_DEPTH
+        cacheable = rules.chain_cacheable(len(task.held))
         if cacheable:
             self.chain_cache.add(chain_key)
         self.stats.chains += 1

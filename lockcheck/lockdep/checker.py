@@ -34,7 +34,9 @@ from lockcheck.events import ACQUIRE, LOST_EVENTS, RELEASE, RUN, Event, class_na
 from lockcheck.lockdep.findings import ChainLink, Evidence, Finding, LockSnapshot
 from lockcheck.lockdep.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, _only_self, calc_dep
 from lockcheck.lockdep.irq import IrqValidator
-from lockcheck.lockdep.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, snapshot, task_finding, usage_needs
+from lockcheck.lockdep import rules
+from lockcheck.lockdep.rules import INITIAL_CHAIN_KEY
+from lockcheck.lockdep.tasks import HeldLock, RecentLocks, TaskState, snapshot, task_finding, usage_needs
 from lockcheck.lockdep.usage import usage_chars
 
 #: a held entry's class (check_deadlock's first look at the stack)
@@ -42,8 +44,8 @@ _held_class = attrgetter("cls")
 
 #: what `feed` returns for the (usual) event that raises nothing: one shared, immutable value
 _NOTHING: tuple = ()
-#: lockdep's MAX_LOCK_DEPTH: the 48th simultaneously held entry is reported
-MAX_LOCK_DEPTH = 48
+#: lockdep's MAX_LOCK_DEPTH (`rules`; kept here for the importers that name it from the checker)
+MAX_LOCK_DEPTH = rules.MAX_LOCK_DEPTH
 #: a capture's task that holds nothing and took no lock for this many events forgets its recent
 #: locks (`Checker.forget_recent_locks`)
 IDLE_EVENTS = 1 << 18
@@ -97,6 +99,8 @@ class Checker:
         self.reported: set[tuple] = set()
         self.findings: list[Finding] = []
         self.stats = CheckerStats()
+        #: the depth limit, and the depth the fast paths hold without asking the checker (`rules.limits`)
+        self.max_depth, self.fast_depth = rules.limits()
         self.irq = IrqValidator(self.graph, self.report, self.stats.notes)
         self._classes = self.graph._succ
         # a subclass that wants to see cached chains too (OrderChecker) overrides validate_chain
@@ -346,41 +350,37 @@ class Checker:
         its event, or the fast path's deferred reading of it, is taken over
         unread).
         """
-        cls = f"{lock}/{subclass}" if subclass else lock  # events.class_name, inlined: hot path
+        cls = rules.hlock_class(lock, subclass)
         if cls not in self._classes:
             self.graph.add_class(cls)
         held = task.held
         depth = len(held)
         # nest_lock merge: the top entry is the same class and we rely on the nest lock
-        if depth and nest is not None:
+        if depth and rules.nest_lock_merges(depth, held[-1].cls, cls, nest):
             top = held[-1]
-            if top.cls == cls:
-                top.references = (top.references or 1) + (references or 1)
-                return False
-        irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
+            top.references = (top.references or 1) + (references or 1)
+            return False
+        irq_context = rules.task_irq_context(task.hardirq_depth, task.softirq_depth)
         if hold is None:
             hlock = HeldLock(cls, lock, instance, subclass, read, trylock, check, nest, irq_context,
                              hardirqs_off, references, ev)
         else:
             hlock = hold.reacquired(irq_context, hardirqs_off)
         # usage bits (lockdep's mark_usage): usually nothing new, one mask test
-        if check:
-            needed = task.usage_need[(1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)]
-        else:
-            needed = 512 if read else 256  # USED_READ / USED
+        needed = rules.acquire_usage(task.usage_need, read, trylock, check, hardirqs_off)
         ok = not needed & ~self._nodes[cls]["usage"] or self.irq.mark_usage(task, hlock, ev)
         chain_key = task.chain_key
         chain_head = not depth
         hlock.prev_chain_key = chain_key
-        if depth and held[-1].irq_context != irq_context:
+        if depth and rules.separate_irq_context(held[-1].irq_context, irq_context):
             chain_key = INITIAL_CHAIN_KEY
             chain_head = True
-        chain_key = hash((chain_key, cls, read))
+        chain_key = rules.iterate_chain_key(chain_key, cls, read)
         if nest is not None and not self.lock_is_held(task, nest[0], nest[1]) \
                 and not self.held_before_capture(task, nest):
             self.print_lock_nested_lock_not_held(task, hlock, ev)
         elif ok:
-            if self._inline_cache_hits and chain_key in self.chain_cache and check and not trylock:
+            if self._inline_cache_hits and chain_key in self.chain_cache and rules.validates_chain(trylock, check):
                 self.stats.chain_hits += 1  # validate_chain's cache hit, without the call
             else:
                 self.validate_chain(task, hlock, chain_head, chain_key, ev)
@@ -389,9 +389,9 @@ class Checker:
         # a re-acquisition (hold given) is no new acquisition: the depth it reaches again was
         # reported when the task first got there (a first-in first-out release of N > 48 held locks
         # would otherwise report every lock that moves past the limit)
-        if len(held) == MAX_LOCK_DEPTH and hold is None:
+        if len(held) == rules.MAX_LOCK_DEPTH and hold is None:
             self.report(self._finding(F.MAX_DEPTH, task, ev, lock=cls, next=self.snapshot(hlock),
-                                      details={"depth": len(held), "max": MAX_LOCK_DEPTH}))
+                                      details={"depth": len(held), "max": rules.MAX_LOCK_DEPTH}))
         return True
 
     def held_before_capture(self, task: TaskState, lock: tuple) -> bool:
@@ -405,15 +405,12 @@ class Checker:
     def validate_chain(self, task: TaskState, hlock: HeldLock, chain_head: bool, chain_key: int,
                        ev: Event) -> None:
         """Validate a held-lock chain not seen before; a cached chain costs one set lookup."""
-        if hlock.trylock or not hlock.check:
+        if not rules.validates_chain(hlock.trylock, hlock.check):
             return
         if chain_key in self.chain_cache:
             self.stats.chain_hits += 1
             return
-        if len(task.held) < MAX_LOCK_DEPTH:
-            # deeper chains are validated every time instead (the kernel stops at this depth; a
-            # queue of thousands of held locks released first-in first-out would otherwise
-            # cache a new chain for every lock that moves)
+        if rules.chain_cacheable(len(task.held)):
             self.chain_cache.add(chain_key)
         self.stats.chains += 1
         ret = self.check_deadlock(task, hlock, ev)
@@ -454,7 +451,7 @@ class Checker:
             if prev.check:
                 if not self.check_prev_add(task, prev, nxt, depth - i, ev):
                     return
-                if not prev.trylock:
+                if rules.prevs_walk_stops(True, prev.trylock):
                     break
             i -= 1
             if i < 0 or held[i + 1].irq_context != held[i].irq_context:
@@ -597,7 +594,7 @@ class Checker:
         held = task.held
         self._held_classes = held_classes = {h.cls for h in held}
         quick = self._inline_cache_hits and self.quick_reacquire
-        irq_context = (2 if task.hardirq_depth else 0) | (1 if task.softirq_depth else 0)
+        irq_context = rules.task_irq_context(task.hardirq_depth, task.softirq_depth)
         need = task.usage_need
         nodes, classes, cache, stats = self._nodes, self._classes, self.chain_cache, self.stats
         try:
@@ -607,18 +604,17 @@ class Checker:
                         and cls not in held_classes):
                     read = again.read
                     trylock = again.trylock
-                    if not need[(1 if read else 0) | (2 if trylock else 0) | (4 if again.hardirqs_off else 0)] \
-                            & ~nodes[cls]["usage"]:
+                    if not rules.acquire_usage(need, read, trylock, True, again.hardirqs_off) & ~nodes[cls]["usage"]:
                         chain_key = task.chain_key
                         attrs = None
-                        if held and held[-1].irq_context == irq_context:
-                            if trylock:
+                        if held and not rules.separate_irq_context(held[-1].irq_context, irq_context):
+                            if not rules.validates_chain(trylock, True):
                                 fits = True  # validate_chain returns before looking at it
                             else:
                                 top = held[-1]
                                 attrs = classes[top.cls].get(cls)
                                 # (the dependency type is calc_dep's, inlined)
-                                fits = attrs is not None and top.check and not top.trylock and not (
+                                fits = attrs is not None and rules.prevs_walk_stops(top.check, top.trylock) and not (
                                     ~attrs["dep"] & 1 << ((top.read == 0) + ((read != 2) << 1)))
                         else:
                             fits = True  # a chain head: no dependency to add
@@ -626,13 +622,13 @@ class Checker:
                                 chain_key = INITIAL_CHAIN_KEY
                         if fits:
                             again.prev_chain_key = task.chain_key
-                            chain_key = hash((chain_key, cls, read))
-                            if trylock:
+                            chain_key = rules.iterate_chain_key(chain_key, cls, read)
+                            if not rules.validates_chain(trylock, True):
                                 pass  # validate_chain neither caches nor counts a trylock's chain
                             elif chain_key in cache:
                                 stats.chain_hits += 1
                             else:
-                                if len(held) < MAX_LOCK_DEPTH:
+                                if rules.chain_cacheable(len(held)):
                                     cache.add(chain_key)
                                 stats.chains += 1
                                 if attrs is not None:

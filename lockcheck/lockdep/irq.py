@@ -40,6 +40,7 @@ from lockcheck.lockdep import findings as F
 from lockcheck.events import Event
 from lockcheck.lockdep.findings import ChainLink, Evidence, Finding, LockSnapshot
 from lockcheck.lockdep.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, reverse_dep
+from lockcheck.lockdep import rules
 from lockcheck.lockdep.usage import (
     DIR_MASK, ENABLED_HARDIRQ, ENABLED_SOFTIRQ, LOCKF_ENABLED_IRQ_ALL, LOCKF_IRQ, LOCKF_USED_IN_IRQ_ALL,
     READ_MASK, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ, USAGE_STATES, exclusive_bit,
@@ -47,7 +48,7 @@ from lockcheck.lockdep.usage import (
 )
 
 from lockcheck.lockdep.tasks import (
-    HeldLock, TaskState, hardirqs_off, irq_event, irq_state_text, snapshot, softirqs_enabled, task_finding, usage_index,
+    HeldLock, TaskState, hardirqs_off, irq_event, irq_state_text, snapshot, softirqs_enabled, task_finding,
     usage_needs,
 )
 
@@ -189,8 +190,7 @@ class IrqValidator:
         bits are then marked in lockdep's order, each validated.
         """
         read = 1 if hlock.read else 0
-        needed = task.usage_need[usage_index(hlock.read, hlock.trylock, hlock.hardirqs_off)] if hlock.check \
-            else 1 << (USED + read)
+        needed = rules.acquire_usage(task.usage_need, hlock.read, hlock.trylock, hlock.check, hlock.hardirqs_off)
         missing = needed & ~self.graph._node[hlock.cls]["usage"]
         for bit in (USED_IN_HARDIRQ, USED_IN_SOFTIRQ, ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED):
             bit += read

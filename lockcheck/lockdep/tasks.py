@@ -15,9 +15,11 @@ from typing import Any, Callable, Optional
 from lockcheck.events import Event
 from lockcheck.lockdep.findings import Evidence, Finding, LockSnapshot
 from lockcheck.lockdep.graph import DepGraph
-from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ, usage_chars
+from lockcheck.lockdep import rules
+from lockcheck.lockdep.rules import INITIAL_CHAIN_KEY, usage_index
+from lockcheck.lockdep.usage import usage_chars
 
-INITIAL_CHAIN_KEY = -1
+__all__ = ["INITIAL_CHAIN_KEY", "HeldLock", "RecentLocks", "TaskState", "usage_index", "usage_needs"]
 
 
 class HeldLock:
@@ -211,11 +213,6 @@ def irq_state_text(task: "TaskState") -> str:
     return f"[HC{hc}[{hc}]:SC{sc}[{sc}]:HE{he}:SE{se}]"
 
 
-def usage_index(read: int, trylock: bool, hardirqs_off: bool) -> int:
-    """Where `usage_needs` keeps the mask for an acquisition of this kind."""
-    return (1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)
-
-
 def usage_needs(task: "TaskState") -> list[int]:
     """The usage bits a checked acquisition sets, for each `usage_index`, in the task's irq state now.
 
@@ -227,31 +224,8 @@ def usage_needs(task: "TaskState") -> list[int]:
     one mask test.
     """
     if not task.irq_known:
-        return _USED_ONLY
-    return _USAGE_NEEDS[(bool(task.hardirq_depth), bool(task.softirq_depth), bool(task.softirqs_enabled))]
-
-
-def _usage_needs(in_hardirq: bool, in_softirq: bool, softirqs_on: bool) -> list[int]:
-    needs = []
-    for index in range(8):
-        read = index & 1
-        trylock = index & 2
-        hardirqs_off = index & 4
-        needed = 1 << (USED + read)
-        if not trylock:
-            if in_hardirq:
-                needed |= 1 << (USED_IN_HARDIRQ + read)
-            if in_softirq:
-                needed |= 1 << (USED_IN_SOFTIRQ + read)
-        if not hardirqs_off:
-            needed |= 1 << (ENABLED_HARDIRQ + read)
-            if softirqs_on and not in_softirq:
-                needed |= 1 << (ENABLED_SOFTIRQ + read)
-        needs.append(needed)
-    return needs
-
-
-_USAGE_NEEDS = {(h, s, e): _usage_needs(h, s, e) for h in (False, True) for s in (False, True) for e in (False, True)}
+        return rules.USED_ONLY
+    return rules.USAGE_NEEDS[(bool(task.hardirq_depth), bool(task.softirq_depth), bool(task.softirqs_enabled))]
 
 
 # -- findings about a task ---------------------------------------------------------------
@@ -272,5 +246,3 @@ def task_finding(graph: DepGraph, kind: str, task: TaskState, ev: Event, lock: s
     """A finding about `task` at `ev`, with its held locks as they are now (`lockdep_print_held_locks`)."""
     fields.setdefault("held_locks", [snapshot(graph, h) for h in task.held])
     return Finding(kind=kind, task=task.name, lock=lock, held=held, location=ev.location, site=ev.at, **fields)
-#: a task whose irq state the trace does not tell: USED (or USED_READ) only
-_USED_ONLY = [1 << (USED + (index & 1)) for index in range(8)]

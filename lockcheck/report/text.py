@@ -146,8 +146,7 @@ from lockcheck.util.escape import visible
 if TYPE_CHECKING:
     from lockcheck.report import Summary
 
-#: lockdep's MAX_LOCK_DEPTH
-MAX_LOCK_DEPTH = 48
+from lockcheck.lockdep.rules import MAX_LOCK_DEPTH  # noqa: E402 - the limit a report prints
 
 #: `enum lock_usage_bit` order, in which `print_lock_class_header` lists bits
 USAGE_BITS = (

@@ -73,8 +73,7 @@ from lockcheck.events import (
 from lockcheck.stat.model import BOUNCE_ACQUIRED, BOUNCE_CONTENDED, ClassStats, LockTime, count_point
 from lockcheck.util.wording import count
 
-#: the kernel's MAX_LOCK_DEPTH: held locks per task
-MAX_LOCK_DEPTH = 48
+from lockcheck.lockdep.rules import MAX_LOCK_DEPTH  # noqa: E402 - held locks per task, as the kernel keeps them
 #: tasks with state (holding locks or waiting) at once
 MAX_TASKS = 1 << 16
 #: lock objects whose last CPU and acquire site are remembered

@@ -1,0 +1,128 @@
+"""Lockdep's rules of one acquisition, with the kernel's names, written once.
+
+What an acquisition does to a task's held stack and chain key, which
+acquisitions are validated, which usage bits one sets, how deep a stack
+may grow: the checker (`lockdep.checker`, `lockdep.irq`) and every fast
+path (`engine.fast_lt`, `engine.fast_capture`, the compiled `.lt` path,
+`jobs.part`, the plugin's tracked locks) decide these the same way only if
+they read them from one place.  So every one of them asks this module --
+a call, or a table made here -- and none keeps its own copy.  A rule
+changed here changes every path's verdict alike (tests/test_rules.py
+mutates rules and checks that).
+
+Readers that run per event bind what they need when a run starts
+(`limits()`), so a rule read at run start is the rule of the whole run.
+"""
+
+from __future__ import annotations
+
+from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ
+
+#: lockdep's MAX_LOCK_DEPTH: the 48th simultaneously held entry is reported (`__lock_acquire`)
+MAX_LOCK_DEPTH = 48
+
+#: the chain key of an empty stack (`INITIAL_CHAIN_KEY`); a key is never this value otherwise
+INITIAL_CHAIN_KEY = -1
+
+
+def limits() -> tuple[int, int]:
+    """`(MAX_LOCK_DEPTH, depth a fast path may hold without the checker)`, read when a run starts:
+    the acquisition that reaches the limit is reported by the checker, so fast paths stop one short."""
+    return MAX_LOCK_DEPTH, MAX_LOCK_DEPTH - 1
+
+
+def hlock_class(lock: str, subclass: int) -> str:
+    """The validation class of `lock` taken with `subclass` (`look_up_lock_class` plus
+    `__print_lock_name`'s `/N`): subclass 0 is the lock's own class."""
+    return f"{lock}/{subclass}" if subclass else lock
+
+
+def task_irq_context(hardirq_depth: int, softirq_depth: int) -> int:
+    """`task_irq_context()`: 2 in a hardirq handler, 1 in a softirq, 0 in process context (or'ed)."""
+    return (2 if hardirq_depth else 0) | (1 if softirq_depth else 0)
+
+
+def separate_irq_context(top_irq_context: int, irq_context: int) -> bool:
+    """`separate_irq_context()`: an acquisition in another irq context than the lock below it
+    starts a new chain (the key restarts from INITIAL_CHAIN_KEY)."""
+    return top_irq_context != irq_context
+
+
+def iterate_chain_key(key: int, cls: str, read: int) -> int:
+    """`iterate_chain_key()`: the key of a stack one acquisition longer (class and read mode
+    hashed in; the C path hashes the same tuple the same way, `_tuplehash.h`)."""
+    return hash((key, cls, read))
+
+
+def validates_chain(trylock: bool, check: bool) -> bool:
+    """`validate_chain()`'s guard: a trylock, or a lock taken with `check=0` (lockdep's
+    `nocheck`), adds no dependency and is not looked up in the chain cache."""
+    return not trylock and check
+
+
+def prevs_walk_stops(check: bool, trylock: bool) -> bool:
+    """`check_prevs_add()`: the walk down the held stack stops after the first checked entry
+    that is not a trylock (it added its own dependencies on the locks below it already);
+    a trylock's dependencies are recorded, and the walk goes on below it."""
+    return check and not trylock
+
+
+def chain_cacheable(depth: int) -> bool:
+    """Whether the chain of a stack `depth` deep is cached once validated.  The kernel stops
+    at MAX_LOCK_DEPTH; deeper chains are validated each time (a first-in first-out release
+    of thousands of held locks would otherwise cache a new chain for every lock that moves)."""
+    return depth < MAX_LOCK_DEPTH
+
+
+def nest_lock_merges(depth: int, top_cls: str, cls: str, nest: object) -> bool:
+    """`__lock_acquire()`'s `nest_lock` merge: the same class as the top entry, taken under
+    a nest lock, adds a reference to it instead of a new entry (`mm_take_all_locks()`)."""
+    return bool(depth) and nest is not None and top_cls == cls
+
+
+def usage_index(read: int, trylock: bool, hardirqs_off: bool) -> int:
+    """Where `usage_needs` keeps the mask for an acquisition of this kind."""
+    return (1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)
+
+
+def nocheck_usage(read: int) -> int:
+    """What a `check=0` acquisition marks: LOCK_USED (or LOCK_USED_READ) only (`mark_usage`)."""
+    return 1 << (USED + (1 if read else 0))
+
+
+def acquire_usage(needs: list[int], read: int, trylock: bool, check: bool, hardirqs_off: bool) -> int:
+    """The usage bits an acquisition sets, given its task's `usage_needs`."""
+    if check:
+        return needs[usage_index(read, trylock, hardirqs_off)]
+    return nocheck_usage(read)
+
+
+def mark_usage_bits(in_hardirq: bool, in_softirq: bool, softirqs_on: bool) -> list[int]:
+    """`mark_usage()` for each `usage_index`, in one irq state: USED_IN_{HARD,SOFT}IRQ in a
+    handler (not for trylocks), ENABLED_HARDIRQ when taken with hardirqs on (and
+    ENABLED_SOFTIRQ if softirqs are on too), and USED; the _READ variants for readers."""
+    needs = []
+    for index in range(8):
+        read = index & 1
+        trylock = index & 2
+        hardirqs_off = index & 4
+        needed = 1 << (USED + read)
+        if not trylock:
+            if in_hardirq:
+                needed |= 1 << (USED_IN_HARDIRQ + read)
+            if in_softirq:
+                needed |= 1 << (USED_IN_SOFTIRQ + read)
+        if not hardirqs_off:
+            needed |= 1 << (ENABLED_HARDIRQ + read)
+            if softirqs_on and not in_softirq:
+                needed |= 1 << (ENABLED_SOFTIRQ + read)
+        needs.append(needed)
+    return needs
+
+
+#: `mark_usage_bits` for the eight irq states, by (in hardirq, in softirq, softirqs on)
+USAGE_NEEDS = {(h, s, e): mark_usage_bits(h, s, e) for h in (False, True) for s in (False, True)
+               for e in (False, True)}
+
+#: a task whose irq state the trace does not tell: USED (or USED_READ) only
+USED_ONLY = [nocheck_usage(index & 1) for index in range(8)]

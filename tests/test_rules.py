@@ -1,0 +1,116 @@
+"""Each lockdep rule is written once (`lockcheck.lockdep.rules`): change one, and every path
+changes its verdict the same way.
+
+The paths: the checker alone, the pure `.lt` fast path, ftrace and JSON Lines (their fast
+path), `--jobs 2` (parts and merge), through the command as users run it.  Each test
+mutates a rule with monkeypatch, runs every path, and asserts they agree with each other
+and differ from the unmutated verdict -- so a path that kept a copy of the rule fails.
+
+The compiled `.lt` core implements the boolean rules in C (held to the pure path by the
+differential tests); it reads the depth limit from `rules` and is included where that is
+the rule mutated.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from lockcheck.commands.cli import main
+from lockcheck.lockdep import rules
+from lockcheck.lockdep.checker import check_events
+from lockcheck.readers.lt import parse
+
+# A trylock's dependencies: lockdep adds none for the trylock itself (validate_chain is not
+# called).  T0 makes both classes known with their usage (so T1's lines are fast-path hits
+# unless the rule says otherwise); T1 takes X then tries Y; T2 takes Y then X.
+TRYLOCK = [
+    ("T0", "acquire", "Y", False), ("T0", "release", "Y", False),
+    ("T0", "acquire", "X", False), ("T0", "release", "X", False),
+    ("T1", "acquire", "X", False), ("T1", "acquire", "Y", True), ("T1", "release", "Y", False),
+    ("T1", "release", "X", False),
+    ("T3", "acquire", "X", False), ("T3", "acquire", "Y", True), ("T3", "release", "Y", False),
+    ("T3", "release", "X", False),
+    ("T2", "acquire", "Y", False), ("T2", "acquire", "X", False), ("T2", "release", "X", False),
+    ("T2", "release", "Y", False),
+]
+
+
+def _deep(depth: int) -> list[tuple]:
+    """One task nesting `depth` locks, twice (the second time every chain is cached)."""
+    rows = []
+    for _ in range(2):
+        rows += [("T1", "acquire", f"L{i}", False) for i in range(depth)]
+        rows += [("T1", "release", f"L{i}", False) for i in reversed(range(depth))]
+    return rows
+
+
+def as_lt(rows: list[tuple]) -> str:
+    return "".join(f"{task} {op} {lock}{' try' if trylock else ''}\n" for task, op, lock, trylock in rows)
+
+
+def as_jsonl(rows: list[tuple]) -> str:
+    return "".join(json.dumps({"task": task, "op": op, "lock": lock, **({"try": True} if trylock else {})}) + "\n"
+                   for task, op, lock, trylock in rows)
+
+
+def as_ftrace(rows: list[tuple]) -> str:
+    pids = {}
+    lines = ["# tracer: nop\n"]
+    for n, (task, op, lock, trylock) in enumerate(rows):
+        pid = pids.setdefault(task, 100 + len(pids))
+        stamp = f"{1 + n / 1000:.6f}"
+        if op == "acquire":
+            lines.append(f"  t-{pid} [000] ..... {stamp}: lock_acquire: 00000000{pid:04x} {'try ' if trylock else ''}{lock}\n")
+        else:
+            lines.append(f"  t-{pid} [000] ..... {stamp}: lock_release: 00000000{pid:04x} {lock}\n")
+    return "".join(lines)
+
+
+def verdicts(tmp_path: Path, rows: list[tuple], monkeypatch: pytest.MonkeyPatch, compiled: bool) -> dict:
+    """Every path's finding kinds for the trace `rows`."""
+    found = {"checker": sorted(f.kind for f in check_events(parse(as_lt(rows).splitlines()))[0])}
+    files = {"lt": as_lt(rows), "jsonl": as_jsonl(rows), "ftrace": as_ftrace(rows)}
+    for name, text in files.items():
+        path = tmp_path / f"t.{ 'txt' if name == 'ftrace' else name}"
+        path.write_text(text)
+        runs = {"": [], "-jobs2": ["--jobs", "2"]}
+        for suffix, extra in runs.items():
+            envs = {"-pure": "1"} if not compiled or name != "lt" else {"-pure": "1", "-compiled": "0"}
+            for tag, pure in envs.items():
+                monkeypatch.setenv("LOCKCHECK_PURE", pure)
+                out, err = io.StringIO(), io.StringIO()
+                fmt = {"lt": "lt", "jsonl": "jsonl", "ftrace": "ftrace"}[name]
+                status = main(["check", "--format", "json", "--input-format", fmt, *extra, str(path)],
+                              stdout=out, stderr=err)
+                assert status in (0, 1), err.getvalue()
+                kinds = sorted(f["kind"] for f in json.loads(out.getvalue())["findings"])
+                found[f"{name}{suffix}{tag}"] = kinds
+    return found
+
+
+def agreed(found: dict) -> list[str]:
+    kinds = {tuple(v) for v in found.values()}
+    assert len(kinds) == 1, f"the paths disagree: {found}"
+    return list(kinds.pop())
+
+
+def test_the_trylock_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    kernel = agreed(verdicts(tmp_path, TRYLOCK, monkeypatch, compiled=True))
+    assert kernel == []  # a trylock adds no dependency: no cycle
+    # the mutation: trylocks validated like blocking acquisitions (`validate_chain` called)
+    monkeypatch.setattr(rules, "validates_chain", lambda trylock, check: bool(check))
+    mutated = agreed(verdicts(tmp_path, TRYLOCK, monkeypatch, compiled=False))
+    assert mutated == ["circular-dependency"]
+
+
+@pytest.mark.parametrize("limit", [6, 9])
+def test_the_depth_limit_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
+    rows = _deep(8)
+    assert agreed(verdicts(tmp_path, rows, monkeypatch, compiled=True)) == []
+    monkeypatch.setattr(rules, "MAX_LOCK_DEPTH", limit)
+    mutated = agreed(verdicts(tmp_path, rows, monkeypatch, compiled=True))
+    assert mutated == (["lock-depth-exceeded"] if limit <= 8 else [])
