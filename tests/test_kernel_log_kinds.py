@@ -1,0 +1,105 @@
+"""Every lockdep report a kernel log holds is a finding and fails the run: Invalid wait context first.
+
+A CI gate on dmesg must not pass a boot in which lockdep reported a bug, so
+each kind is checked through the whole program (`lockcheck check`, exit 1) in
+every output format, from the public reports in tests/data/kernel-log, as
+published and as people paste them.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from lockcheck.commands import cli
+
+from test_reader_kernel_log import DATA, expectations, lines_of, raw
+
+WAIT_LOGS = sorted(DATA.glob("invalid-wait-*.log"))
+
+
+def run(*argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = cli.main(list(argv), stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+def write(path: Path, lines: list[str]) -> str:
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return str(path)
+
+
+def test_the_invalid_wait_context_reports_are_there() -> None:
+    # both numberings: kernels with CONFIG_PROVE_RAW_LOCK_NESTING (context-{5:5}) and without ({4:4})
+    contexts = {expectations(log)["context"] for log in WAIT_LOGS}
+    assert len(WAIT_LOGS) >= 6 and contexts == {"4:4", "5:5"}
+
+
+@pytest.mark.parametrize("log", WAIT_LOGS, ids=lambda p: p.stem)
+def test_an_invalid_wait_context_pasted_without_time_stamps_fails_the_run(tmp_path: Path, log: Path) -> None:
+    """As LKML mails quote it: the file starts with the `=====` rule (it was read as a broken `.lt`: exit 2)."""
+    expect = expectations(log)
+    lines = raw(lines_of(log))
+    path = write(tmp_path / "splat.txt", lines)
+    status, out, err = run("check", "--format", "json", path)
+    assert (status, err) == (1, "")
+    (finding,) = json.loads(out)["findings"]
+    assert (finding["kind"], finding["task"], finding["lock"], finding["held"]) == (
+        "invalid-wait-context", expect["task"], expect["lock"], expect["held"])
+    assert finding["details"]["context"] == expect["context"]
+    printed = [line for line in lines if "(" + expect["lock"] + "){" in line][0]
+    assert finding["waits"] == printed.split("}-{")[1].split("}")[0]
+    held = [line for line in lines if line.lstrip().startswith("#")]
+    # syzbot prints a held lock once more per inlined frame: one entry per lock, as in `N locks held by`
+    assert len(finding["held_locks"]) == len({line.split(":")[0].strip() for line in held})
+    assert all(lock["waits"] for lock in finding["held_locks"])
+
+
+def test_the_text_report_is_the_kernels_layout_with_wait_types_and_context(tmp_path: Path) -> None:
+    path = write(tmp_path / "splat.txt", raw(lines_of(DATA / "invalid-wait-pl061.log")))
+    status, out, _ = run("check", path)
+    assert status == 1
+    lines = out.splitlines()
+    assert lines[1:3] == ["=" * 29, "[ BUG: Invalid wait context ]"]
+    at = lines.index("swapper/0/1 is trying to lock:")
+    assert lines[at + 1] == ("ffff0000039e4c88 (PL061Data::inner){....}-{3:3}, "
+                             "at: rust_helper_spin_lock+0x10/0x1c")
+    assert lines[at + 2: at + 5] == ["other info that might help us debug this:", "context-{5:5}",
+                                     "3 locks held by swapper/0/1:"]
+    assert lines[at + 7] == " #2: ffff0000050c04f8 (lock_class){....}-{2:2}, at: __irq_get_desc_lock+0x6c/0x94"
+    assert "stack backtrace:" in lines[at + 8:]
+    assert "1 finding (1 invalid-wait-context)" in out
+
+
+@pytest.mark.parametrize("fmt", ["sarif", "github"])
+def test_sarif_and_github_name_the_wait_types_and_the_context(tmp_path: Path, fmt: str) -> None:
+    path = write(tmp_path / "dmesg.txt", lines_of(DATA / "invalid-wait-vmalloc.log"))
+    status, out, _ = run("check", "--format", fmt, path)
+    assert status == 1
+    assert ("Invalid wait context: &vb->lock-{3:3} taken in context-{4:4}, holding rcu_read_lock-{1:2}"
+            in out)
+    if fmt == "sarif":
+        assert json.loads(out)["runs"][0]["results"][0]["ruleId"] == "invalid-wait-context"
+
+
+def test_a_ci_log_with_printk_levels_quoted_twice_in_a_mail(tmp_path: Path) -> None:
+    """Intel's CI prints `<4> [222.857770] ` (level, blank, stamp); the mail quoted it as `>     > `."""
+    lines = [f">     > <4> {line}" for line in lines_of(DATA / "invalid-wait-pmc.log")]
+    status, out, _ = run("check", "--format", "json", write(tmp_path / "mail.txt", lines))
+    assert status == 1
+    (finding,) = json.loads(out)["findings"]
+    assert (finding["kind"], finding["lock"], finding["held"]) == (
+        "invalid-wait-context", "&pmcdev->lock", "tick_freeze_lock")
+
+
+def test_two_boots_reporting_one_invalid_wait_context_are_one_finding_seen_twice(tmp_path: Path) -> None:
+    one = write(tmp_path / "boot1.log", lines_of(DATA / "invalid-wait-bcachefs-rt.log"))
+    two = write(tmp_path / "boot2.log", [line.replace("&p->lock#2", "&p->lock#5")
+                                         for line in lines_of(DATA / "invalid-wait-bcachefs-rt.log")])
+    status, out, _ = run("check", "--format", "json", one, two)
+    assert status == 1
+    (finding,) = json.loads(out)["findings"]
+    assert finding["count"] == 2
