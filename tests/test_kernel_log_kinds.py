@@ -103,3 +103,69 @@ def test_two_boots_reporting_one_invalid_wait_context_are_one_finding_seen_twice
     assert status == 1
     (finding,) = json.loads(out)["findings"]
     assert finding["count"] == 2
+
+
+# -- lockdep's warnings, RCU, bad contention, chain_key collision ------------------------------------------
+
+#: lockdep's WARN as 6.x prints it: the condition before `__warn()`'s line, then the dump (hlock_class())
+DEBUG_WARN = ["------------[ cut here ]------------", "DEBUG_LOCKS_WARN_ON(1)",
+              "WARNING: CPU: 1 PID: 4242 at kernel/locking/lockdep.c:232 hlock_class+0x6c/0x90",
+              "Modules linked in:", "CPU: 1 PID: 4242 Comm: syz-executor.0 Not tainted 6.1.0-syzkaller #0",
+              "Call Trace:", " <TASK>"]
+#: before 4.15 the condition came after the WARNING line, which named no CPU
+OLD_WARN = ["------------[ cut here ]------------",
+            "WARNING: at kernel/lockdep.c:2995 check_flags+0x1c1/0x1d0()",
+            "DEBUG_LOCKS_WARN_ON(!current->hardirqs_enabled)",
+            "Modules linked in: kvm", "Pid: 0, comm: swapper Not tainted 3.2.0 #1"]
+CAPACITY = ["BUG: MAX_LOCKDEP_CHAIN_HLOCKS too low!", "turning off the locking correctness validator.",
+            "CPU: 0 UID: 0 PID: 77 Comm: kworker/0:2 Not tainted 6.12.0 #1"]
+COLLISION = ["============================", "WARNING: chain_key collision", "6.1.0 #1 Not tainted",
+             "----------------------------", "kworker/0:1/9: Hash chain already cached but the contents don't match!",
+             "Held locks:", "Locks in cached chain:", "", "stack backtrace:"]
+CONTENTION = ["=================================", "WARNING: bad contention detected!", "6.1.0 #1 Not tainted",
+              "---------------------------------", "kworker/1:2/88 is trying to contend lock (&rq->__lock) at:",
+              "[<ffffffff81110bcb>] raw_spin_rq_lock_nested+0x2b/0x40", "but there are no locks held!", "",
+              "other info that might help us debug this:", "no locks held by kworker/1:2/88.", "",
+              "stack backtrace:"]
+
+
+@pytest.mark.parametrize("lines, kind, task, lock", [
+    (DEBUG_WARN, "lockdep-warning", "syz-executor.0/4242", "DEBUG_LOCKS_WARN_ON(1)"),
+    (OLD_WARN, "lockdep-warning", "?", "DEBUG_LOCKS_WARN_ON(!current->hardirqs_enabled)"),
+    (CAPACITY, "lockdep-warning", "kworker/0:2/77", "BUG: MAX_LOCKDEP_CHAIN_HLOCKS too low!"),
+    (COLLISION, "lockdep-warning", "kworker/0:1/9", "chain_key collision"),
+    (CONTENTION, "bad-contention", "kworker/1:2/88", "&rq->__lock"),
+], ids=["debug-locks-warn-on", "old-warn", "capacity", "collision", "contention"])
+@pytest.mark.parametrize("stamps", [False, True], ids=["pasted", "dmesg"])
+def test_each_lockdep_warning_is_a_finding_that_fails_the_run(tmp_path: Path, lines: list[str], kind: str,
+                                                              task: str, lock: str, stamps: bool) -> None:
+    if stamps:
+        lines = [f"[{100 + i / 1000:12.6f}] {line}" for i, line in enumerate(lines)]
+    status, out, err = run("check", "--format", "json", write(tmp_path / "dmesg.txt", ["random: crng init done"]
+                                                              + lines))
+    assert (status, err) == (1, "")
+    (finding,) = json.loads(out)["findings"]
+    assert (finding["kind"], finding["task"], finding["lock"]) == (kind, task, lock)
+    if kind == "lockdep-warning":
+        assert finding["message"] == lock  # docs/cli.md: the condition as its message
+    else:
+        assert finding["at"] == "raw_spin_rq_lock_nested+0x2b/0x40"
+
+
+def test_the_warning_says_where_lockdep_raised_it_in_every_format(tmp_path: Path) -> None:
+    path = write(tmp_path / "dmesg.txt", DEBUG_WARN)
+    status, out, _ = run("check", path)
+    assert status == 1
+    assert "DEBUG_LOCKS_WARN_ON(1)\nWARNING: at kernel/locking/lockdep.c:232 hlock_class+0x6c/0x90\n" in out
+    assert "lockdep turned itself off here" in out
+    status, out, _ = run("check", "--format", "github", path)
+    assert "DEBUG_LOCKS_WARN_ON(1): raised at kernel/locking/lockdep.c:232" in out
+
+
+def test_suspicious_rcu_usage_in_the_kernels_layout(tmp_path: Path) -> None:
+    status, out, _ = run("check", write(tmp_path / "dmesg.txt", lines_of(DATA / "rcu-ip-tunnel.log")))
+    assert status == 1
+    lines = out.splitlines()
+    assert lines[2] == "WARNING: suspicious RCU usage"
+    assert "net/ipv4/ip_tunnel.c:221 RCU-list traversed in non-reader section!!" in lines
+    assert " #0: ffffffff86fc7cb0 (rtnl_mutex){+.+.}-{3:3}, at: rtnetlink_rcv_msg+0x377/0xf60" in lines

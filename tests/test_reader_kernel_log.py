@@ -124,6 +124,8 @@ def test_each_report_reads_back_as_its_finding(log: Path, layout: str) -> None:
     if "context" in expect:  # print_lock_invalid_wait_context: the task's wait context and the lock's wait types
         assert finding.details["context"] == expect["context"]
         assert finding.next.waits and finding.prev.waits and finding.next.waits > finding.prev.waits
+    if "check" in expect:  # lockdep_rcu_suspicious: FILE:LINE of the check and what it says
+        assert finding.details["check"] == expect["check"]
     if "safe" in expect:
         assert (finding.details["safe"].name, finding.details["unsafe"].name) == (expect["safe"], expect["unsafe"])
     assert finding.report is not None and finding.report.count == 1
@@ -307,13 +309,15 @@ def test_lost_console_lines_are_noted() -> None:
     assert finding.cycle is None and finding.lock == "console_lock" and len(finding.chain) == 3
 
 
-def test_capacity_warnings_become_notes_and_an_invalid_wait_context_a_report() -> None:
+def test_capacity_warnings_and_an_invalid_wait_context_are_reports() -> None:
     lines = stamped(["BUG: MAX_LOCKDEP_ENTRIES too low!", "turning off the locking correctness validator.",
                      "Please attach the output of /proc/lock_stat to the bug report",
                      "=============================", "[ BUG: Invalid wait context ]", "6.1.0 #1 Not tainted"])
     splats, stats = read_back(lines, "boot.log")
-    assert [(s.kind, s.line) for s in splats] == [(F.INVALID_WAIT, 5)]  # cut short, but a report: never a note
-    assert stats.notes == ["boot.log:1: lockdep turned itself off: BUG: MAX_LOCKDEP_ENTRIES too low!"]
+    # the capacity BUG turned lockdep off: a lockdep-warning; the cut-short report is a report, never a note
+    assert [(s.kind, s.line) for s in splats] == [(F.LOCKDEP_WARNING, 1), (F.INVALID_WAIT, 5)]
+    assert splats[0].details == {"message": "BUG: MAX_LOCKDEP_ENTRIES too low!"}
+    assert stats.notes == []
 
 
 def test_max_lock_depth_is_read_as_lock_depth_exceeded() -> None:

@@ -23,8 +23,9 @@ time, streaming:
   that wrapped, a paste of a report's middle) gives nothing to read, but
   where a sentence only lockdep prints (`*** DEADLOCK ***`...) shows it, a
   note says so, so that such a log does not pass unremarked;
-- lockdep's own capacity warnings (`BUG: MAX_LOCKDEP_KEYS too low!` and the
-  like) become notes;
+- lockdep's own capacity BUGs (`BUG: MAX_LOCKDEP_KEYS too low!` and the
+  like), `DEBUG_LOCKS_WARN_ON(...)` and the other WARNs raised in lockdep.c
+  are `lockdep-warning` reports (`lockcheck.readers.log_warnings`);
 - everything else, around and between reports, is skipped and counted.
 
 Only lines that may start a report are parsed outside one (a substring test,
@@ -51,6 +52,7 @@ from lockcheck.lockdep import findings as F
 from lockcheck.events import Event
 from lockcheck.readers.log_builder import ReportBuilder
 from lockcheck.readers.log_lines import Parsed, classify, split_prefix, unquote
+from lockcheck.readers.log_warnings import WarningWatcher, may_hold
 from lockcheck.readers.splat import Splat
 
 __all__ = ["LogStats", "ReportSink", "classify", "read_splats", "sniff", "parse", "split_prefix", "unquote",
@@ -80,6 +82,8 @@ _TITLE_KINDS = {
     "user_return": F.HELD_AT_EXIT,
     "invalid_wait": F.INVALID_WAIT,
     "bad_contention": F.BAD_CONTENTION,
+    "rcu_usage": F.RCU_USAGE,
+    "chain_key_collision": F.LOCKDEP_WARNING,
 }
 #: report titles lockcheck reads but has no kind for: a note each (none left: every lockdep report has its kind)
 _OTHER_TITLES: dict[str, str] = {}
@@ -166,13 +170,15 @@ class _LogReader:
         self.last_ts: Optional[float] = None
         #: line of the last report-only sentence met outside a report (one note per headless part)
         self.headless_at: Optional[int] = None
+        #: lockdep's WARNs and capacity BUGs, read outside reports (lockcheck.readers.log_warnings)
+        self.warnings = WarningWatcher(file)
 
     def lines(self, lines: Iterable[str]) -> Iterator[Splat]:
         stats = self.stats
         for lineno, raw in enumerate(lines, 1):
             stats.lines += 1
             line = raw.rstrip("\r\n")
-            if not self.open and not _may_start(line):
+            if not self.open and not _may_start(line) and self.warnings.pending is None and not may_hold(line):
                 if line.strip():
                     stats.other_lines += 1
                     self._headless(line, lineno)
@@ -182,6 +188,9 @@ class _LogReader:
                 yield from self._abandoned(lineno)
         for caller in list(self.open):
             yield self._close(caller, "the log ends there")
+        done = self.warnings.flush()
+        if done is not None:
+            yield done
 
     def _abandoned(self, lineno: int) -> Iterator[Splat]:
         """Reports whose caller printed nothing of them for _MAX_IDLE lines: the rest was lost."""
@@ -205,6 +214,10 @@ class _LogReader:
         if not body.strip():
             return
         builder = self.open.get(caller)
+        if builder is None:
+            done = self.warnings.line(body, lineno, ts)
+            if done is not None:
+                yield done
         if builder is None and not _may_start(body):
             self.stats.other_lines += 1
             self._headless(body, lineno)
@@ -256,11 +269,16 @@ class _LogReader:
             return
         if tag == "too_low" and parsed.tokens["LIMIT"][0] == "MAX_LOCK_DEPTH":
             kind = F.MAX_DEPTH
-        elif tag in _CAPACITY:
-            self.stats.notes.append(f"{where}: lockdep turned itself off: {parsed.text}")
+        elif tag in _CAPACITY:  # print_lockdep_off() and friends: lockdep-warning, its task from the dump
+            done = self.warnings.start(parsed.text, lineno, ts)
+            if done is not None:
+                yield done
             return
         else:
             kind = _TITLE_KINDS[tag]
+        done = self.warnings.flush()
+        if done is not None:
+            yield done
         splat = Splat(kind=kind, file=self.file, line=lineno, title=parsed.text, ts=ts, end=lineno)
         self.open[caller] = ReportBuilder(splat, parsed)
         return
@@ -300,7 +318,8 @@ def read_splats(lines: Iterable[str], file: str = "<log>", stats: Optional[LogSt
 _LOG_LINE = re.compile(r"^(?:<\d> ?)?(?:\[ *\d+\.\d+\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} |\S.* \S+ kernel: )")
 #: how the kernel's own reports open (a syzbot report of another bug, a log pasted without stamps):
 #: among the first lines of a file, they make it a kernel log (`lockcheck.readers.inputs.looks_like` too)
-KERNEL_LOG_WORDS = ("Linux version ", "Kernel command line:", "Command line:", "BUG: ", "WARNING: ", "Call Trace:")
+KERNEL_LOG_WORDS = ("Linux version ", "Kernel command line:", "Command line:", "BUG: ", "WARNING: ", "Call Trace:",
+                    "DEBUG_LOCKS_WARN_ON(", "------------[ cut here ]------------")
 
 
 def sniff(lines: list[str]) -> bool:

@@ -7,12 +7,19 @@ handler per grammar tag (`_on_TAG`) keeps what the line says.
 
 from __future__ import annotations
 
+import re
 from typing import Optional
 
 from lockcheck.lockdep import findings as F
 from lockcheck.readers.log_lines import FOREIGN, FRAME, Parsed, kernel_ident, strip_ip
 from lockcheck.readers.splat import Splat, SplatLink, SplatLock
 from lockcheck.util.wording import count
+
+
+#: lockdep_rcu_suspicious(): `pr_err("%s:%d %s!\n", file, line, s)`
+_RCU_SITE = re.compile(r"^(\S+\.[ch]:\d+) (.+!)$")
+#: print_collision(): `pr_warn("%s/%d: ", ...)` then "Hash chain already cached but the contents don't match!"
+_COLLISION_TASK = re.compile(r"^(\S(?:.*?\S)?/-?\d+): Hash chain already cached")
 
 
 class ReportBuilder:
@@ -42,6 +49,8 @@ class ReportBuilder:
             splat.details["task_exit"] = True
         elif tag == "too_low":
             self.ident_next = False
+        elif tag == "chain_key_collision":
+            splat.details["message"] = "chain_key collision"
 
     # the lines ------------------------------------------------------------------------
     def feed(self, parsed: Parsed, lineno: int) -> None:
@@ -122,6 +131,22 @@ class ReportBuilder:
         if parsed.tag == FRAME and self.frames is not None:
             self.frames.append(parsed.text)
             return True
+        return self._kind_line(parsed.text)
+
+    def _kind_line(self, text: str) -> bool:
+        """The one free-text line of the reports that print one: RCU's `FILE:LINE CHECK!` and the
+        task of a chain_key collision (`TASK: Hash chain already cached...`)."""
+        splat = self.splat
+        if splat.kind == F.RCU_USAGE and "rcu_site" not in splat.details:
+            match = _RCU_SITE.match(text)
+            if match is not None:
+                splat.details["rcu_site"], splat.details["check"] = match.group(1), match.group(2)
+                return True
+        elif splat.kind == F.LOCKDEP_WARNING and splat.task is None:
+            match = _COLLISION_TASK.match(text)
+            if match is not None:
+                splat.task = match.group(1)
+                return True
         return False
 
     def _on_lock_line(self, parsed: Parsed, lineno: int) -> Optional[bool]:

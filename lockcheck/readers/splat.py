@@ -200,6 +200,15 @@ def to_finding(splat: Splat) -> Finding:
         if culprit is not None:
             held = culprit.name
             prv = _snapshot(culprit, splat)
+    elif splat.kind == F.LOCKDEP_WARNING:  # the condition is what the warning is about (docs/cli.md)
+        name = d.get("message") or splat.title
+        details["message"] = name
+        if d.get("warned_at"):
+            details["warned_at"] = d["warned_at"]
+    elif splat.kind == F.RCU_USAGE:  # lockdep_rcu_suspicious(): FILE:LINE of the check, and what it says
+        name = d.get("rcu_site") or "?"
+        if d.get("check"):
+            details["check"] = d["check"]
     elif splat.kind == F.MAX_DEPTH:
         for key in ("depth", "max"):
             if key in d:

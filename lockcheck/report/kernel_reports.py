@@ -21,6 +21,8 @@ from typing import TYPE_CHECKING, Callable, Optional
 from lockcheck.lockdep.findings import (
     BAD_CONTENTION,
     INVALID_WAIT,
+    LOCKDEP_WARNING,
+    RCU_USAGE,
     Finding,
     LockSnapshot,
 )
@@ -29,7 +31,9 @@ from lockcheck.report.printk import (
     dump_stack,
     lockdep_print_held_locks,
     print_header,
+    print_kernel_ident,
     print_lock,
+    print_report_origin,
 )
 
 if TYPE_CHECKING:
@@ -62,6 +66,43 @@ def print_lock_contention_bug(finding: Finding, summary: "Summary", pr: _Out) ->
     dump_stack(pr, finding)
 
 
+def lockdep_rcu_suspicious(finding: Finding, summary: "Summary", pr: _Out) -> None:
+    """`lockdep_rcu_suspicious()`: where the RCU check failed and what it says, then the held locks."""
+    print_header(pr, f"WARNING: {finding.message}", finding, summary)
+    pr(f"{finding.lock} {finding.details.get('check', 'suspicious rcu_dereference_check() usage!')}")
+    pr("", "other info that might help us debug this:", "")
+    lockdep_print_held_locks(pr, finding)
+    dump_stack(pr, finding)
+
+
+def print_lockdep_warning(finding: Finding, summary: "Summary", pr: _Out) -> None:
+    """A WARN in lockdep's code (`DEBUG_LOCKS_WARN_ON(...)`, `WARNING: at kernel/locking/lockdep.c`), a
+    capacity BUG (`print_lockdep_off()`) or a chain_key collision: the line as the kernel printed it,
+    where lockdep raised it, and that lockdep checked nothing after it."""
+    message = finding.message
+    if message == "chain_key collision":
+        print_header(pr, f"WARNING: {message}", finding, summary)
+        pr(f"{finding.task}: Hash chain already cached but the contents don't match!")
+        dump_stack(pr, finding)
+        return
+    pr("")
+    pr("------------[ cut here ]------------" if not message.startswith("BUG: ") else message)
+    print_kernel_ident(pr, finding, summary)
+    if finding.uncertain:
+        pr.wrapped("NOTE: uncertain: ", finding.uncertain)
+    print_report_origin(pr, finding)
+    if message.startswith("BUG: "):
+        pr("turning off the locking correctness validator.")
+    else:
+        pr(message)
+        warned_at = finding.details.get("warned_at")
+        if warned_at:
+            pr(f"WARNING: at {warned_at}")
+    pr.wrapped("NOTE: ", "lockdep turned itself off here: the kernel checked no locking after it")
+    if finding.task != "?":
+        pr(f"task: {finding.task}")
+
+
 def brief(finding: Finding) -> Optional[str]:
     """What the kind adds to a one-line message (SARIF, GitHub), or None.
 
@@ -80,6 +121,12 @@ def brief(finding: Finding) -> Optional[str]:
             held = finding.prev.waits if finding.prev is not None else None
             text += f", holding {finding.held}" + (f"-{{{held}}}" if held else "")
         return text
+    if finding.kind == RCU_USAGE and finding.details.get("check"):
+        return f"{finding.lock} {finding.details['check']}"
+    if finding.kind == LOCKDEP_WARNING and finding.details.get("warned_at"):
+        return f"raised at {finding.details['warned_at']}"
+    if finding.kind == LOCKDEP_WARNING:
+        return finding.lock if finding.lock != finding.message else "lockdep turned itself off"
     return None
 
 
@@ -87,4 +134,6 @@ def brief(finding: Finding) -> Optional[str]:
 KERNEL_PRINTERS: dict[str, Callable[[Finding, "Summary", _Out], None]] = {
     INVALID_WAIT: print_lock_invalid_wait_context,
     BAD_CONTENTION: print_lock_contention_bug,
+    RCU_USAGE: lockdep_rcu_suspicious,
+    LOCKDEP_WARNING: print_lockdep_warning,
 }
