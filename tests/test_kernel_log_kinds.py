@@ -169,3 +169,36 @@ def test_suspicious_rcu_usage_in_the_kernels_layout(tmp_path: Path) -> None:
     assert lines[2] == "WARNING: suspicious RCU usage"
     assert "net/ipv4/ip_tunnel.c:221 RCU-list traversed in non-reader section!!" in lines
     assert " #0: ffffffff86fc7cb0 (rtnl_mutex){+.+.}-{3:3}, at: rtnetlink_rcv_msg+0x377/0xf60" in lines
+
+
+# -- log prefixes, perf lock summaries ----------------------------------------------------------------------
+
+PREFIXES = {
+    "a harness's stamp before the kernel's": lambda i, line: f"[{101 + i / 1e6:.6f}] [{12 + i / 100:8.2f}] {line}",
+    "kernel: without a date or host": lambda i, line: f"kernel: [{149 + i / 10:9.1f}] {line}",
+    "syslog with a one-blank day": lambda i, line: f"Mar 3 10:00:01 host kernel: [{149 + i / 10:9.1f}] {line}",
+    "printk level, blank, stamp": lambda i, line: f"<4> [{222 + i / 1e6:.6f}] {line}",
+}
+
+
+@pytest.mark.parametrize("prefix", sorted(PREFIXES))
+@pytest.mark.parametrize("log", ["invalid-wait-vmalloc", "recursive"])
+def test_each_prefix_shape_is_read_as_a_kernel_log(tmp_path: Path, prefix: str, log: str) -> None:
+    lines = [PREFIXES[prefix](i, line) for i, line in enumerate(raw(lines_of(DATA / f"{log}.log")))]
+    status, out, err = run("check", "--format", "json", write(tmp_path / "log.txt", lines))
+    assert (status, err) == (1, "")
+    (finding,) = json.loads(out)["findings"]
+    expect = expectations(DATA / f"{log}.log")
+    assert (finding["kind"], finding["task"], finding["lock"]) == (expect["kind"], expect["task"], expect["lock"])
+
+
+@pytest.mark.parametrize("head", [
+    " contended   total wait     max wait     avg wait         type   caller",
+    "                Name   acquired  contended   avg wait (ns) total wait (ns)   max wait (ns)   min wait (ns)",
+])
+def test_perf_lock_summaries_say_that_perf_script_output_is_what_is_read(tmp_path: Path, head: str) -> None:
+    path = write(tmp_path / "perf.txt", [head, "", "      1234     12.34 ms      1.23 ms     10.00 us     spinlock   f"])
+    status, _, err = run("check", path)
+    assert status == 2
+    assert "not a trace (looks like `perf lock contention` / `perf lock report` output" in err
+    assert "perf script" in err and "unknown op" not in err

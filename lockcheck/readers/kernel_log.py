@@ -315,7 +315,7 @@ def read_splats(lines: Iterable[str], file: str = "<log>", stats: Optional[LogSt
 # -- the readers' protocol (lockcheck.readers) -------------------------------------------
 
 #: a dmesg time stamp or a syslog `kernel:` header at the start of a line
-_LOG_LINE = re.compile(r"^(?:<\d> ?)?(?:\[ *\d+\.\d+\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} |\S.* \S+ kernel: )")
+_LOG_LINE = re.compile(r"^(?:<\d> ?)?(?:\[ *\d+\.\d+\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} |\S.* \S+ kernel: |kernel: )")
 #: how the kernel's own reports open (a syzbot report of another bug, a log pasted without stamps):
 #: among the first lines of a file, they make it a kernel log (`lockcheck.readers.inputs.looks_like` too)
 KERNEL_LOG_WORDS = ("Linux version ", "Kernel command line:", "Command line:", "BUG: ", "WARNING: ", "Call Trace:",

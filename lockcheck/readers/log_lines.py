@@ -20,9 +20,13 @@ from lockcheck.readers.splat import SplatLock
 
 _PREFIX = re.compile(
     r"(?:<\d> ?)?"
-    r"(?:(?:(?:[A-Z][a-z]{2} )?[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?: \d{4})?"
+    # syslog / journal: `Mar  3 10:00:01 host kernel: ` (the day's blank may be lost: `Mar 3`), ISO dates,
+    # or `kernel: ` alone (a journal excerpt cut after the host)
+    r"(?:(?:(?:(?:[A-Z][a-z]{2} )?[A-Z][a-z]{2} {1,2}\d?\d \d\d:\d\d:\d\d(?: \d{4})?"
     r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
-    r" \S+ kernel: )?"
+    r" \S+ )?kernel: )?"
+    # a second stamp before the kernel's (a test harness's own clock): the kernel's is the last
+    r"(?:\[ *\d+\.\d+\] (?=\[ *\d+\.\d+\]))?"
     r"(?:\[ *(?P<ts>\d+\.\d+)\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\])?"
     r"(?:\[ *(?P<caller>[TC]\d+)\])?"
 )
