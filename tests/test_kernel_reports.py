@@ -15,7 +15,8 @@ from lockcheck.lockdep import observed
 from lockcheck.lockdep.findings import group_key_of
 from lockcheck.kernel import log_findings as logreports, splat_deps as splat_graph
 from lockcheck.readers import splat as splats
-from lockcheck.readers import kernel_log
+from lockcheck.readers import kernel_log, log_builder, log_lines
+from lockcheck.report import kernel_reports
 
 from test_reader_kernel_log import DATA, LOGS, expectations, lines_of, raw, stamped, with_callers
 
@@ -36,7 +37,8 @@ def write(path: Path, lines: list[str]) -> str:
     return str(path)
 
 
-@pytest.mark.parametrize("module", [splats, grouping, observed, splat_graph, logreports, kernel_log])
+@pytest.mark.parametrize("module", [splats, grouping, observed, splat_graph, logreports, kernel_log, log_lines,
+                                    log_builder, kernel_reports])
 def test_docstring_examples(module) -> None:
     assert doctest.testmod(module).failed == 0
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Optional
 
 from lockcheck.kernel.grouping import Groups
+from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.findings import Finding, group_key
 from lockcheck.readers.kernel_log import LogStats, ReportSink
 from lockcheck.kernel.splat_deps import add_splat
@@ -44,13 +45,14 @@ class ReportCollector(ReportSink):
 
     def report(self, splat: Splat) -> None:
         finding = to_finding(splat)
-        if splat.lock is None and not splat.held_locks:
+        warning = splat.kind == F.LOCKDEP_WARNING  # a condition, no lock: nothing for the graph
+        if not warning and splat.lock is None and not splat.held_locks:
             self.stats.notes.append(f"{splat.location}: a {splat.kind} report cut short before its locks "
                                     f"were printed: nothing to read from it")
             return
         if self.groups.add(finding):
             self.found.append(finding)
-        if self.checker is None:
+        if self.checker is None or warning:
             return
         for joined in add_splat(splat, self.checker):
             key = group_key(joined)

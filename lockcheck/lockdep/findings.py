@@ -22,6 +22,13 @@ HELD_AT_EXIT = "held-at-exit"
 HELD_FREED = "held-lock-freed"
 INCONSISTENT = "inconsistent-lock-state"
 IRQ_INVERSION = "irq-lock-inversion"
+INVALID_WAIT = "invalid-wait-context"
+BAD_CONTENTION = "bad-contention"
+#: read from kernel logs only (docs/cli.md): lockdep's WARNs and BUGs that turn it off without a report
+#: of their own (`DEBUG_LOCKS_WARN_ON(...)`, the capacity BUGs, `chain_key collision`), the condition
+#: as the message; and RCU's `suspicious RCU usage` (lockdep's RCU checks, `lockdep_rcu_suspicious()`)
+LOCKDEP_WARNING = "lockdep-warning"
+RCU_USAGE = "suspicious-rcu-usage"
 MAX_DEPTH = "lock-depth-exceeded"  # not in the contract's table: lockdep's "BUG: MAX_LOCK_DEPTH too low!"
 ORDER_VIOLATION = "order-violation"  # a dependency against a declared lock order (lockcheck.order)
 #: not lockdep's: a forked child (Python's os.fork) takes a lock that a thread which did not survive
@@ -41,6 +48,10 @@ MESSAGES = {
     INCONSISTENT: "inconsistent lock state",
     IRQ_INVERSION: "possible irq lock inversion dependency detected",
     MAX_DEPTH: "MAX_LOCK_DEPTH too low!",
+    INVALID_WAIT: "Invalid wait context",
+    BAD_CONTENTION: "bad contention detected!",
+    LOCKDEP_WARNING: "lockdep warning",
+    RCU_USAGE: "suspicious RCU usage",
     ORDER_VIOLATION: "lock order violates the declared order",
     HELD_AT_FORK: "lock held by another thread at fork",
     DEADLOCK: "deadlock detected: every context in a cycle of waits is blocked",
@@ -139,6 +150,9 @@ class LockSnapshot:
     mode: int = 0
     acquired: Optional[Evidence] = None
     references: int = 0
+    #: the class's wait types as the kernel prints them after its name, `-{OUTER:INNER}` (`3:3`);
+    #: None where they are not known (a trace without `wait=`, a kernel before 5.7)
+    waits: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -231,6 +245,8 @@ class Finding:
                 return f"{irqclass}-safe -> {irqclass}-unsafe lock order detected"
         if self.kind == HELD_AT_EXIT and self.details.get("task_exit"):
             return f"{self.task} still has locks held!"
+        if self.kind == LOCKDEP_WARNING and self.details.get("message"):
+            return str(self.details["message"])
         return MESSAGES[self.kind]
 
     @property
@@ -279,6 +295,10 @@ class Finding:
             doc["at"] = self.site
         if self.uncertain is not None:
             doc["uncertain"] = self.uncertain
+        if self.kind == INVALID_WAIT:  # what the kernel's report prints: the wait types and the held locks
+            if self.next is not None and self.next.waits:
+                doc["waits"] = self.next.waits
+            doc["held_locks"] = [to_plain(lock) for lock in self.held_locks]
         if self.report is not None:
             doc.update(self.report.to_json())
         details = {key: value for key, value in self.details.items() if key != "dedup"}
@@ -304,6 +324,8 @@ def to_plain(value: Any) -> Any:
                 "evidence": value.evidence.to_json()}
     if isinstance(value, LockSnapshot):
         doc: dict[str, Any] = {"class": value.name, "instance": value.instance, "usage": value.usage}
+        if value.waits is not None:
+            doc["waits"] = value.waits
         if value.at is not None:
             doc["at"] = value.at
         if value.acquired is not None:

@@ -223,6 +223,14 @@ LOCK_STAT_TITLE = "lock_stat version"
 _DMESG = re.compile(r"^\s*(<\d+>)?\[\s*\d+\.\d+\]")
 
 
+#: the column headings of `perf lock contention` (`contended  total wait  max wait  avg wait  type  caller`)
+#: and `perf lock report` (`Name  acquired  contended  avg wait (ns)  total wait (ns) ...`): summaries
+#: of a recording, not its events -- what lockcheck reads is that recording through `perf script`
+_PERF_LOCK = re.compile(r"^\s*(?:contended\s+total wait\s+max wait|Name\s+acquired\s+contended)\b")
+PERF_LOCK_HINT = ("`perf lock contention` / `perf lock report` output, a summary; lockcheck reads the events: "
+                  "`perf record -e 'lock:*' -- CMD`, then give it the output of `perf script`")
+
+
 def looks_like(head: list[str]) -> str:
     """A few words naming what these first lines are, for `not a trace (looks like ...)`."""
     if not head:
@@ -231,6 +239,8 @@ def looks_like(head: list[str]) -> str:
     if sum(1 for line in head if _DMESG.match(line)) * 2 > len(head) or any(
             line.startswith(KERNEL_LOG_WORDS) for line in head[:3]):
         return "a kernel log"
+    if any(_PERF_LOCK.match(line) for line in head[:5]):
+        return PERF_LOCK_HINT
     if first.startswith(("{", "[")):
         return "a JSON document"
     if first.startswith("<?xml") or first.startswith("<graphml"):

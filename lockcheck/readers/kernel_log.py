@@ -23,9 +23,9 @@ time, streaming:
   that wrapped, a paste of a report's middle) gives nothing to read, but
   where a sentence only lockdep prints (`*** DEADLOCK ***`...) shows it, a
   note says so, so that such a log does not pass unremarked;
-- lockdep's own capacity warnings (`BUG: MAX_LOCKDEP_KEYS too low!` and the
-  like) and reports of kinds lockcheck does not check (`[ BUG: Invalid wait
-  context ]`) become notes;
+- lockdep's own capacity BUGs (`BUG: MAX_LOCKDEP_KEYS too low!` and the
+  like), `DEBUG_LOCKS_WARN_ON(...)` and the other WARNs raised in lockdep.c
+  are `lockdep-warning` reports (`lockcheck.readers.log_warnings`);
 - everything else, around and between reports, is skipped and counted.
 
 Only lines that may start a report are parsed outside one (a substring test,
@@ -44,16 +44,19 @@ whether or not it holds a report.
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator, Optional
 
 from lockcheck.lockdep import findings as F
 from lockcheck.events import Event
-from lockcheck.util.grammar import grammar_text
-from lockcheck.readers.splat import Splat, SplatLink, SplatLock
-from lockcheck.util.wording import count
+from lockcheck.readers.log_builder import ReportBuilder
+from lockcheck.readers.log_lines import Parsed, classify, split_prefix, unquote
+from lockcheck.readers.log_warnings import WarningWatcher, may_hold
+from lockcheck.readers.splat import Splat
+
+__all__ = ["LogStats", "ReportSink", "classify", "read_splats", "sniff", "parse", "split_prefix", "unquote",
+           "KERNEL_LOG_WORDS"]
 
 NAME = "kernel-log"
 #: parse() takes stats= and reports= (see lockcheck.readers)
@@ -61,174 +64,6 @@ TAKES_STATS = True
 TAKES_REPORTS = True
 #: the reports go to a sink in this process: never parsed in a worker process
 PARALLEL = False
-
-# -- the log prefix -------------------------------------------------------------------
-
-_PREFIX = re.compile(
-    r"(?:<\d>)?"
-    r"(?:(?:(?:[A-Z][a-z]{2} )?[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?: \d{4})?"
-    r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
-    r" \S+ kernel: )?"
-    r"(?:\[ *(?P<ts>\d+\.\d+)\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\])?"
-    r"(?:\[ *(?P<caller>[TC]\d+)\])?"
-)
-
-
-#: what a mail or a commit message puts before a pasted log: `> ` quote marks (nested too), and
-#: blanks or tabs before a time stamp or printk level (a log indented as a block)
-_QUOTE = re.compile(r"(?:[ \t]*>)+ ?")
-_INDENTED_STAMP = re.compile(r"[ \t]+(?=<\d>|\[ *\d+\.\d+\])")
-
-
-def unquote(line: str) -> str:
-    """A log line as pasted into a mail or commit message, without what the paste added.
-
-    `> ` quote marks go (lockdep starts no line with `>`), and so do blanks
-    before a time stamp; a leading tab becomes eight blanks, as a terminal
-    shows it (lockdep prints no tabs).  A line the paste left alone is
-    returned as it is.
-
-    >>> unquote("> >    -> #4 (&gpu->active_lock){+.+.}-{3:3}:")
-    '   -> #4 (&gpu->active_lock){+.+.}-{3:3}:'
-    >>> unquote("  [   19.690212] WARNING: possible circular locking dependency detected")
-    '[   19.690212] WARNING: possible circular locking dependency detected'
-    """
-    if line[:1] in (">", " ", "\t"):
-        match = _QUOTE.match(line)
-        if match is not None:
-            line = line[match.end():]
-        match = _INDENTED_STAMP.match(line)
-        if match is not None:
-            line = line[match.end():]
-    if line.startswith("\t"):
-        body = line.lstrip("\t")
-        line = " " * (8 * (len(line) - len(body))) + body
-    return line
-
-
-def split_prefix(line: str) -> tuple[Optional[float], Optional[str], str, int]:
-    """(time stamp, caller id, the text printk was given, width of the prefix) of one log line.
-
-    The line is `unquote`d first: a log pasted into a mail (`> `) or indented
-    as a block reads as the log itself; the width is then that of the prefix
-    after the quote marks.
-
-    >>> split_prefix("[ 2718.379077][ T3699] WARNING: possible circular locking dependency detected")
-    (2718.379077, 'T3699', 'WARNING: possible circular locking dependency detected', 23)
-    >>> split_prefix("[    0.702481]  Possible unsafe locking scenario:")[2]
-    ' Possible unsafe locking scenario:'
-    >>> split_prefix("Jun 11 11:02:51 host kernel: sdcard/149325 is trying to acquire lock:")[2:]
-    ('sdcard/149325 is trying to acquire lock:', 29)
-    """
-    line = unquote(line)
-    match = _PREFIX.match(line)
-    end = match.end()
-    if not end:
-        return None, None, line, 0
-    if line.startswith(" ", end) and (match.group("ts") or match.group("caller") or line[end - 1] == "]"):
-        end += 1
-    ts = match.group("ts")
-    return (float(ts) if ts else None), match.group("caller"), line[end:], end
-
-
-# -- the grammar ------------------------------------------------------------------------
-
-
-@functools.lru_cache(maxsize=None)
-def _parser():
-    from lark import Lark
-
-    return Lark(grammar_text("kernel_log.lark"), parser="lalr", lexer="contextual", start=["line", "ident"],
-                maybe_placeholders=False)
-
-
-@dataclass
-class Parsed:
-    """One body line as the grammar reads it: the rule's name and its values."""
-
-    tag: str
-    indent: int = 0
-    tokens: dict[str, list[str]] = field(default_factory=dict)
-    locks: list[SplatLock] = field(default_factory=list)
-    text: str = ""
-
-
-#: tags of lines the grammar could not read, or read as a bare frame without indent
-FOREIGN, FRAME = "foreign", "frame"
-
-
-def classify(body: str, lineno: int = 0) -> Parsed:
-    """What one body line (prefix taken off) is, by the grammar; `foreign` when it is none of its lines.
-
-    >>> p = classify("ffff88805ffdce80 (&wg->static_identity.lock){++++}-{3:3}, at: wg_set_device+0xfb7/0x1490")
-    >>> p.tag, p.locks[0].name, p.locks[0].usage, p.locks[0].waits, p.locks[0].at
-    ('lock_line', '&wg->static_identity.lock', '++++', '3:3', 'wg_set_device+0xfb7/0x1490')
-    >>> classify("-> #1 ((work_completion)(&peer->transmit_handshake_work)){+.+.}:").locks[0].name
-    '(work_completion)(&peer->transmit_handshake_work)'
-    >>> classify("loop5: detected capacity change from 0 to 4096").tag
-    'foreign'
-    """
-    tag, indent, text, tokens, locks = _classify(body.rstrip())
-    parsed = Parsed(tag, indent, {key: list(values) for key, values in tokens}, text=text)
-    parsed.locks = [SplatLock(name, usage, instance, at, waits, lineno) for name, usage, instance, at, waits in locks]
-    return parsed
-
-
-@functools.lru_cache(maxsize=16384)
-def _classify(text: str) -> tuple:
-    """`classify` as plain immutable data, cached: a log repeats its frames and its reports."""
-    from lark import Token, Tree
-    from lark.exceptions import LarkError
-
-    indent = len(text) - len(text.lstrip(" "))
-    try:
-        tree = _parser().parse(text, start="line")
-    except LarkError:
-        return (FRAME if indent else FOREIGN), indent, text.strip(), (), ()
-    item = tree.children[-1]
-    if item.data == "title":  # the title's own rule names the kind
-        item = next(child for child in item.children if isinstance(child, Tree))
-    tag = str(item.data)
-    if tag == FRAME and not indent:
-        tag = FOREIGN
-    tokens: dict[str, list[str]] = {}
-    for tok in item.scan_values(lambda v: isinstance(v, Token)):
-        tokens.setdefault(tok.type, []).append(tok.value)
-    locks = [_lockname(node) for node in item.iter_subtrees_topdown() if node.data == "lockname"]
-    if locks and "SITE" in tokens and tag in ("lock_line", "held_entry"):
-        locks[0][3] = _strip_ip(tokens["SITE"][0])
-    if locks and "INSTANCE" in tokens:
-        locks[0][2] = tokens["INSTANCE"][0]
-    return (tag, indent, text.strip(), tuple((key, tuple(values)) for key, values in tokens.items()),
-            tuple(tuple(lock) for lock in locks))
-
-
-def _lockname(node: Any) -> list:
-    """[class, usage, instance, site, waits] of a `lockname` subtree (instance and site filled later)."""
-    values = {tok.type: tok.value for tok in node.children if hasattr(tok, "type")}
-    waits = values.get("WAITS")
-    return [values["CLASS"], values["USAGE"], None, None, waits[2:-1] if waits else None]
-
-
-_IP_SYM = re.compile(r"^\[<[0-9a-fA-Fx]+>\] (?:\? )?")
-
-
-def _strip_ip(site: str) -> str:
-    """`[<ffffffff8115fc46>] vm_mmap_pgoff+0x66/0xb0` -> `vm_mmap_pgoff+0x66/0xb0` (print_ip_sym)."""
-    return _IP_SYM.sub("", site.strip())
-
-
-def kernel_ident(body: str) -> str:
-    """The `print_kernel_ident()` line as printed (release, `#N`, taint), checked by the grammar's `ident`."""
-    from lark.exceptions import LarkError
-
-    text = body.strip()
-    try:
-        _parser().parse(text, start="ident")
-    except LarkError:
-        pass
-    return text
-
 
 # -- titles -------------------------------------------------------------------------------
 
@@ -245,9 +80,13 @@ _TITLE_KINDS = {
     "task_exit": F.HELD_AT_EXIT,
     "task_exit_old": F.HELD_AT_EXIT,
     "user_return": F.HELD_AT_EXIT,
+    "invalid_wait": F.INVALID_WAIT,
+    "bad_contention": F.BAD_CONTENTION,
+    "rcu_usage": F.RCU_USAGE,
+    "chain_key_collision": F.LOCKDEP_WARNING,
 }
-#: report titles lockcheck reads but has no kind for: a note each
-_OTHER_TITLES = {"bad_contention": "bad contention detected!", "invalid_wait": "[ BUG: Invalid wait context ]"}
+#: report titles lockcheck reads but has no kind for: a note each (none left: every lockdep report has its kind)
+_OTHER_TITLES: dict[str, str] = {}
 #: lines that turn lockdep off without a report of its own: a note each
 _CAPACITY = ("too_low", "invalid_subclass", "non_static_key", "unregistered_key")
 
@@ -313,321 +152,6 @@ class ReportSink:
 # -- one report being read -----------------------------------------------------------------
 
 
-class _Builder:
-    """Fills one Splat from its lines, in the order lockdep prints them."""
-
-    def __init__(self, splat: Splat, parsed: Parsed) -> None:
-        self.splat = splat
-        self.expect: Optional[str] = None  # what the next lock line fills
-        self.frames: Optional[list[str]] = None  # where frames go
-        self.path: Optional[list] = None  # the `-> (CLASS){..} {` blocks being read
-        self.ident_next = True
-        self.complete = False
-        self.backtraces = 0
-        self.idle = 0
-        self.last_lock: Optional[SplatLock] = None
-        self.advanced = splat.line  #: the last line that added to the report
-        self._title(parsed)
-
-    def _title(self, parsed: Parsed) -> None:
-        splat, tag = self.splat, parsed.tag
-        if tag == "bad_irq_dependency":
-            splat.details["irqclass"] = parsed.tokens["IRQCLASS"][0]
-        elif tag == "task_exit":
-            splat.task = parsed.tokens["TASK"][0]
-            splat.details["task_exit"] = True
-        elif tag == "task_exit_old":
-            splat.details["task_exit"] = True
-        elif tag == "too_low":
-            self.ident_next = False
-
-    # the lines ------------------------------------------------------------------------
-    def feed(self, parsed: Parsed, lineno: int) -> None:
-        splat = self.splat
-        splat.end = lineno
-        tag = parsed.tag
-        if self.ident_next:
-            self.ident_next = False
-            if tag not in ("rule_dash", "rule_eq"):
-                splat.kernel = kernel_ident(parsed.text)
-                return
-        if tag in (FRAME, FOREIGN):
-            self.idle = 0 if self._bare_line(parsed) else self.idle + 1
-            return
-        handler = getattr(self, f"_on_{tag}", None)
-        if handler is None:
-            self.idle += 1
-            return
-        self.idle = 0
-        if handler(parsed, lineno) is False:
-            self.idle += 1
-
-    def _set_expect(self, what: Optional[str]) -> None:
-        self.expect, self.frames = what, None
-
-    def _on_rule_eq(self, parsed: Parsed, lineno: int) -> None:
-        pass
-
-    def _on_rule_dash(self, parsed: Parsed, lineno: int) -> None:
-        pass
-
-    def _task(self, parsed: Parsed) -> None:
-        if "TASK" in parsed.tokens:
-            self.splat.task = parsed.tokens["TASK"][0]
-        if "IRQSTATE" in parsed.tokens:
-            self.splat.details["irq_state"] = parsed.tokens["IRQSTATE"][0].strip()
-
-    def _on_acquire_head(self, parsed: Parsed, lineno: int) -> None:
-        self._task(parsed)
-        self._set_expect("lock")
-
-    _on_acquire_irq_head = _on_takes_head = _on_changed_head = _on_lock_head = _on_acquire_head
-
-    def _on_freeing_head(self, parsed: Parsed, lineno: int) -> None:
-        self._task(parsed)
-        start, _, end = parsed.tokens["RANGE"][0].partition("-")
-        self.splat.details["mem_from"], self.splat.details["mem_to"] = start, end or start
-        self._set_expect("lock")
-
-    def _on_release_head(self, parsed: Parsed, lineno: int) -> None:
-        self._task(parsed)
-        self.splat.lock = SplatLock(parsed.tokens["RELEASED_NAME"][0], line=lineno)
-        self._set_expect("site")
-
-    def _on_leaving_head(self, parsed: Parsed, lineno: int) -> None:
-        self._task(parsed)
-        self._set_expect(None)
-
-    _on_exiting_head = _on_leaving_head
-
-    def _on_holding(self, parsed: Parsed, lineno: int) -> None:
-        self._set_expect("held")
-
-    _on_also_holding = _on_holding
-
-    def _on_not_holding(self, parsed: Parsed, lineno: int) -> None:
-        self._set_expect("nest")
-
-    def _bare_line(self, parsed: Parsed) -> bool:
-        """A frame, or the bare line a head announced (`print_ip_sym`, the nest lock's name); False: not ours."""
-        if self.expect in ("site", "nest"):
-            key = self.expect
-            self.splat.details[key] = _strip_ip(parsed.text) if key == "site" else parsed.text
-            self._set_expect(None)
-            return True
-        if parsed.tag == FRAME and self.frames is not None:
-            self.frames.append(parsed.text)
-            return True
-        return False
-
-    def _on_lock_line(self, parsed: Parsed, lineno: int) -> Optional[bool]:
-        lock = parsed.locks[0]
-        last = self.last_lock
-        if self.expect is None and last is not None and (last.name, last.instance) == (lock.name, lock.instance):
-            last.at = lock.at  # syzbot prints the line once more per inlined frame: the last is the function
-            return None
-        splat, what = self.splat, self.expect
-        if what == "lock":
-            splat.lock = lock
-        elif what == "held":
-            splat.held = lock
-        elif what in ("safe", "unsafe", "other"):
-            splat.details[what] = lock
-        else:
-            return False
-        self.last_lock = lock
-        self._set_expect(None)
-        return None
-
-    def _on_new_dependency(self, parsed: Parsed, lineno: int) -> None:
-        prev, nxt = parsed.locks
-        self.splat.details["dependency"] = (prev, nxt)
-
-    def _on_chain_head(self, parsed: Parsed, lineno: int) -> None:
-        self._set_expect(None)
-
-    def _on_chain_entry(self, parsed: Parsed, lineno: int) -> None:
-        link = SplatLink(int(parsed.tokens["INT"][0]), parsed.locks[0])
-        self.splat.chain.append(link)
-        self.expect, self.frames = None, link.frames
-
-    def _on_other_info(self, parsed: Parsed, lineno: int) -> None:
-        self._set_expect(None)
-
-    def _on_chain_exists(self, parsed: Parsed, lineno: int) -> None:
-        self._set_expect(None)
-
-    def _on_chain_names(self, parsed: Parsed, lineno: int) -> None:
-        self.splat.chain_exists = parsed.tokens["CHAIN_FIRST"] + parsed.tokens.get("CHAIN_NEXT", [])
-
-    def _on_scenario_lock(self, parsed: Parsed, lineno: int) -> None:
-        self.splat.scenario.append((parsed.tokens["LOCK_VERB"][0], parsed.tokens["SCENARIO_CLASS"][0],
-                                    parsed.indent > 20))
-
-    def _on_held_head(self, parsed: Parsed, lineno: int) -> None:
-        self.splat.held_count = int(parsed.tokens["HELD_COUNT"][0].split()[0])
-        self._task_end(parsed)
-        self._set_expect(None)
-        self._held_done()
-
-    def _on_no_locks_held(self, parsed: Parsed, lineno: int) -> None:
-        self.splat.held_count = 0
-        self._task_end(parsed)
-        self._set_expect(None)
-        self._held_done()
-
-    def _task_end(self, parsed: Parsed) -> None:
-        if self.splat.task is None and "TASK_END" in parsed.tokens:
-            self.splat.task = parsed.tokens["TASK_END"][0]
-
-    def _on_held_entry(self, parsed: Parsed, lineno: int) -> None:
-        index = int(parsed.tokens["INT"][0])
-        held = self.splat.held_locks
-        lock = parsed.locks[0] if parsed.locks else SplatLock("<RELEASED>", line=lineno)
-        if index == len(held) - 1 and (held[-1].name, held[-1].instance) == (lock.name, lock.instance):
-            held[-1].at = lock.at  # an inlined frame's line again
-            return
-        held.append(lock)
-        self._held_done()
-
-    def _held_done(self) -> None:
-        """`lock held when returning to user space!` (and MAX_LOCK_DEPTH) end with the held list."""
-        splat = self.splat
-        if splat.held_count is not None and len(splat.held_locks) >= splat.held_count:
-            if (splat.kind == F.HELD_AT_EXIT and not splat.details.get("task_exit")) or splat.kind == F.MAX_DEPTH:
-                self.complete = True
-
-    def _on_backtrace(self, parsed: Parsed, lineno: int) -> None:
-        self.backtraces += 1
-        if self.splat.kind == F.NEST_NOT_HELD and self.backtraces == 1:
-            self._set_expect(None)
-            return
-        self.complete = True
-
-    def _on_call_trace(self, parsed: Parsed, lineno: int) -> None:
-        """`Call Trace:` after the whole held-lock list: the dump_stack() of a report whose
-        `stack backtrace:` line was left out of a paste (a commit message, a mail)."""
-        splat = self.splat
-        if splat.held_count is not None and len(splat.held_locks) >= splat.held_count:
-            self.complete = True
-
-    # print_usage_bug
-    def _on_usage_change(self, parsed: Parsed, lineno: int) -> None:
-        self.splat.details["prev_bit"], self.splat.details["new_bit"] = parsed.tokens["USAGE_BIT"][:2]
-
-    def _on_registered_at(self, parsed: Parsed, lineno: int) -> None:
-        frames: list[str] = []
-        self.splat.details["registered"] = (lineno, frames)
-        self.expect, self.frames = None, frames
-
-    def _on_irq_stamp(self, parsed: Parsed, lineno: int) -> None:
-        self.splat.details.setdefault("irq_events", {})["stamp"] = int(parsed.tokens["INT"][0])
-        self._set_expect(None)
-
-    def _on_irq_event(self, parsed: Parsed, lineno: int) -> None:
-        words = parsed.tokens["IRQ_EVENT"][0].split()  # hardirqs last enabled
-        key = f"{words[0]}_{words[-1]}"
-        site = _strip_ip(parsed.tokens["SITE"][0])
-        self.splat.details.setdefault("irq_events", {})[key] = (int(parsed.tokens["INT"][0]), lineno, site)
-
-    # print_irq_inversion_bug / print_bad_irq_dependency
-    def _on_took_unsafe(self, parsed: Parsed, lineno: int) -> None:
-        self.splat.details["forwards"] = True
-        self.splat.details["irqclass"] = parsed.tokens["IRQCLASS"][0]
-        self._set_expect("other")
-
-    def _on_taken_by_safe(self, parsed: Parsed, lineno: int) -> None:
-        self._on_took_unsafe(parsed, lineno)
-        self.splat.details["forwards"] = False
-
-    def _on_connects_safe(self, parsed: Parsed, lineno: int) -> None:
-        self._set_expect("safe")
-
-    def _on_to_unsafe(self, parsed: Parsed, lineno: int) -> None:
-        self._set_expect("unsafe")
-
-    def _on_became_safe(self, parsed: Parsed, lineno: int) -> None:
-        frames: list[str] = []
-        self.splat.details["safe_at"] = (lineno, frames)
-        self.expect, self.frames = None, frames
-
-    def _on_became_unsafe(self, parsed: Parsed, lineno: int) -> None:
-        frames: list[str] = []
-        self.splat.details["unsafe_at"] = (lineno, frames)
-        self.expect, self.frames = None, frames
-
-    def _on_ellipsis(self, parsed: Parsed, lineno: int) -> None:
-        pass
-
-    def _paths(self, key: str) -> None:
-        self.path = self.splat.details.setdefault(key, [])
-        self._set_expect(None)
-
-    def _on_shortest_deps(self, parsed: Parsed, lineno: int) -> None:
-        self._paths("path")
-
-    def _on_safe_deps(self, parsed: Parsed, lineno: int) -> None:
-        self._paths("safe_path")
-
-    def _on_unsafe_deps(self, parsed: Parsed, lineno: int) -> None:
-        self._paths("unsafe_path")
-
-    def _on_safe_deps_tail(self, parsed: Parsed, lineno: int) -> None:
-        pass
-
-    _on_unsafe_deps_tail = _on_safe_deps_tail
-
-    def _on_class_open(self, parsed: Parsed, lineno: int) -> None:
-        if self.path is not None:
-            self.path.append((parsed.locks[0], []))
-        self._set_expect(None)
-
-    def _on_usage_at(self, parsed: Parsed, lineno: int) -> None:
-        self.frames = []  # the usage traces of a class block are read, not kept
-
-    def _on_acquired_at(self, parsed: Parsed, lineno: int) -> None:
-        self.frames = self.path[-1][1] if self.path else None
-
-    def _on_class_close(self, parsed: Parsed, lineno: int) -> None:
-        self.frames = None
-
-    _on_key_at = _on_class_close
-
-    # MAX_LOCK_DEPTH
-    def _on_depth(self, parsed: Parsed, lineno: int) -> None:
-        depth, limit = parsed.tokens["INT"][:2]
-        self.splat.details["depth"], self.splat.details["max"] = int(depth), int(limit)
-
-    # lines that carry nothing lockcheck keeps
-    def _ignore(self, parsed: Parsed, lineno: int) -> None:
-        pass
-
-    _on_depends = _on_cmp_fn = _on_scenario_head = _on_deadlock = _on_nesting_hint = _on_cpu_columns = _ignore
-    _on_scenario_irq_disable = _on_scenario_interrupt = _on_no_more_locks = _on_would_create = _ignore
-    _on_inverse_ordering = _on_turning_off = _on_turned_off = _on_wait_context = _on_lockdep_internal = _ignore
-    _on_no_locks = _ignore
-
-    # the end ---------------------------------------------------------------------------
-    def finish(self, why: Optional[str]) -> Splat:
-        """The report as read; `why` says what cut it short (None: it ended as printed)."""
-        splat = self.splat
-        if not self.complete and why is not None:
-            splat.notes.append(f"cut short at {splat.file}:{splat.end} ({why}): "
-                               f"it gives what it printed before")
-        if splat.kind == F.CIRCULAR:
-            depths = sorted(link.depth for link in splat.chain)
-            expected = set(range((max(depths) + 1) if depths else 0))
-            missing = sorted(expected - set(depths))
-            if missing:
-                splat.notes.append("lost lines: chain entries " + ", ".join(f"-> #{d}" for d in missing)
-                                   + " are missing")
-            elif not depths and self.complete:
-                splat.notes.append("lost lines: no dependency chain")
-        if splat.held_count is not None and len(splat.held_locks) < splat.held_count and self.complete:
-            splat.notes.append(f"lost lines: {len(splat.held_locks)} of {count(splat.held_count, 'held lock')} printed")
-        return splat
-
-
 # -- the reader ------------------------------------------------------------------------------
 
 #: lines of a report that advance nothing before it is taken as cut short
@@ -635,24 +159,26 @@ _MAX_IDLE = 200
 
 
 class _LogReader:
-    """Walks one log: prefixes, callers, titles, one `_Builder` per report in progress."""
+    """Walks one log: prefixes, callers, titles, one `ReportBuilder` per report in progress."""
 
     def __init__(self, file: str, stats: LogStats) -> None:
         self.file = file
         self.stats = stats
-        self.open: dict[Optional[str], _Builder] = {}
+        self.open: dict[Optional[str], ReportBuilder] = {}
         self.width: dict[Optional[str], int] = {}
         self.last_caller: Optional[str] = None
         self.last_ts: Optional[float] = None
         #: line of the last report-only sentence met outside a report (one note per headless part)
         self.headless_at: Optional[int] = None
+        #: lockdep's WARNs and capacity BUGs, read outside reports (lockcheck.readers.log_warnings)
+        self.warnings = WarningWatcher(file)
 
     def lines(self, lines: Iterable[str]) -> Iterator[Splat]:
         stats = self.stats
         for lineno, raw in enumerate(lines, 1):
             stats.lines += 1
             line = raw.rstrip("\r\n")
-            if not self.open and not _may_start(line):
+            if not self.open and not _may_start(line) and self.warnings.pending is None and not may_hold(line):
                 if line.strip():
                     stats.other_lines += 1
                     self._headless(line, lineno)
@@ -662,6 +188,9 @@ class _LogReader:
                 yield from self._abandoned(lineno)
         for caller in list(self.open):
             yield self._close(caller, "the log ends there")
+        done = self.warnings.flush()
+        if done is not None:
+            yield done
 
     def _abandoned(self, lineno: int) -> Iterator[Splat]:
         """Reports whose caller printed nothing of them for _MAX_IDLE lines: the rest was lost."""
@@ -685,6 +214,10 @@ class _LogReader:
         if not body.strip():
             return
         builder = self.open.get(caller)
+        if builder is None:
+            done = self.warnings.line(body, lineno, ts)
+            if done is not None:
+                yield done
         if builder is None and not _may_start(body):
             self.stats.other_lines += 1
             self._headless(body, lineno)
@@ -736,13 +269,18 @@ class _LogReader:
             return
         if tag == "too_low" and parsed.tokens["LIMIT"][0] == "MAX_LOCK_DEPTH":
             kind = F.MAX_DEPTH
-        elif tag in _CAPACITY:
-            self.stats.notes.append(f"{where}: lockdep turned itself off: {parsed.text}")
+        elif tag in _CAPACITY:  # print_lockdep_off() and friends: lockdep-warning, its task from the dump
+            done = self.warnings.start(parsed.text, lineno, ts)
+            if done is not None:
+                yield done
             return
         else:
             kind = _TITLE_KINDS[tag]
+        done = self.warnings.flush()
+        if done is not None:
+            yield done
         splat = Splat(kind=kind, file=self.file, line=lineno, title=parsed.text, ts=ts, end=lineno)
-        self.open[caller] = _Builder(splat, parsed)
+        self.open[caller] = ReportBuilder(splat, parsed)
         return
         yield  # pragma: no cover - a generator
 
@@ -777,10 +315,11 @@ def read_splats(lines: Iterable[str], file: str = "<log>", stats: Optional[LogSt
 # -- the readers' protocol (lockcheck.readers) -------------------------------------------
 
 #: a dmesg time stamp or a syslog `kernel:` header at the start of a line
-_LOG_LINE = re.compile(r"^(?:<\d>)?(?:\[ *\d+\.\d+\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} |\S.* \S+ kernel: )")
+_LOG_LINE = re.compile(r"^(?:<\d> ?)?(?:\[ *\d+\.\d+\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} |\S.* \S+ kernel: |kernel: )")
 #: how the kernel's own reports open (a syzbot report of another bug, a log pasted without stamps):
 #: among the first lines of a file, they make it a kernel log (`lockcheck.readers.inputs.looks_like` too)
-KERNEL_LOG_WORDS = ("Linux version ", "Kernel command line:", "Command line:", "BUG: ", "WARNING: ", "Call Trace:")
+KERNEL_LOG_WORDS = ("Linux version ", "Kernel command line:", "Command line:", "BUG: ", "WARNING: ", "Call Trace:",
+                    "DEBUG_LOCKS_WARN_ON(", "------------[ cut here ]------------")
 
 
 def sniff(lines: list[str]) -> bool:

@@ -144,7 +144,7 @@ def _snapshot(lock: Optional[SplatLock], splat: Splat, mode: int = 0) -> Optiona
     if lock is None:
         return None
     return LockSnapshot(name=lock.name, instance=lock.instance, usage=lock.usage, at=lock.at, mode=mode,
-                        acquired=splat.evidence(lock.line, lock.at))
+                        acquired=splat.evidence(lock.line, lock.at), waits=lock.waits)
 
 
 def _read_mode(splat: Splat, name: str, cpu1: bool) -> int:
@@ -178,7 +178,7 @@ def to_finding(splat: Splat) -> Finding:
         details = _irq_details(splat)
         if d.get("other") is not None:
             held = d["other"].name
-    elif splat.kind == F.UNLOCK_IMBALANCE:
+    elif splat.kind in (F.UNLOCK_IMBALANCE, F.BAD_CONTENTION):
         if d.get("site"):
             details["site"] = d["site"]
     elif splat.kind == F.HELD_AT_EXIT:
@@ -193,13 +193,32 @@ def to_finding(splat: Splat) -> Finding:
                 details[key] = d[key]
     elif splat.kind == F.NEST_NOT_HELD:
         held = d.get("nest")
+    elif splat.kind == F.INVALID_WAIT:
+        if "context" in d:
+            details["context"] = d["context"]
+        culprit = wait_culprit(splat)
+        if culprit is not None:
+            held = culprit.name
+            prv = _snapshot(culprit, splat)
+    elif splat.kind == F.LOCKDEP_WARNING:  # the condition is what the warning is about (docs/cli.md)
+        name = d.get("message") or splat.title
+        details["message"] = name
+        if d.get("warned_at"):
+            details["warned_at"] = d["warned_at"]
+    elif splat.kind == F.RCU_USAGE:  # lockdep_rcu_suspicious(): FILE:LINE of the check, and what it says
+        name = d.get("rcu_site") or "?"
+        if d.get("check"):
+            details["check"] = d["check"]
     elif splat.kind == F.MAX_DEPTH:
         for key in ("depth", "max"):
             if key in d:
                 details[key] = d[key]
         if splat.held_locks:
             name = splat.held_locks[-1].name
-    site = d.get("site") if splat.kind == F.UNLOCK_IMBALANCE else (lock.at if lock is not None else None)
+    if splat.kind in (F.UNLOCK_IMBALANCE, F.BAD_CONTENTION):
+        site = d.get("site")
+    else:
+        site = lock.at if lock is not None else None
     first = splat.evidence()
     return Finding(
         kind=splat.kind, task=splat.task or "?", lock=name, location=splat.location, held=held, cycle=cycle,
@@ -208,6 +227,41 @@ def to_finding(splat: Splat) -> Finding:
         report=ReportOrigin(kernel=splat.kernel, first=first, last=first, count=1, notes=list(splat.notes),
                             missing=missing_parts(splat)),
     )
+
+
+def _wait_types(waits: Optional[str]) -> Optional[tuple[int, int]]:
+    """`3:3` -> (3, 3); None when not printed."""
+    if not waits:
+        return None
+    outer, _, inner = waits.partition(":")
+    return int(outer), int(inner or outer)
+
+
+def wait_culprit(splat: Splat) -> Optional[SplatLock]:
+    """The held lock that makes an Invalid wait context report's context too small, as
+    `check_wait_context()` finds it: the first held lock of smallest inner wait type (0, unknown,
+    left out), when that is below both what the new lock needs (its outer wait type, else its
+    inner one) and the task's own context (`context-{N:N}`); None when the context alone (a
+    hardirq, a softirq) is the reason, or the wait types were not printed.
+
+    >>> s = Splat(kind="invalid-wait-context", file="log", line=1, lock=SplatLock("&port->lock", waits="3:3"),
+    ...           held_locks=[SplatLock("&dev->mutex", waits="4:4"), SplatLock("&desc->lock", waits="2:2")],
+    ...           details={"context": "5:5"})
+    >>> wait_culprit(s).name
+    '&desc->lock'
+    """
+    new = _wait_types(splat.lock.waits if splat.lock is not None else None)
+    if new is None:
+        return None
+    needed = new[0] or new[1]
+    context = _wait_types(splat.details.get("context"))
+    best: Optional[SplatLock] = None
+    best_inner = context[1] if context is not None else needed
+    for held in splat.held_locks:
+        types = _wait_types(held.waits)
+        if types is not None and types[1] and types[1] < best_inner:
+            best, best_inner = held, types[1]
+    return best if best is not None and best_inner < needed else None
 
 
 def missing_parts(splat: Splat) -> tuple[str, ...]:

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Optional, TextIO
 from urllib.parse import quote
 
 from lockcheck.lockdep.findings import MESSAGES, Evidence, Finding
+from lockcheck.report.kernel_reports import brief
 
 if TYPE_CHECKING:
     from lockcheck.report import Summary
@@ -126,7 +127,10 @@ def _result(finding: Finding, index: int) -> dict[str, Any]:
 def message_text(finding: Finding) -> str:
     """One paragraph: title, classes, task; the chain's first sightings for a cycle."""
     text = finding.message
-    if finding.cycle:
+    detail = brief(finding)
+    if detail is not None:
+        text += f": {detail}"
+    elif finding.cycle:
         text += ": " + " -> ".join(finding.cycle + finding.cycle[:1])
     elif finding.held and finding.held != finding.lock:
         text += f": {finding.lock} while holding {finding.held}"
