@@ -33,6 +33,7 @@ from lockcheck.lockdep import findings as F
 from lockcheck.events import ACQUIRE, LOST_EVENTS, RELEASE, RUN, Event, class_name
 from lockcheck.lockdep.findings import ChainLink, Evidence, Finding, LockSnapshot
 from lockcheck.lockdep.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, _only_self, calc_dep
+from lockcheck.lockdep import lazy_release as lazy
 from lockcheck.lockdep.irq import IrqValidator
 from lockcheck.lockdep.tasks import INITIAL_CHAIN_KEY, HeldLock, RecentLocks, TaskState, snapshot, task_finding, usage_needs
 from lockcheck.lockdep.usage import usage_chars
@@ -107,6 +108,11 @@ class Checker:
         self.quick_reacquire = True
         #: while locks are re-acquired: the classes held (see `reacquire_held_locks`)
         self._held_classes: Optional[set] = None
+        #: held entries reported past (`MAX_DEPTH`), and chains cached up to (the kernel's table sizes;
+        #: the pytest plugin raises both: no kernel table limits Python code)
+        self.max_depth = self.cache_depth = MAX_LOCK_DEPTH
+        #: out-of-order releases move what cannot change (`lockcheck.lockdep.lazy_release`; the plugin)
+        self.lazy_release = False
         #: whether the trace being read carries irq context (`open_trace`)
         self.irq_state = True
         self._lenient_always = self.options.lenient_start
@@ -148,6 +154,8 @@ class Checker:
                 task.set_irq_unknown()
         elif ev.comm is not None:
             task.name = ev.comm
+        if task.stale is not None and op != RELEASE:
+            lazy.settle(task)  # chain keys left stale by out-of-order releases, read from here on
         if ev.cpu is not None:
             task.cpu = ev.cpu
         if op == ACQUIRE:
@@ -164,7 +172,10 @@ class Checker:
                 top = held[-1]
                 if top.instance == ev.instance and top.lock == ev.lock and not top.references:
                     held.pop()
-                    task.chain_key = top.prev_chain_key
+                    if task.stale is None:
+                        task.chain_key = top.prev_chain_key
+                    else:
+                        lazy.popped(task, top)
                     return _NOTHING
             self.lock_release(task, ev)
         else:
@@ -233,7 +244,7 @@ class Checker:
         held = task.held
         if held:
             top = held[-1]
-            if top.instance == instance and top.lock == lock and not top.references:
+            if top.instance == instance and top.lock == lock and not top.references and task.stale is None:
                 held.pop()
                 task.chain_key = top.prev_chain_key
                 self.stats.events += 1
@@ -327,6 +338,7 @@ class Checker:
             if other.cpu == ev.cpu and (other.held or other.irq_context):
                 other.held.clear()
                 other.chain_key = INITIAL_CHAIN_KEY
+                other.stale = other.moves = None
                 other.hardirq_depth = other.softirq_depth = 0
                 other.hardirqs_enabled = other.softirqs_enabled = True
                 other.usage_need = usage_needs(other)
@@ -389,9 +401,9 @@ class Checker:
         # a re-acquisition (hold given) is no new acquisition: the depth it reaches again was
         # reported when the task first got there (a first-in first-out release of N > 48 held locks
         # would otherwise report every lock that moves past the limit)
-        if len(held) == MAX_LOCK_DEPTH and hold is None:
+        if len(held) == self.max_depth and hold is None:
             self.report(self._finding(F.MAX_DEPTH, task, ev, lock=cls, next=self.snapshot(hlock),
-                                      details={"depth": len(held), "max": MAX_LOCK_DEPTH}))
+                                      details={"depth": len(held), "max": self.max_depth}))
         return True
 
     def held_before_capture(self, task: TaskState, lock: tuple) -> bool:
@@ -410,7 +422,7 @@ class Checker:
         if chain_key in self.chain_cache:
             self.stats.chain_hits += 1
             return
-        if len(task.held) < MAX_LOCK_DEPTH:
+        if len(task.held) < self.cache_depth:
             # deeper chains are validated every time instead (the kernel stops at this depth; a
             # queue of thousands of held locks released first-in first-out would otherwise
             # cache a new chain for every lock that moves)
@@ -554,7 +566,10 @@ class Checker:
     # -- release (lockdep's __lock_release) -------------------------------
     def lock_release(self, task: TaskState, ev: Event) -> None:
         held = task.held
-        index = self.find_held_lock(task, ev.lock, ev.instance)
+        if self.lazy_release:
+            index = lazy.find_held(self, task, ev.lock, ev.instance)
+        else:
+            index = self.find_held_lock(task, ev.lock, ev.instance)
         if index is None:
             if (self.options.lenient_start and task.acquired_ever is not None
                     and (ev.lock, ev.instance) not in task.acquired_ever):
@@ -567,6 +582,8 @@ class Checker:
             hlock.references -= 1
             if hlock.references:
                 return
+        if self.lazy_release and lazy.release(self, task, index, ev):
+            return
         above = held[index + 1:]
         del held[index:]
         task.chain_key = hlock.prev_chain_key
@@ -632,7 +649,7 @@ class Checker:
                             elif chain_key in cache:
                                 stats.chain_hits += 1
                             else:
-                                if len(held) < MAX_LOCK_DEPTH:
+                                if len(held) < self.cache_depth:
                                     cache.add(chain_key)
                                 stats.chains += 1
                                 if attrs is not None:
@@ -676,6 +693,8 @@ class Checker:
         return task_finding(self.graph, kind, task, ev, lock, held, **fields)
 
     def print_deadlock_bug(self, task: TaskState, prev: HeldLock, nxt: HeldLock, ev: Event) -> None:
+        if (F.RECURSIVE, nxt.cls, prev.cls, None) in self.reported:
+            return  # reported already (`report` would drop it): not built again, held list and all
         self.report(self._finding(F.RECURSIVE, task, ev, lock=nxt.cls, held=prev.cls,
                                   next=self.snapshot(nxt), prev=self.snapshot(prev)))
 
