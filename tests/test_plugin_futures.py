@@ -64,3 +64,29 @@ def test_defaults_agree() -> None:
     from lockcheck.python import plugin_options, recorder
 
     assert plugin_options.DEFAULT_MAX_DEPTH == recorder.DEFAULT_MAX_DEPTH
+
+
+def test_trace_keeps_what_was_recorded_when_the_test_calls_os_exit(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_exit="""
+import os, threading
+
+A, B = threading.Lock(), threading.Lock()
+
+def test_first():
+    with A:
+        pass
+
+def test_abba_then_exit():
+    with A:
+        with B:
+            pass
+    with B:
+        with A:
+            pass
+    os._exit(3)
+""")
+    result = run(pytester, "--lockcheck", "--lockcheck-trace", "out.lt")
+    assert result.ret == 3
+    text = (pytester.path / "out.lt").read_text()
+    assert "# context test_exit.py::test_first" in text  # flushed at the end of the first test
+    assert "test_abba_then_exit" in text and text.count("acquire") >= 5  # flushed with the finding

@@ -453,6 +453,9 @@ class LockcheckPlugin:
                 self.hang.test_ended()
             rec.end_context(item.nodeid)
             rec.set_context(None)
+            if self.trace_file is not None and rec.trace is self.trace_file:
+                with rec._feed_lock:  # a run that dies later (os._exit, a crash) keeps this test's events
+                    self.trace_file.flush()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:

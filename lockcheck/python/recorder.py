@@ -329,6 +329,8 @@ class Recorder:
             self.trace.write("\n")
         if found:
             found = self._file(found)
+            if self.trace is not None:
+                self.trace.flush()  # the events that made a finding outlive a crash right after it
         return found
 
     def _reentered(self, finding: Finding) -> bool:
