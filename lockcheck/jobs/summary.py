@@ -130,7 +130,7 @@ class SummaryChecker(Checker):
         if chain_key in self.chain_cache:
             self.stats.chain_hits += 1
             return
-        cacheable = rules.chain_cacheable(len(task.held))
+        cacheable = rules.chain_cacheable(len(task.held), self.cache_depth)
         if cacheable:
             self.chain_cache.add(chain_key)
         self.stats.chains += 1

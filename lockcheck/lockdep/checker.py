@@ -23,7 +23,6 @@ The checker never prints: `feed()` returns the new findings of one event.
 
 from __future__ import annotations
 
-from collections import deque
 from operator import attrgetter
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional, Sequence
@@ -32,8 +31,11 @@ from lockcheck import events as E
 from lockcheck.lockdep import findings as F
 from lockcheck.events import ACQUIRE, LOST_EVENTS, RELEASE, RUN, Event, class_name
 from lockcheck.lockdep.findings import ChainLink, Evidence, Finding, LockSnapshot
-from lockcheck.lockdep.graph import DEP_E_MASK, DEP_N_MASK, DepGraph, _only_self, calc_dep
+from lockcheck.lockdep.graph import DepGraph, calc_dep
+from lockcheck.lockdep import lazy_release as lazy
+from lockcheck.lockdep.circular import BfsEntry, CircularSearch
 from lockcheck.lockdep.irq import IrqValidator
+from lockcheck.lockdep.release import LockRelease
 from lockcheck.lockdep import rules
 from lockcheck.lockdep.rules import INITIAL_CHAIN_KEY
 from lockcheck.lockdep.tasks import HeldLock, RecentLocks, TaskState, snapshot, task_finding, usage_needs
@@ -76,7 +78,7 @@ class CheckerStats:
     notes: list[str] = field(default_factory=list)
 
 
-class Checker:
+class Checker(LockRelease, CircularSearch):
     """Feed events in trace order; collect findings and the dependency graph.
 
     >>> from lockcheck.events import Event
@@ -99,8 +101,11 @@ class Checker:
         self.reported: set[tuple] = set()
         self.findings: list[Finding] = []
         self.stats = CheckerStats()
-        #: the depth limit, and the depth the fast paths hold without asking the checker (`rules.limits`)
+        #: the depth limit, and the depth the fast paths hold without asking the checker (`rules.limits`;
+        #: the pytest plugin raises the limit: no kernel table limits Python code)
         self.max_depth, self.fast_depth = rules.limits()
+        #: chains deeper than this are validated each time, not cached (`rules.chain_cacheable`)
+        self.cache_depth = self.max_depth
         self.irq = IrqValidator(self.graph, self.report, self.stats.notes)
         self._classes = self.graph._succ
         # a subclass that wants to see cached chains too (OrderChecker) overrides validate_chain
@@ -111,6 +116,8 @@ class Checker:
         self.quick_reacquire = True
         #: while locks are re-acquired: the classes held (see `reacquire_held_locks`)
         self._held_classes: Optional[set] = None
+        #: out-of-order releases move what cannot change (`lockcheck.lockdep.lazy_release`; the plugin)
+        self.lazy_release = False
         #: whether the trace being read carries irq context (`open_trace`)
         self.irq_state = True
         self._lenient_always = self.options.lenient_start
@@ -152,6 +159,8 @@ class Checker:
                 task.set_irq_unknown()
         elif ev.comm is not None:
             task.name = ev.comm
+        if task.stale is not None and op != RELEASE:
+            lazy.settle(task)  # chain keys left stale by out-of-order releases, read from here on
         if ev.cpu is not None:
             task.cpu = ev.cpu
         if op == ACQUIRE:
@@ -168,7 +177,10 @@ class Checker:
                 top = held[-1]
                 if top.instance == ev.instance and top.lock == ev.lock and not top.references:
                     held.pop()
-                    task.chain_key = top.prev_chain_key
+                    if task.stale is None:
+                        task.chain_key = top.prev_chain_key
+                    else:
+                        lazy.popped(task, top)
                     return _NOTHING
             self.lock_release(task, ev)
         else:
@@ -237,7 +249,7 @@ class Checker:
         held = task.held
         if held:
             top = held[-1]
-            if top.instance == instance and top.lock == lock and not top.references:
+            if top.instance == instance and top.lock == lock and not top.references and task.stale is None:
                 held.pop()
                 task.chain_key = top.prev_chain_key
                 self.stats.events += 1
@@ -331,6 +343,7 @@ class Checker:
             if other.cpu == ev.cpu and (other.held or other.irq_context):
                 other.held.clear()
                 other.chain_key = INITIAL_CHAIN_KEY
+                other.stale = other.moves = None
                 other.hardirq_depth = other.softirq_depth = 0
                 other.hardirqs_enabled = other.softirqs_enabled = True
                 other.usage_need = usage_needs(other)
@@ -389,9 +402,9 @@ class Checker:
         # a re-acquisition (hold given) is no new acquisition: the depth it reaches again was
         # reported when the task first got there (a first-in first-out release of N > 48 held locks
         # would otherwise report every lock that moves past the limit)
-        if len(held) == rules.MAX_LOCK_DEPTH and hold is None:
+        if len(held) == self.max_depth and hold is None:
             self.report(self._finding(F.MAX_DEPTH, task, ev, lock=cls, next=self.snapshot(hlock),
-                                      details={"depth": len(held), "max": rules.MAX_LOCK_DEPTH}))
+                                      details={"depth": len(held), "max": self.max_depth}))
         return True
 
     def held_before_capture(self, task: TaskState, lock: tuple) -> bool:
@@ -410,7 +423,7 @@ class Checker:
         if chain_key in self.chain_cache:
             self.stats.chain_hits += 1
             return
-        if rules.chain_cacheable(len(task.held)):
+        if rules.chain_cacheable(len(task.held), self.cache_depth):
             self.chain_cache.add(chain_key)
         self.stats.chains += 1
         ret = self.check_deadlock(task, hlock, ev)
@@ -484,182 +497,6 @@ class Checker:
         )
         return True
 
-    def check_noncircular(self, src: HeldLock, target: HeldLock) -> Optional["BfsEntry"]:
-        """Forward BFS from `src` for a strong path back to `target`'s class (lockdep's __bfs).
-
-        As in the kernel, a class is marked visited before the strength
-        test, and a path ending in a recursive-read edge only matches when
-        the target is held exclusively (`hlock_conflict`).
-
-        With a topological order of the graph at hand, classes ordered after
-        the target cannot lead to it and are never queued: the search visits
-        the same classes that matter in the same order, so it finds the same
-        path, only sooner (and none at all when the source is after the target).
-        """
-        scls = src.cls
-        tcls = target.cls
-        exclusive_target = target.read == 0
-        if scls == tcls and (exclusive_target or src.read != 2):
-            return BfsEntry(scls, None, src.read == 2, 0, None)
-        succ = self.graph._succ
-        # a path into the target needs a dependency into it; one out of the source, one out of it
-        if _only_self(self.graph._pred[tcls], tcls) or _only_self(succ[scls], scls):
-            return None
-        root = BfsEntry(scls, None, src.read == 2, 0, None)
-        order = self.graph.topological_order()
-        if order is not None:
-            limit = order[tcls]
-            if order[root.cls] > limit:
-                return None
-            # a two-way search proves most impossible paths for about twice its smaller side,
-            # where the search below would visit everything reachable in the window to find nothing
-            if not self.graph.may_reach(root.cls, tcls):
-                return None
-        accessed = {root.cls}
-        queue: deque = deque()
-        popleft = queue.popleft
-        push = queue.append
-        if order is None:
-            for ncls, attrs in succ[root.cls].items():
-                push((ncls, attrs, root))
-        else:
-            for ncls, attrs in succ[root.cls].items():
-                if order[ncls] <= limit:
-                    push((ncls, attrs, root))
-        while queue:
-            cls, attrs, parent = popleft()
-            if cls in accessed:
-                continue
-            accessed.add(cls)
-            dep = attrs["dep"]
-            if parent.only_xr:
-                dep &= DEP_E_MASK  # -(*R)-> -(S*)-> is not a strong path
-                if not dep:
-                    continue
-            entry = BfsEntry(cls, parent, not (dep & DEP_N_MASK), dep, attrs)
-            if cls == tcls and (exclusive_target or not entry.only_xr):
-                return entry
-            if order is None:
-                for ncls, nattrs in succ[cls].items():
-                    push((ncls, nattrs, entry))
-            else:
-                for ncls, nattrs in succ[cls].items():
-                    if order[ncls] <= limit:
-                        push((ncls, nattrs, entry))
-        return None
-
-    # -- release (lockdep's __lock_release) -------------------------------
-    def lock_release(self, task: TaskState, ev: Event) -> None:
-        held = task.held
-        index = self.find_held_lock(task, ev.lock, ev.instance)
-        if index is None:
-            if (self.options.lenient_start and task.acquired_ever is not None
-                    and (ev.lock, ev.instance) not in task.acquired_ever):
-                self.stats.unknown_releases += 1
-                return
-            self.print_unlock_imbalance_bug(task, ev)
-            return
-        hlock = held[index]
-        if hlock.references:
-            hlock.references -= 1
-            if hlock.references:
-                return
-        above = held[index + 1:]
-        del held[index:]
-        task.chain_key = hlock.prev_chain_key
-        if above:
-            self.reacquire_held_locks(task, above, ev)
-
-    def reacquire_held_locks(self, task: TaskState, above: list[HeldLock], ev: Event) -> None:
-        """lockdep's reacquire_held_locks: the locks above a released one are taken again, re-validated.
-
-        Their chains are new (the released lock left every key above it), so
-        each is validated; the classes held are kept in a set meanwhile, so
-        that `check_deadlock` costs O(1) for a class not held twice and a
-        release costs what moves, not what moves times the depth.
-
-        Most of what moves needs nothing but its new chain key, and gets only
-        that: a lock whose `lock_acquire` would mark no usage bit, merge no
-        nest lock, find no class held twice and add no dependency it has not
-        got -- because it starts a chain (nothing below it, or another irq
-        context: `validate_chain` then only checks the class is not held
-        already), because it is a trylock (`validate_chain` returns at once),
-        or because its only dependency, from the lock below, is in the graph
-        with this type already (`check_prev_add`'s early return).  The entry
-        is pushed again with its new chain key, the chain cached or counted
-        as `validate_chain` would.  A first-in first-out release of N held
-        locks moves N^2 / 2 of them: this keeps each move to a few steps
-        (tests/test_reacquire.py holds it to the full path).
-        """
-        held = task.held
-        self._held_classes = held_classes = {h.cls for h in held}
-        quick = self._inline_cache_hits and self.quick_reacquire
-        irq_context = rules.task_irq_context(task.hardirq_depth, task.softirq_depth)
-        need = task.usage_need
-        nodes, classes, cache, stats = self._nodes, self._classes, self.chain_cache, self.stats
-        try:
-            for again in above:
-                cls = again.cls
-                if (quick and again.nest is None and again.check and again.irq_context == irq_context
-                        and cls not in held_classes):
-                    read = again.read
-                    trylock = again.trylock
-                    if not rules.acquire_usage(need, read, trylock, True, again.hardirqs_off) & ~nodes[cls]["usage"]:
-                        chain_key = task.chain_key
-                        attrs = None
-                        if held and not rules.separate_irq_context(held[-1].irq_context, irq_context):
-                            if not rules.validates_chain(trylock, True):
-                                fits = True  # validate_chain returns before looking at it
-                            else:
-                                top = held[-1]
-                                attrs = classes[top.cls].get(cls)
-                                # (the dependency type is calc_dep's, inlined)
-                                fits = attrs is not None and rules.prevs_walk_stops(top.check, top.trylock) and not (
-                                    ~attrs["dep"] & 1 << ((top.read == 0) + ((read != 2) << 1)))
-                        else:
-                            fits = True  # a chain head: no dependency to add
-                            if held:  # (the head of a chain in another irq context)
-                                chain_key = INITIAL_CHAIN_KEY
-                        if fits:
-                            again.prev_chain_key = task.chain_key
-                            chain_key = rules.iterate_chain_key(chain_key, cls, read)
-                            if not rules.validates_chain(trylock, True):
-                                pass  # validate_chain neither caches nor counts a trylock's chain
-                            elif chain_key in cache:
-                                stats.chain_hits += 1
-                            else:
-                                if rules.chain_cacheable(len(held)):
-                                    cache.add(chain_key)
-                                stats.chains += 1
-                                if attrs is not None:
-                                    attrs["distance"] = 1
-                            held.append(again)
-                            task.chain_key = chain_key
-                            held_classes.add(cls)
-                            continue
-                self.lock_acquire(task, ev, again.lock, again.instance, again.subclass, again.read,
-                                  again.trylock, again.check, again.nest, again.hardirqs_off,
-                                  again.references, hold=again)
-                held_classes.add(cls)
-        finally:
-            self._held_classes = None
-
-    def find_held_lock(self, task: TaskState, lock: str, instance: Optional[str]) -> Optional[int]:
-        """Top-down search of the held stack, not crossing into another irq context."""
-        held = task.held
-        i = len(held) - 1
-        if i < 0:
-            return None
-        if held[i].matches(lock, instance):
-            return i
-        while i > 0:
-            if held[i].irq_context != held[i - 1].irq_context:
-                return None
-            i -= 1
-            if held[i].matches(lock, instance):
-                return i
-        return None
-
     # -- reports ---------------------------------------------------------
     def usage_of(self, cls: str) -> str:
         return usage_chars(self.graph.usage(cls))
@@ -672,6 +509,8 @@ class Checker:
         return task_finding(self.graph, kind, task, ev, lock, held, **fields)
 
     def print_deadlock_bug(self, task: TaskState, prev: HeldLock, nxt: HeldLock, ev: Event) -> None:
+        if (F.RECURSIVE, nxt.cls, prev.cls, None) in self.reported:
+            return  # reported already (`report` would drop it): not built again, held list and all
         self.report(self._finding(F.RECURSIVE, task, ev, lock=nxt.cls, held=prev.cls,
                                   next=self.snapshot(nxt), prev=self.snapshot(prev)))
 
@@ -705,20 +544,6 @@ class Checker:
         self.report(self._finding(F.NEST_NOT_HELD, task, ev, lock=hlock.cls, held=nest_lock,
                                   next=self.snapshot(hlock),
                                   details={"nest_instance": nest_instance}))
-
-
-class BfsEntry:
-    """A visited dependency in a graph search (lockdep's `struct lock_list` with its parent link)."""
-
-    __slots__ = ("cls", "parent", "only_xr", "dep", "attrs")
-
-    def __init__(self, cls: str, parent: Optional["BfsEntry"], only_xr: bool, dep: int,
-                 attrs: Optional[dict]) -> None:
-        self.cls = cls
-        self.parent = parent
-        self.only_xr = only_xr
-        self.dep = dep
-        self.attrs = attrs
 
 
 def _ignore(task: TaskState, ev: Event) -> None:

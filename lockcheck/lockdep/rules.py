@@ -67,11 +67,12 @@ def prevs_walk_stops(check: bool, trylock: bool) -> bool:
     return check and not trylock
 
 
-def chain_cacheable(depth: int) -> bool:
-    """Whether the chain of a stack `depth` deep is cached once validated.  The kernel stops
-    at MAX_LOCK_DEPTH; deeper chains are validated each time (a first-in first-out release
-    of thousands of held locks would otherwise cache a new chain for every lock that moves)."""
-    return depth < MAX_LOCK_DEPTH
+def chain_cacheable(depth: int, limit: int) -> bool:
+    """Whether the chain of a stack `depth` deep is cached once validated, under the run's
+    depth `limit` (MAX_LOCK_DEPTH, or the plugin's own).  The kernel stops there; deeper
+    chains are validated each time (a first-in first-out release of thousands of held locks
+    would otherwise cache a new chain for every lock that moves)."""
+    return depth < limit
 
 
 def nest_lock_merges(depth: int, top_cls: str, cls: str, nest: object) -> bool:

@@ -140,7 +140,7 @@ class TaskState:
     __slots__ = (
         "key", "name", "held", "chain_key", "hardirq_depth", "softirq_depth",
         "hardirqs_enabled", "softirqs_enabled", "cpu", "acquired_ever", "irq_events", "usage_need",
-        "irq_known",
+        "irq_known", "stale", "moves",
     )
 
     def __init__(self, key: str, name: str) -> None:
@@ -159,6 +159,11 @@ class TaskState:
         #: False when the trace carries no irq context (`set_irq_unknown`)
         self.irq_known = True
         self.usage_need = usage_needs(self)
+        #: the held entries from this index on have stale chain keys, and so has `chain_key`
+        #: (`lockcheck.lockdep.lazy_release`; None: every key is valid)
+        self.stale: Optional[int] = None
+        #: what `lazy_release` knows of the stack while `stale` is set (None otherwise)
+        self.moves: Any = None
 
     def set_irq_unknown(self) -> None:
         """The trace never says this task's irq state: its acquisitions mark only USED."""

@@ -60,9 +60,9 @@ static const char *hl_names[HL_N] = {"cls", "lock", "instance", "subclass", "rea
 static Py_ssize_t hl_off[HL_N];
 
 enum { TS_NAME, TS_HELD, TS_CHAIN_KEY, TS_HARDIRQ_DEPTH, TS_SOFTIRQ_DEPTH, TS_HARDIRQS_ENABLED,
-       TS_ACQUIRED_EVER, TS_USAGE_NEED, TS_N };
+       TS_ACQUIRED_EVER, TS_USAGE_NEED, TS_STALE, TS_N };
 static const char *ts_names[TS_N] = {"name", "held", "chain_key", "hardirq_depth", "softirq_depth",
-                                     "hardirqs_enabled", "acquired_ever", "usage_need"};
+                                     "hardirqs_enabled", "acquired_ever", "usage_need", "stale"};
 static Py_ssize_t ts_off[TS_N];
 
 #define SLOT(obj, off) (*(PyObject **)((char *)(obj) + (off)))
@@ -103,7 +103,7 @@ kget(PyObject *dict, PyObject *key)
 
 
 /* interned names */
-static PyObject *s_rec, *s_trace, *s_check, *s_gen, *s_feed_lock, *s_busy, *s_stopped, *s_usage, *s_events,
+static PyObject *s_max_depth, *s_rec, *s_trace, *s_check, *s_gen, *s_feed_lock, *s_busy, *s_stopped, *s_usage, *s_events,
     *s_chain_hits, *s_info, *s_locked, *s_acquire, *s_release, *s_is_owned, *s_thread_task, *s_py_enter,
     *s_py_acquire, *s_py_release, *s_contended, *s_tried, *s_released, *s_self_released, *s_bad_releases,
     *s_nested_enter, *s_nested_exit;
@@ -579,8 +579,18 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
         || henabled == NULL || !PyBool_Check(henabled) || need == NULL || !PyList_CheckExact(need)
         || PyList_GET_SIZE(need) < 8 || ever != Py_None)
         goto done;
+    if (SLOT(ts, ts_off[TS_STALE]) != Py_None)
+        goto done;  /* chain keys left stale by an out-of-order release (lazy_release): Python settles them */
     Py_ssize_t depth = PyList_GET_SIZE(held);
-    if (depth + 1 >= max_depth)
+    /* the checker's own limit (Checker.max_depth: the plugin's --lockcheck-max-depth), else the kernel's;
+     * the acquisition that reaches it is Python's to report */
+    PyObject *limit = kget(checker_dict, s_max_depth);
+    Py_ssize_t most = limit != NULL && PyLong_CheckExact(limit) ? PyLong_AsSsize_t(limit) : max_depth;
+    if (most == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        goto done;
+    }
+    if (depth + 1 >= most)
         goto done;
     PyObject *node = kget(nodes, clsname);
     if (node == NULL || !PyDict_CheckExact(node))  /* a class of the graph (_node and _succ agree) */
@@ -715,6 +725,8 @@ record_release(BaseObject *self, PyObject *rec, PyObject *holder)
     PyObject *held = SLOT(ts, ts_off[TS_HELD]);
     if (held == NULL || !PyList_CheckExact(held) || PyList_GET_SIZE(held) == 0)
         goto miss;
+    if (SLOT(ts, ts_off[TS_STALE]) != Py_None)
+        goto miss;  /* the innermost's prev_chain_key may be stale (lazy_release) */
     PyObject *top = PyList_GET_ITEM(held, PyList_GET_SIZE(held) - 1);
     if (Py_TYPE(top) != held_type)
         goto miss;
@@ -1657,6 +1669,7 @@ PyInit__trackedcore(void)
     INTERN(s_feed_lock, "_feed_lock");
     INTERN(s_busy, "_busy");
     INTERN(s_stopped, "stopped");
+    INTERN(s_max_depth, "max_depth");
     INTERN(s_usage, "usage");
     INTERN(s_events, "events");
     INTERN(s_chain_hits, "chain_hits");

@@ -54,6 +54,9 @@ Options (command line / ini):
 - `--lockcheck-waits` / `lockcheck_waits = true`: waits on events under
   locks (`Thread.join`, `Future.result`, `Queue.get`, `Event.wait`...) are
   dependencies too, DEPT's model (`lockcheck.python.dept`);
+- `--lockcheck-max-depth=N` / `lockcheck_max_depth` (default 10000): a thread
+  holding more locks at once is noted in the summary, never failed (no kernel
+  table limits Python; `concurrent.futures.wait()` holds one per future);
 - `lockcheck_interrupts` (ini, default true): signal handlers and
   finalizers run as interrupt contexts, so lockdep's irq checks apply
   (`lockcheck.python.interrupts`); `false` switches that off.
@@ -88,6 +91,7 @@ from lockcheck.lockdep.checker import Checker
 from lockcheck.events import ACQUIRE, RELEASE, Event
 from lockcheck.lockdep.findings import Evidence, Finding
 from lockcheck.lockdep.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
+from lockcheck.python import plugin_options
 from lockcheck.util.wording import count as _count
 
 PLUGIN_NAME = "lockcheck-session"
@@ -121,6 +125,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--lockcheck-waits", action="store_true", default=None,
                     help="also check waits on events under locks (Thread.join, Future.result, Queue.get, "
                          "Event.wait, Condition.wait, asyncio events and queues)")
+    plugin_options.add_options(group, parser)
     parser.addini("lockcheck", type="bool", default=False, help="enable lockcheck (as --lockcheck)")
     parser.addini("lockcheck_mode", default="fail", help="fail (default) or warn (as --lockcheck-mode)")
     parser.addini("lockcheck_order", default="",
@@ -253,14 +258,13 @@ class LockcheckPlugin:
         mode = str(config.getini("lockcheck_timed_acquire")).strip().lower()
         if mode not in ("try", "blocking"):
             raise pytest.UsageError(f"lockcheck_timed_acquire: expected `try` or `blocking`, not {mode!r}")
-        try:
-            grace = float(config.getini("lockcheck_grace"))
-        except ValueError:
-            raise pytest.UsageError("lockcheck_grace: expected a number of seconds") from None
+        grace = plugin_options.seconds("lockcheck_grace", config.getini("lockcheck_grace"))
+        plugin_options.graph_path(_option(config, "lockcheck_graph"))
+        depth = plugin_options.max_depth(_option(config, "lockcheck_max_depth"), config.getini("lockcheck_max_depth"))
         self.recorder = pylocks.Recorder(
             _checker(config), grace=grace, timed_is_try=mode == "try", suppress=list(config.getini("lockcheck_suppress")),
             trace=self.trace_file, task_prefix=f"{self.worker_id}:" if self.worker_id else "",
-            stack_depth=self.stack_depth,
+            stack_depth=self.stack_depth, max_depth=depth,
         )
         import tempfile
 
@@ -463,6 +467,9 @@ class LockcheckPlugin:
                 self.hang.test_ended()
             rec.end_context(item.nodeid)
             rec.set_context(None)
+            if self.trace_file is not None and rec.trace is self.trace_file:
+                with rec._feed_lock:  # a run that dies later (os._exit, a crash) keeps this test's events
+                    self.trace_file.flush()
 
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
@@ -743,12 +750,9 @@ def _hang_hooks(config: pytest.Config, rec: Any) -> Any:
     waitfor.mode = mode
     seconds = _option(config, "lockcheck_hang_report")
     if seconds is None:
-        try:
-            seconds = float(str(config.getini("lockcheck_hang_report")).strip() or 0)
-        except ValueError:
-            raise pytest.UsageError("lockcheck_hang_report: expected a number of seconds") from None
-    if seconds < 0:
-        raise pytest.UsageError("--lockcheck-hang-report: expected 0 or more seconds")
+        seconds = plugin_options.seconds("lockcheck_hang_report", config.getini("lockcheck_hang_report"))
+    else:
+        seconds = plugin_options.seconds("--lockcheck-hang-report", seconds)
     return hang.HangHooks(config, rec, seconds)
 
 

@@ -28,6 +28,8 @@ from lockcheck.python.sites import registry, relpath, user_frame
 from lockcheck.python.stacks import DEFAULT_DEPTH, capture, capture_earlier
 
 _get_ident = _thread.get_ident
+#: locks one thread may hold at once before the session notes it (`--lockcheck-max-depth`)
+DEFAULT_MAX_DEPTH = 10000
 _NOTHING: list = []
 
 #: task numbers are unique in the process, so a hold recorded by an earlier recorder is never
@@ -47,8 +49,15 @@ class Recorder:
     def __init__(self, checker: Optional[Checker] = None, *, grace: float = 1.0, timed_is_try: bool = True,
                  suppress: Optional[list[str]] = None, trace: Optional[TextIO] = None,
                  task_prefix: str = "", on_finding: Optional[Callable[[Finding, Optional[str]], None]] = None,
-                 stack_depth: int = DEFAULT_DEPTH) -> None:
+                 stack_depth: int = DEFAULT_DEPTH, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
         self.checker = checker or Checker()
+        # Python holds as many locks as it likes (concurrent.futures.wait() holds every future's
+        # Condition): no kernel table limits it, and taking them all then letting them go oldest
+        # first must cost what it does plainly (lockcheck.lockdep.lazy_release)
+        self.checker.max_depth = self.checker.cache_depth = max_depth
+        self.checker.lazy_release = True
+        #: (task, depth) of each task that held more than `max_depth` locks: a note, not a finding
+        self.too_deep: list[tuple[str, int]] = []
         #: Python frames kept per new dependency and per finding (0: none, reports show sites only)
         self.stack_depth = stack_depth
         self._frame: Any = None  # the acquisition being fed: where a new dependency's stack comes from
@@ -304,6 +313,9 @@ class Recorder:
                 return _NOTHING  # left held by an earlier test, released at last
         self._frame = frame
         found = self.checker.feed(ev)
+        if found and any(f.kind == F.MAX_DEPTH for f in found):
+            self.too_deep.extend((f.task, f.details.get("depth", 0)) for f in found if f.kind == F.MAX_DEPTH)
+            found = [f for f in found if f.kind != F.MAX_DEPTH]
         if orphan is not None:
             found = [*found, *self._orphan_taken(ev, orphan)]
         if found:
@@ -317,6 +329,8 @@ class Recorder:
             self.trace.write("\n")
         if found:
             found = self._file(found)
+            if self.trace is not None:
+                self.trace.flush()  # the events that made a finding outlive a crash right after it
         return found
 
     def _reentered(self, finding: Finding) -> bool:
@@ -564,6 +578,9 @@ class Recorder:
         if self.exited_holding:
             notes.append(f"{_count(self.exited_holding, 'thread')} ended holding an RLock (reported if "
                          f"another thread then waits for it)")
+        if self.too_deep:
+            notes.append(f"{_count(len(self.too_deep), 'thread')} held {self.checker.max_depth} locks at once "
+                         f"(--lockcheck-max-depth; a note, not a finding): {self.too_deep[0][0]}")
         if self.dropped_held:
             notes.append(f"{_count(self.dropped_held, 'lock')} garbage-collected while held "
                          f"(no longer held by anyone: not a finding)")
