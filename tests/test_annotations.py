@@ -8,7 +8,8 @@ import json
 import pytest
 
 from lockcheck.kernel import state as kstate
-from lockcheck.kernel.annotations import AnnotationRules, Annotator, annotate
+from lockcheck.kernel.annotation_file import AnnotationRules
+from lockcheck.kernel.annotations import Annotator, annotate
 from lockcheck.commands.cli import main
 from lockcheck.events import RREAD
 from lockcheck.readers import ftrace

@@ -9,7 +9,7 @@ import json
 import pytest
 
 from lockcheck.kernel import state as kstate
-from lockcheck.kernel.annotations import AnnotationRules
+from lockcheck.kernel.annotation_file import AnnotationRules
 from lockcheck.commands.cli import main
 from lockcheck.errors import TraceError
 

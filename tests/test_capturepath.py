@@ -22,7 +22,8 @@ from hypothesis import strategies as st
 
 from lockcheck.engine import fast_capture as capturepath
 from lockcheck.kernel import state as kstate
-from lockcheck.kernel.annotations import AnnotationOptions, Annotator
+from lockcheck.kernel.annotations import Annotator
+from lockcheck.kernel.per_boot import AnnotationOptions
 from lockcheck.lockdep.checker import Checker
 from lockcheck.commands.cli import main
 from lockcheck.errors import TraceError

@@ -22,7 +22,6 @@ LIMIT = 600
 OVERSIZED = {
     "lockcheck.python.pytest_plugin": 930,
     "lockcheck.readers.ftrace": 925,
-    "lockcheck.kernel.annotations": 882,
     "lockcheck.python.tracked": 853,
     "lockcheck.report.text": 695,
     "lockcheck.engine.fast_capture": 723,

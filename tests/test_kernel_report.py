@@ -241,10 +241,10 @@ def test_kprobe_profile_in_meta_and_alone():
 def test_docstring_examples():
     import doctest
 
-    from lockcheck.kernel import annotations, boot, capture
+    from lockcheck.kernel import annotation_file, boot, capture
     from lockcheck.readers import ftrace
 
-    for module in (kboot, kstate, annotations, boot, capture, ftrace):
+    for module in (kboot, kstate, annotation_file, boot, capture, ftrace):
         failed, tried = doctest.testmod(module)
         assert tried and not failed, module.__name__
 

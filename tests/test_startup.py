@@ -20,7 +20,9 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from lockcheck.kernel.annotations import BUILTIN_RULES, AnnotationOptions, AnnotationRules, Annotator
+from lockcheck.kernel.annotation_file import BUILTIN_RULES, AnnotationRules
+from lockcheck.kernel.annotations import Annotator
+from lockcheck.kernel.per_boot import AnnotationOptions
 from lockcheck.lockdep.findings import Evidence
 from lockcheck.lockdep.graph import DEP_EN, DepGraph, _topological_sort
 

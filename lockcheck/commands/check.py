@@ -344,7 +344,7 @@ class CheckSession:
     def _annotation_options(self):
         """What annotates captures: `--lockdep-state`, `--annotations`, the built-in rules; boot
         directories among the inputs bring their own state (lockcheck.kernel.boot)."""
-        from lockcheck.kernel.annotations import AnnotationOptions
+        from lockcheck.kernel.per_boot import AnnotationOptions
 
         options = self.options
         return AnnotationOptions(options.lockdep_state, options.annotations, options.builtin_annotations)

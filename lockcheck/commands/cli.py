@@ -335,7 +335,7 @@ def _session_options(args: argparse.Namespace, **extra) -> SessionOptions:
 
 
 def _annotation_options(args: argparse.Namespace):
-    from lockcheck.kernel.annotations import AnnotationOptions
+    from lockcheck.kernel.per_boot import AnnotationOptions
 
     return AnnotationOptions(list(args.lockdep_state), args.annotations, not args.no_builtin_annotations)
 

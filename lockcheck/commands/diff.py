@@ -132,7 +132,7 @@ def reports_of(side: Side, checker: Checker) -> list[Finding]:
 def load_side(spec: str, input_format: str = "auto", aliases=None, annotations=None) -> Side:
     """A saved graph is loaded now; a trace or directory is only opened (NEW is streamed later).
 
-    `annotations` (`lockcheck.kernel.annotations.AnnotationOptions`) annotates a
+    `annotations` (`lockcheck.kernel.per_boot.AnnotationOptions`) annotates a
     trace side's captures as `check` does.
     """
     if is_graph_file(spec):

@@ -97,7 +97,7 @@ def map_shards(options: Any, shards: Sequence[Shard], sink: Optional[Callable[[l
 
 
 def _annotation_options(options: Any):
-    from lockcheck.kernel.annotations import AnnotationOptions
+    from lockcheck.kernel.per_boot import AnnotationOptions
 
     return AnnotationOptions(options.lockdep_state, options.annotations, options.builtin_annotations)
 
