@@ -128,3 +128,16 @@ def test_every_wing_folder_is_shipped() -> None:
     listed = set(re.findall(r'"(lockcheck(?:\.[a-z_]+)*)"', text.split("[tool.setuptools]")[1].split("\n[")[0]))
     folders = {".".join(p.parent.relative_to(ROOT).parts) for p in PACKAGE.rglob("__init__.py")}
     assert folders <= listed, f"folders missing from pyproject's packages: {sorted(folders - listed)}"
+
+
+def test_the_architecture_page_names_modules_that_exist() -> None:
+    """docs/architecture.md names the modules of each wing: each must exist (a rename that
+    forgets the page fails here), and each wing folder must be on the page."""
+    text = (ROOT / "docs" / "architecture.md").read_text(encoding="utf-8")
+    files = {path.name for path in PACKAGE.rglob("*.py")} | {path.name for path in PACKAGE.rglob("*.c")} \
+        | {path.name for path in (ROOT / "grammars").glob("*.lark")} | {path.name for path in (ROOT / "tests").glob("*.py")}
+    named = set(re.findall(r"([a-z_]+\.(?:py|c|lark))\b", text))
+    assert named and not named - files, f"named on the page but not in the package: {sorted(named - files)}"
+    wings = {path.parent.name for path in PACKAGE.glob("*/__init__.py")}
+    missing = sorted(w for w in wings if f"`{w}/`" not in text)
+    assert not missing, f"wings the page does not show: {missing}"
