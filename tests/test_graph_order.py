@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from lockcheck.lockdep import graph as graph_module
+from lockcheck.lockdep import topo_order as graph_module
 from lockcheck.lockdep.checker import Checker
 from lockcheck.lockdep.findings import Evidence
 from lockcheck.lockdep.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph

@@ -28,7 +28,6 @@ OVERSIZED = {
     "lockcheck.readers.lt": 665,
     "lockcheck.python.recorder": 635,
     "lockcheck.commands.diff": 618,
-    "lockcheck.lockdep.graph": 603,
 }
 
 #: the import circle left to break (the live-Python wing's reports and waits)

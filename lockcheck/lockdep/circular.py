@@ -8,7 +8,8 @@ from __future__ import annotations
 from collections import deque
 from typing import Optional
 
-from lockcheck.lockdep.graph import DEP_E_MASK, DEP_N_MASK, _only_self
+from lockcheck.lockdep.graph import DEP_E_MASK, DEP_N_MASK
+from lockcheck.lockdep.topo_order import _only_self
 from lockcheck.lockdep.tasks import HeldLock
 
 
