@@ -161,7 +161,7 @@ def test_replaying_a_graph_sets_each_usage_bit_alone() -> None:
     """A class the kernel saw hardirq-unsafe and softirq-safe (`{+.-.}`, a timer taken in a
     softirq with hardirqs on) replays without an inconsistent lock state."""
     from lockcheck.lockdep.checker import Checker
-    from lockcheck.commands.diff import replay_events
+    from lockcheck.store.replay import replay_events
     from lockcheck.lockdep.findings import Evidence
     from lockcheck.lockdep.graph import DepGraph
     from lockcheck.lockdep.usage import ENABLED_HARDIRQ, USED, USED_IN_SOFTIRQ

@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from lockcheck.commands.cli import main
-from lockcheck.commands.diff import Side, diff_graphs, replay_events
+from lockcheck.commands.diff import Side, diff_graphs
+from lockcheck.store.replay import replay_events
 from lockcheck.lockdep.findings import Evidence
 from lockcheck.lockdep.graph import DEP_EN, DEP_SR, DepGraph
 from lockcheck.store.graphfile import load_graph

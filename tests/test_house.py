@@ -27,7 +27,6 @@ OVERSIZED = {
     "lockcheck.engine.fast_capture": 723,
     "lockcheck.readers.lt": 665,
     "lockcheck.python.recorder": 635,
-    "lockcheck.commands.diff": 618,
 }
 
 #: the import circle left to break (the live-Python wing's reports and waits)
