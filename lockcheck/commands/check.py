@@ -50,6 +50,8 @@ class SessionOptions:
     jobs: int = 1
     #: `--dask ADDRESS`: the same split, on the Dask cluster whose scheduler is at ADDRESS
     dask: Optional[str] = None
+    #: `--dask-timeout SECONDS`: how long the scheduler may take to answer (None: `jobs.cluster.DASK_TIMEOUT`)
+    dask_timeout: Optional[float] = None
 
 
 class CheckSession:
@@ -255,7 +257,7 @@ class CheckSession:
         address = self.options.dask
         workers = self.options.jobs
         if address:
-            workers = max(workers, jobs.dask_workers(address))
+            workers = max(workers, jobs.dask_workers(address, self.options.dask_timeout))
         groups = jobs.plan(paths, sizes, workers)
         opened = lambda name, module: self._opened(checker, name, module)  # noqa: E731
         counts: dict = {}

@@ -199,6 +199,17 @@ def _jobs(text: str) -> int:
     return value
 
 
+def _seconds(text: str) -> float:
+    """`--dask-timeout`: a positive, finite number of seconds."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 < value < 1e6):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds (more than 0)")
+    return value
+
+
 def _add_jobs_args(parser: argparse.ArgumentParser) -> None:
     """Where the checking runs: this process, N processes, or a Dask cluster (same findings)."""
     parser.add_argument("--jobs", "-j", type=_jobs, default=1, metavar="N",
@@ -207,6 +218,8 @@ def _add_jobs_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dask", metavar="ADDRESS",
                         help="check on the Dask cluster whose scheduler is at ADDRESS (tcp://host:8786); "
                              "needs pylockdep[dask] and the traces at the same paths on its workers")
+    parser.add_argument("--dask-timeout", type=_seconds, default=None, metavar="SECONDS",
+                        help="how long to wait for the Dask scheduler to answer (default 5)")
 
 
 def _add_input_args(parser: argparse.ArgumentParser, traces_required: bool = True) -> None:
@@ -240,6 +253,7 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
             return int(done.code or 0)
         if args.command is None:
             raise UsageError(f"lockcheck: a command is required ({', '.join(COMMANDS)}); see lockcheck --help")
+        _settle_workers(args, stderr)
         status = COMMANDS[args.command](args, out, stderr)
         out.flush()  # a full or closed stdout fails here when the report fit in the buffer
         return status
@@ -314,6 +328,21 @@ def _print_error(line: str, stderr: TextIO) -> None:
         pass
 
 
+def _settle_workers(args: argparse.Namespace, stderr: TextIO) -> None:
+    """`--jobs` clamped to what the machine can run (with a note), `--dask` checked as an address
+    before anything is read (an empty one is an error, not "no cluster")."""
+    from lockcheck.util.pool import clamp_jobs
+
+    if getattr(args, "jobs", 1) > 1:
+        args.jobs, note = clamp_jobs(args.jobs)
+        if note:
+            _print_error(f"lockcheck: note: {note}", stderr)
+    if getattr(args, "dask", None) is not None:
+        from lockcheck.jobs.cluster import check_address
+
+        check_address(args.dask)
+
+
 def _session_options(args: argparse.Namespace, **extra) -> SessionOptions:
     """The options `check` and `graph` share, plus the command's own."""
     return SessionOptions(
@@ -330,6 +359,7 @@ def _session_options(args: argparse.Namespace, **extra) -> SessionOptions:
         builtin_annotations=not args.no_builtin_annotations,
         jobs=args.jobs,
         dask=args.dask,
+        dask_timeout=args.dask_timeout,
         **extra,
     )
 

@@ -56,6 +56,35 @@ def _unwrap(result: tuple) -> Any:
     raise RuntimeError(f"worker process failed: {value}")
 
 
+def machine_limit() -> int:
+    """How many worker processes this machine can usefully run at once: four per CPU this
+    process may use (at least 8), and no more than its open-file limit leaves room for (each
+    worker costs a few descriptors: its pipes and its sentinel)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    limit = max(8, 4 * cpus)
+    try:
+        import resource
+
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY:
+            limit = min(limit, max(1, (soft - 64) // 8))
+    except (ImportError, OSError, ValueError):
+        pass
+    return limit
+
+
+def clamp_jobs(requested: int) -> tuple[int, str]:
+    """`--jobs N` as this machine can run it: `(processes, note)`, the note empty when N fits."""
+    limit = machine_limit()
+    if requested <= limit:
+        return requested, ""
+    return limit, (f"--jobs {requested}: this machine runs at most {limit} worker processes usefully "
+                   f"(its CPUs and open-file limit); using {limit} (the findings are the same)")
+
+
 def usable(workers: int, items: int) -> int:
     """How many processes to start for `items` inputs asked to run in `workers` (0: stay in-process)."""
     if workers < 2 or items < 2 or "fork" not in multiprocessing.get_all_start_methods():
