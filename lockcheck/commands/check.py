@@ -98,6 +98,7 @@ class CheckSession:
         )
         if self.options.quiet:
             summary.notes = []
+            summary.quiet = True
         renderer.render(findings, summary, out)
         if self.options.save_graph:
             from lockcheck.store.graphfile import save_graph

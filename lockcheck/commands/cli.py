@@ -16,7 +16,7 @@ import shlex
 import signal
 import sys
 import textwrap
-from typing import Iterator, Optional, Sequence, TextIO
+from typing import Callable, Iterator, Optional, Sequence, TextIO
 
 from lockcheck.util.version import __version__
 from lockcheck.errors import LockcheckError, UsageError
@@ -158,8 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
                          help="perform it (as root): set up, run the workload, stop, collect into -o DIR, clean up")
     capture.add_argument("--output", "-o", metavar="DIR", help="the boot directory to write (`lockcheck check DIR`)")
     capture.add_argument("--arch", default=None, help="argument registers: x86_64 or arm64 (default: this machine)")
-    capture.add_argument("--buffer-kb", type=int, default=None, metavar="KB", help="per-CPU ring buffer (65536)")
-    capture.add_argument("--name-offset", type=int, default=None, metavar="N",
+    capture.add_argument("--buffer-kb", type=_whole(1, 1 << 24, "a buffer size in KB"), default=None, metavar="KB",
+                         help="per-CPU ring buffer (65536)")
+    capture.add_argument("--name-offset", type=_whole(0, 4096, "a byte offset"), default=None, metavar="N",
                          help="offset of `name` in struct lockdep_map (24 on 64-bit kernels)")
     capture.add_argument("--no-kprobe", action="store_true", help="lock tracepoints only, no kprobe on lock_acquire")
     capture.add_argument("--duration", type=float, default=10.0, metavar="SECONDS",
@@ -197,6 +198,16 @@ def _jobs(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r} is not a number of processes (1 or more)")
     return value
+
+
+def _whole(low: int, high: int, what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from `low` to `high` (ASCII digits), said as `what` when not."""
+    def parse(text: str) -> int:
+        digits = text[1:] if text[:1] in "+-" else text
+        if not (digits.isascii() and digits.isdigit() and len(digits) <= 12) or not low <= int(text) <= high:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} ({low} to {high})")
+        return int(text)
+    return parse
 
 
 def _seconds(text: str) -> float:

@@ -41,6 +41,8 @@ class Summary:
     errors: list[str] = field(default_factory=list)
     #: where the annotations of captured acquisitions came from (`Annotators.source_counts`): {} if none
     annotations: dict[str, int] = field(default_factory=dict)
+    #: `--quiet`: the findings only, no summary line and no notes (the JSON document keeps both)
+    quiet: bool = False
 
 
 class _Renderers(Mapping):

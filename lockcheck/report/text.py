@@ -182,6 +182,8 @@ def render(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
     pr = _Out(out)
     for finding in findings:
         print_finding(finding, summary, out)
+    if summary.quiet:
+        return
     if findings:
         pr("")
     print_summary(findings, summary, out)

@@ -1,4 +1,4 @@
-"""`--dask` and `--jobs` given values that cannot work: one line and exit status 2 within
+"""Options given values that cannot work (`--dask`, `--jobs`, capture sizes): one line and exit status 2 within
 seconds, or the run clamped with a note -- never a traceback, a hang or thousands of processes.
 """
 
@@ -108,3 +108,19 @@ def test_jobs_beyond_the_machine_are_clamped_with_a_note(trace: str) -> None:
     assert "note: --jobs 10000: this machine runs at most" in err
     status, _, err = cli("check", "--jobs", "2", trace)
     assert status == 1 and "note:" not in err
+
+
+def test_quiet_prints_the_findings_only(trace: str, tmp_path: Path) -> None:
+    status, out, _ = cli("check", "--quiet", trace)
+    assert status == 1 and "possible circular locking dependency detected" in out
+    assert "lockcheck:" not in out  # no summary line, no notes
+    clean = tmp_path / "clean.lt"
+    clean.write_text("T1 acquire A\nT1 release A\n")
+    assert cli("check", "--quiet", str(clean)) == (0, "", "")
+
+
+@pytest.mark.parametrize("option, value", [("--buffer-kb", "-1"), ("--buffer-kb", "0"), ("--buffer-kb", "²"),
+                                           ("--name-offset", "-8"), ("--name-offset", "99999")])
+def test_capture_sizes_are_checked(option: str, value: str) -> None:
+    status, out, err = cli("capture", option, value)
+    assert status == 2 and "is not a" in err
