@@ -24,7 +24,8 @@ from lockcheck.kernel.annotation_file import BUILTIN_RULES, AnnotationRules
 from lockcheck.kernel.annotations import Annotator
 from lockcheck.kernel.per_boot import AnnotationOptions
 from lockcheck.lockdep.findings import Evidence
-from lockcheck.lockdep.graph import DEP_EN, DepGraph, _topological_sort
+from lockcheck.lockdep.graph import DEP_EN, DepGraph
+from lockcheck.lockdep.topo_order import _topological_sort
 
 ROOT = Path(__file__).resolve().parent.parent
 ABBA = ROOT / "traces" / "abba.lt"
