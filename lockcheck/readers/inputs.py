@@ -185,6 +185,11 @@ def head_lines(path: str, count: int = HEAD_LINES) -> list[str]:
                 head.append(line)
                 if len(head) >= count:
                     break
+    except TraceError:
+        if not head:
+            raise
+        # a bad line after good ones: the file is judged by the lines before it, and reading it
+        # reports what they hold and then the bad line's error (the contract)
     finally:
         lines.close()  # type: ignore[attr-defined]
     return head

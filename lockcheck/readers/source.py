@@ -299,11 +299,19 @@ def _blocks(stream: BinaryIO, name: str, close: Callable[[], None], want_bytes: 
                 lineno += blanks
                 yield repeat("", blanks)
                 continue
-            lines = _decode_block(chunk, name, lineno)
+            lines, error = _decode_block(chunk, name, lineno)
             lineno += len(lines)
             yield lines
+            if error is not None:
+                raise error
         if carry:
-            yield (carry,) if lines_read is not None and _plain_block(carry) else _decode_block(carry, name, lineno)
+            if lines_read is not None and _plain_block(carry):
+                yield (carry,)
+            else:
+                lines, error = _decode_block(carry, name, lineno)
+                yield lines
+                if error is not None:
+                    raise error
     finally:
         close()
 
@@ -314,14 +322,20 @@ def _plain_block(chunk: bytes) -> bool:
     return len(chunk) < MAX_LINE and chunk.isascii() and b"\x00" not in chunk
 
 
-def _decode_block(chunk: bytes, name: str, lineno: int) -> list[str]:
-    """The lines of `chunk` (whole lines joined by `\n`, the last without it), decoded."""
+def _decode_block(chunk: bytes, name: str, lineno: int) -> tuple[list[str], Optional[TraceError]]:
+    """The lines of `chunk` (whole lines joined by `\n`, the last without it), decoded, and the
+    error of its first bad line, if any.
+
+    A block with a bad line gives the lines before it and that line's error:
+    everything before a bad line takes effect and is reported (the contract),
+    so the caller yields the good lines first and raises after them.
+    """
     if b"\x00" in chunk:
-        _raise_line_error(chunk, name, lineno)
+        return _lines_before_error(chunk, name, lineno)
     try:
         text = chunk.decode("utf-8")
     except UnicodeDecodeError:
-        _raise_line_error(chunk, name, lineno)
+        return _lines_before_error(chunk, name, lineno)
     if "\r" in text:
         text = text.replace("\r\n", "\n")
         if text.endswith("\r"):
@@ -332,8 +346,8 @@ def _decode_block(chunk: bytes, name: str, lineno: int) -> list[str]:
     if len(chunk) >= MAX_LINE and max(map(len, lines)) >= MAX_LINE:
         for i, line in enumerate(lines):
             if len(line) >= MAX_LINE:
-                raise _too_long(name, lineno + i + 1, line.encode("utf-8"))
-    return lines
+                return lines[:i], _too_long(name, lineno + i + 1, line.encode("utf-8"))
+    return lines, None
 
 
 def _too_long(name: str, lineno: int, start: bytes) -> TraceError:
@@ -347,10 +361,14 @@ def _column_after(partial: bytes) -> int:
     return len(partial.decode("utf-8", "replace")) + 1
 
 
-def _raise_line_error(chunk: bytes, name: str, lineno: int) -> None:
-    """Find the first bad line of a block and raise its TraceError."""
+def _lines_before_error(chunk: bytes, name: str, lineno: int) -> tuple[list[str], TraceError]:
+    """The decoded lines of a block before its first bad line, and that line's error."""
+    good: list[str] = []
     for i, raw in enumerate(chunk.split(b"\n"), lineno + 1):
-        _decode(raw, name, i)
+        try:
+            good.append(_decode(raw[:-1] if raw.endswith(b"\r") else raw, name, i))
+        except TraceError as err:
+            return good, err
     raise AssertionError("a block failed to decode but none of its lines did")  # pragma: no cover
 
 
