@@ -83,7 +83,11 @@ def open_lines(path: str, positions: Optional[list] = None) -> tuple[str, Iterat
 def _open_binary(path: str, name: str) -> BinaryIO:
     """The raw byte stream of `path`; OSErrors become `FILE: strerror`."""
     if path == STDIN:
-        return sys.stdin.buffer
+        stdin = sys.stdin  # None when the shell closed it (`<&-`)
+        buffer = getattr(stdin, "buffer", None) if stdin is not None else None
+        if buffer is None:
+            raise TraceError(name, None, None, "standard input is closed")
+        return buffer
     try:
         return open(path, "rb")
     except OSError as err:
@@ -114,7 +118,7 @@ def _decompressed(raw: BinaryIO, name: str) -> BinaryIO:
 def _rewound(raw: BinaryIO, size: int) -> bool:
     """Whether `raw`, a file we opened, went back over the `size` bytes just read (a pipe cannot:
     its magic bytes are replayed by `_Prefixed` instead; standard input is never rewound)."""
-    if raw is sys.stdin.buffer:
+    if raw is getattr(sys.stdin, "buffer", None):
         return False
     try:
         if not raw.seekable():
