@@ -95,7 +95,9 @@ def save_graph(graph: DepGraph, path: str, findings: Iterable[Finding] = (), fmt
     else:
         write_dot(graph, buf, findings)
     if path == "-":
-        stdout_stream(stdout if stdout is not None else sys.stdout).write(buf.getvalue())
+        out = stdout_stream(stdout if stdout is not None else sys.stdout)
+        out.write(buf.getvalue())
+        out.flush()  # a closed pipe fails here, before anything says the graph was written
         return
     write_file(path, buf.getvalue())  # atomic: the old graph survives a full disk or a kill
 
