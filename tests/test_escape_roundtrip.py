@@ -15,7 +15,7 @@ import json
 import re
 import xml.dom.minidom
 
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from lockcheck.commands.cli import main
 from lockcheck.store.graphfile import graph_from_graphml, graph_to_graphml, write_dot
