@@ -265,6 +265,7 @@ def main(argv: Optional[Sequence[str]] = None, stdout: Optional[TextIO] = None,
         if args.command is None:
             raise UsageError(f"lockcheck: a command is required ({', '.join(COMMANDS)}); see lockcheck --help")
         _settle_workers(args, stderr)
+        refuse_outputs_over_inputs(args)
         status = COMMANDS[args.command](args, out, stderr)
         out.flush()  # a full or closed stdout fails here when the report fit in the buffer
         return status
@@ -415,6 +416,23 @@ def cmd_convert(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int
     for note in notes:
         print(wrap_note("lockcheck: note: ", note), file=stderr)
     return EXIT_CLEAN
+
+
+#: every option that names a file (or directory) lockcheck writes, for any command
+OUTPUT_OPTIONS = ("output", "save_graph", "plot")
+
+
+def refuse_outputs_over_inputs(args: argparse.Namespace) -> None:
+    """A UsageError, before anything is read, when any output option names one of the inputs.
+
+    One check for every output option of every command (`stat --plot F F`
+    once replaced the trace F with a chart), instead of one per option.
+    """
+    inputs = _inputs(args)
+    for name in OUTPUT_OPTIONS:
+        value = getattr(args, name, None)
+        if isinstance(value, str):
+            refuse_inputs(value, inputs)
 
 
 def _inputs(args: argparse.Namespace) -> list[str]:

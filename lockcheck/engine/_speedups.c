@@ -1403,6 +1403,14 @@ static PyObject *numbered(LineFilter *self, PyObject *line) {
     return pair;
 }
 
+/* Whether a line (ASCII, without its line ending) holds only blanks, tabs and carriage returns:
+ * a blank line, skipped here (the grammar skips it too, at a thousand times the cost). */
+static inline int blank_line(const char *data, Py_ssize_t n) {
+    while (n && (data[n - 1] == ' ' || data[n - 1] == '\t' || data[n - 1] == '\r'))
+        n--;
+    return n == 0;
+}
+
 /* Whether a line (ASCII, without its line ending, `n` > 0) may be one the filter applies. */
 static inline int may_apply(const char *data, Py_ssize_t n) {
     return data[0] != '#' && memchr(data, '"', (size_t)n) == NULL && memchr(data, '\t', (size_t)n) == NULL;
@@ -1427,9 +1435,7 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
         len--;
     Py_ssize_t n = len;
     if (!self->passthrough && (self->tick < 0 || (self->lineno & self->tick) != 0)) {
-        while (n && data[n - 1] == '\r')
-            n--;
-        if (n == 0)
+        if (blank_line(data, n))
             return 0; /* a blank line */
         if (may_apply(data, n)) {
             /* the line's bytes stay valid while it is applied: the block is referenced here */
@@ -1472,7 +1478,7 @@ static PyObject *LineFilter_next(LineFilter *self) {
             Py_ssize_t n = PyUnicode_GET_LENGTH(line);
             while (n && (data[n - 1] == '\n' || data[n - 1] == '\r'))
                 n--;
-            if (n == 0) {
+            if (blank_line(data, n)) {
                 Py_DECREF(line);
                 continue; /* a blank line */
             }

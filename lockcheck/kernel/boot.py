@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from lockcheck.errors import TraceError
+from lockcheck.util import numbers
 from lockcheck.kernel.bootfiles import ProbeProfile, parse_kprobe_profile
 
 
@@ -54,10 +55,10 @@ class Boot:
         for path in state:
             if os.path.basename(path).startswith(PROFILE_FILES):
                 lines = _all_lines(path)
-                probes = parse_kprobe_profile(lines)
+                probes = parse_kprobe_profile(lines, path)
                 if probes:
                     boot.probes, boot.probe_file = probes, path
-                boot.losses = ring_buffer_losses(lines)
+                boot.losses = ring_buffer_losses(lines, path)
             else:
                 boot.state_files.append(path)
         return boot
@@ -79,7 +80,7 @@ class Boot:
         return out
 
 
-def ring_buffer_losses(lines: list[str]) -> list[tuple[str, int, int]]:
+def ring_buffer_losses(lines: list[str], file: str = "<meta.txt>") -> list[tuple[str, int, int]]:
     """(cpu, overrun, dropped events) of each `--- per_cpu/cpuN/stats` section of a meta.txt that lost any.
 
     >>> ring_buffer_losses(["--- per_cpu/cpu1/stats", "entries: 5", "overrun: 7", "dropped events: 0"])
@@ -87,15 +88,16 @@ def ring_buffer_losses(lines: list[str]) -> list[tuple[str, int, int]]:
     """
     found: dict[str, list[int]] = {}
     cpu = None
-    for line in lines:
+    for lineno, line in enumerate(lines, 1):
         if line.startswith("--- "):
             parts = line[4:].split("/")
             cpu = parts[1] if len(parts) == 3 and parts[0] == "per_cpu" and parts[2] == "stats" else None
         elif cpu is not None:
             name, _, value = line.partition(":")
             value = value.strip()
-            if name.strip() in ("overrun", "dropped events") and value.isdigit():
-                found.setdefault(cpu, [0, 0])[name.strip() == "dropped events"] = int(value)
+            if name.strip() in ("overrun", "dropped events") and numbers.looks_numeric(value):
+                count = numbers.count(value, file, lineno, numbers.column_of(line, value, len(name) + 1), name.strip())
+                found.setdefault(cpu, [0, 0])[name.strip() == "dropped events"] = count
     return [(cpu, overrun, dropped) for cpu, (overrun, dropped) in found.items() if overrun or dropped]
 
 

@@ -30,8 +30,10 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
+from lockcheck.util import numbers
+
 #: a dmesg line's `[    4.841479]` stamp and optional `[  T123]` caller id
-_STAMP = re.compile(r"^\s*\[\s*(\d+\.\d+)\]\s?(?:\[\s*[TC]\d+\]\s?)?")
+_STAMP = re.compile(r"^\s*\[\s*([0-9]+\.[0-9]+)\]\s?(?:\[\s*[TC][0-9]+\]\s?)?", re.ASCII)
 
 #: banners of lockdep reports after which lockdep is off (each calls debug_locks_off());
 #: "WARNING: suspicious RCU usage" is not among them: lockdep_rcu_suspicious() leaves it on
@@ -54,7 +56,7 @@ _BANNER = re.compile(
     r"|(DEBUG_LOCKS_WARN_ON\(.*\))"
 )
 #: `comm/pid is trying to acquire lock:`, `comm/pid [HC0[0]:...] takes:`, ...
-_TASK = re.compile(r"^(.+)/(\d+)(?: |:|$)")
+_TASK = re.compile(r"^(.+)/([0-9]+)(?: |:|$)")
 #: `ffff888003a0c0a8 (&x->lock){+.+.}-{3:3}, at: ...` or `... release lock (&x->lock) at:`
 _LOCK = re.compile(r"^\s*(?:[0-9a-f]{8,}\s+)?\((.+)\)\{[^}]*\}|lock \((.+)\) at:")
 #: how many lines after the banner may name the task and the lock
@@ -82,12 +84,13 @@ class KernelReport:
         return f"{self.comm}/{self.pid}" if self.comm is not None else None
 
 
-def strip_stamp(line: str) -> tuple[Optional[float], str]:
+def strip_stamp(line: str, file: str = "<dmesg>", lineno: Optional[int] = None) -> tuple[Optional[float], str]:
     """(timestamp, text) of a dmesg line; None when it has no `[ seconds]` stamp."""
     match = _STAMP.match(line)
     if match is None:
         return None, line.strip()
-    return float(match.group(1)), line[match.end():].strip()
+    return (numbers.seconds(match.group(1), file, lineno, match.start(1) + 1, "timestamp"),
+            line[match.end():].strip())
 
 
 @dataclass(frozen=True)
@@ -133,7 +136,7 @@ def find_report(lines: Iterable[str], file: str = "<dmesg>") -> Optional[KernelR
     found: Optional[dict] = None
     seen = 0
     for lineno, raw in enumerate(lines, 1):
-        ts, text = strip_stamp(raw)
+        ts, text = strip_stamp(raw, file, lineno)
         if found is None:
             match = _BANNER.search(text)
             if match is None:
@@ -144,7 +147,8 @@ def find_report(lines: Iterable[str], file: str = "<dmesg>") -> Optional[KernelR
         if "comm" not in found:
             task = _TASK.match(text)
             if task is not None and not text.startswith(("-", "=")):
-                found["comm"], found["pid"] = task.group(1), int(task.group(2))
+                found["comm"] = task.group(1)
+                found["pid"] = numbers.count(task.group(2), file, lineno, None, "pid")
         lock = _LOCK.search(text)
         if lock is not None:
             found["lock"] = lock.group(1) or lock.group(2)
@@ -178,18 +182,19 @@ def looks_like_kernel_log(lines: list[str]) -> bool:
 STATS_FIRST_FIELD = "lock-classes"
 
 
-def parse_stats(lines: Iterable[str]) -> dict[str, int]:
+def parse_stats(lines: Iterable[str], file: str = "<lockdep_stats>") -> dict[str, int]:
     """`/proc/lockdep_stats` as {field: value}: ` lock-classes:  392 [max: 8192]` -> 392.
 
     >>> parse_stats([" lock-classes:     392 [max: 8192]", " debug_locks:  0"])
     {'lock-classes': 392, 'debug_locks': 0}
     """
     stats: dict[str, int] = {}
-    for line in lines:
+    for lineno, line in enumerate(lines, 1):
         name, sep, rest = line.partition(":")
         value = rest.split()
-        if sep and value and value[0].isdigit():
-            stats[name.strip()] = int(value[0])
+        if sep and value and numbers.looks_numeric(value[0]):
+            col = numbers.column_of(line, value[0], len(name) + 1)
+            stats[name.strip()] = numbers.count(value[0], file, lineno, col, name.strip())
     return stats
 
 
@@ -210,7 +215,7 @@ class ProbeProfile:
     misses: int
 
 
-def parse_kprobe_profile(lines: Iterable[str]) -> list[ProbeProfile]:
+def parse_kprobe_profile(lines: Iterable[str], file: str = "<kprobe_profile>") -> list[ProbeProfile]:
     """The probes of a kprobe_profile: its own file, or the `--- kprobe_profile` section of a meta.txt.
 
     The kernel prints `"  %-44s %15lu %15lu\\n"` (event name, hits, missed
@@ -220,18 +225,21 @@ def parse_kprobe_profile(lines: Iterable[str]) -> list[ProbeProfile]:
     >>> parse_kprobe_profile(["  lock_acquire_args     1000     3"])
     [ProbeProfile(event='lock_acquire_args', hits=1000, misses=3)]
     """
-    lines = list(lines)
-    if any(line.startswith("--- ") for line in lines):
+    numbered = list(enumerate(lines, 1))
+    if any(line.startswith("--- ") for _, line in numbered):
         section, inside = [], False
-        for line in lines:
+        for lineno, line in numbered:
             if line.startswith("--- "):
                 inside = line.split()[1:2] == ["kprobe_profile"]
             elif inside:
-                section.append(line)
-        lines = section
+                section.append((lineno, line))
+        numbered = section
     found = []
-    for line in lines:
+    for lineno, line in numbered:
         parts = line.split()
-        if len(parts) == 3 and parts[1].isdigit() and parts[2].isdigit():
-            found.append(ProbeProfile(parts[0], int(parts[1]), int(parts[2])))
+        if len(parts) == 3 and numbers.looks_numeric(parts[1]) and numbers.looks_numeric(parts[2]):
+            hits = numbers.count(parts[1], file, lineno, numbers.column_of(line, parts[1], len(parts[0])), "hits")
+            end = line.find(parts[1], len(parts[0])) + len(parts[1])
+            misses = numbers.count(parts[2], file, lineno, numbers.column_of(line, parts[2], end), "missed hits")
+            found.append(ProbeProfile(parts[0], hits, misses))
     return found

@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Union
 
 from lockcheck.errors import TraceError
 from lockcheck.util.grammar import grammar_text
+from lockcheck.util import numbers
 
 if TYPE_CHECKING:
     from lockcheck.kernel.bootfiles import KernelReport
@@ -202,7 +203,7 @@ def parse_lockdep(lines: Iterable[str], file: str = "<lockdep>") -> Iterator[Uni
             if values["TITLE"][0] != LOCKDEP_TITLE:
                 raise TraceError(file, lineno, 1, "this is /proc/lockdep_chains, not /proc/lockdep", source=line)
         elif rule == "class_line":
-            ints = [int(v) for v in values["INT"]]
+            ints = [numbers.count(v, file, lineno, numbers.column_of(line, v), "number") for v in values["INT"]]
             ops = ints.pop(0) if len(ints) == 3 else None
             current = LockClass(values["KEY"][0], values["NAME"][0], ints[0], ints[1], values["USAGE"][0], ops,
                                 file, lineno)
@@ -231,7 +232,8 @@ def parse_chains(lines: Iterable[str], file: str = "<lockdep_chains>") -> Iterat
             if context is not None:
                 yield Chain(context, tuple(classes), file, start)
             text = values["CONTEXT"][0]
-            context = int(text) if text.isdigit() else sum(_CONTEXT_BITS[part] for part in text.split("|"))
+            context = (numbers.count(text, file, lineno, numbers.column_of(line, text), "irq_context")
+                       if numbers.looks_numeric(text) else sum(_CONTEXT_BITS[part] for part in text.split("|")))
             start, classes = lineno, []
         elif rule == "chain_entry":
             if context is None:
@@ -295,7 +297,7 @@ def read_into(state: LockdepState, display: str, lines: Iterator[str]) -> Lockde
     elif kind == "stats":
         from lockcheck.kernel.bootfiles import parse_stats
 
-        state.stats.update(parse_stats(lines))
+        state.stats.update(parse_stats(lines, display))
         state.stats_file = display
         return state
     elif kind == "log":

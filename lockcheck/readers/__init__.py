@@ -285,18 +285,31 @@ def _peek(lines: Iterator[str]) -> tuple[list[str], Iterator[str]]:
     head: list[str] = []
     blanks_before: list[int] = []  # blank lines before each line of `head`
     blank = 0
-    for seen, line in enumerate(lines, 1):
-        if line.strip(" \t"):
-            head.append(line)
-            blanks_before.append(blank)
-            blank = 0
-            if len(head) >= SNIFF_LINES:
+    try:
+        for seen, line in enumerate(lines, 1):
+            if line.strip(" \t"):
+                head.append(line)
+                blanks_before.append(blank)
+                blank = 0
+                if len(head) >= SNIFF_LINES:
+                    break
+            else:
+                blank += 1
+            if seen >= SNIFF_MAX_LINES:
                 break
-        else:
-            blank += 1
-        if seen >= SNIFF_MAX_LINES:
-            break
+    except TraceError as err:
+        if not head:
+            raise
+        # a bad line among the first: the lines before it are read (and reported) first, then
+        # its error is raised, as for a bad line anywhere else
+        return head, _Peeked.of(_replay(head, blanks_before, blank), _raising(err))
     return head, _Peeked.of(_replay(head, blanks_before, blank), lines)
+
+
+def _raising(err: TraceError) -> Iterator[str]:
+    """No lines, then `err`: the rest of an input whose reading already failed there."""
+    raise err
+    yield  # pragma: no cover  (a generator)
 
 
 class _Peeked(itertools.chain):

@@ -565,8 +565,8 @@ def parse(lines: Iterable[str], file: str = "<trace>", fields: bool = False) -> 
     scan = scan_fast
     for lineno, line in enumerate(lines, 1):
         line = line.rstrip("\r\n")
-        if not line:
-            continue
+        if not line or (line[0] in " \t" and not line.strip(" \t")):
+            continue  # blank, or blanks and tabs only (the grammar's answer, at a thousand times the cost)
         if line[0] == "#":
             if not line.startswith(_DIRECTIVE_MARKS):
                 continue

@@ -182,11 +182,8 @@ def render(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
     pr = _Out(out)
     for finding in findings:
         print_finding(finding, summary, out)
-    if summary.quiet:
-        return
-    if findings:
-        pr("")
-    print_summary(findings, summary, out)
+    if not summary.quiet:
+        print_summary(findings, summary, out, blank_first=bool(findings))
 
 
 def print_finding(finding: Finding, summary: "Summary", out: TextIO) -> None:
@@ -583,15 +580,15 @@ def print_generic_bug(finding: Finding, summary: "Summary", pr: _Out) -> None:
 # -- summary -----------------------------------------------------------------------
 
 
-def print_summary(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
-    """One line for the run, then `lockcheck: note: ...` lines (wrapped at 80 columns).
+def print_summary(findings: list[Finding], summary: "Summary", out: TextIO, blank_first: bool = False) -> None:
+    """One line for the run (after a blank line if `blank_first`), then `lockcheck: note: ...` lines.
 
-    `lockcheck: 2 findings (1 circular-dependency, 1 recursive-locking) in 8 events, ...`
-
-    When an input could not be read the line never says "no problems found":
-    what was read is only part of the answer (the errors follow on stderr).
+    When an input could not be read the line never says "no problems found": what was read is
+    only part of the answer (the errors follow on stderr).
     """
     pr = _Out(out)
+    if blank_first:
+        pr("")
     scope = (
         f"{count(summary.events, 'event')}, {count(summary.tasks, 'task')}, "
         f"{count(summary.classes, 'lock class', 'lock classes')}, "

@@ -66,6 +66,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
+from lockcheck.errors import TraceError
 from lockcheck.events import (
     ACQUIRE, ACQUIRED, CONTENDED, CONTENTION_BEGIN, CONTENTION_END, EXIT, FREE, LOST_EVENTS, RELEASE, RUN, WRITE, Event,
     class_name,
@@ -151,8 +152,21 @@ class _LockObject:
         self.acquire_ip: Optional[str] = None
 
 
-def _ns(ts: Optional[float]) -> Optional[int]:
-    return None if ts is None else round(ts * 1e9)
+#: the largest time stamp in nanoseconds: the kernel's clocks are u64 nanoseconds (292 years);
+#: beyond it `ts * 1e9` may be infinite (an OverflowError in `round`) and sums lose every digit
+MAX_NS = 1 << 63
+
+
+def _ns(ev: Event) -> Optional[int]:
+    """The event's time stamp in nanoseconds, or a TraceError at its line when it is out of range."""
+    ts = ev.ts
+    if ts is None:
+        return None
+    ns = ts * 1e9
+    if not -MAX_NS < ns < MAX_NS:
+        raise TraceError(ev.file, ev.line, None, f"ts={ts!r} is out of range for statistics "
+                                                 f"(at most {MAX_NS // 10**9} s, as a kernel clock)")
+    return round(ns)
 
 
 class LockStats:
@@ -240,7 +254,7 @@ class LockStats:
         if len(held) >= MAX_LOCK_DEPTH:
             del held[0]
             self.dropped_deep += 1
-        hlock = _Held(ev, cls, _ns(ev.ts))
+        hlock = _Held(ev, cls, _ns(ev))
         held.append(hlock)
         if not ev.trylock:  # a trylock does not wait, nor take the lock over (no lock_acquired)
             obj = self._object(ev)
@@ -265,11 +279,11 @@ class LockStats:
         if hlock is None:  # waiting before its acquire: kept until the acquire comes
             if task.early is not None:
                 self._close_wait(task.early.ev.lock, task)
-            task.early = _Wait(ev, _ns(ev.ts))
+            task.early = _Wait(ev, _ns(ev))
             return
         if hlock.instance != ev.instance:
             return  # a merged (nest_lock) acquisition: the kernel skips it too
-        self._contended(hlock, ev, _ns(ev.ts))
+        self._contended(hlock, ev, _ns(ev))
 
     def lock_acquired(self, ev: Event) -> None:
         """`__lock_acquired`: the wait, if any, is over; the lock is this CPU's now."""
@@ -299,7 +313,7 @@ class LockStats:
                 self.unmatched_releases += 1
             return
         if hlock.instance == ev.instance:  # lock_release_holdtime
-            end = _ns(ev.ts)
+            end = _ns(ev)
             hold = end - hlock.hold_ts if end is not None and hlock.hold_ts is not None else 0
             stats = hlock.cls.stats
             (stats.read_holdtime if hlock.read else stats.write_holdtime).add(max(hold, 0))
@@ -316,7 +330,7 @@ class LockStats:
             # not the innermost: `reacquire_held_locks` acquires the locks above it anew, and
             # `__lock_acquire` restarts their hold clocks (holdtime_stamp = now)
             self.reacquired += len(held) - index
-            end = _ns(ev.ts)
+            end = _ns(ev)
             for above in held[index:]:
                 above.hold_ts = end
         self._forget_if_idle(ev.task, task)
@@ -342,7 +356,7 @@ class LockStats:
         obj = self._objects.get(key)
         if obj is not None and obj.cpu is not None and ev.cpu is not None and obj.cpu != ev.cpu:
             cls.tp_bounces[read] += 1
-        task.tracepoint = (_ns(ev.ts), cls, read, key)
+        task.tracepoint = (_ns(ev), cls, read, key)
 
     def contention_end(self, ev: Event) -> None:
         task = self._tasks.get(ev.task)
@@ -350,7 +364,7 @@ class LockStats:
             return
         start, cls, read, key = task.tracepoint
         task.tracepoint = None
-        end = _ns(ev.ts)
+        end = _ns(ev)
         cls.tp_wait[read].add(max(end - start, 0) if end is not None and start is not None else 0)
         self.tracepoint_waits += 1
         if key[0] is None and ev.cpu is not None:  # a lock only the tracepoints know: it is this CPU's now
@@ -379,7 +393,7 @@ class LockStats:
         hlock.taken = True
         stats = hlock.cls.stats
         if hlock.waiting:
-            now = _ns(ev.ts)
+            now = _ns(ev)
             wait = now - hlock.wait_ts if now is not None and hlock.wait_ts is not None else 0
             (stats.read_waittime if hlock.read else stats.write_waittime).add(max(wait, 0))
             hlock.waiting = False

@@ -38,7 +38,7 @@ import networkx as nx
 
 from lockcheck.util.version import __version__
 from lockcheck.errors import TraceError, UsageError
-from lockcheck.util.escape import visible
+from lockcheck.util.escape import dot_lines, dot_string, xml_text, xml_untext
 from lockcheck.util.output import stdout_stream, write_file
 from lockcheck.lockdep.findings import CIRCULAR, Evidence, Finding
 from lockcheck.lockdep.graph import DEP_NAMES, DepGraph, dep_text
@@ -50,6 +50,8 @@ from lockcheck.lockdep.usage import USED_READ, usage_str
 #: the value of the `lockcheck-graph` key: bump on an incompatible change
 SCHEMA_VERSION = 1
 FORMATS = ("json", "graphml", "dot")
+#: the graph attribute that says a GraphML file's names and strings are `xml_text`-escaped
+ESCAPE_MARK = "backslash-u"
 
 _DEP_BITS = {name: bit for bit, name in DEP_NAMES.items()}
 _USAGE_BITS = {usage_str(bit): bit for bit in range(USED_READ + 1)}
@@ -93,7 +95,9 @@ def save_graph(graph: DepGraph, path: str, findings: Iterable[Finding] = (), fmt
     else:
         write_dot(graph, buf, findings)
     if path == "-":
-        stdout_stream(stdout if stdout is not None else sys.stdout).write(buf.getvalue())
+        out = stdout_stream(stdout if stdout is not None else sys.stdout)
+        out.write(buf.getvalue())
+        out.flush()  # a closed pipe fails here, before anything says the graph was written
         return
     write_file(path, buf.getvalue())  # atomic: the old graph survives a full disk or a kill
 
@@ -260,9 +264,12 @@ def graph_to_graphml(graph: DepGraph) -> str:
     """GraphML text with every attribute flattened to a string or number."""
     flat = nx.DiGraph()
     flat.graph["lockcheck_graph"] = SCHEMA_VERSION
+    # names and strings go through xml_text (controls as `\uXXXX`, which XML cannot hold): the
+    # graph says so, and graph_from_graphml reads them back (older files have no escapes)
+    flat.graph["lockcheck_escape"] = ESCAPE_MARK
     for name, data in graph.nx.nodes(data=True):
         traces = {usage_str(bit): ev.to_json() for bit, ev in sorted((data.get("usage_traces") or {}).items())}
-        flat.add_node(name, usage=data.get("usage", 0), usage_traces=json.dumps(traces, sort_keys=True))
+        flat.add_node(xml_text(name), usage=data.get("usage", 0), usage_traces=json.dumps(traces, sort_keys=True))
     for prev, nxt, data in graph.nx.edges(data=True):
         attrs: dict[str, Any] = {"dep": data["dep"], "dep_text": dep_text(data["dep"]),
                                  "distance": data.get("distance", 1)}
@@ -275,7 +282,8 @@ def graph_to_graphml(graph: DepGraph) -> str:
                 attrs[f"{prefix}_{key}"] = json.dumps(value) if key == "stack" else value
         if data.get("origin") is not None:
             attrs["origin"] = data["origin"]
-        flat.add_edge(prev, nxt, **attrs)
+        flat.add_edge(xml_text(prev), xml_text(nxt),
+                      **{key: xml_text(value) if isinstance(value, str) else value for key, value in attrs.items()})
     buf = io.BytesIO()
     nx.write_graphml(flat, buf, encoding="utf-8")
     return buf.getvalue().decode("utf-8")
@@ -299,6 +307,8 @@ def graph_from_graphml(text: str, file: str = "<graph>") -> DepGraph:
             line, col = _offset_position(text, long_number.start()) if long_number else (1, 1)
         message = str(err).split("\n")[0].split(": value has")[0][:200] or type(err).__name__
         raise TraceError(file, line, col, f"not a GraphML graph: {message}") from None
+    if flat.graph.get("lockcheck_escape") == ESCAPE_MARK:
+        flat = _unescaped(flat)
     graph = DepGraph()
     for name, data in flat.nodes(data=True):
         try:
@@ -313,6 +323,18 @@ def graph_from_graphml(text: str, file: str = "<graph>") -> DepGraph:
             line, col = _xml_position(text, f'source="{_xml_attr(prev)}" target="{_xml_attr(nxt)}"')
             raise TraceError(file, line, col, f"edge {prev!r} -> {nxt!r}: {err}") from None
     return graph
+
+
+def _unescaped(flat: nx.DiGraph) -> nx.DiGraph:
+    """The graph `graph_to_graphml` escaped, with its names and strings as they were."""
+    plain = nx.DiGraph()
+    plain.graph.update(flat.graph)
+    for name, data in flat.nodes(data=True):
+        plain.add_node(xml_untext(name), **data)
+    for prev, nxt, data in flat.edges(data=True):
+        plain.add_edge(xml_untext(prev), xml_untext(nxt),
+                       **{key: xml_untext(value) if isinstance(value, str) else value for key, value in data.items()})
+    return plain
 
 
 def _checked_node(graph: DepGraph, name: str, data: dict) -> None:
@@ -364,7 +386,7 @@ def _xml_attr(value: str) -> str:
     """`value` as an XML attribute writes it (what to search the text for)."""
     from xml.sax.saxutils import quoteattr
 
-    return quoteattr(value)[1:-1]
+    return quoteattr(xml_text(value))[1:-1]
 
 
 def _xml_position(text: str, needle: str) -> tuple[int, int]:
@@ -404,26 +426,13 @@ def write_dot(graph: DepGraph, out: TextIO, findings: Iterable[Finding] = ()) ->
     out.write('  node [shape=box, fontname="monospace"];\n  edge [fontname="monospace", fontsize=10];\n')
     for name in graph.nx.nodes:
         style = ', color=red, penwidth=2' if name in hot_nodes else ""
-        out.write(f"  {_dot_id(name)} [label={_dot_id(name)}{style}];\n")
+        out.write(f"  {dot_string(name)} [label={dot_string(name)}{style}];\n")
     for prev, nxt, data in graph.nx.edges(data=True):
         ev: Evidence = data["evidence"]
-        label = f"{dep_text(data['dep'])}\\n{ev.location}"
-        if data.get("origin"):
-            label += f"\\n{data['origin']}"
+        lines = [dep_text(data["dep"]), ev.location] + ([data["origin"]] if data.get("origin") else [])
         style = ", color=red, penwidth=2" if (prev, nxt) in hot_edges else ""
-        out.write(f"  {_dot_id(prev)} -> {_dot_id(nxt)} [label={_dot_label(label)}{style}];\n")
+        out.write(f"  {dot_string(prev)} -> {dot_string(nxt)} [label={dot_lines(lines)}{style}];\n")
     for prev, nxt, finding in closing:
-        label = f"{finding.kind}\\n{finding.location}"
-        out.write(f"  {_dot_id(prev)} -> {_dot_id(nxt)} [label={_dot_label(label)}, color=red, "
-                  f"fontcolor=red, style=dashed, penwidth=2];\n")
+        out.write(f"  {dot_string(prev)} -> {dot_string(nxt)} [label={dot_lines([finding.kind, finding.location])}, "
+                  f"color=red, fontcolor=red, style=dashed, penwidth=2];\n")
     out.write("}\n")
-
-
-def _dot_id(name: str) -> str:
-    """A DOT quoted string (names like `&mm->mmap_sem` are not DOT identifiers), control characters shown."""
-    return '"' + visible(name).replace("\\", "\\\\").replace('"', '\\"') + '"'
-
-
-def _dot_label(text: str) -> str:
-    """A label that already holds `\\n` line breaks: quote only `"`, show control characters."""
-    return '"' + visible(text).replace('"', '\\"') + '"'

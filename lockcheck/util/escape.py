@@ -60,3 +60,71 @@ def workflow_data(text: str) -> str:
 def workflow_property(text: str) -> str:
     """A GitHub workflow command's property value (`file=`, `title=`...)."""
     return workflow_data(text).replace(":", "%3A").replace(",", "%2C")
+
+
+# -- DOT ---------------------------------------------------------------------------------
+
+
+def dot_string(text: str) -> str:
+    """`text` as a DOT quoted string (`"..."`), shown as `visible` shows it.
+
+    Inside a DOT string `\\"` is a quote, and Graphviz reads a label's
+    backslash escapes (`\\n`, `\\l`, `\\N`, `\\\\`): every backslash is
+    doubled and every quote escaped, so no name or path can close the
+    string (a crafted path once added nodes) or turn into a label escape.
+    """
+    return '"' + _dot_body(text) + '"'
+
+
+def dot_lines(parts: "list[str]") -> str:
+    """A DOT label of several lines: each part escaped as by `dot_string`, joined by `\\n`."""
+    return '"' + "\\n".join(_dot_body(part) for part in parts) + '"'
+
+
+def _dot_body(text: str) -> str:
+    return visible(text).replace("\\", "\\\\").replace('"', '\\"')
+
+
+# -- GraphML -------------------------------------------------------------------------------
+
+
+def xml_text(text: str) -> str:
+    """`text` with what XML cannot carry as itself written as a backslash escape (`xml_untext` reads it
+    back): controls (XML 1.0 forbids most of them, and an attribute value's tab, newline and carriage
+    return become spaces when read), lone surrogates, U+FFFE and U+FFFF; a backslash is doubled."""
+    if text.isprintable() and "\\" not in text:
+        return text
+    return "".join(_xml_char(ch) for ch in text)
+
+
+def _xml_char(ch: str) -> str:
+    if ch == "\\":
+        return "\\\\"
+    code = ord(ch)
+    if code < 0x20 or code == 0x7F or 0x80 <= code < 0xA0 or 0xD800 <= code < 0xE000 or code in (0xFFFE, 0xFFFF):
+        return f"\\u{code:04x}"
+    return ch
+
+
+def xml_untext(text: str) -> str:
+    """The text `xml_text` wrote: `\\\\` is a backslash, `\\uXXXX` a character; anything else as is."""
+    if "\\" not in text:
+        return text
+    out = []
+    i = 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\" and text[i + 1:i + 2] == "\\":
+            out.append("\\")
+            i += 2
+        elif ch == "\\" and text[i + 1:i + 2] == "u" and _is_hex(text[i + 2:i + 6]):
+            out.append(chr(int(text[i + 2:i + 6], 16)))
+            i += 6
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
+
+
+def _is_hex(text: str) -> bool:
+    return len(text) == 4 and all(c in "0123456789abcdefABCDEF" for c in text)
