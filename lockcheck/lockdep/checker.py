@@ -41,6 +41,7 @@ from lockcheck.lockdep.rules import INITIAL_CHAIN_KEY
 from lockcheck.lockdep.tasks import HeldLock, RecentLocks, TaskState, snapshot, task_finding, usage_needs
 from lockcheck.lockdep.usage import usage_chars
 from lockcheck.lockdep.waits import WaitContext
+from lockcheck.lockdep.setclass import Asserts, SetClass
 
 #: a held entry's class (check_deadlock's first look at the stack)
 _held_class = attrgetter("cls")
@@ -79,7 +80,7 @@ class CheckerStats:
     notes: list[str] = field(default_factory=list)
 
 
-class Checker(LockRelease, CircularSearch, WaitContext):
+class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
     """Feed events in trace order; collect findings and the dependency graph.
 
     >>> from lockcheck.events import Event
@@ -134,7 +135,13 @@ class Checker(LockRelease, CircularSearch, WaitContext):
             E.LOST_EVENTS: lambda task, ev: self._op_lost_events(ev),
         }
         self._dispatch.update(self.irq.handlers())
+        self._dispatch.update(self.set_class_handlers())
+        self._dispatch.update(self.assert_handlers())
+        # parsed, not yet applied (docs/trace-format.md says which): a note, not an error
+        for op in (E.SYNC, E.PIN, E.UNPIN, E.UNREGISTER):
+            self._dispatch[op] = self._not_applied
         self.init_class_props()
+        self._unapplied: set[str] = set()
 
     # -- public ----------------------------------------------------------
     def feed(self, ev: Event) -> Sequence[Finding]:
@@ -337,6 +344,11 @@ class Checker(LockRelease, CircularSearch, WaitContext):
         for task in self.tasks.values():
             if task.acquired_ever is None:
                 task.acquired_ever = RecentLocks()
+
+    def _not_applied(self, task: TaskState, ev: Event) -> None:
+        if ev.op not in self._unapplied:
+            self._unapplied.add(ev.op)
+            self.stats.notes.append(f"{ev.location}: '{ev.op}' is read but not checked yet: ignored")
 
     def _special(self, op: str):
         raise ValueError(f"unknown op {op!r}")
