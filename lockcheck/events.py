@@ -46,14 +46,34 @@ RUN = "run"
 #: lock's address, `lock` None, `at` the tracepoint's flags (`SPIN|MUTEX`) or return value
 CONTENTION_BEGIN = "contention-begin"
 CONTENTION_END = "contention-end"
+# -- the rest of lockdep (docs/trace-format.md, "The rest of lockdep") -----------------
+SET_CLASS = "set-class"  #: lock_set_class: the held lock takes another class (and subclass)
+SET_SUBCLASS = "set-subclass"  #: lock_set_subclass: the held lock takes another subclass
+DOWNGRADE = "downgrade"  #: lock_downgrade: the held write lock becomes a read lock
+SYNC = "sync"  #: lock_sync: validated as an acquisition, never held
+PIN = "pin"  #: lock_pin_lock
+UNPIN = "unpin"  #: lock_unpin_lock
+ASSERT_HELD = "assert-held"  #: lockdep_assert_held (_write, _read)
+ASSERT_NOT_HELD = "assert-not-held"  #: lockdep_assert_not_held
+ASSERT_IRQS_ON = "assert-irqs-on"  #: lockdep_assert_irqs_enabled
+ASSERT_IRQS_OFF = "assert-irqs-off"  #: lockdep_assert_irqs_disabled
+UNREGISTER = "unregister"  #: lockdep_unregister_key / zap_class: LOCK names a class
+TASK_EXIT = "task-exit"  #: do_exit's debug_check_no_locks_held
 
 #: ops that name a lock
 LOCK_OPS = frozenset({ACQUIRE, RELEASE, CONTENDED, ACQUIRED, FREE})
+#: ... of them, those every reader and fast path has always read (the others go to the checker)
+BASIC_LOCK_OPS = LOCK_OPS
 #: ops that change the irq state of a task
 IRQ_OPS = frozenset(
     {HARDIRQ_ENTER, HARDIRQ_EXIT, SOFTIRQ_ENTER, SOFTIRQ_EXIT, IRQS_ON, IRQS_OFF, SOFTIRQS_ON, SOFTIRQS_OFF}
 )
-ALL_OPS = LOCK_OPS | IRQ_OPS | {EXIT}
+#: the ops of "The rest of lockdep" that name a lock, and those that do not
+MORE_LOCK_OPS = frozenset({SET_CLASS, SET_SUBCLASS, DOWNGRADE, SYNC, PIN, UNPIN, ASSERT_HELD, ASSERT_NOT_HELD,
+                           UNREGISTER})
+MORE_PLAIN_OPS = frozenset({ASSERT_IRQS_ON, ASSERT_IRQS_OFF, TASK_EXIT})
+LOCK_OPS = LOCK_OPS | MORE_LOCK_OPS
+ALL_OPS = LOCK_OPS | IRQ_OPS | {EXIT} | MORE_PLAIN_OPS
 
 # -- modes: lockdep's `read` argument -------------------------------------------
 WRITE = 0  #: exclusive
@@ -79,7 +99,7 @@ class Event:
 
     __slots__ = (
         "task", "op", "lock", "instance", "mode", "trylock", "subclass", "nest",
-        "check", "at", "ts", "cpu", "file", "line", "comm", "exact",
+        "check", "at", "ts", "cpu", "file", "line", "comm", "exact", "props",
     )
 
     def __init__(
@@ -100,6 +120,7 @@ class Event:
         line: int = 0,
         comm: Optional[str] = None,
         exact: bool = False,
+        props: Optional[dict] = None,
     ) -> None:
         self.task = task
         self.op = op
@@ -117,6 +138,10 @@ class Event:
         self.line = line
         self.comm = comm
         self.exact = exact
+        #: what "The rest of lockdep" adds to an event, None when nothing (most events):
+        #: `wait` (OUTER, INNER), `type` and `cmp` of an acquisition's class, `class` of
+        #: set-class, `threaded` of hardirq-enter, `held` (mode word) of assert-held
+        self.props = props
 
     def _key(self) -> tuple:
         return tuple(getattr(self, name) for name in self.__slots__)

@@ -51,6 +51,7 @@ def test_plain_acquire_defaults():
 @pytest.mark.parametrize("op", sorted(ALL_OPS))
 def test_every_op(op):
     line = f"T1 {op} A@1" if op in lt.LOCK_OPS else f"T1 {op}"
+    line += {"set-class": " B", "set-subclass": " subclass=1"}.get(op, "")
     ev = one(line)
     assert ev.op is op
     assert ev.lock == ("A" if op in lt.LOCK_OPS else None)

@@ -114,3 +114,27 @@ def test_the_depth_limit_is_read_by_every_path(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setattr(rules, "MAX_LOCK_DEPTH", limit)
     mutated = agreed(verdicts(tmp_path, rows, monkeypatch, compiled=True))
     assert mutated == (["lock-depth-exceeded"] if limit <= 8 else [])
+
+
+# -- the wait-context rules (`rules.task_wait_context`, `rules.wait_context_checked`) ---------------
+# every path of tests/test_wait_context.py: the checker, `.lt` pure and compiled, JSON Lines, --jobs 2
+
+def test_the_threaded_hardirq_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_wait_context import agreed as same, every_path, row_trace
+
+    text = row_trace("HARDIRQ", "spin")  # a spinlock_t in a threaded hardirq: allowed
+    assert same(every_path(tmp_path, text, monkeypatch)) == []
+    # the mutation: a threaded handler is a hardirq like any other (spin)
+    original = rules.task_wait_context
+    monkeypatch.setattr(rules, "task_wait_context", lambda hard, soft, threaded: original(hard, soft, False))
+    assert same(every_path(tmp_path, text, monkeypatch)) == ["invalid-wait-context"]
+
+
+def test_the_trylock_wait_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_wait_context import agreed as same, every_path
+
+    text = "".join(f"T{n} acquire raw wait=2:2\nT{n} acquire m wait=4:4 try\nT{n} release m\nT{n} release raw\n"
+                   for n in range(3))
+    assert same(every_path(tmp_path, text, monkeypatch)) == []
+    monkeypatch.setattr(rules, "wait_context_checked", lambda inner, trylock: bool(inner))
+    assert same(every_path(tmp_path, text, monkeypatch)) == ["invalid-wait-context"]

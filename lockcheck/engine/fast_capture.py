@@ -40,7 +40,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from lockcheck.lockdep import rules
 from lockcheck.lockdep.checker import Checker
-from lockcheck.events import ACQUIRE, ACQUIRED, ALL_OPS, CONTENDED, LOST_EVENTS, RELEASE, RUN, WRITE, Event
+from lockcheck.events import ACQUIRE, ACQUIRED, ALL_OPS, CONTENDED, LOST_EVENTS, RELEASE, RUN, UNREGISTER, WRITE, Event
 from lockcheck.lockdep.tasks import HeldLock
 
 #: lines between two calls of the progress `tick` (a mask, as `hotpath.TICK`)
@@ -51,7 +51,7 @@ _CACHE_LIMIT = 1 << 16
 _HEAD_CACHE_LIMIT = 1 << 12
 
 #: the ops whose event changes the state of its own task only (others: lost events, a run's start)
-_OWN_TASK_OPS = frozenset(ALL_OPS - {LOST_EVENTS, RUN})
+_OWN_TASK_OPS = frozenset(ALL_OPS - {LOST_EVENTS, RUN, UNREGISTER})
 
 #: views of tasks kept at most: a long capture of short-lived tasks (fresh pids) would keep one per
 #: task ever seen; as many as run at a time are enough (a dropped view is built again when needed)

@@ -339,7 +339,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 if task_key in task_view:
                     continue  # another process's task (`foreign`): a view of None
                 task = tasks.get(task_key)
-                if task is not None:
+                if task is not None and not task.hardirq_threaded:  # (threaded: the checker's, `waits`)
                     view = task_view[task_key] = _view(task)
             if view is not None:
                 cut = tail.find(" ts=")  # time stamps make lines unique: the rest is looked up
@@ -504,7 +504,8 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             if ev.op is not LOST_EVENTS and ev.op is not RUN:
                 task = tasks.get(ev.task)  # its view again, at once (the compiled core only looks views up)
                 if task is not None:
-                    task_view[ev.task] = _view(task)
+                    if not task.hardirq_threaded:  # in a threaded hardirq, every line is the checker's
+                        task_view[ev.task] = _view(task)
                 elif foreign is not None and foreign(ev.task):
                     task_view[ev.task] = None  # the compiled core skips its lines too
         if compiled is not None:

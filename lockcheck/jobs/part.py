@@ -44,6 +44,10 @@ class PartChecker(Checker):
         op = ev.op
         if op == E.LOST_EVENTS:
             raise Fallback("lost events reset the tasks of a CPU")
+        if ev.props is not None or op in _MORE_OPS:
+            # class properties are shared by every task and the wait-context check is not one the
+            # merge replays (`lockcheck.lockdep.waits`): such a trace is checked in one process
+            raise Fallback(f"{ev.location}: {op} with what 'The rest of lockdep' adds")
         if op == E.RUN:
             self.candidates.append(Candidate((shard.index, ev.line, 0), EVENT, self._wire.event(ev)))
             return super().feed(ev)
@@ -176,6 +180,10 @@ class PartChecker(Checker):
                 if not usage & (1 << (bit + (READ_MASK if h.read else 0))):
                     return False
         return True
+
+
+#: the ops of "The rest of lockdep" (docs/trace-format.md): a trace using them is checked in one process
+_MORE_OPS = E.MORE_LOCK_OPS | E.MORE_PLAIN_OPS
 
 
 def _valid(*args: Any) -> bool:

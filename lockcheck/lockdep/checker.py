@@ -40,6 +40,8 @@ from lockcheck.lockdep import rules
 from lockcheck.lockdep.rules import INITIAL_CHAIN_KEY
 from lockcheck.lockdep.tasks import HeldLock, RecentLocks, TaskState, snapshot, task_finding, usage_needs
 from lockcheck.lockdep.usage import usage_chars
+from lockcheck.lockdep.waits import WaitContext
+from lockcheck.lockdep.setclass import Asserts, SetClass
 
 #: a held entry's class (check_deadlock's first look at the stack)
 _held_class = attrgetter("cls")
@@ -78,7 +80,7 @@ class CheckerStats:
     notes: list[str] = field(default_factory=list)
 
 
-class Checker(LockRelease, CircularSearch):
+class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
     """Feed events in trace order; collect findings and the dependency graph.
 
     >>> from lockcheck.events import Event
@@ -133,6 +135,13 @@ class Checker(LockRelease, CircularSearch):
             E.LOST_EVENTS: lambda task, ev: self._op_lost_events(ev),
         }
         self._dispatch.update(self.irq.handlers())
+        self._dispatch.update(self.set_class_handlers())
+        self._dispatch.update(self.assert_handlers())
+        # parsed, not yet applied (docs/trace-format.md says which): a note, not an error
+        for op in (E.SYNC, E.PIN, E.UNPIN, E.UNREGISTER):
+            self._dispatch[op] = self._not_applied
+        self.init_class_props()
+        self._unapplied: set[str] = set()
 
     # -- public ----------------------------------------------------------
     def feed(self, ev: Event) -> Sequence[Finding]:
@@ -164,6 +173,8 @@ class Checker(LockRelease, CircularSearch):
         if ev.cpu is not None:
             task.cpu = ev.cpu
         if op == ACQUIRE:
+            if ev.props is not None:
+                self.register_class_props(ev.lock, ev.props, ev)
             recent = task.acquired_ever
             if recent is not None:
                 recent.add((ev.lock, ev.instance))
@@ -334,6 +345,11 @@ class Checker(LockRelease, CircularSearch):
             if task.acquired_ever is None:
                 task.acquired_ever = RecentLocks()
 
+    def _not_applied(self, task: TaskState, ev: Event) -> None:
+        if ev.op not in self._unapplied:
+            self._unapplied.add(ev.op)
+            self.stats.notes.append(f"{ev.location}: '{ev.op}' is read but not checked yet: ignored")
+
     def _special(self, op: str):
         raise ValueError(f"unknown op {op!r}")
 
@@ -366,6 +382,8 @@ class Checker(LockRelease, CircularSearch):
         cls = rules.hlock_class(lock, subclass)
         if cls not in self._classes:
             self.graph.add_class(cls)
+            if lock in self.wait_locks:
+                self._nodes[cls]["waits"] = self.class_waits(lock)
         held = task.held
         depth = len(held)
         # nest_lock merge: the top entry is the same class and we rely on the nest lock
@@ -379,9 +397,11 @@ class Checker(LockRelease, CircularSearch):
                              hardirqs_off, references, ev)
         else:
             hlock = hold.reacquired(irq_context, hardirqs_off)
+        # check_wait_context() first: an invalid wait context is reported, the lock held unvalidated
+        waited = not self.wait_locks or lock not in self.wait_locks or self.check_wait_context(task, hlock, ev)
         # usage bits (lockdep's mark_usage): usually nothing new, one mask test
         needed = rules.acquire_usage(task.usage_need, read, trylock, check, hardirqs_off)
-        ok = not needed & ~self._nodes[cls]["usage"] or self.irq.mark_usage(task, hlock, ev)
+        ok = waited and (not needed & ~self._nodes[cls]["usage"] or self.irq.mark_usage(task, hlock, ev))
         chain_key = task.chain_key
         chain_head = not depth
         hlock.prev_chain_key = chain_key
@@ -389,7 +409,7 @@ class Checker(LockRelease, CircularSearch):
             chain_key = INITIAL_CHAIN_KEY
             chain_head = True
         chain_key = rules.iterate_chain_key(chain_key, cls, read)
-        if nest is not None and not self.lock_is_held(task, nest[0], nest[1]) \
+        if nest is not None and waited and not self.lock_is_held(task, nest[0], nest[1]) \
                 and not self.held_before_capture(task, nest):
             self.print_lock_nested_lock_not_held(task, hlock, ev)
         elif ok:
@@ -420,11 +440,12 @@ class Checker(LockRelease, CircularSearch):
         """Validate a held-lock chain not seen before; a cached chain costs one set lookup."""
         if not rules.validates_chain(hlock.trylock, hlock.check):
             return
-        if chain_key in self.chain_cache:
+        if chain_key in self.chain_cache or (self.wait_chains and chain_key in self.wait_chains):
             self.stats.chain_hits += 1
             return
         if rules.chain_cacheable(len(task.held), self.cache_depth):
-            self.chain_cache.add(chain_key)
+            # (a class checked for its wait context keeps its chains from the fast paths: `waits`)
+            (self.wait_chains if hlock.lock in self.wait_locks else self.chain_cache).add(chain_key)
         self.stats.chains += 1
         ret = self.check_deadlock(task, hlock, ev)
         if ret == 0:

@@ -24,6 +24,11 @@ INCONSISTENT = "inconsistent-lock-state"
 IRQ_INVERSION = "irq-lock-inversion"
 INVALID_WAIT = "invalid-wait-context"
 BAD_CONTENTION = "bad-contention"
+#: lock_downgrade of a lock held for reading (`__lock_downgrade()`'s WARN)
+BAD_DOWNGRADE = "bad-downgrade"
+#: a lockdep_assert_*() that failed (`__lock_is_held()`, the irq-state asserts); the assertion is
+#: `details["assertion"]`, the title
+ASSERTION_FAILED = "assertion-failed"
 #: read from kernel logs only (docs/cli.md): lockdep's WARNs and BUGs that turn it off without a report
 #: of their own (`DEBUG_LOCKS_WARN_ON(...)`, the capacity BUGs, `chain_key collision`), the condition
 #: as the message; and RCU's `suspicious RCU usage` (lockdep's RCU checks, `lockdep_rcu_suspicious()`)
@@ -50,6 +55,8 @@ MESSAGES = {
     MAX_DEPTH: "MAX_LOCK_DEPTH too low!",
     INVALID_WAIT: "Invalid wait context",
     BAD_CONTENTION: "bad contention detected!",
+    BAD_DOWNGRADE: "downgrading a read lock",
+    ASSERTION_FAILED: "lockdep assertion failed",
     LOCKDEP_WARNING: "lockdep warning",
     RCU_USAGE: "suspicious RCU usage",
     ORDER_VIOLATION: "lock order violates the declared order",
@@ -245,6 +252,8 @@ class Finding:
                 return f"{irqclass}-safe -> {irqclass}-unsafe lock order detected"
         if self.kind == HELD_AT_EXIT and self.details.get("task_exit"):
             return f"{self.task} still has locks held!"
+        if self.kind == ASSERTION_FAILED and self.details.get("assertion"):
+            return str(self.details["assertion"])
         if self.kind == LOCKDEP_WARNING and self.details.get("message"):
             return str(self.details["message"])
         return MESSAGES[self.kind]

@@ -100,12 +100,19 @@ class IrqValidator:
         }
 
     def _hardirq_enter(self, task: TaskState, ev: Event) -> None:
+        # lockdep_hardirq_enter() clears hardirq_threaded on the outermost entry;
+        # lockdep_hardirq_threaded() sets it (`hardirq-enter threaded`)
+        threaded = bool(ev.props and ev.props.get("threaded"))
+        if not task.hardirq_depth or threaded:
+            task.hardirq_threaded = threaded
         task.hardirq_depth += 1
         task.usage_need = usage_needs(task)
 
     def _hardirq_exit(self, task: TaskState, ev: Event) -> None:
         if task.hardirq_depth:
             task.hardirq_depth -= 1
+            if not task.hardirq_depth:
+                task.hardirq_threaded = False
         else:
             self._note(ev, f"{ev.op} without a matching enter (ignored)")
         task.usage_need = usage_needs(task)

@@ -73,7 +73,7 @@ class LockRelease:
             for again in above:
                 cls = again.cls
                 if (quick and again.nest is None and again.check and again.irq_context == irq_context
-                        and cls not in held_classes):
+                        and cls not in held_classes and again.lock not in self.wait_locks):
                     read = again.read
                     trylock = again.trylock
                     if not rules.acquire_usage(need, read, trylock, True, again.hardirqs_off) & ~nodes[cls]["usage"]:

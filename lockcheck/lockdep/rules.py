@@ -127,3 +127,51 @@ USAGE_NEEDS = {(h, s, e): mark_usage_bits(h, s, e) for h in (False, True) for s 
 
 #: a task whose irq state the trace does not tell: USED (or USED_READ) only
 USED_ONLY = [nocheck_usage(index & 1) for index in range(8)]
+
+
+# -- wait contexts (CONFIG_PROVE_RAW_LOCK_NESTING) ---------------------------------------------
+
+#: `enum lockdep_wait_type` with CONFIG_PROVE_RAW_LOCK_NESTING (a kernel without it folds CONFIG
+#: into SPIN and prints SLEEP as 3, MAX as 4: docs/trace-format.md)
+LD_WAIT_INV, LD_WAIT_FREE, LD_WAIT_SPIN, LD_WAIT_CONFIG, LD_WAIT_SLEEP, LD_WAIT_MAX = range(6)
+#: `enum lockdep_lock_type`
+LD_LOCK_NORMAL, LD_LOCK_PERCPU, LD_LOCK_WAIT_OVERRIDE = range(3)
+
+
+def task_wait_context(hardirq_depth: int, softirq_depth: int, hardirq_threaded: bool) -> int:
+    """`task_wait_context()`: what a task may wait on where it runs -- spin in a hardirq handler
+    (config when it runs as a thread: `hardirq_threaded`), config in a softirq (always threaded
+    on RT), anything (LD_WAIT_MAX) in process context."""
+    if hardirq_depth:
+        return LD_WAIT_CONFIG if hardirq_threaded else LD_WAIT_SPIN
+    if softirq_depth:
+        return LD_WAIT_CONFIG
+    return LD_WAIT_MAX
+
+
+def wait_context_checked(inner: int, trylock: bool) -> bool:
+    """`check_wait_context()`'s guard: a class of unknown wait type (LD_WAIT_INV) and a trylock are
+    not checked; every other acquisition is, `nocheck` (`rcu_read_lock()`) included."""
+    return bool(inner) and not trylock
+
+
+def check_wait_context(curr_inner: int, held: list[tuple[int, int]], outer: int, inner: int) -> int:
+    """`check_wait_context()`: 0 when taking a lock of wait types `outer:inner` is valid, else the
+    strictest wait context found (what it violates).  `curr_inner` is `task_wait_context()`,
+    `held` the `(wait_type_inner, lock_type)` of the locks held in the current irq context,
+    bottom up: the context is the smallest inner wait type among them (a larger one, as RCU's
+    outer-smaller-than-inner, does not loosen it), reset by a wait-override map; the lock's
+    outer wait type (its inner one when it has none) must not exceed it."""
+    if not outer:
+        outer = inner
+    for prev_inner, lock_type in held:
+        if prev_inner:
+            curr_inner = min(curr_inner, prev_inner)
+            if lock_type == LD_LOCK_WAIT_OVERRIDE:
+                curr_inner = prev_inner
+    return curr_inner if outer > curr_inner else 0
+
+
+def print_waits(outer: int, inner: int) -> str:
+    """The `-{O:I}` the kernel prints after a class name (`print_lock_name()`): outer ?: inner."""
+    return f"{outer or inner}:{inner}"

@@ -140,7 +140,7 @@ class TaskState:
     __slots__ = (
         "key", "name", "held", "chain_key", "hardirq_depth", "softirq_depth",
         "hardirqs_enabled", "softirqs_enabled", "cpu", "acquired_ever", "irq_events", "usage_need",
-        "irq_known", "stale", "moves",
+        "irq_known", "stale", "moves", "hardirq_threaded",
     )
 
     def __init__(self, key: str, name: str) -> None:
@@ -164,6 +164,9 @@ class TaskState:
         self.stale: Optional[int] = None
         #: what `lazy_release` knows of the stack while `stale` is set (None otherwise)
         self.moves: Any = None
+        #: the hardirq handler running runs as a thread (`hardirq-enter threaded`: the kernel's
+        #: `curr->hardirq_threaded`); while set, the fast paths leave the task to the checker
+        self.hardirq_threaded = False
 
     def set_irq_unknown(self) -> None:
         """The trace never says this task's irq state: its acquisitions mark only USED."""
@@ -242,8 +245,11 @@ def snapshot(graph: DepGraph, hlock: HeldLock) -> LockSnapshot:
     return LockSnapshot(
         name=hlock.cls, instance=hlock.instance, usage=usage_chars(graph.usage(hlock.cls)), at=ev.at,
         mode=hlock.read, acquired=Evidence(ev.file, ev.line, ev.comm or ev.task, ev.at, ev.ts),
-        references=hlock.references,
+        references=hlock.references, waits=graph._node.get(hlock.cls, _NO_NODE).get("waits"),
     )
+
+
+_NO_NODE: dict = {}
 
 
 def task_finding(graph: DepGraph, kind: str, task: TaskState, ev: Event, lock: str,

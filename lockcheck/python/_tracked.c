@@ -47,9 +47,9 @@ static Py_ssize_t max_depth;        /* checker.MAX_LOCK_DEPTH */
 static int ready;
 
 enum { EV_TASK, EV_OP, EV_LOCK, EV_INSTANCE, EV_MODE, EV_TRYLOCK, EV_SUBCLASS, EV_NEST, EV_CHECK, EV_AT,
-       EV_TS, EV_CPU, EV_FILE, EV_LINE, EV_COMM, EV_EXACT, EV_N };
+       EV_TS, EV_CPU, EV_FILE, EV_LINE, EV_COMM, EV_EXACT, EV_PROPS, EV_N };
 static const char *ev_names[EV_N] = {"task", "op", "lock", "instance", "mode", "trylock", "subclass", "nest",
-                                     "check", "at", "ts", "cpu", "file", "line", "comm", "exact"};
+                                     "check", "at", "ts", "cpu", "file", "line", "comm", "exact", "props"};
 static Py_ssize_t ev_off[EV_N];
 
 enum { HL_CLS, HL_LOCK, HL_INSTANCE, HL_SUBCLASS, HL_READ, HL_TRYLOCK, HL_CHECK, HL_NEST, HL_IRQ,
@@ -435,7 +435,7 @@ new_obj(PyTypeObject *tp, PyObject **list, int *n)
 static void
 recycle(PyObject *o, const Py_ssize_t *off, int nslots, PyObject **list, int *n)
 {
-    PyObject *vals[16];
+    PyObject *vals[32]; /* at least the most slots of Event and HeldLock */
     for (int i = 0; i < nslots; i++) {
         vals[i] = SLOT(o, off[i]);
         SLOT(o, off[i]) = NULL;
@@ -654,7 +654,7 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
              *at = PyTuple_GET_ITEM(site, 2);
     PyObject *try_ = trylock ? Py_True : Py_False;
     PyObject *evf[EV_N] = {task, op_acquire, cls, inst, small_zero, try_, sub, Py_None, check, at,
-                           Py_None, Py_None, file, line, comm, Py_False};
+                           Py_None, Py_None, file, line, comm, Py_False, Py_None};
     for (int i = 0; i < EV_N; i++)
         SLOT(ev, ev_off[i]) = Py_NewRef(evf[i]);
     PyObject *hlf[HL_N] = {clsname, cls, inst, sub, small_zero, try_, Py_True, Py_None, irq,

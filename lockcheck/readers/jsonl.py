@@ -23,7 +23,11 @@ from operator import attrgetter
 from typing import Any, Iterable, Iterator, Optional
 
 from lockcheck.errors import TraceError
-from lockcheck.events import ACQUIRE, ALL_OPS, LOCK_OPS, MAX_SUBCLASS, MODES_BY_NAME, WRITE, Event
+from lockcheck.events import (
+    ACQUIRE, ALL_OPS, ASSERT_HELD, BASIC_LOCK_OPS, LOCK_OPS, MAX_SUBCLASS, MODES_BY_NAME, SET_CLASS, SET_SUBCLASS,
+    WRITE, Event,
+)
+from lockcheck.readers import lockdep_keys as more
 from lockcheck.util.jsontext import JsonError, finite, loads, valid_text
 
 #: largest `cpu` accepted (as the `.lt` reader: at most 9 digits)
@@ -32,7 +36,11 @@ MAX_CPU = 10**9 - 1
 NAME = "jsonl"
 
 _ACQUIRE_ONLY = frozenset({"mode", "try", "subclass", "nest", "nocheck", "check"})
-_KNOWN = frozenset({"task", "op", "lock", "instance", "at", "ts", "cpu", "comm"}) | _ACQUIRE_ONLY
+_KNOWN = frozenset({"task", "op", "lock", "instance", "at", "ts", "cpu", "comm"}) | _ACQUIRE_ONLY \
+    | frozenset(more.CLASS_KEYS) | {"class", "threaded"}
+#: the keys of _ACQUIRE_ONLY (and of "The rest of lockdep") each other op takes
+_OP_KEYS = {op: frozenset({"mode" if key in MODES_BY_NAME else key for key in keys}) | ({"class"} if op == SET_CLASS else set())
+            for op, keys in more.OP_OPTIONS.items()}
 
 
 class _Bad(Exception):
@@ -100,10 +108,13 @@ def event_from_json(obj: Any, file: str = "<trace>", line: int = 0) -> Event:
     if instance is not None and (not isinstance(instance, str) or not instance or op not in LOCK_OPS):
         raise _Bad("instance", "'instance' must be a non-empty string, on a lock op")
     if op != ACQUIRE:
-        for key in _ACQUIRE_ONLY:
+        takes = _OP_KEYS.get(op, frozenset())
+        for key in _ACQUIRE_ONLY | _OP_KEYS[ACQUIRE] | {"class", "threaded"}:
+            if key in takes:
+                continue
             if obj.get(key) not in (None, False) and not (key == "check" and obj[key] is True) \
                     and not (key == "subclass" and obj[key] == 0) and not (key == "mode" and obj[key] == "write"):
-                raise _Bad(key, f"{key!r} is for 'acquire' only")
+                raise _Bad(key, f"{key!r} is not valid on {op!r}" if op in _OP_KEYS else f"{key!r} is for 'acquire' only")
     mode_name = obj.get("mode", "write")
     if mode_name is None:
         mode_name = "write"
@@ -125,17 +136,43 @@ def event_from_json(obj: Any, file: str = "<trace>", line: int = 0) -> Event:
     cpu = obj.get("cpu")
     if cpu is not None and (isinstance(cpu, bool) or not isinstance(cpu, int) or not 0 <= cpu <= MAX_CPU):
         raise _Bad("cpu", f"'cpu' must be an integer 0..{MAX_CPU}")
+    props = _props(obj, op)
+    if props is not None and "held" in props:
+        mode_name = "write"
     return Event(task, op, lock, instance, MODES_BY_NAME[mode_name], _bool(obj, "try", False), subclass,
                  _nest(obj.get("nest")), check, _string(obj, "at"), float(ts) if ts is not None else None, cpu,
-                 file, line, _string(obj, "comm"))
+                 file, line, _string(obj, "comm"), props=props)
+
+
+def _props(obj: dict, op: str) -> Optional[dict]:
+    """The `props` of "The rest of lockdep" (`lockcheck.readers.lockdep_keys`), from the same names."""
+    values = {}
+    for key in more.CLASS_KEYS:
+        if obj.get(key) is not None:
+            message = more.check_value(key, obj[key])
+            if message is not None:
+                raise _Bad(key, message)
+            values[key] = obj[key]
+    props = more.class_props(values) or {}
+    if _bool(obj, "threaded", False):
+        props["threaded"] = True
+    if op == SET_CLASS:
+        props["class"] = _string(obj, "class", required=True)
+    if op == SET_SUBCLASS and obj.get("subclass") is None:
+        raise _Bad(None, "missing 'subclass': set-subclass gives the new one")
+    if op == ASSERT_HELD and obj.get("mode") is not None:
+        if obj["mode"] == "rread":
+            raise _Bad("mode", "'mode' of assert-held must be write or read")
+        props["held"] = obj["mode"]
+    return props or None
 
 
 #: the lock ops `_common_event` reads, by name (the op strings of `lockcheck.events`, for `is` tests)
-_LOCK_OPS = {op: op for op in LOCK_OPS}
+_LOCK_OPS = {op: op for op in BASIC_LOCK_OPS}
 #: integer time stamps the common path converts itself (a float holds them exactly)
 _EXACT = 1 << 53
 #: the keys of the common lines: no acquire-only key but `mode`
-_COMMON_KEYS = _KNOWN - _ACQUIRE_ONLY | {"mode"}
+_COMMON_KEYS = frozenset({"task", "op", "lock", "instance", "at", "ts", "cpu", "comm", "mode"})
 
 
 def _common_event(obj: Any, file: str, line: int) -> Optional[Event]:
@@ -272,7 +309,7 @@ def to_json(event: Event) -> dict[str, Any]:
         obj["mode"] = MODE_NAMES[event.mode]
     if event.trylock:
         obj["try"] = True
-    if event.subclass:
+    if event.subclass or event.op == SET_SUBCLASS:
         obj["subclass"] = event.subclass
     if event.nest is not None:
         obj["nest"] = {"lock": event.nest[0], "instance": event.nest[1]}
@@ -281,4 +318,11 @@ def to_json(event: Event) -> dict[str, Any]:
     for key in ("at", "ts", "cpu", "comm"):
         if getattr(event, key) is not None:
             obj[key] = getattr(event, key)
+    props = event.props or {}
+    obj.update(more.class_words(props))
+    for key in ("class", "threaded"):
+        if props.get(key):
+            obj[key] = props[key]
+    if props.get("held"):
+        obj["mode"] = props["held"]
     return obj

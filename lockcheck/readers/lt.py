@@ -20,7 +20,6 @@ the pytest plugin's recorder); `parse_line(format_event(e))` gives `e` back.
 
 from __future__ import annotations
 
-import difflib
 import functools
 import math
 import operator
@@ -33,6 +32,8 @@ from lockcheck.events import (
     ACQUIRE, ALL_OPS, CONTENDED, IRQS_OFF, IRQS_ON, LOCK_OPS, LOST_EVENTS, MAX_SUBCLASS, MODE_NAMES,
     MODES_BY_NAME, RELEASE, RUN, SOFTIRQS_OFF, SOFTIRQS_ON, WRITE, Event, lock_text, quote_token,
 )
+from lockcheck.readers import lockdep_keys as more
+from lockcheck.readers.lt_text import blank_split, explain_quoted, field_at, field_start, suggest
 from lockcheck.util.grammar import grammar_text
 
 if TYPE_CHECKING:  # lark is imported when a line first needs the grammar (most traces never do)
@@ -52,8 +53,8 @@ DIRECTIVES: dict[str, str] = {"#lockcheck-run": RUN, "#lockcheck-lost-events": L
 _OPS.update({op: op for op in DIRECTIVES.values()})
 _DIRECTIVE_NAMES = {op: mark for mark, op in DIRECTIVES.items()}
 
-_FLAGS = ("try", "nocheck")
-_KEYS = ("subclass", "nest", "at", "ts", "cpu", "format", "from")
+_FLAGS = ("try", "nocheck", *more.FLAGS)
+_KEYS = ("subclass", "nest", "at", "ts", "cpu", "format", "from", *more.KEYS)
 _ACQUIRE_ONLY = frozenset({*MODES_BY_NAME, *_FLAGS, "subclass", "nest"})
 _SITE_OPS = frozenset({ACQUIRE, RELEASE, CONTENDED, IRQS_ON, IRQS_OFF, SOFTIRQS_ON, SOFTIRQS_OFF})
 
@@ -65,15 +66,18 @@ def _allowed(op: str) -> frozenset[str]:
     names = {"ts", "cpu"}
     if op is ACQUIRE:
         names |= _ACQUIRE_ONLY
-    if op in _SITE_OPS:
+    if op in _SITE_OPS or op in more.OP_OPTIONS:
         names.add("at")
-    return frozenset(names)
+    return frozenset(names | more.OP_OPTIONS.get(op, frozenset()))
 
 
 #: op -> names of the options it accepts
 _ALLOWED: dict[str, frozenset[str]] = {op: _allowed(op) for op in _OPS}
 #: op text -> (op constant, whether a lock follows, options accepted): one look-up per line
-_SHAPES: dict[str, tuple[str, bool, frozenset[str]]] = {op: (op, op in LOCK_OPS, _ALLOWED[op]) for op in ALL_OPS}
+#: (the ops of "The rest of lockdep" and their keys are the grammar's: rare lines, read with its checks)
+_SHAPES: dict[str, tuple[str, bool, frozenset[str]]] = {
+    op: (op, op in LOCK_OPS, _ALLOWED[op] - more.SLOW_OPTIONS) for op in ALL_OPS
+    if op not in more.OP_OPTIONS or op is ACQUIRE or op == "hardirq-enter"}
 
 
 # -- values shared by both parsers ---------------------------------------------
@@ -221,6 +225,8 @@ class _Line(NamedTuple):
     op: Token
     lock: Optional[tuple[str, Optional[str]]]
     options: list[_Option]
+    #: set-class's CLASS (a lock field, its column)
+    target: Optional[tuple] = None
 
 
 def _unquote(text: str) -> str:
@@ -239,6 +245,13 @@ class _LineRules:
     def lock_event(self, children: list) -> _Line:
         task, op, lock, *options = children
         return _Line(str(task), op, lock, options)
+
+    def class_event(self, children: list) -> _Line:
+        task, op, lock, target, *options = children
+        return _Line(str(task), op, lock, options, target)
+
+    def target(self, children: list) -> tuple:
+        return self.lock(children), children[0].column
 
     def plain_event(self, children: list) -> _Line:
         task, op, *options = children
@@ -325,12 +338,30 @@ def _build(parsed: _Line, file: str, lineno: int) -> Event:
         return _run_event(fields, file, lineno)
     if op is LOST_EVENTS and "cpu" not in fields:
         raise _Invalid(len("#lockcheck-lost-events") + 1, "missing 'cpu=': the CPU that lost events")
+    props = _props(op, parsed, fields)
     return Event(
         parsed.task, op, lock, instance,
         mode=MODES_BY_NAME[fields.get("mode", "write")], trylock="try" in fields,
         subclass=fields.get("subclass", 0), nest=fields.get("nest"), check="nocheck" not in fields,
-        at=fields.get("at"), ts=fields.get("ts"), cpu=fields.get("cpu"), file=file, line=lineno,
+        at=fields.get("at"), ts=fields.get("ts"), cpu=fields.get("cpu"), file=file, line=lineno, props=props,
     )
+
+
+def _props(op: str, parsed: _Line, fields: dict[str, object]) -> Optional[dict]:
+    """The `props` of an event of "The rest of lockdep" (`lockcheck.readers.lockdep_keys`)."""
+    if op == "set-subclass" and "subclass" not in fields:
+        raise _Invalid(len(parsed.task) + len(op) + 3, "missing 'subclass=': set-subclass gives the new one")
+    props = more.class_props({key: fields[key] for key in more.CLASS_KEYS if key in fields}) or {}
+    if "threaded" in fields:
+        props["threaded"] = True
+    if op == "assert-held" and "mode" in fields:
+        props["held"] = fields.pop("mode")
+    if parsed.target is not None:
+        (name, instance), col = parsed.target
+        if instance is not None:
+            raise _Invalid(col, "set-class takes a class, not a lock instance")
+        props["class"] = name
+    return props or None
 
 
 def _run_event(fields: dict[str, object], file: str, lineno: int) -> Event:
@@ -353,7 +384,7 @@ def _check_option(op: str, option: _Option, seen: dict[str, object]) -> None:
     """Reject an unknown key, an option `op` does not take, or a repeated one."""
     name = option.name
     if name not in MODES_BY_NAME and name not in _FLAGS and name not in _KEYS:
-        raise _Invalid(option.col, f"unknown key '{clip(name)}'{_suggest(name, _KEYS)}")
+        raise _Invalid(option.col, f"unknown key '{clip(name)}'{suggest(name, _KEYS)}")
     if name not in _ALLOWED[op] and op in _DIRECTIVE_NAMES:
         takes = " and ".join(_spelled(key) for key in sorted(_ALLOWED[op]))
         raise _Invalid(option.col, f"{_DIRECTIVE_NAMES[op]} takes only {takes}")
@@ -395,6 +426,11 @@ def _option_value(option: _Option) -> object:
         return _checked(_cpu(option.value), option, "cpu must be a non-negative integer below 10**9")
     if name == "ts":
         return _checked(_seconds(option.value), option, "ts must be a number of seconds")
+    if name in more.CLASS_KEYS:
+        message = more.check_value(name, option.value)
+        if message is not None:
+            raise _Invalid(option.value_col, f"{message}, not '{clip(str(option.value))}'")
+        return option.value
     if name == "format":
         from lockcheck.readers import formats
 
@@ -421,22 +457,24 @@ def _explain(line: str, err: UnexpectedInput) -> tuple[int, str]:
 
     at_end = isinstance(err, UnexpectedEOF) or (isinstance(err, UnexpectedToken) and err.token.type == "$END")
     col = len(line) + 1 if at_end else err.column
-    fields = _blank_split(line)
+    fields = blank_split(line)
     if fields and fields[0] in DIRECTIVES:  # only its options can be wrong
-        return _explain_option(line, _field_start(line, col), col)
+        return _explain_option(line, field_start(line, col), col)
     if at_end and len(fields) < 2:
         return col, "missing op"
     if at_end and len(fields) == 2 and fields[1] in LOCK_OPS:
         return col, "missing lock"
+    if at_end and len(fields) == 3 and fields[1] == "set-class":
+        return col, "missing class: set-class gives the lock's new one"
     if not at_end and col >= 2 and line[col - 2] == '"' and line[col - 1] not in " \t":
         return col, "expected a blank after the quoted string"
-    start = _field_start(line, col)
-    field = _field(line, start)
-    index = len(_blank_split(line[:start - 1]))
+    start = field_start(line, col)
+    field = field_at(line, start)
+    index = len(blank_split(line[:start - 1]))
     if index == 1:
-        return start, f"unknown op '{clip(field)}'{_suggest(field, sorted(ALL_OPS))}"
+        return start, f"unknown op '{clip(field)}'{suggest(field, sorted(ALL_OPS))}"
     op = fields[1]
-    if index == 2 and op in LOCK_OPS:
+    if (index == 2 and op in LOCK_OPS) or (index == 3 and op == "set-class"):
         return _explain_lock(line, start, col)
     if index == 2 and "=" not in field and field not in _ALLOWED.get(op, ()):
         return start, f"'{op}' takes no lock"
@@ -445,9 +483,9 @@ def _explain(line: str, err: UnexpectedInput) -> tuple[int, str]:
 
 def _explain_lock(line: str, start: int, col: int) -> tuple[int, str]:
     """A bad LOCK field (`CLASS[@INSTANCE]`) starting at column `start`."""
-    field = _field(line, start)
+    field = field_at(line, start)
     if field.startswith('"'):
-        return _explain_quoted(line, start)
+        return explain_quoted(line, start)
     if field.startswith("@"):
         return start, "missing lock class before '@'"
     name = field.partition("@")[0]
@@ -460,7 +498,7 @@ def _explain_lock(line: str, start: int, col: int) -> tuple[int, str]:
 
 def _explain_option(line: str, start: int, col: int) -> tuple[int, str]:
     """A bad mode, flag or KEY=VALUE field starting at column `start`."""
-    field = _field(line, start)
+    field = field_at(line, start)
     key, eq, value = field.partition("=")
     if field.startswith('"'):
         return start, "unexpected quoted string (only a lock class or an 'at=' site is quoted)"
@@ -468,13 +506,13 @@ def _explain_option(line: str, start: int, col: int) -> tuple[int, str]:
         return start + len(field), f"missing '=' and value after '{clip(field)}'"
     if not eq:
         choices = [*MODES_BY_NAME, *_FLAGS, *_KEYS]
-        return start, f"unknown option '{clip(field)}'{_suggest(field, choices)}"
+        return start, f"unknown option '{clip(field)}'{suggest(field, choices)}"
     if not key:
         return start, "missing key before '='"
     if key in MODES_BY_NAME or key in _FLAGS:
         return start, f"'{clip(key)}' takes no value"
     if key not in _KEYS:
-        return start, f"unknown key '{clip(key)}'{_suggest(key, _KEYS)}"
+        return start, f"unknown key '{clip(key)}'{suggest(key, _KEYS)}"
     value_col = start + len(key) + 1
     if not value:
         what = {"nest": "lock", "at": "site", "from": "source"}.get(key, "value")
@@ -482,55 +520,10 @@ def _explain_option(line: str, start: int, col: int) -> tuple[int, str]:
     if key == "nest":
         return _explain_lock(line, value_col, col)
     if value.startswith('"') and key in ("at", "from"):
-        return _explain_quoted(line, value_col)
+        return explain_quoted(line, value_col)
     if value.startswith('"'):
         return value_col, f"the value of '{key}=' cannot be quoted"
     return col, f"unexpected character {line[col - 1]!r} in '{key}=' value"
-
-
-def _explain_quoted(line: str, quote_col: int) -> tuple[int, str]:
-    """Why a quoted string starting at `quote_col` does not read."""
-    i = quote_col  # index of the first character after the opening quote
-    while i < len(line):
-        ch = line[i]
-        if ch == "\\":
-            if i + 1 < len(line) and line[i + 1] not in '"\\':
-                return i + 1, f"invalid escape '\\{line[i + 1]}' in quoted string (only \\\" and \\\\)"
-            i += 2
-        elif ch == '"':
-            return i + 2, "expected a blank after the quoted string"
-        else:
-            i += 1
-    return quote_col, "unterminated quoted string"
-
-
-def _blank_split(text: str) -> list[str]:
-    """Fields separated by spaces and tabs (only the first three are ever unquoted).
-
-    Not `str.split()`: that also splits at characters the grammar keeps in a
-    field (`\x1f`, `\x0b`, `\x0c`), and the fields would not line up with it.
-    """
-    return [f for f in text.replace("\t", " ").split(" ") if f]
-
-
-def _field_start(line: str, col: int) -> int:
-    """Column where the blank-delimited field containing `col` starts."""
-    i = col - 1
-    while i > 0 and line[i - 1] not in " \t":
-        i -= 1
-    return i + 1
-
-
-def _field(line: str, start: int) -> str:
-    """The blank-delimited field starting at column `start`."""
-    rest = line[start - 1:].replace("\t", " ")
-    return rest.split(" ", 1)[0]
-
-
-def _suggest(word: str, choices: Iterable[str]) -> str:
-    """`" (did you mean 'x'?)"` for a near miss, else ''."""
-    close = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
 
 
 # -- the format module contract ------------------------------------------------------------
@@ -604,10 +597,11 @@ def format_event(event: Event) -> str:
     _check_token("task", event.task)
     parts = [event.task, event.op]
     if event.op in LOCK_OPS:
-        parts.append(_lock_field(event.lock, event.instance))
+        parts.append(_lockfield_at(event.lock, event.instance))
     allowed = _ALLOWED[event.op]
-    if "write" in allowed:
-        parts.extend(_acquire_fields(event))
+    if event.op is ACQUIRE or event.op == "sync":
+        parts.extend(word for word in _acquire_fields(event) if word.partition("=")[0] in allowed)
+    parts.extend(more.format_words(event, quote_token))
     if event.at is not None and "at" in allowed:
         _check_text("at", event.at)
         parts.append("at=" + quote_token(event.at))
@@ -639,13 +633,13 @@ def _acquire_fields(event: Event) -> list[str]:
     if event.subclass:
         fields.append(f"subclass={event.subclass}")
     if event.nest is not None:
-        fields.append("nest=" + _lock_field(*event.nest))
+        fields.append("nest=" + _lockfield_at(*event.nest))
     if not event.check:
         fields.append("nocheck")
     return fields
 
 
-def _lock_field(lock: Optional[str], instance: Optional[str]) -> str:
+def _lockfield_at(lock: Optional[str], instance: Optional[str]) -> str:
     if lock is None:
         raise ValueError("a lock op needs a lock")
     _check_text("lock", lock)

@@ -1,0 +1,113 @@
+"""Class properties beyond a name (wait types, lock type, cmp_fn) and lockdep's wait-context
+check, as a part of the checker (`Checker` inherits it).
+
+The kernel keeps a class's wait types (`wait_type_outer`, `wait_type_inner`)
+and lock type in its `lock_class`, copied by `register_lock_class()` from the
+first `lockdep_map` that makes the class; a trace says them on an acquisition
+(`wait=`, `type=`, `cmp=`; docs/trace-format.md, "The rest of lockdep").
+Here they are kept by lock name (every subclass of a map shares them) and
+shown on the graph's nodes (`waits`: what reports print after a class name).
+
+`check_wait_context()` (`rules.check_wait_context`) runs on every acquisition of
+a class with a known wait type, before anything else of `__lock_acquire()`,
+whether or not its chain was validated before: the verdict depends on the
+task's irq context, which a chain key does not hold.  So the chains of those
+classes are kept apart (`wait_chains`), out of the `chain_cache` that the fast
+paths test: an acquisition of such a class is never a fast-path hit and
+always comes here.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from lockcheck.events import Event
+from lockcheck.lockdep import findings as F
+from lockcheck.lockdep import rules
+from lockcheck.lockdep.tasks import HeldLock, TaskState
+
+
+class WaitContext:
+    """The class-property half of `Checker` (it reads the checker's graph, caches and notes)."""
+
+    def init_class_props(self) -> None:
+        #: lock name -> {"wait": (outer, inner), "type": LD_LOCK_*, "cmp": ...}, as first given
+        self.class_props: dict[str, dict] = {}
+        #: lock names whose classes have a known inner wait type (checked at every acquisition)
+        self.wait_locks: set[str] = set()
+        #: validated chains whose top class is in `wait_locks` (see the module's doc)
+        self.wait_chains: set[int] = set()
+        self._props_noted: set[tuple] = set()
+
+    def register_class_props(self, lock: str, props: dict, ev: Event) -> None:
+        """`register_lock_class()`'s copy of a map's properties: the first value given for each
+        key stands; a later, different one is counted in a note."""
+        known = self.class_props.setdefault(lock, {})
+        for key in ("wait", "type", "cmp"):
+            value = props.get(key)
+            if value is None:
+                continue
+            old = known.get(key)
+            if old is None:
+                known[key] = value
+                if key == "wait" and value[1]:
+                    self._gain_wait_types(lock, value)
+            elif old != value and (lock, key) not in self._props_noted:
+                self._props_noted.add((lock, key))
+                self.stats.notes.append(f"{ev.location}: {lock}: {key}= differs from the class's first "
+                                        f"({old!r}); the first one stands, as register_lock_class() keeps it")
+
+    def _gain_wait_types(self, lock: str, wait: tuple[int, int]) -> None:
+        """A class gets wait types: checked from now on, shown on its nodes.  A class that was
+        taken before without them may have chains in the fast paths' cache: forgotten, so that
+        every acquisition of it comes to the checker again (validated again, adding nothing new)."""
+        self.wait_locks.add(lock)
+        text = rules.print_waits(*wait)
+        stale = False
+        for subclass in range(8):
+            node = self._nodes.get(rules.hlock_class(lock, subclass))
+            if node is not None:
+                node["waits"] = text
+                stale = True
+        if stale:
+            self.chain_cache.clear()
+
+    def class_waits(self, lock: str) -> Optional[str]:
+        """The `-{O:I}` text of a lock's class, None when its wait types are not known."""
+        props = self.class_props.get(lock)
+        wait = props.get("wait") if props else None
+        return rules.print_waits(*wait) if wait and wait[1] else None
+
+    def lock_type(self, lock: str) -> int:
+        props = self.class_props.get(lock)
+        return props.get("type", rules.LD_LOCK_NORMAL) if props else rules.LD_LOCK_NORMAL
+
+    def check_wait_context(self, task: TaskState, hlock: HeldLock, ev: Event) -> bool:
+        """`check_wait_context()` for the lock being taken; False when it was reported."""
+        outer, inner = self.class_props[hlock.lock]["wait"]
+        if not rules.wait_context_checked(inner, hlock.trylock):
+            return True
+        held = task.held
+        depth = len(held) - 1
+        while depth >= 0 and held[depth].irq_context == hlock.irq_context:
+            depth -= 1
+        props = self.class_props
+        below = []
+        for prev in held[depth + 1:]:
+            known = props.get(prev.lock)
+            wait = known.get("wait") if known else None
+            if wait:
+                below.append((wait[1], known.get("type", rules.LD_LOCK_NORMAL)))
+        context = rules.task_wait_context(task.hardirq_depth, task.softirq_depth, task.hardirq_threaded)
+        if not rules.check_wait_context(context, below, outer, inner):
+            return True
+        self.print_lock_invalid_wait_context(task, hlock, ev, context)
+        return False
+
+    def print_lock_invalid_wait_context(self, task: TaskState, hlock: HeldLock, ev: Event, context: int) -> None:
+        """The kernel prints `task_wait_context()` as `context-{N:N}`, and every class with its `-{O:I}`."""
+        held = task.held[-1].cls if task.held else None
+        self.report(self._finding(F.INVALID_WAIT, task, ev, lock=hlock.cls, held=held,
+                                  next=self.snapshot(hlock),
+                                  prev=self.snapshot(task.held[-1]) if task.held else None,
+                                  details={"context": f"{context}:{context}"}))
