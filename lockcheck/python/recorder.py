@@ -171,6 +171,7 @@ class Recorder:
             task = f"{self.task_prefix}{name}/{next(_task_numbers)}"
             self.thread_keys[_get_ident()] = task  # the hang report's thread -> task (lockcheck.python.hang)
             gen, comm = -1, task
+            local.info = (gen, task, comm)  # set first: a gc that on_new_thread starts asks again
             if self.on_new_thread is not None:
                 self.on_new_thread(self, task)
             # dropped with the thread's locals when the thread ends (any thread: _thread, dummy)
