@@ -95,6 +95,8 @@ class Recorder:
         self._left: set = set()
         self.left_held: list[tuple[str, str]] = []  # (lock class, test) of each
         self.exited_holding = 0  # threads that ended holding locks
+        #: task key of each thread that ended holding locks -> (its comm, {(class, instance): where taken})
+        self.ended_holding: dict[str, tuple[str, dict]] = {}
         self.forked_from: Optional[int] = None  # in a forked child: the parent's pid
         #: called in a forked child (the plugin gives it its own trace and findings file)
         self.on_fork_child: Optional[Callable[["Recorder"], None]] = None
@@ -402,6 +404,9 @@ class Recorder:
         state = self.checker.tasks.get(task)
         if state is None:
             return _NOTHING
+        if state.held:  # a wait for one of them is a deadlock (lockcheck.python.waitfor)
+            self.ended_holding[task] = (state.name,
+                                        {(h.lock.partition("/")[0], h.instance): h.event.at for h in state.held})
         owned = [h for h in state.held if h.lock in OWNED_CLASSES]
         if owned:
             self.exited_holding += 1

@@ -145,6 +145,9 @@ def _still(chain: list[Wait]) -> bool:
 
 # -- threads --------------------------------------------------------------------------------
 
+#: how often a wait that closes no cycle looks again whether its lock's holder has ended
+POLL = 0.25
+
 
 def wait_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) -> None:
     """Block in `lock`'s real acquire, a non-blocking try of which failed; check the wait first.
@@ -161,7 +164,7 @@ def wait_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) ->
     outer, chain = _register(wait)
     try:
         if chain is None:
-            real.acquire()
+            _acquire_watching(lock, rec, wait, frame)
             return
         if not _certain(chain):
             if real.acquire(True, rec.grace):
@@ -176,6 +179,43 @@ def wait_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) ->
         real.acquire()  # mode report: keep waiting (a hang report will show it)
     finally:
         _unwait(task, wait, outer)
+
+
+def _acquire_watching(lock: Any, rec: "Recorder", wait: Wait, frame: Any) -> None:
+    """Take `lock`, waiting as long as it takes -- unless its holder is a thread that has ended.
+
+    An RLock held by an ended thread is held for ever (only its owner may release it): the wait
+    can never end, which is certain, so it is a `deadlock` as a cycle of waits is.  A `Lock` may
+    still be released by another thread (a signal): reported only if it is still held by the
+    ended thread after `grace` seconds.  The holder may end while we wait, so the wait wakes
+    every `POLL` seconds to look (the uncontended path never comes here).
+    """
+    __tracebackhide__ = True
+    real = lock._real
+    timeout = 0.0
+    while not real.acquire(True, timeout):
+        timeout = POLL
+        gone = _ended_holder(rec, lock)
+        if gone is None:
+            continue
+        if not _certain([wait]):
+            if real.acquire(True, rec.grace):
+                return
+            if holder(lock) != gone:
+                continue
+        # an RLock's acquire filed lockdep's held-at-exit already (Recorder._orphan_taken): not twice
+        filed = (lock._cls, lock._inst) in rec._orphans
+        _found(rec, ended_finding(rec, wait, gone, frame), file=not filed)
+        real.acquire()  # mode report: keep waiting (a hang report will show it)
+        return
+
+
+def _ended_holder(rec: "Recorder", lock: Any) -> Optional[str]:
+    """The task key of `lock`'s holder if that thread has ended (its end is applied first)."""
+    if rec._pending:
+        rec.drain()
+    key = holder(lock)
+    return key if key is not None and key in rec.ended_holding else None
 
 
 def _register(wait: Wait) -> tuple[Optional[Wait], Optional[list[Wait]]]:
@@ -196,11 +236,12 @@ def _unwait(task: str, wait: Wait, outer: Optional[Wait]) -> None:
             del waits[task]
 
 
-def _found(rec: "Recorder", finding: F.Finding) -> None:
+def _found(rec: "Recorder", finding: F.Finding, file: bool = True) -> None:
     """File the finding (the test fails with it), then raise it here (mode raise) or print it."""
     __tracebackhide__ = True
     text = render(finding, rec)
-    rec.add_finding(finding)
+    if file:
+        rec.add_finding(finding)
     if mode == RAISE:
         raise DeadlockError(text, finding)
     if report_fd is not None:  # the real stderr: a test's captured output may never be shown
@@ -364,6 +405,28 @@ def deadlock_finding(rec: "Recorder", first: Wait, contexts: list[dict], frame: 
                         cycle=cycle if len(cycle) > 1 else None, site=first.site)
     finding.details["contexts"] = contexts
     finding.details["mixed"] = mixed
+    if frame is not None and rec.stack_depth:
+        finding.details["stack"] = capture(_user(frame), rec.stack_depth)
+    return finding
+
+
+def ended_finding(rec: "Recorder", wait: Wait, gone: str, frame: Any) -> F.Finding:
+    """The `deadlock` finding of a wait for a lock whose holder, `gone`, has ended."""
+    from lockcheck.python.stacks import capture
+    from lockcheck.python import deadlock_report as deadlock  # noqa: F401 - registers the report's layout
+
+    name = lock_name(wait.lock)
+    comm, taken = rec.ended_holding[gone]
+    contexts = [
+        _context(wait.comm, wait.task, "thread", "nothing it waits on", None, name, wait.site, comm,
+                 _monotonic() - wait.since),
+        _context(comm, gone, "thread, ended", name, taken.get((wait.lock._cls, wait.lock._inst)), None,
+                 "its end, holding the lock", "nobody: it has ended", None),
+    ]
+    finding = F.Finding(kind=F.DEADLOCK, task=wait.comm, lock=name.rpartition("@")[0], location=wait.site,
+                        site=wait.site)
+    finding.details["contexts"] = contexts
+    finding.details["ended"] = True
     if frame is not None and rec.stack_depth:
         finding.details["stack"] = capture(_user(frame), rec.stack_depth)
     return finding
