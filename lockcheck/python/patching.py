@@ -17,16 +17,17 @@ import os
 import sys
 import sysconfig
 import threading
-from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from lockcheck.python import sites as pysites, tracked
-from lockcheck.python.recorder import Recorder
 from lockcheck.python.tracked import (
     _ORIG_CONDITION, _ORIG_LOCK, _ORIG_RLOCK, _RAW_LOCK_TYPE, _RAW_RLOCK_TYPE, TrackedAsyncLock,
     TrackedBoundedSemaphore, TrackedCondition, TrackedLock, TrackedRLock, TrackedSemaphore, _LockClass, _make_lock,
     _make_rlock,
 )
+
+if TYPE_CHECKING:
+    from lockcheck.python.recorder import Recorder
 
 _PATCHES = [
     (threading, "Lock", _LockClass if isinstance(_ORIG_LOCK, type) else _make_lock),
@@ -73,7 +74,7 @@ def start(recorder: Recorder) -> None:
     # a multiprocessing child (start method fork) runs its target, never the code that forked
     import multiprocessing.util
 
-    multiprocessing.util.register_after_fork(recorder, Recorder.process_started)
+    multiprocessing.util.register_after_fork(recorder, type(recorder).process_started)
     tracked._rec = recorder
     recorder.active = True
     for module, attr, value in _PATCHES:
@@ -195,23 +196,3 @@ def _untrackable(value: Any) -> bool:
 def _is_stdlib(filename: str) -> bool:
     path = os.path.abspath(filename)
     return path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS)
-
-
-@contextmanager
-def instrument(recorder: Optional[Recorder] = None, **options: Any) -> Iterator[Recorder]:
-    """Track Python locks inside the block; yields the `Recorder` (its `findings`, `checker`).
-
-    >>> import threading, lockcheck.python.instrument as pl
-    >>> with pl.instrument() as rec:
-    ...     lock = threading.RLock()
-    ...     with lock:
-    ...         with lock: pass
-    >>> rec.findings
-    []
-    """
-    rec = recorder or Recorder(**options)
-    start(rec)
-    try:
-        yield rec
-    finally:
-        stop(rec)

@@ -15,9 +15,7 @@ from typing import Any, Optional
 
 import pytest
 
-#: `lockcheck.python.recorder.DEFAULT_MAX_DEPTH` (not imported: the plugin module loads before
-#: tracking starts, and the recorder's imports would then be made before it)
-DEFAULT_MAX_DEPTH = 10000
+from lockcheck.python.settings import DEFAULT_MAX_DEPTH  # noqa: F401 - a module of stdlib imports only
 
 
 def add_options(group: Any, parser: pytest.Parser) -> None:

@@ -92,6 +92,7 @@ from lockcheck.events import ACQUIRE, RELEASE, Event
 from lockcheck.lockdep.findings import Evidence, Finding
 from lockcheck.lockdep.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
 from lockcheck.python import plugin_options
+from lockcheck.python.settings import Settings
 from lockcheck.util.wording import count as _count
 
 PLUGIN_NAME = "lockcheck-session"
@@ -261,10 +262,11 @@ class LockcheckPlugin:
         grace = plugin_options.seconds("lockcheck_grace", config.getini("lockcheck_grace"))
         plugin_options.graph_path(_option(config, "lockcheck_graph"))
         depth = plugin_options.max_depth(_option(config, "lockcheck_max_depth"), config.getini("lockcheck_max_depth"))
+        settings = Settings(grace=grace, timed_is_try=mode == "try", stack_depth=self.stack_depth,
+                            max_depth=depth, deadlock=_deadlock_mode(config))
         self.recorder = pylocks.Recorder(
-            _checker(config), grace=grace, timed_is_try=mode == "try", suppress=list(config.getini("lockcheck_suppress")),
+            _checker(config), settings=settings, suppress=list(config.getini("lockcheck_suppress")),
             trace=self.trace_file, task_prefix=f"{self.worker_id}:" if self.worker_id else "",
-            stack_depth=self.stack_depth, max_depth=depth,
         )
         import tempfile
 
@@ -739,15 +741,19 @@ def _checker(config: pytest.Config) -> Checker:
     return OrderChecker(order, graph)
 
 
-def _hang_hooks(config: pytest.Config, rec: Any) -> Any:
-    """The deadlock mode set (`lockcheck.python.waitfor`), and the hang report's hooks (`lockcheck.python.hang`)."""
-    from lockcheck.python import hang, waitfor
-
+def _deadlock_mode(config: pytest.Config) -> str:
+    """What a cycle of waits does (`Settings.deadlock`, read by `lockcheck.python.waitfor`)."""
     mode = (_option(config, "lockcheck_deadlock") or str(config.getini("lockcheck_deadlock")).strip().lower()
-            or waitfor.RAISE)
-    if mode not in waitfor.MODES:
+            or DEADLOCK_MODES[0])
+    if mode not in DEADLOCK_MODES:
         raise pytest.UsageError(f"lockcheck_deadlock: expected `raise`, `report` or `off`, not {mode!r}")
-    waitfor.mode = mode
+    return mode
+
+
+def _hang_hooks(config: pytest.Config, rec: Any) -> Any:
+    """The hang report's hooks (`lockcheck.python.hang`)."""
+    from lockcheck.python import hang
+
     seconds = _option(config, "lockcheck_hang_report")
     if seconds is None:
         seconds = plugin_options.seconds("lockcheck_hang_report", config.getini("lockcheck_hang_report"))

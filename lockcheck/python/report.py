@@ -74,7 +74,7 @@ class PythonOut(text._Out):
 
     def verb(self, name: str, verb: str, held: bool) -> str:
         """An event class of `--lockcheck-waits`: waited for, or held by what completes it."""
-        from lockcheck.python.dept import is_event
+        from lockcheck.python.event_classes import is_event
 
         if not is_event(name):
             return verb
@@ -114,7 +114,7 @@ def render(findings: list[Finding], summary: Summary, out: TextIO, depth: int = 
 def print_waits(pr: text._Out, finding: Finding) -> None:
     """The kernel layout extended by the waits: which dependencies of the cycle are waits on an
     event ("waits for completion of ...") and which are what completing that event needs."""
-    from lockcheck.python.dept import describe, is_event
+    from lockcheck.python.event_classes import describe, is_event
 
     chain = finding.chain
     # (held class, taken class, where, task) for each dependency of the cycle, the new one last
@@ -152,7 +152,7 @@ def print_how_to_fix(pr: text._Out, finding: Finding) -> None:
 
 def circular_advice(finding: Finding) -> list[str]:
     """Take the locks in one order: which orders were seen where, and which acquisition breaks it."""
-    from lockcheck.python.dept import is_event
+    from lockcheck.python.event_classes import is_event
 
     chain = finding.chain
     events = [cls for cls in dict.fromkeys([link.cls for link in chain] + [finding.lock]) if is_event(cls)]

@@ -22,7 +22,6 @@ from __future__ import annotations
 import _thread
 import asyncio
 import asyncio.locks
-import os
 import sys
 import threading
 import time
@@ -30,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Optional
 
 from lockcheck.python import waitfor as _waitfor
 from lockcheck.events import RREAD, WRITE
+from lockcheck.python.core import CORE, OWNED_CLASSES, core_forget  # noqa: F401 - re-exported
 from lockcheck.python.sites import creation, registry, site_skipped, user_frame
 
 if TYPE_CHECKING:
@@ -52,28 +52,11 @@ _monotonic = time.monotonic
 _rec: Optional["Recorder"] = None
 
 
-def _load_core() -> Any:
-    """The compiled hit path (`lockcheck.python._trackedcore`, lockcheck/python/_tracked.c), or None: not built,
-    or `LOCKCHECK_PURE=1` (the pure-Python methods below are then the tracked types' own)."""
-    if os.environ.get("LOCKCHECK_PURE") == "1":
-        return None
-    try:
-        from lockcheck.python import _trackedcore
-    except ImportError:
-        return None
-    return _trackedcore
-
-
-_core = _load_core()
+_core = CORE
 #: the base of the tracked types: the compiled one holds their fields (and the hit path)
 _Base: Any = _core.Base if _core is not None else object
 #: their fields, as slots of the pure-Python build
 _FIELDS = () if _core is not None else ("_real", "_cls", "_inst", "_holder", "_since", "__weakref__")
-
-
-#: lock classes only their holder may release (RLocks): a thread that ends holding one leaves it
-#: held for ever (a finding), where a `Lock` it ends holding may still be released by another
-OWNED_CLASSES: set = set()
 
 
 class SelfDeadlockError(RuntimeError):
@@ -180,7 +163,7 @@ class _Tracked(_Base, metaclass=_WrapperMeta):
         return True
 
     def _is_try(self, rec: Recorder, blocking: bool, timeout: float) -> bool:
-        return not blocking or (timeout != -1 and rec.timed_is_try)
+        return not blocking or (timeout != -1 and rec.settings.timed_is_try)
 
     def _recorded_acquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int,
                           blocking: bool, timeout: float) -> bool:
@@ -269,7 +252,7 @@ class TrackedLock(*((_Tracked, _core.LockBase) if _core is not None else (_Track
     def _reacquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int) -> bool:
         """Blocking re-acquire by the holder: fine only if another thread releases it (a signal)."""
         __tracebackhide__ = True
-        if self._real.acquire(True, rec.grace):
+        if self._real.acquire(True, rec.settings.grace):
             # released by another thread meanwhile (its release was recorded for us)
             rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
             self._took(task)
@@ -283,7 +266,7 @@ class TrackedLock(*((_Tracked, _core.LockBase) if _core is not None else (_Track
         file, line, at = rec.site(user_frame(frame))
         raise SelfDeadlockError(
             f"lockcheck: {at}: {task} tries to acquire lock {self._cls}@{self._inst}, which it already holds, "
-            f"and no other thread released it within {rec.grace:g}s: this acquire would never return "
+            f"and no other thread released it within {rec.settings.grace:g}s: this acquire would never return "
             f"(possible recursive locking detected)"
         )
 
@@ -395,6 +378,7 @@ class TrackedRLock(*((_Tracked, _core.RLockBase) if _core is not None else (_Tra
 
 
 TrackedRLock._lc_real_type = _RAW_RLOCK_TYPE
+TrackedRLock._lc_owned = True  # only its holder may release it (`lockcheck.python.waitfor`)
 TrackedRLock._lc_instantiable = True
 
 
@@ -542,7 +526,7 @@ class _SemaphoreMixin:
         cls, inst = lc
         frame = sys._getframe(1)
         task, comm = rec.thread_task()
-        if not blocking or (timeout is not None and rec.timed_is_try):
+        if not blocking or (timeout is not None and rec.settings.timed_is_try):
             ok = super().acquire(blocking, timeout)  # type: ignore[misc]
             if ok and self._lc_held:
                 rec.acquired(task, comm, cls, inst, frame, self._lc_mode(), trylock=True)
@@ -648,13 +632,13 @@ class TrackedAsyncLock(_ORIG_ALOCK, metaclass=_OrigInstanceCheck):
         task, comm = rec.async_task()
         if self._lc_holder == task:
             try:
-                await asyncio.wait_for(super().acquire(), rec.grace)
+                await asyncio.wait_for(super().acquire(), rec.settings.grace)
             except asyncio.TimeoutError:
                 rec.acquired(task, comm, cls, inst, frame)
                 rec.released(task, cls, inst)
                 raise SelfDeadlockError(
                     f"lockcheck: {task} tries to acquire asyncio lock {cls}@{inst}, which it already holds, "
-                    f"and no other task released it within {rec.grace:g}s (possible recursive locking detected)"
+                    f"and no other task released it within {rec.settings.grace:g}s (possible recursive locking detected)"
                 ) from None
             rec.acquired(task, comm, cls, inst, frame)
             self._lc_holder, self._lc_since = task, _monotonic()
@@ -767,13 +751,6 @@ def nested(lock: Any, subclass: int = 1) -> _Nested:
 # -- the compiled core's view of the recorder ------------------------------------------------------
 
 
-def core_forget() -> None:
-    """The compiled core drops what it cached of the recorder and of each thread's task (the
-    recorder stopped, or a thread's task key was dropped: `Recorder.process_started`)."""
-    if _core is not None:
-        _core.forget()
-
-
 def _stats_class() -> type:
     """`CheckerStats` whose `events` and `chain_hits` include what the hit path counted: it
     counts them in C and adds them when either is read or written (`_trackedcore.flush`)."""
@@ -804,18 +781,21 @@ def _stats_class() -> type:
 
 
 _CoreStats: Optional[type] = None
+_RECORDER_MODULE = "lockcheck.python.recorder"
 
 
 def _c_refresh(rec: Recorder) -> Optional[tuple]:
     """What the hit path reads of a newly started recorder, or None: not one it may serve (a
     recorder or checker whose feeding differs from `Recorder`'s and `Checker`'s: Python only)."""
     from lockcheck.lockdep.checker import Checker
-    from lockcheck.python.recorder import Recorder
 
     checker = rec.checker
     kind = type(rec)
+    # `Recorder` itself, looked up (not imported: the recorder module is above this one, and is
+    # loaded, since `rec` is one of its recorders or of a look-alike)
+    recorder = getattr(sys.modules.get(_RECORDER_MODULE), "Recorder", None)
     for attr in ("acquired", "released", "feed", "thread_task", "site", "_feed"):
-        if getattr(kind, attr) is not getattr(Recorder, attr):
+        if recorder is None or getattr(kind, attr) is not getattr(recorder, attr):
             return None
     for attr in ("feed", "lock_acquire", "validate_chain", "release_innermost"):
         if getattr(type(checker), attr) is not getattr(Checker, attr):
