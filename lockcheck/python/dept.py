@@ -80,7 +80,7 @@ import threading
 import weakref
 from typing import Any, Callable, Optional
 
-from lockcheck.python import sites as pysites, tracked
+from lockcheck.python import naming, semaphores, sites as pysites, tracked
 from lockcheck.lockdep.tasks import TaskState
 from lockcheck.python.event_classes import EVENTS, describe, is_event  # noqa: F401 - is_event, describe: re-exported
 
@@ -96,7 +96,7 @@ _ORIG_CONDITION = tracked._ORIG_CONDITION
 _LIB_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (concurrent.futures, asyncio))
 _LIB_FILES = (os.path.abspath(threading.__file__), os.path.abspath(queue.__file__))
 #: ours: always looked past (the patched `__init__`, the tracked Condition's)
-_OWN_FILES = (os.path.abspath(__file__), os.path.abspath(tracked.__file__))
+_OWN_FILES = (os.path.abspath(__file__), os.path.abspath(tracked.__file__), os.path.abspath(semaphores.__file__))
 _TARGET = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?=(?!=)")
 _lib_codes: dict = {}
 
@@ -220,7 +220,7 @@ def _wait_begin(rec: Any, event: tuple[str, str], frame: Any, is_async: bool = F
         return None
     cls, inst = event
     if except_lock is not None:
-        target = tracked._target(except_lock)
+        target = naming._target(except_lock)
         if target is not None and any(h.lock == target._cls and h.instance == target._inst for h in state.held):
             # the rest of the held stack, each lock leading to the event (its own lock is let go)
             held = [h for h in state.held if not (h.lock == target._cls and h.instance == target._inst)]
@@ -243,7 +243,7 @@ def _signal(rec: Any, event: tuple[str, str], frame: Any, is_async: bool = False
         return
     skip = None
     if except_lock is not None:
-        target = tracked._target(except_lock)
+        target = naming._target(except_lock)
         if target is not None:
             skip = (target._cls, target._inst)
     held = [h for h in state.held if h.cls not in EVENTS and (h.lock, h.instance) != skip and h.check]

@@ -8,6 +8,7 @@ mixin of `lockcheck.python.recorder.Recorder` that keeps those orphans (`Recorde
 
 from __future__ import annotations
 
+import _thread
 import os
 from typing import Any, Optional
 

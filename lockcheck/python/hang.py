@@ -26,7 +26,6 @@ from __future__ import annotations
 import _thread
 import dataclasses
 import gc
-import os
 import sys
 import threading
 import time
@@ -46,7 +45,8 @@ def _held_times() -> dict[tuple[str, str], float]:
     garbage collector, which is slow (a big heap: a fraction of a second) but
     only done once, for a report of a test that already hangs.
     """
-    from lockcheck.python.tracked import TrackedAsyncLock, _Tracked
+    from lockcheck.python.async_lock import TrackedAsyncLock
+    from lockcheck.python.tracked import _Tracked
 
     times: dict[tuple[str, str], float] = {}
     for obj in gc.get_objects():

@@ -121,7 +121,8 @@ from typing import Any, Iterator, Optional
 
 from lockcheck.python.patching import active_recorder, start, stop
 from lockcheck.python.recorder import DEFAULT_SUPPRESS, Recorder
-from lockcheck.python.tracked import SelfDeadlockError, name, nested
+from lockcheck.python.naming import name, nested
+from lockcheck.python.tracked import SelfDeadlockError
 
 __all__ = [
     "Recorder", "SelfDeadlockError", "instrument", "start", "stop", "active_recorder", "name", "nested",

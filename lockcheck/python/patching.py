@@ -10,7 +10,6 @@ manager.
 
 from __future__ import annotations
 
-import _thread
 import asyncio
 import asyncio.locks
 import os
@@ -20,9 +19,11 @@ import threading
 from typing import TYPE_CHECKING, Any, Optional
 
 from lockcheck.python import sites as pysites, tracked
+from lockcheck.python import naming  # noqa: F401 - loaded for lockcheck.name/nested (lockcheck.python.hints)
+from lockcheck.python.async_lock import TrackedAsyncLock
+from lockcheck.python.semaphores import TrackedBoundedSemaphore, TrackedCondition, TrackedSemaphore
 from lockcheck.python.tracked import (
-    _ORIG_CONDITION, _ORIG_LOCK, _ORIG_RLOCK, _RAW_LOCK_TYPE, _RAW_RLOCK_TYPE, TrackedAsyncLock,
-    TrackedBoundedSemaphore, TrackedCondition, TrackedLock, TrackedRLock, TrackedSemaphore, _LockClass, _make_lock,
+    _ORIG_CONDITION, _ORIG_LOCK, _RAW_LOCK_TYPE, _RAW_RLOCK_TYPE, TrackedLock, TrackedRLock, _LockClass, _make_lock,
     _make_rlock,
 )
 

@@ -14,7 +14,6 @@ import asyncio
 import collections
 import dataclasses
 import itertools
-import os
 import sys
 import threading
 import weakref
