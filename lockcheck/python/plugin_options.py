@@ -18,6 +18,7 @@ import pytest
 
 from lockcheck.lockdep.checker import Checker
 from lockcheck.lockdep.graph import DepGraph
+from lockcheck.python.suppress import Rule, RuleError, from_config, parse_rules
 from lockcheck.python.settings import DEFAULT_MAX_DEPTH, DEFAULT_STACK_DEPTH, MODES as DEADLOCK_MODES, Settings
 
 #: --lockcheck-mode / lockcheck_mode values
@@ -204,3 +205,29 @@ def build_settings(config: pytest.Config) -> Settings:
                     timed_is_try=timed == "try", stack_depth=read_stack_depth(config),
                     max_depth=max_depth(option(config, "lockcheck_max_depth"), config.getini("lockcheck_max_depth")),
                     deadlock=deadlock_mode(config))
+
+
+def suppress_rules(config: pytest.Config) -> list[Rule]:
+    """The session's suppression rules: `lockcheck_suppress` lines (ini, or
+    `[tool.pytest.ini_options]`), then `[tool.lockcheck] suppress` of the rootdir's
+    pyproject.toml -- the table `lockcheck check` reads, so one file serves both.  A kind that is
+    no kind is a usage error naming it (with the nearest kind)."""
+    from lockcheck.errors import TraceError
+    from lockcheck.report.suppress import load_pyproject
+
+    try:
+        rules = parse_rules(list(config.getini("lockcheck_suppress")))
+    except RuleError as err:
+        raise pytest.UsageError(f"lockcheck_suppress: {err}") from None
+    path = config.rootpath / "pyproject.toml"
+    if path.is_file():
+        try:
+            table = load_pyproject(str(path))
+            known = {rule[:2] for rule in rules}
+            rules += [rule._replace(origin=rule.origin.replace(str(path), path.name))
+                      for rule in from_config(table.suppressions) if rule[:2] not in known]
+        except TraceError as err:
+            raise pytest.UsageError(str(err)) from None
+        except RuleError as err:
+            raise pytest.UsageError(f"{path}: [tool.lockcheck] suppress: {err}") from None
+    return rules

@@ -127,3 +127,14 @@ def summary_line(headlines: list[str], events: int, tasks: int, graph: DepGraph,
     return (f"lockcheck: {found}{extra} in {_count(events, 'event')}{across}, {_count(tasks, 'task')}, "
             f"{_count(graph.n_classes, 'lock class', 'lock classes')}, "
             f"{_count(graph.n_dependencies, 'dependency', 'dependencies')}")
+
+
+def write_stale(tr: Any, rules: list) -> None:
+    """The suppressions that accepted no finding in the whole session: stale, to remove (as
+    `lockcheck check` lists its own)."""
+    if not rules:
+        return
+    tr.write_line(f"lockcheck: {_count(len(rules), 'suppression')} matched no finding (stale: remove "
+                  f"{'them' if len(rules) > 1 else 'it'}):")
+    for rule in rules:
+        tr.write_line(f"  {rule.text()}  ({rule.origin})")

@@ -15,10 +15,11 @@ from lockcheck.events import ACQUIRE, RELEASE, Event
 from lockcheck.lockdep.checker import Checker
 from lockcheck.lockdep.findings import Evidence, Finding
 from lockcheck.lockdep.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
-from lockcheck.python.plugin_options import WARN, option
+from lockcheck.python.plugin_options import WARN, option, suppress_rules
 from lockcheck.python.plugin_summary import (
-    headline, summary_line, write_nothing_seen, write_preexisting,
+    headline, summary_line, write_nothing_seen, write_preexisting, write_stale,
 )
+from lockcheck.python.suppress import DEFAULT, DEFAULT_SUPPRESS, match, parse_rules, stale
 
 
 def is_controller_early(config: pytest.Config) -> bool:
@@ -74,6 +75,7 @@ class XdistSession:
             "trace": self.trace_path,
             "children": [[headline, text] for _, headline, text in self.child_findings],
             "preexisting": [[p.name, p.where, p.tracked, p.stdlib] for p in rec.preexisting],
+            "rule_hits": rec.rule_hits,
         }
 
     @pytest.hookimpl(optionalhook=True)
@@ -85,13 +87,38 @@ class XdistSession:
             return
         self.worker_reports.append(output)
         graph = graph_from_text(output["graph"])
-        self.merged.extend(replay_graph(self.merger, graph))
+        rules, hits = self._merge_rules()
+        for finding in replay_graph(self.merger, graph):
+            i = match(rules, finding)  # a cycle across workers is suppressed as one on a worker is
+            if i is None:
+                self.merged.append(finding)
+            else:
+                hits[i] += 1
+
+    def _merge_rules(self) -> tuple[list, list[int]]:
+        """The session's suppression rules (every worker read the same), and how many merged
+        findings each accepted."""
+        if getattr(self, "_rules", None) is None:
+            rules = parse_rules(DEFAULT_SUPPRESS, DEFAULT) + suppress_rules(self.config)
+            self._rules = (rules, [0] * len(rules))
+        return self._rules
+
+    def _write_stale_rules(self, tr: Any) -> None:
+        """The suppressions no worker's finding matched, nor any merged one."""
+        if not self.worker_reports:
+            return
+        rules, merged_hits = self._merge_rules()
+        hits = list(merged_hits)
+        for report in self.worker_reports:
+            for i, n in enumerate(report.get("rule_hits", ())[:len(rules)]):
+                hits[i] += n
+        write_stale(tr, stale(rules, hits))
 
     def _controller_summary(self, tr: Any) -> None:
         headlines = [line for report in self.worker_reports for line in report["findings"]]
         events = sum(report["stats"][0] for report in self.worker_reports)
         tasks = sum(report["stats"][1] for report in self.worker_reports)
-        suppressed = sum(report["stats"][2] for report in self.worker_reports)
+        suppressed = sum(report["stats"][2] for report in self.worker_reports) + sum(self._merge_rules()[1])
         merged = [f"{headline(f, None)} (across workers)" for f in self.merged]
         tr.write_line(summary_line(headlines + merged, events, tasks, self.merger.graph, suppressed,
                                     workers=len(self.worker_reports)))
@@ -109,6 +136,7 @@ class XdistSession:
         if self.worker_reports:
             write_preexisting(tr, list(dict.fromkeys(tuple(p) for report in self.worker_reports
                                                       for p in report.get("preexisting", ()))))
+        self._write_stale_rules(tr)
         write_nothing_seen(tr, events, workers=len(self.worker_reports))
         if self.merged:
             tr.write_line("cycles across workers (each worker's graph alone is acyclic):")

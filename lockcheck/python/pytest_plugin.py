@@ -95,8 +95,9 @@ from lockcheck.python.plugin_options import (
 )
 from lockcheck.python.plugin_summary import (
     empty_summary, headline, report_session_error, summary_line, suppression_key, write_nothing_seen,
-    write_preexisting,
+    write_preexisting, write_stale,
 )
+from lockcheck.python.suppress import stale
 from lockcheck.python.plugin_xdist import (  # noqa: F401 - replay_graph: re-exported
     XdistSession, is_controller_early, is_xdist_controller, per_worker, replay_graph,
 )
@@ -184,7 +185,7 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         settings = plugin_options.build_settings(config)
         plugin_options.graph_path(option(config, "lockcheck_graph"))
         self.recorder = pylocks.Recorder(
-            make_checker(config), settings=settings, suppress=list(config.getini("lockcheck_suppress")),
+            make_checker(config), settings=settings, suppress=plugin_options.suppress_rules(config),
             trace=self.trace_file, task_prefix=f"{self.worker_id}:" if self.worker_id else "",
         )
         import tempfile
@@ -405,6 +406,7 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
             tr.write_line(f"  {line}")
         for note in summary.notes:
             tr.write_line(f"  note: {note}")
+        write_stale(tr, stale(rec.rules, rec.rule_hits))
         write_preexisting(tr, [(p.name, p.where, p.tracked, p.stdlib) for p in rec.preexisting])
         if self.mode == WARN:
             self._write_reports(tr, [self._render([f]) for f, ctx in rec.findings if ctx is not None])

@@ -29,7 +29,7 @@ from lockcheck.python.forks import ForkHandling
 from lockcheck.python.settings import DEFAULT_MAX_DEPTH, Settings  # noqa: F401 - DEFAULT_MAX_DEPTH re-exported
 from lockcheck.python.sites import relpath, user_frame
 from lockcheck.python.stacks import capture, capture_earlier
-from lockcheck.python.suppress import DEFAULT_SUPPRESS, matches, parse_rules
+from lockcheck.python.suppress import DEFAULT, DEFAULT_SUPPRESS, Rule, match, parse_rules
 
 _get_ident = _thread.get_ident
 _NOTHING: list = []
@@ -73,7 +73,10 @@ class Recorder(ForkHandling):
         self._frame: Any = None  # the acquisition being fed: where a new dependency's stack comes from
         if settings.stack_depth:
             self.checker.graph.evidence_hook = self._with_stack
-        self.rules = parse_rules(DEFAULT_SUPPRESS + list(suppress or []))
+        #: the suppression rules (`lockcheck.python.suppress`): the stdlib's, then `suppress` -- lines
+        #: or parsed `Rule`s -- and how many findings each accepted (`stale` lists those at 0)
+        self.rules = parse_rules(DEFAULT_SUPPRESS, DEFAULT) + _rules(suppress or [])
+        self.rule_hits = [0] * len(self.rules)
         self.trace = trace
         self.task_prefix = task_prefix
         self.on_finding = on_finding
@@ -443,8 +446,12 @@ class Recorder(ForkHandling):
             return self.by_context.pop(context, [])
 
     def suppressed(self, finding: Finding) -> bool:
-        """Whether a rule of `rules` (`lockcheck.python.suppress`) accepts the finding."""
-        return matches(self.rules, finding)
+        """Whether a rule of `rules` (`lockcheck.python.suppress`) accepts the finding (counted)."""
+        i = match(self.rules, finding)
+        if i is None:
+            return False
+        self.rule_hits[i] += 1
+        return True
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> "Recorder":
@@ -510,3 +517,9 @@ def _count(n: int, noun: str) -> str:
     from lockcheck.util.wording import count
 
     return count(n, noun)
+
+
+def _rules(suppress: list) -> list[Rule]:
+    """`suppress` as rules: lines are parsed, `Rule`s (from pyproject.toml) kept as they are."""
+    lines = [item for item in suppress if isinstance(item, str)]
+    return parse_rules(lines) + [item for item in suppress if isinstance(item, Rule)]

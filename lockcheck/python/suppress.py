@@ -6,8 +6,11 @@ The recorder files a finding a rule accepts among the suppressed ones instead of
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
+from typing import Any, NamedTuple, Optional
 
+from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.findings import Finding
 from lockcheck.python.sites import registry
 
@@ -32,28 +35,70 @@ DEFAULT_SUPPRESS = ["recursive-locking concurrent.futures._base.Future._conditio
                     "circular-dependency logging._lock logging.*Handler.lock",
                     "inconsistent-lock-state multiprocessing.resource_tracker.ResourceTracker._lock"]
 
-#: one parsed rule: (kind glob, class globs)
-Rule = tuple[str, list[str]]
+class Rule(NamedTuple):
+    """One parsed rule: a kind glob, class globs, and where it was written (`origin`: shown
+    when the rule matched nothing in a session; `DEFAULT` for the standard library's own)."""
+
+    kind: str
+    globs: tuple[str, ...]
+    origin: str = "lockcheck_suppress"
+
+    def text(self) -> str:
+        return " ".join((self.kind, *self.globs))
 
 
-def parse_rules(lines: list[str]) -> list[Rule]:
-    """The rules of `lines`; blank lines and `#` comments are no rule."""
-    rules = []
+DEFAULT = "default"
+#: every kind a finding may have (`lockcheck.lockdep.findings.MESSAGES`)
+KINDS = tuple(F.MESSAGES)
+
+
+class RuleError(ValueError):
+    """A rule that can never match as meant: its kind is no kind (a misspelling, most often)."""
+
+
+def check_kind(kind: str) -> None:
+    """Raise `RuleError` naming `kind` when it is, or matches, no kind of finding (with the
+    nearest kind: `circular-dependancy` -> did you mean `circular-dependency`?)."""
+    if any(fnmatch.fnmatchcase(known, kind) for known in KINDS):
+        return
+    close = difflib.get_close_matches(kind, KINDS, n=1)
+    hint = f" (did you mean {close[0]!r}?)" if close else f" (kinds: {', '.join(KINDS)})"
+    raise RuleError(f"{kind!r} is not a kind of finding{hint}")
+
+
+def parse_rules(lines: list[str], origin: str = "lockcheck_suppress") -> list[Rule]:
+    """The rules of `lines` (`KIND CLASSGLOB...`); blank lines and `#` comments are no rule, and a
+    line repeated (a suggested line pasted twice) is one rule.  A kind that is no kind raises
+    `RuleError` (the standard library's rules are not checked: `origin` `DEFAULT`)."""
+    rules: dict[tuple, Rule] = {}
     for line in lines:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         parts = line.split()
-        rules.append((parts[0], parts[1:]))
+        if origin != DEFAULT:
+            check_kind(parts[0])
+        rules.setdefault((parts[0], tuple(parts[1:])), Rule(parts[0], tuple(parts[1:]), origin))
+    return list(rules.values())
+
+
+def from_config(suppressions: list[Any]) -> list[Rule]:
+    """The rules of `[tool.lockcheck] suppress` (`lockcheck.report.suppress.Suppression`s: the CLI's
+    own reading of pyproject.toml), each kind checked as `parse_rules` checks it."""
+    rules = []
+    for item in suppressions:
+        check_kind(item.kind)
+        rules.append(Rule(item.kind, tuple(item.classes), item.origin))
     return rules
 
 
-def matches(rules: list[Rule], finding: Finding) -> bool:
-    """`KIND CLASSGLOB...`: the kind matches and every glob matches a class of the finding.
+def match(rules: list[Rule], finding: Finding) -> Optional[int]:
+    """The index of the first rule that accepts `finding`, or None.
 
-    A rule may name a class by its module-qualified name (`registry.qualified`), which stays
-    the same when lines move."""
+    `KIND CLASSGLOB...`: the kind matches and every glob matches a class of the finding.  A rule
+    may name a class by its module-qualified name (`registry.qualified`), which stays the same
+    when lines move."""
     if not rules:
-        return False
+        return None
     classes = {finding.lock, finding.held, *(finding.cycle or ())} - {None}
     qualified = registry.qualified
     if qualified:
@@ -61,9 +106,14 @@ def matches(rules: list[Rule], finding: Finding) -> bool:
             base, slash, subclass = cls.partition("/")
             if base in qualified:
                 classes.add(qualified[base] + slash + subclass)
-    for kind, globs in rules:
+    for i, (kind, globs, _) in enumerate(rules):
         if not fnmatch.fnmatchcase(finding.kind, kind):
             continue
         if all(any(fnmatch.fnmatchcase(cls, glob) for cls in classes) for glob in globs):
-            return True
-    return False
+            return i
+    return None
+
+
+def stale(rules: list[Rule], hits: list[int]) -> list[Rule]:
+    """The rules written by the user (not the defaults) that accepted no finding: to remove."""
+    return [rule for rule, n in zip(rules, hits) if not n and rule.origin != DEFAULT]
