@@ -63,11 +63,25 @@ class Preexisting:
         self.stdlib = stdlib
 
 
+#: recorders suspended by a nested `start` (`instrument()` inside a test run under `--lockcheck`)
+_outer: list = []
+
+
 def start(recorder: Recorder) -> None:
-    """Patch the factories and wrap reachable existing locks; `recorder` gets every event."""
+    """Patch the factories and wrap reachable existing locks; `recorder` gets every event.
+
+    Under a started recorder (the plugin's session), `recorder` nests: it gets the events
+    until its `stop`, which gives them back to the outer one (the patches are already there).
+    """
     global _fork_hook
     if tracked._rec is not None:
-        raise RuntimeError("lockcheck: a recorder is already started")
+        if tracked._rec is recorder or recorder in _outer:
+            raise RuntimeError("lockcheck: this recorder is already started")
+        _outer.append(tracked._rec)
+        tracked._rec = recorder
+        recorder.active = True
+        tracked.core_forget()  # the compiled hit path serves the new recorder from now on
+        return
     pysites.exclude_test_runner()
     if not _fork_hook and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -97,6 +111,11 @@ def stop(recorder: Optional[Recorder] = None) -> None:
     """Undo `start`: originals back, module globals unwrapped; tracked locks become plain ones."""
     rec = tracked._rec
     if rec is None or (recorder is not None and recorder is not rec):
+        return
+    if _outer:  # a nested recorder: the outer one gets the events again
+        rec.active = False
+        tracked._rec = _outer.pop()
+        tracked.core_forget()
         return
     for module, attr, value in reversed(_saved):
         setattr(module, attr, value)

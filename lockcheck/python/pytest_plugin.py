@@ -90,6 +90,7 @@ from lockcheck.lockdep.checker import Checker
 from lockcheck.lockdep.findings import Finding
 from lockcheck.python import plugin_options
 from lockcheck.python.plugin_children import ForkedChildren
+from lockcheck.python.plugin_fixture import lockcheck_fixture  # noqa: F401 - the `lockcheck` fixture
 from lockcheck.python.plugin_options import (
     FAIL, WARN, hang_hooks, make_checker, option, read_stack_depth, session_mode,
 )
