@@ -7,6 +7,8 @@ one job; imports nothing that tracks locks (the plugin module loads before track
 
 from __future__ import annotations
 
+import sys
+import threading
 from collections import Counter
 from typing import Any, Optional
 
@@ -138,3 +140,33 @@ def write_stale(tr: Any, rules: list) -> None:
                   f"{'them' if len(rules) > 1 else 'it'}):")
     for rule in rules:
         tr.write_line(f"  {rule.text()}  ({rule.origin})")
+
+
+class ReportedOnce:
+    """A `threading.excepthook` in front of pytest's: a `DeadlockError` that ends a thread is a
+    finding lockcheck already filed, and its test fails with the report; pytest's
+    `PytestUnhandledThreadExceptionWarning` would print the same report a second time.  Such
+    an exception gets one line here; any other goes on to the hook it wraps."""
+
+    def __init__(self, previous: Any) -> None:
+        self.previous = previous
+
+    def __call__(self, args: Any) -> None:
+        exc = args.exc_value
+        if type(exc).__name__ == "DeadlockError" and getattr(exc, "finding", None) is not None:
+            thread = getattr(args.thread, "name", "a thread")
+            sys.stderr.write(f"lockcheck: DeadlockError ended thread {thread} "
+                             f"(the finding is reported once, with its test)\n")
+            return
+        self.previous(args)
+
+    @classmethod
+    def install(cls) -> None:
+        if not isinstance(threading.excepthook, cls):
+            threading.excepthook = cls(threading.excepthook)
+
+    @classmethod
+    def uninstall(cls) -> None:
+        hook = threading.excepthook
+        if isinstance(hook, cls):
+            threading.excepthook = hook.previous

@@ -96,7 +96,7 @@ from lockcheck.python.plugin_options import (
 )
 from lockcheck.python.plugin_summary import (
     empty_summary, headline, report_session_error, summary_line, suppression_key, write_nothing_seen,
-    write_preexisting, write_stale,
+    ReportedOnce, write_preexisting, write_stale,
 )
 from lockcheck.python.suppress import stale
 from lockcheck.python.plugin_xdist import (  # noqa: F401 - replay_graph: re-exported
@@ -282,9 +282,11 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         if self.hang is not None:
             self.hang.install()  # pytest-timeout is loaded by now, if it is there
             self.hang.test_started(item)
+        ReportedOnce.install()  # in front of pytest's thread-exception hook, set at its configure
         try:
             return (yield)
         finally:
+            ReportedOnce.uninstall()
             if self.hang is not None:
                 self.hang.test_ended()
             rec.end_context(item.nodeid)
