@@ -306,8 +306,7 @@ def test_own_hang_report(pytester: pytest.Pytester) -> None:
 def test_rlock_cycle_is_certain_at_once() -> None:
     """RLocks are released by their holder only: a cycle of them raises without the grace wait."""
     errors: list[BaseException] = []
-    with pylocks.instrument() as rec:
-        rec.grace = 30.0  # a grace wait would fail this test's join below
+    with pylocks.instrument(grace=30.0) as rec:  # a grace wait would fail this test's join below
         a = threading.RLock()
         b = threading.RLock()
         a_held, b_held = threading.Event(), threading.Event()

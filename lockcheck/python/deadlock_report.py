@@ -29,7 +29,10 @@ def print_deadlock(finding: Finding, summary: Summary, pr: text._Out) -> None:
     first = contexts[0] if contexts else None
     waits_for = first["waits_for"] if first else finding.lock
     pr(f"{finding.task} is trying to acquire lock:", f" {_lock(waits_for)}, at: {finding.location}", "")
-    if finding.details.get("mixed") and len(contexts) > 1:
+    if finding.details.get("ended") and len(contexts) > 1:
+        pr(f"but that lock is held by {contexts[1]['task']}, which has ended holding it:",
+           "nobody can release it now, so this acquire would never return.", "")
+    elif finding.details.get("mixed") and len(contexts) > 1:
         holder = contexts[1]
         pr(f"but that lock is held by {holder['task']},",
            "which can only resume, and release it, when this thread returns to the event loop:",
@@ -38,6 +41,11 @@ def print_deadlock(finding: Finding, summary: Summary, pr: text._Out) -> None:
         pr(f"but that lock is held by {contexts[1]['task']},",
            f"which waits{' (through ' + str(len(contexts) - 2) + ' more)' if len(contexts) > 2 else ''} "
            f"for a lock {finding.task} holds: none of them can go on.", "")
+    if finding.details.get("ended"):
+        ended = contexts[1] if len(contexts) > 1 else {}
+        pr(f" {ended.get('task')} took {ended.get('holds')} at: {ended.get('holds_at') or '?'}, and ended", "")
+        text.dump_stack(pr, finding)
+        return
     pr(f"the cycle of waits ({len(contexts)} contexts, every one blocked):")
     for i, ctx in enumerate(contexts):
         since = f", waiting for {ctx['for']:.2f}s" if ctx.get("for") else ""
@@ -79,6 +87,10 @@ def _lock(name: str) -> str:
 def deadlock_advice(finding: Finding) -> list[str]:
     """What breaks this kind of cycle: one lock order, or no lock held across a wait."""
     contexts = finding.details.get("contexts", [])
+    if finding.details.get("ended") and len(contexts) > 1:
+        lock = str(contexts[1]["holds"]).rpartition("@")[0]
+        return [f"{contexts[1]['task']} took {lock} at {contexts[1]['holds_at'] or '?'} and ended without releasing it:",
+                "release it on every path out of that thread (a `with` block, or try/finally)."]
     if finding.details.get("mixed") and len(contexts) > 1:
         lock = str(contexts[1]["holds"]).rpartition("@")[0]
         return [f"Do not hold the threading lock {lock} across an await (at {contexts[1]['waits_at']}):",

@@ -80,11 +80,10 @@ import threading
 import weakref
 from typing import Any, Callable, Optional
 
-from lockcheck.python import sites as pysites, tracked
+from lockcheck.python import naming, semaphores, sites as pysites, tracked
 from lockcheck.lockdep.tasks import TaskState
+from lockcheck.python.event_classes import EVENTS, describe, is_event  # noqa: F401 - is_event, describe: re-exported
 
-#: event class -> (what completes it, where the object was made): the report's "waits" lines
-EVENTS: dict[str, tuple[str, str]] = {}
 #: waitable object -> (event class, instance); weak: the objects live as the program says
 _objects: "weakref.WeakKeyDictionary[Any, tuple[str, str]]" = weakref.WeakKeyDictionary()
 #: (owner, attribute, original): undone by `stop`
@@ -97,48 +96,9 @@ _ORIG_CONDITION = tracked._ORIG_CONDITION
 _LIB_DIRS = tuple(os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (concurrent.futures, asyncio))
 _LIB_FILES = (os.path.abspath(threading.__file__), os.path.abspath(queue.__file__))
 #: ours: always looked past (the patched `__init__`, the tracked Condition's)
-_OWN_FILES = (os.path.abspath(__file__), os.path.abspath(tracked.__file__))
+_OWN_FILES = (os.path.abspath(__file__), os.path.abspath(tracked.__file__), os.path.abspath(semaphores.__file__))
 _TARGET = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?=(?!=)")
 _lib_codes: dict = {}
-
-#: what completes each kind of event (the report's words)
-_COMPLETES = {
-    "Thread": "the end of the thread made at {site}",
-    "Future": "the future made at {site} (its work item, or set_result)",
-    "Queue": "a put() into the queue made at {site}",
-    "Queue.join": "task_done() of every item of the queue made at {site}",
-    "Event": "set() of the Event made at {site}",
-    "Condition": "notify() of the Condition made at {site}",
-    "asyncio.Event": "set() of the asyncio.Event made at {site}",
-    "asyncio.Queue": "a put into the asyncio.Queue made at {site}",
-    "asyncio.Queue.join": "task_done() of every item of the asyncio.Queue made at {site}",
-}
-
-
-#: an event class's name, for the graphs of other processes (xdist workers, saved graphs)
-_EVENT_NAME = re.compile(r"^((?:asyncio\.)?(?:Thread|Future|Queue(?:\.join)?|Event|Condition))\(.+\)(?:/\d)?$")
-
-
-def is_event(cls: str) -> bool:
-    """Whether a class of the graph is an event class (made by a wait), not a lock."""
-    return cls in EVENTS or _EVENT_NAME.match(cls) is not None
-
-
-def describe(cls: str) -> Optional[str]:
-    """`Thread(test_x.t)` -> "the end of the thread made at test_x.py:9" (None for a lock class).
-
-    A class made in another process (an xdist worker) is known by its name only: its kind
-    says what completes it, and "its creation site" stands for the site.
-    """
-    entry = EVENTS.get(cls)
-    if entry is None:
-        match = _EVENT_NAME.match(cls)
-        if match is None:
-            return None
-        entry = (match.group(1), "its creation site")
-    kind, site = entry
-    return _COMPLETES.get(kind, "{site}").format(site=site)
-
 
 # -- event classes: creation sites -------------------------------------------------------------
 
@@ -260,7 +220,7 @@ def _wait_begin(rec: Any, event: tuple[str, str], frame: Any, is_async: bool = F
         return None
     cls, inst = event
     if except_lock is not None:
-        target = tracked._target(except_lock)
+        target = naming._target(except_lock)
         if target is not None and any(h.lock == target._cls and h.instance == target._inst for h in state.held):
             # the rest of the held stack, each lock leading to the event (its own lock is let go)
             held = [h for h in state.held if not (h.lock == target._cls and h.instance == target._inst)]
@@ -283,7 +243,7 @@ def _signal(rec: Any, event: tuple[str, str], frame: Any, is_async: bool = False
         return
     skip = None
     if except_lock is not None:
-        target = tracked._target(except_lock)
+        target = naming._target(except_lock)
         if target is not None:
             skip = (target._cls, target._inst)
     held = [h for h in state.held if h.cls not in EVENTS and (h.lock, h.instance) != skip and h.check]
@@ -358,7 +318,7 @@ def _thread_busy(rec: Any) -> bool:
 
 def _timed(rec: Any, block: bool, timeout: Optional[float]) -> bool:
     """A wait that cannot wait for ever: a trylock, no dependency (unless timed acquires are blocking)."""
-    return not block or (timeout is not None and rec.timed_is_try)
+    return not block or (timeout is not None and rec.settings.timed_is_try)
 
 
 # -- the patches --------------------------------------------------------------------------

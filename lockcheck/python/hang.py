@@ -24,14 +24,15 @@ state by copying it.
 from __future__ import annotations
 
 import _thread
+import dataclasses
 import gc
-import os
 import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from lockcheck.python import waitfor
+from lockcheck.python.waitfor import write_fd
 
 if TYPE_CHECKING:
     from lockcheck.python.recorder import Recorder
@@ -44,7 +45,8 @@ def _held_times() -> dict[tuple[str, str], float]:
     garbage collector, which is slow (a big heap: a fraction of a second) but
     only done once, for a report of a test that already hangs.
     """
-    from lockcheck.python.tracked import TrackedAsyncLock, _Tracked
+    from lockcheck.python.async_lock import TrackedAsyncLock
+    from lockcheck.python.tracked import _Tracked
 
     times: dict[tuple[str, str], float] = {}
     for obj in gc.get_objects():
@@ -213,17 +215,6 @@ class HangTimer:
             pass
 
 
-def write_fd(fd: int, text: str) -> None:
-    """Write to a file descriptor in whole (no Python file object: its lock may be held)."""
-    data = text.encode("utf-8", "replace")
-    while data:
-        try:
-            n = os.write(fd, data)
-        except OSError:
-            return
-        data = data[n:]
-
-
 def stderr_fd(config: Any) -> Optional[int]:
     """The file descriptor pytest's faulthandler plugin writes its dumps to (the real stderr)."""
     try:
@@ -273,8 +264,6 @@ class HangHooks:
 
     def uninstall(self) -> None:
         self.test_ended()
-        waitfor.mode = waitfor.RAISE  # the defaults again (the plugin set them for its session)
-        waitfor.report_fd = None
         if self._patched is not None:
             module, original = self._patched
             module.dump_stacks = original
@@ -286,7 +275,8 @@ class HangHooks:
         fd = stderr_fd(self.config)
         if fd is None:
             fd = 2
-        waitfor.report_fd = fd
+        if self.rec.settings.report_fd != fd:  # where mode `report` writes: known once pytest configured
+            self.rec.settings = dataclasses.replace(self.rec.settings, report_fd=fd)
         try:
             fault = float(self.config.getini("faulthandler_timeout") or 0)
         except (ValueError, TypeError):

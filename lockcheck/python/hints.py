@@ -1,7 +1,7 @@
 """Annotations for legitimate lock patterns: `lockcheck.name` and `lockcheck.nested`.
 
 Safe to call from production code: when lockcheck is not instrumenting
-(`lockcheck.python.tracked` never imported), they cost one dict lookup and leave
+(`lockcheck.python.naming` never imported), they cost one dict lookup and leave
 the lock alone.
 
 >>> import threading, lockcheck
@@ -23,10 +23,10 @@ def name(lock: Any, class_name: str) -> Any:
     factory function): each role gets a class, and their orders are
     checked separately.  Returns `lock`.
     """
-    tracked = sys.modules.get("lockcheck.python.tracked")
-    if tracked is None:
+    naming = sys.modules.get("lockcheck.python.naming")  # loaded with the patching that tracks locks
+    if naming is None:
         return lock
-    return tracked.name(lock, class_name)
+    return naming.name(lock, class_name)
 
 
 def nested(lock: Any, subclass: int = 1) -> Any:
@@ -38,10 +38,10 @@ def nested(lock: Any, subclass: int = 1) -> Any:
     """
     if not 0 <= subclass <= 7:
         raise ValueError("lockcheck.nested: subclass must be 0..7 (lockdep's MAX_LOCKDEP_SUBCLASSES)")
-    tracked = sys.modules.get("lockcheck.python.tracked")
-    if tracked is None:
+    naming = sys.modules.get("lockcheck.python.naming")  # loaded with the patching that tracks locks
+    if naming is None:
         return _Plain(lock)
-    return tracked._Nested(lock, subclass)  # `tracked.nested` without its second range check
+    return naming._Nested(lock, subclass)  # `naming.nested` without its second range check
 
 
 class _Plain:

@@ -116,11 +116,35 @@ the locks made before).  This module gathers the public names.
 
 from __future__ import annotations
 
-from lockcheck.python.patching import active_recorder, instrument, start, stop
+from contextlib import contextmanager
+from typing import Any, Iterator, Optional
+
+from lockcheck.python.patching import active_recorder, start, stop
 from lockcheck.python.recorder import DEFAULT_SUPPRESS, Recorder
-from lockcheck.python.tracked import SelfDeadlockError, name, nested
+from lockcheck.python.naming import name, nested
+from lockcheck.python.tracked import SelfDeadlockError
 
 __all__ = [
     "Recorder", "SelfDeadlockError", "instrument", "start", "stop", "active_recorder", "name", "nested",
     "DEFAULT_SUPPRESS",
 ]
+
+
+@contextmanager
+def instrument(recorder: Optional[Recorder] = None, **options: Any) -> Iterator[Recorder]:
+    """Track Python locks inside the block; yields the `Recorder` (its `findings`, `checker`).
+
+    >>> import threading, lockcheck.python.instrument as pl
+    >>> with pl.instrument() as rec:
+    ...     lock = threading.RLock()
+    ...     with lock:
+    ...         with lock: pass
+    >>> rec.findings
+    []
+    """
+    rec = recorder or Recorder(**options)
+    start(rec)
+    try:
+        yield rec
+    finally:
+        stop(rec)

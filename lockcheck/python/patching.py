@@ -10,23 +10,25 @@ manager.
 
 from __future__ import annotations
 
-import _thread
 import asyncio
 import asyncio.locks
 import os
 import sys
 import sysconfig
 import threading
-from contextlib import contextmanager
-from typing import Any, Iterator, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from lockcheck.python import sites as pysites, tracked
-from lockcheck.python.recorder import Recorder
+from lockcheck.python import naming  # noqa: F401 - loaded for lockcheck.name/nested (lockcheck.python.hints)
+from lockcheck.python.async_lock import TrackedAsyncLock
+from lockcheck.python.semaphores import TrackedBoundedSemaphore, TrackedCondition, TrackedSemaphore
 from lockcheck.python.tracked import (
-    _ORIG_CONDITION, _ORIG_LOCK, _ORIG_RLOCK, _RAW_LOCK_TYPE, _RAW_RLOCK_TYPE, TrackedAsyncLock,
-    TrackedBoundedSemaphore, TrackedCondition, TrackedLock, TrackedRLock, TrackedSemaphore, _LockClass, _make_lock,
+    _ORIG_CONDITION, _ORIG_LOCK, _RAW_LOCK_TYPE, _RAW_RLOCK_TYPE, TrackedLock, TrackedRLock, _LockClass, _make_lock,
     _make_rlock,
 )
+
+if TYPE_CHECKING:
+    from lockcheck.python.recorder import Recorder
 
 _PATCHES = [
     (threading, "Lock", _LockClass if isinstance(_ORIG_LOCK, type) else _make_lock),
@@ -61,11 +63,25 @@ class Preexisting:
         self.stdlib = stdlib
 
 
+#: recorders suspended by a nested `start` (`instrument()` inside a test run under `--lockcheck`)
+_outer: list = []
+
+
 def start(recorder: Recorder) -> None:
-    """Patch the factories and wrap reachable existing locks; `recorder` gets every event."""
+    """Patch the factories and wrap reachable existing locks; `recorder` gets every event.
+
+    Under a started recorder (the plugin's session), `recorder` nests: it gets the events
+    until its `stop`, which gives them back to the outer one (the patches are already there).
+    """
     global _fork_hook
     if tracked._rec is not None:
-        raise RuntimeError("lockcheck: a recorder is already started")
+        if tracked._rec is recorder or recorder in _outer:
+            raise RuntimeError("lockcheck: this recorder is already started")
+        _outer.append(tracked._rec)
+        tracked._rec = recorder
+        recorder.active = True
+        tracked.core_forget()  # the compiled hit path serves the new recorder from now on
+        return
     pysites.exclude_test_runner()
     if not _fork_hook and hasattr(os, "register_at_fork"):
         os.register_at_fork(after_in_child=_after_fork_in_child)
@@ -73,7 +89,7 @@ def start(recorder: Recorder) -> None:
     # a multiprocessing child (start method fork) runs its target, never the code that forked
     import multiprocessing.util
 
-    multiprocessing.util.register_after_fork(recorder, Recorder.process_started)
+    multiprocessing.util.register_after_fork(recorder, type(recorder).process_started)
     tracked._rec = recorder
     recorder.active = True
     for module, attr, value in _PATCHES:
@@ -95,6 +111,11 @@ def stop(recorder: Optional[Recorder] = None) -> None:
     """Undo `start`: originals back, module globals unwrapped; tracked locks become plain ones."""
     rec = tracked._rec
     if rec is None or (recorder is not None and recorder is not rec):
+        return
+    if _outer:  # a nested recorder: the outer one gets the events again
+        rec.active = False
+        tracked._rec = _outer.pop()
+        tracked.core_forget()
         return
     for module, attr, value in reversed(_saved):
         setattr(module, attr, value)
@@ -195,23 +216,3 @@ def _untrackable(value: Any) -> bool:
 def _is_stdlib(filename: str) -> bool:
     path = os.path.abspath(filename)
     return path.startswith(_STDLIB_DIRS) and not path.startswith(_SITE_DIRS)
-
-
-@contextmanager
-def instrument(recorder: Optional[Recorder] = None, **options: Any) -> Iterator[Recorder]:
-    """Track Python locks inside the block; yields the `Recorder` (its `findings`, `checker`).
-
-    >>> import threading, lockcheck.python.instrument as pl
-    >>> with pl.instrument() as rec:
-    ...     lock = threading.RLock()
-    ...     with lock:
-    ...         with lock: pass
-    >>> rec.findings
-    []
-    """
-    rec = recorder or Recorder(**options)
-    start(rec)
-    try:
-        yield rec
-    finally:
-        stop(rec)

@@ -12,9 +12,8 @@ from __future__ import annotations
 import _thread
 import asyncio
 import collections
-import fnmatch
+import dataclasses
 import itertools
-import os
 import sys
 import threading
 import weakref
@@ -24,12 +23,15 @@ from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.checker import Checker
 from lockcheck.events import ACQUIRE, RELEASE, WRITE, Event
 from lockcheck.lockdep.findings import Evidence, Finding
-from lockcheck.python.sites import registry, relpath, user_frame
-from lockcheck.python.stacks import DEFAULT_DEPTH, capture, capture_earlier
+from lockcheck.python import patching
+from lockcheck.python.core import OWNED_CLASSES
+from lockcheck.python.forks import ForkHandling
+from lockcheck.python.settings import DEFAULT_MAX_DEPTH, Settings  # noqa: F401 - DEFAULT_MAX_DEPTH re-exported
+from lockcheck.python.sites import relpath, user_frame
+from lockcheck.python.stacks import capture, capture_earlier
+from lockcheck.python.suppression_rules import DEFAULT, DEFAULT_SUPPRESS, Rule, match, parse_rules
 
 _get_ident = _thread.get_ident
-#: locks one thread may hold at once before the session notes it (`--lockcheck-max-depth`)
-DEFAULT_MAX_DEPTH = 10000
 _NOTHING: list = []
 
 #: task numbers are unique in the process, so a hold recorded by an earlier recorder is never
@@ -37,19 +39,29 @@ _NOTHING: list = []
 _task_numbers = itertools.count(1)
 
 
-class Recorder:
+class Recorder(ForkHandling):
     """One checker fed by every tracked lock while started, with what it found.
 
     `findings` holds `(finding, context)` pairs in report order; `context`
     is what `set_context` last said (the pytest node id).  `suppress` is a
     list of `"KIND CLASSGLOB..."` rules (see `suppressed`); matching
     findings go to `suppressed_findings` instead.
+
+    How the tracked locks behave is `settings` (`lockcheck.python.settings.Settings`), given
+    whole or built from the keywords `grace`, `timed_is_try`, `stack_depth`, `max_depth`.
     """
 
-    def __init__(self, checker: Optional[Checker] = None, *, grace: float = 1.0, timed_is_try: bool = True,
+    def __init__(self, checker: Optional[Checker] = None, *, settings: Optional[Settings] = None,
                  suppress: Optional[list[str]] = None, trace: Optional[TextIO] = None,
                  task_prefix: str = "", on_finding: Optional[Callable[[Finding, Optional[str]], None]] = None,
-                 stack_depth: int = DEFAULT_DEPTH, max_depth: int = DEFAULT_MAX_DEPTH) -> None:
+                 **options: Any) -> None:
+        if settings is None:
+            settings = Settings(**options)
+        elif options:
+            settings = dataclasses.replace(settings, **options)
+        #: read by every tracked lock and wait; replaced whole, never changed in place (frozen)
+        self.settings = settings
+        max_depth = settings.max_depth
         self.checker = checker or Checker()
         # Python holds as many locks as it likes (concurrent.futures.wait() holds every future's
         # Condition): no kernel table limits it, and taking them all then letting them go oldest
@@ -58,15 +70,13 @@ class Recorder:
         self.checker.lazy_release = True
         #: (task, depth) of each task that held more than `max_depth` locks: a note, not a finding
         self.too_deep: list[tuple[str, int]] = []
-        #: Python frames kept per new dependency and per finding (0: none, reports show sites only)
-        self.stack_depth = stack_depth
         self._frame: Any = None  # the acquisition being fed: where a new dependency's stack comes from
-        if stack_depth:
+        if settings.stack_depth:
             self.checker.graph.evidence_hook = self._with_stack
-        self.grace = grace
-        self.timed_is_try = timed_is_try
-        rules = DEFAULT_SUPPRESS + list(suppress or [])
-        self.rules = [_parse_rule(rule) for rule in rules if rule.strip() and not rule.lstrip().startswith("#")]
+        #: the suppression rules (`lockcheck.python.suppression_rules`): the stdlib's, then `suppress` -- lines
+        #: or parsed `Rule`s -- and how many findings each accepted (`stale` lists those at 0)
+        self.rules = parse_rules(DEFAULT_SUPPRESS, DEFAULT) + _rules(suppress or [])
+        self.rule_hits = [0] * len(self.rules)
         self.trace = trace
         self.task_prefix = task_prefix
         self.on_finding = on_finding
@@ -95,6 +105,8 @@ class Recorder:
         self._left: set = set()
         self.left_held: list[tuple[str, str]] = []  # (lock class, test) of each
         self.exited_holding = 0  # threads that ended holding locks
+        #: task key of each thread that ended holding locks -> (its comm, {(class, instance): where taken})
+        self.ended_holding: dict[str, tuple[str, dict]] = {}
         self.forked_from: Optional[int] = None  # in a forked child: the parent's pid
         #: called in a forked child (the plugin gives it its own trace and findings file)
         self.on_fork_child: Optional[Callable[["Recorder"], None]] = None
@@ -321,7 +333,7 @@ class Recorder:
             found = [*found, *self._orphan_taken(ev, orphan)]
         if found:
             found = [f for f in found if not self._reentered(f)]
-        if found and frame is not None and self.stack_depth:
+        if found and frame is not None and self.settings.stack_depth:
             for finding in found:
                 self._add_stacks(finding, frame)
         self._frame = None
@@ -342,8 +354,6 @@ class Recorder:
         was inside the recorder) takes the RLock again as outermost: the checker sees the same
         instance twice.  Not reported, and not remembered as reported either.
         """
-        from lockcheck.python.tracked import OWNED_CLASSES
-
         nxt, prev = finding.next, finding.prev
         if finding.kind != F.RECURSIVE or nxt is None or prev is None or nxt.instance != prev.instance:
             return False
@@ -398,11 +408,12 @@ class Recorder:
         release one) is held for ever: taking it again is a finding (lockdep's held-at-exit,
         raised when it would hang); a `Lock` it held may still be released by another thread,
         legally, so that is nothing."""
-        from lockcheck.python.tracked import OWNED_CLASSES
-
         state = self.checker.tasks.get(task)
         if state is None:
             return _NOTHING
+        if state.held:  # a wait for one of them is a deadlock (lockcheck.python.waitfor)
+            self.ended_holding[task] = (state.name,
+                                        {(h.lock.partition("/")[0], h.instance): h.event.at for h in state.held})
         owned = [h for h in state.held if h.lock in OWNED_CLASSES]
         if owned:
             self.exited_holding += 1
@@ -412,106 +423,20 @@ class Recorder:
         self.checker._tasks_before += 1
         return _NOTHING
 
-    # -- fork -----------------------------------------------------------------
-    def after_fork_in_child(self) -> None:
-        """`os.register_at_fork(after_in_child=...)`: the child has one thread, the forking one.
-
-        The feed lock may have been held by another thread at the fork: it is made anew, and so
-        is the set of threads inside the recorder.  The rest (the other threads' held stacks)
-        waits for the next feed, so that every fork handler -- logging's re-initialising its
-        locks, say -- has run by then.
-        """
-        self._feed_lock = _thread.allocate_lock()
-        self._busy = set()
-        info = getattr(self._local, "info", None)
-        self.forked_from = os.getppid()
-        self._pending.append(("fork", info[1] if info is not None else None))
-        if self.on_fork_child is not None:
-            self.on_fork_child(self)
-
-    def process_started(self) -> None:
-        """`multiprocessing.util.register_after_fork`: this forked child now runs a multiprocessing
-        target (start method fork), and will exit when it returns.
-
-        The forking thread's frames -- the `with` blocks around `Process.start()`, a pool's own
-        lock -- never resume in this child, so what that thread held at the fork is nobody's
-        here: locked for ever, as another thread's hold at the fork is, and no lock the target
-        takes nests inside it.  The target runs as a new task.
-        """
-        if not self.active:
-            return
-        info = getattr(self._local, "info", None)
-        if info is None:
-            return
-        self._pending.append(("process", info[1]))
-        del self._local.info  # the next lock operation makes this thread a new task
-        from lockcheck.python.tracked import core_forget
-
-        core_forget()  # the compiled hit path's copy of it too
-
-    def _process_target(self, task: str) -> None:
-        """The forking thread's holds become orphans (see `process_started`); its stack goes."""
-        state = self.checker.tasks.pop(task, None)
-        if state is None:
-            return
-        for hlock in state.held:
-            self._orphans[hlock.lock, hlock.instance] = ("process", state, hlock)
-        self.checker._tasks_before += 1
-
-    def _fork_child(self, task: Optional[str]) -> None:
-        """The threads that did not survive the fork: what they held, nobody in the child releases."""
-        tasks = self.checker.tasks
-        for other in [key for key in tasks if key != task]:
-            for hlock in tasks[other].held:
-                self._orphans[hlock.lock, hlock.instance] = ("fork", tasks[other], hlock)
-            del tasks[other]
-            self.checker._tasks_before += 1
-
-    def _orphan_taken(self, ev: Event, orphan: tuple) -> list[Finding]:
-        """A lock whose holder is gone is taken: it will never be free (the acquire hangs)."""
-        from lockcheck.python.report import HELD_AT_FORK
-
-        why, gone, hlock = orphan
-        state = self.checker.tasks.get(ev.task)
-        if state is None:
-            return _NOTHING
-        if why in ("fork", "process"):
-            # next: this acquisition (fed already, so the innermost hold); prev: the hold at the fork
-            taking = state.held[-1] if state.held and state.held[-1].instance == ev.instance else None
-            finding = self.checker._finding(HELD_AT_FORK, state, ev, lock=hlock.cls, held=hlock.cls,
-                                            next=self.checker.snapshot(taking) if taking is not None else None,
-                                            prev=self.checker.snapshot(hlock))
-            finding.details["holder"] = gone.key
-            if why == "process":
-                finding.details["process_target"] = True
-        else:  # the report of the thread that ended holding it, made when it matters
-            finding = self.checker._finding(F.HELD_AT_EXIT, gone, ev, lock=hlock.cls)
-            finding.details["task_exit"] = True
-            finding.details["taker"] = ev.comm or ev.task
-        self.checker.report(finding)
-        return self.checker.flush_reports()
-
-    def held_at_start(self, task: str) -> list[Event]:
-        """The acquire events of what `task` holds now (a forked child's trace begins with them)."""
-        state = self.checker.tasks.get(task)
-        if state is None:
-            return []
-        return [Event(task, ACQUIRE, h.lock, h.instance, h.read, h.trylock, h.subclass) for h in state.held]
-
     # -- Python stacks, only where a report shows them ------------------------------
     def _with_stack(self, evidence: Evidence) -> Evidence:
         """`DepGraph.evidence_hook`: a new dependency keeps the stack of the acquisition that made it."""
         frame = self._frame
         if frame is None:
             return evidence  # made by a release (the locks above are re-taken): no acquire frame
-        return evidence.with_stack(capture(frame, self.stack_depth))
+        return evidence.with_stack(capture(frame, self.settings.stack_depth))
 
     def _add_stacks(self, finding: Finding, frame: Any) -> None:
         """A finding's own stack, and the held lock's when the function that took it still runs."""
-        finding.details["stack"] = capture(frame, self.stack_depth)
+        finding.details["stack"] = capture(frame, self.settings.stack_depth)
         prev = finding.prev
         if prev is not None and prev.acquired is not None:
-            held = capture_earlier(frame, prev.acquired.file, prev.acquired.line, self.stack_depth)
+            held = capture_earlier(frame, prev.acquired.file, prev.acquired.line, self.settings.stack_depth)
             if held:
                 finding.details["held_stack"] = held
 
@@ -522,34 +447,20 @@ class Recorder:
             return self.by_context.pop(context, [])
 
     def suppressed(self, finding: Finding) -> bool:
-        """`KIND CLASSGLOB...`: the kind matches and every glob matches a class of the finding."""
-        if not self.rules:
+        """Whether a rule of `rules` (`lockcheck.python.suppression_rules`) accepts the finding (counted)."""
+        i = match(self.rules, finding)
+        if i is None:
             return False
-        classes = {finding.lock, finding.held, *(finding.cycle or ())} - {None}
-        qualified = registry.qualified
-        if qualified:  # a rule may name a class by its module-qualified name, stable across lines
-            for cls in list(classes):
-                base, slash, subclass = cls.partition("/")
-                if base in qualified:
-                    classes.add(qualified[base] + slash + subclass)
-        for kind, globs in self.rules:
-            if not fnmatch.fnmatchcase(finding.kind, kind):
-                continue
-            if all(any(fnmatch.fnmatchcase(cls, glob) for cls in classes) for glob in globs):
-                return True
-        return False
+        self.rule_hits[i] += 1
+        return True
 
     # -- lifecycle ----------------------------------------------------------
     def start(self) -> "Recorder":
-        from lockcheck.python.patching import start
-
-        start(self)
+        patching.start(self)
         return self
 
     def stop(self) -> None:
-        from lockcheck.python.patching import stop
-
-        stop(self)
+        patching.stop(self)
 
     def __enter__(self) -> "Recorder":
         return self.start()
@@ -609,28 +520,7 @@ def _count(n: int, noun: str) -> str:
     return count(n, noun)
 
 
-#: the standard library's own lock orders, which no program under test can change:
-#: - same-class nesting ordered on purpose (lockdep's `lock_set_cmp_fn`):
-#:   `concurrent.futures._AcquireFutures` takes Future conditions sorted by id();
-#: - logging: `logging.config` (fileConfig, dictConfig) holds the module lock while it shuts
-#:   the old handlers down (each handler's lock), and `FileHandler.close` (and the close of
-#:   MemoryHandler, SocketHandler, SysLogHandler) holds its handler's lock while `Handler.close`
-#:   takes the module lock -- an inversion inside the stdlib itself (every Python 3.10-3.13),
-#:   reported by any run that configures logging twice.
-#: - multiprocessing: a `SemLock`'s finalizer (run by the garbage collector: an interrupt context,
-#:   `lockcheck.python.interrupts`) unregisters it with the resource tracker under `ResourceTracker._lock`,
-#:   which the tracker also takes in plain code -- the stdlib's own irq-unsafe use (CPython 3.13
-#:   answers the re-entry with `ReentrantCallError` rather than deadlock), reported by any test
-#:   whose garbage collection happens to run inside the tracker (test_logging's test_config15_ok).
-#: They name the classes by their qualified names, so only the stdlib's own classes match: a
-#: third-party handler whose `emit` logs (taking the module lock under its handler lock, as
-#: opentelemetry-sdk's LoggingHandler does) inverts against dictConfig in its own code, and is
-#: reported.
-DEFAULT_SUPPRESS = ["recursive-locking concurrent.futures._base.Future._condition",
-                    "circular-dependency logging._lock logging.*Handler.lock",
-                    "inconsistent-lock-state multiprocessing.resource_tracker.ResourceTracker._lock"]
-
-
-def _parse_rule(rule: str) -> tuple[str, list[str]]:
-    parts = rule.split()
-    return parts[0], parts[1:]
+def _rules(suppress: list) -> list[Rule]:
+    """`suppress` as rules: lines are parsed, `Rule`s (from pyproject.toml) kept as they are."""
+    lines = [item for item in suppress if isinstance(item, str)]
+    return parse_rules(lines) + [item for item in suppress if isinstance(item, Rule)]

@@ -35,6 +35,7 @@ from lockcheck.lockdep.findings import (
     Frame,
     LockSnapshot,
 )
+from lockcheck.python.stacks import FOLDED, is_folded
 from lockcheck.report import Summary, text
 
 DEFAULT_DEPTH = 5
@@ -54,8 +55,8 @@ class PythonOut(text._Out):
         stack = evidence.stack or self._current_stack(evidence)
         if not stack or not self.depth:
             return False
-        for frame in stack[:self.depth]:
-            self(f"{indent}{frame}")
+        for frame in shown(stack, self.depth):
+            self(f"{indent}{frame_text(frame)}")
         self(f"{indent}{by_whom(evidence.task)}")
         return True
 
@@ -63,8 +64,8 @@ class PythonOut(text._Out):
         stack = finding.details.get("stack")
         if not stack or not self.depth:
             return False
-        for frame in stack[:self.depth]:
-            self(f" {frame}")
+        for frame in shown(stack, self.depth):
+            self(f" {frame_text(frame)}")
         self(f" {by_whom(finding.task)}")
         return True
 
@@ -74,7 +75,7 @@ class PythonOut(text._Out):
 
     def verb(self, name: str, verb: str, held: bool) -> str:
         """An event class of `--lockcheck-waits`: waited for, or held by what completes it."""
-        from lockcheck.python.dept import is_event
+        from lockcheck.python.event_classes import is_event
 
         if not is_event(name):
             return verb
@@ -114,7 +115,7 @@ def render(findings: list[Finding], summary: Summary, out: TextIO, depth: int = 
 def print_waits(pr: text._Out, finding: Finding) -> None:
     """The kernel layout extended by the waits: which dependencies of the cycle are waits on an
     event ("waits for completion of ...") and which are what completing that event needs."""
-    from lockcheck.python.dept import describe, is_event
+    from lockcheck.python.event_classes import describe, is_event
 
     chain = finding.chain
     # (held class, taken class, where, task) for each dependency of the cycle, the new one last
@@ -152,7 +153,7 @@ def print_how_to_fix(pr: text._Out, finding: Finding) -> None:
 
 def circular_advice(finding: Finding) -> list[str]:
     """Take the locks in one order: which orders were seen where, and which acquisition breaks it."""
-    from lockcheck.python.dept import is_event
+    from lockcheck.python.event_classes import is_event
 
     chain = finding.chain
     events = [cls for cls in dict.fromkeys([link.cls for link in chain] + [finding.lock]) if is_event(cls)]
@@ -355,11 +356,33 @@ def by_whom(task: str) -> str:
     return f"by {thread} in test {test}" if test else f"by {thread} (outside any test)"
 
 
+def frame_text(frame: Frame) -> str:
+    """`file:LINE in function`, or `(... 4 frames in logging)` for folded library frames."""
+    return f"({FOLDED} {frame.function})" if is_folded(frame) else str(frame)
+
+
+def shown(stack: tuple[Frame, ...], depth: int) -> list[Frame]:
+    """The first `depth` frames of `stack`, folded lines not counted (they are not the program's)."""
+    out: list[Frame] = []
+    count = 0
+    for frame in stack:
+        if count >= depth:
+            break
+        out.append(frame)
+        if not is_folded(frame):
+            count += 1
+    while out and is_folded(out[-1]):
+        out.pop()
+    return out
+
+
 def brief(stack: Optional[tuple[Frame, ...]], site: str) -> str:
     """`util.py:5 in locked, from bank.py:17 in Bank.add`: an acquisition in one line.
 
-    Two frames, because the first is so often a helper that every lock goes through.
+    Two frames, because the first is so often a helper that every lock goes through (folded
+    library frames are passed over: the application's frames are the ones to name).
     """
+    stack = tuple(frame for frame in stack if not is_folded(frame)) if stack else stack
     if not stack:
         return site
     if len(stack) == 1:

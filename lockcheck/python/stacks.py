@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import os
 import sys
+import sysconfig
 import threading
 from typing import Any, Optional
 
@@ -57,8 +58,17 @@ def _runner_dirs() -> tuple[str, ...]:
 _HIDDEN_FILES = (_THREADING_FILE, os.path.abspath(contextlib.__file__))
 _HIDDEN_DIRS: tuple[str, ...] = (_LOCKCHECK_DIR, _ASYNCIO_DIR)
 _RUNNER_DIRS: tuple[str, ...] = _runner_dirs()
-#: how a frame counts: shown, hidden (skipped), or the test runner (nothing beyond it is the program)
-SHOWN, HIDDEN, RUNNER = 0, 1, 2
+#: the standard library (its `test` package aside: CPython's own suites are programs under test)
+#: and installed packages: their frames fold into one line, not counted against the depth
+_STDLIB_DIRS = tuple(dict.fromkeys(os.path.abspath(sysconfig.get_paths()[key]) + os.sep
+                                   for key in ("stdlib", "platstdlib")))
+_STDLIB_TESTS = tuple(d + "test" + os.sep for d in _STDLIB_DIRS)
+_SITE_MARKERS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
+#: how a frame counts: shown, hidden (skipped), the test runner (nothing beyond it is the program),
+#: or a library's (folded: `(... 4 frames in logging)`)
+SHOWN, HIDDEN, RUNNER, LIBRARY = 0, 1, 2, 3
+#: the `file` of a frame that stands for folded library frames (its `function` says how many, where)
+FOLDED = "..."
 _kinds: dict = {}  # code object -> kind: a stack is walked rarely, but each walk sees the same frames
 
 
@@ -69,24 +79,84 @@ def kind_of(filename: str) -> int:
         return HIDDEN
     if path.startswith(_RUNNER_DIRS):
         return RUNNER
+    if any(marker in path for marker in _SITE_MARKERS):
+        return LIBRARY
+    if path.startswith(_STDLIB_DIRS) and not path.startswith(_STDLIB_TESTS):
+        return LIBRARY
     return SHOWN
+
+
+def package_of(filename: str) -> str:
+    """`.../logging/__init__.py` -> `logging`, `.../site-packages/requests/api.py` -> `requests`."""
+    path = os.path.abspath(filename)
+    for marker in _SITE_MARKERS:
+        if marker in path:
+            path = path.rsplit(marker, 1)[1]
+            break
+    else:
+        for base in _STDLIB_DIRS:
+            if path.startswith(base):
+                path = path[len(base):]
+                break
+    first = path.split(os.sep, 1)[0]
+    return first[:-3] if first.endswith(".py") else first
+
+
+def is_folded(frame: Frame) -> bool:
+    """Whether `frame` stands for folded library frames (see `capture`)."""
+    return frame.file == FOLDED
 
 
 def capture(frame: Optional[Any], depth: int = DEFAULT_DEPTH) -> Optional[tuple[Frame, ...]]:
     """Up to `depth` frames of the code under test, from `frame` outwards; None when there are none.
 
     `frame` is normally the acquisition's own frame (the first outside the
-    lock types); a hidden frame there is skipped like any other.
+    lock types); a hidden frame there is skipped like any other.  Consecutive frames of the
+    standard library or of installed packages fold into one `FOLDED` frame (`4 frames in
+    logging`) that does not count against `depth`: a lock taken inside `logging` shows the
+    application's logging call, not five frames of logging.  A stack with no frame of the
+    application keeps the library's own frames (they are then all there is).
     """
     frames: list[Frame] = []
-    while frame is not None and len(frames) < depth:
+    shown = 0
+    run: list[Any] = []  # library frames not yet folded
+    start = frame
+    while frame is not None and shown < depth:
         code = frame.f_code
         kind = _kinds.get(code)
         if kind is None:
             kind = _kinds[code] = kind_of(code.co_filename)
         if kind == RUNNER:
             break  # what called pytest (runpy, a console script) is not the program either
-        if kind == SHOWN:
+        if kind == LIBRARY:
+            run.append(code)
+        elif kind == SHOWN:
+            if run:
+                frames.append(_fold(run))
+                run = []
+            name = getattr(code, "co_qualname", None) or code.co_name
+            frames.append(Frame(relpath(code.co_filename), frame.f_lineno, name))
+            shown += 1
+        frame = frame.f_back
+    if not shown:
+        return _unfolded(start, depth)
+    return tuple(frames)
+
+
+def _fold(codes: list[Any]) -> Frame:
+    n = len(codes)
+    return Frame(FOLDED, 0, f"{n} frame{'s' if n > 1 else ''} in {package_of(codes[0].co_filename)}")
+
+
+def _unfolded(frame: Optional[Any], depth: int) -> Optional[tuple[Frame, ...]]:
+    """`capture` with library frames shown as frames (a stack of the library alone)."""
+    frames: list[Frame] = []
+    while frame is not None and len(frames) < depth:
+        code = frame.f_code
+        kind = _kinds.get(code)
+        if kind == RUNNER:
+            break
+        if kind in (SHOWN, LIBRARY):
             name = getattr(code, "co_qualname", None) or code.co_name
             frames.append(Frame(relpath(code.co_filename), frame.f_lineno, name))
         frame = frame.f_back

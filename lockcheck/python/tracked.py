@@ -22,15 +22,14 @@ from __future__ import annotations
 import _thread
 import asyncio
 import asyncio.locks
-import os
 import sys
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
 from lockcheck.python import waitfor as _waitfor
-from lockcheck.events import RREAD, WRITE
-from lockcheck.python.sites import creation, registry, site_skipped, user_frame
+from lockcheck.python.core import CORE, OWNED_CLASSES, core_forget  # noqa: F401 - re-exported
+from lockcheck.python.sites import creation, site_skipped, user_frame
 
 if TYPE_CHECKING:
     from lockcheck.python.recorder import Recorder
@@ -52,28 +51,11 @@ _monotonic = time.monotonic
 _rec: Optional["Recorder"] = None
 
 
-def _load_core() -> Any:
-    """The compiled hit path (`lockcheck.python._trackedcore`, lockcheck/python/_tracked.c), or None: not built,
-    or `LOCKCHECK_PURE=1` (the pure-Python methods below are then the tracked types' own)."""
-    if os.environ.get("LOCKCHECK_PURE") == "1":
-        return None
-    try:
-        from lockcheck.python import _trackedcore
-    except ImportError:
-        return None
-    return _trackedcore
-
-
-_core = _load_core()
+_core = CORE
 #: the base of the tracked types: the compiled one holds their fields (and the hit path)
 _Base: Any = _core.Base if _core is not None else object
 #: their fields, as slots of the pure-Python build
 _FIELDS = () if _core is not None else ("_real", "_cls", "_inst", "_holder", "_since", "__weakref__")
-
-
-#: lock classes only their holder may release (RLocks): a thread that ends holding one leaves it
-#: held for ever (a finding), where a `Lock` it ends holding may still be released by another
-OWNED_CLASSES: set = set()
 
 
 class SelfDeadlockError(RuntimeError):
@@ -180,7 +162,7 @@ class _Tracked(_Base, metaclass=_WrapperMeta):
         return True
 
     def _is_try(self, rec: Recorder, blocking: bool, timeout: float) -> bool:
-        return not blocking or (timeout != -1 and rec.timed_is_try)
+        return not blocking or (timeout != -1 and rec.settings.timed_is_try)
 
     def _recorded_acquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int,
                           blocking: bool, timeout: float) -> bool:
@@ -269,7 +251,7 @@ class TrackedLock(*((_Tracked, _core.LockBase) if _core is not None else (_Track
     def _reacquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int) -> bool:
         """Blocking re-acquire by the holder: fine only if another thread releases it (a signal)."""
         __tracebackhide__ = True
-        if self._real.acquire(True, rec.grace):
+        if self._real.acquire(True, rec.settings.grace):
             # released by another thread meanwhile (its release was recorded for us)
             rec.acquired(task, comm, self._cls, self._inst, frame, subclass=subclass)
             self._took(task)
@@ -283,7 +265,7 @@ class TrackedLock(*((_Tracked, _core.LockBase) if _core is not None else (_Track
         file, line, at = rec.site(user_frame(frame))
         raise SelfDeadlockError(
             f"lockcheck: {at}: {task} tries to acquire lock {self._cls}@{self._inst}, which it already holds, "
-            f"and no other thread released it within {rec.grace:g}s: this acquire would never return "
+            f"and no other thread released it within {rec.settings.grace:g}s: this acquire would never return "
             f"(possible recursive locking detected)"
         )
 
@@ -395,6 +377,7 @@ class TrackedRLock(*((_Tracked, _core.RLockBase) if _core is not None else (_Tra
 
 
 TrackedRLock._lc_real_type = _RAW_RLOCK_TYPE
+TrackedRLock._lc_owned = True  # only its holder may release it (`lockcheck.python.waitfor`)
 TrackedRLock._lc_instantiable = True
 
 
@@ -504,112 +487,6 @@ class _OrigInstanceCheck(type):
         return type.__subclasscheck__(cls, sub) or issubclass(sub, cls._lc_orig)
 
 
-class TrackedCondition(_ORIG_CONDITION, metaclass=_OrigInstanceCheck):
-    """`threading.Condition` whose default lock is a tracked RLock keyed by the Condition's site."""
-
-    _lc_orig = _ORIG_CONDITION
-
-    def __init__(self, lock: Any = None) -> None:
-        if lock is None and _rec is not None:
-            created = creation()
-            if created is not None:
-                lock = TrackedRLock._new(*created)
-        super().__init__(lock)
-
-
-
-
-class _SemaphoreMixin:
-    """Counting locks (see the module docstring for how each enters the graph)."""
-
-    _lc: Optional[tuple[str, str]]
-    _lc_holders: list
-    _lc_held = False  # BoundedSemaphore: held until released; Semaphore: acquire-only
-
-    def _lc_init(self) -> None:
-        self._lc = creation(3) if _rec is not None else None
-        self._lc_holders = []
-
-    def _lc_mode(self) -> int:
-        # a permit of several: one thread may hold more than one (recursive read), as any reader
-        return RREAD
-
-    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
-        rec = _rec
-        lc = self._lc
-        if rec is None or lc is None:
-            return super().acquire(blocking, timeout)  # type: ignore[misc]
-        cls, inst = lc
-        frame = sys._getframe(1)
-        task, comm = rec.thread_task()
-        if not blocking or (timeout is not None and rec.timed_is_try):
-            ok = super().acquire(blocking, timeout)  # type: ignore[misc]
-            if ok and self._lc_held:
-                rec.acquired(task, comm, cls, inst, frame, self._lc_mode(), trylock=True)
-                self._lc_holders.append(task)
-            return ok
-        rec.acquired(task, comm, cls, inst, frame, self._lc_mode())
-        if not self._lc_held:
-            rec.released(task, cls, inst)  # acquire-only: validated, never held
-            return super().acquire(blocking, timeout)  # type: ignore[misc]
-        try:
-            ok = super().acquire(blocking, timeout)  # type: ignore[misc]
-        except BaseException:
-            rec.released(task, cls, inst)
-            raise
-        if ok:
-            self._lc_holders.append(task)
-        else:
-            rec.released(task, cls, inst)
-        return ok
-
-    __enter__ = acquire
-
-    def __exit__(self, *exc: Any) -> None:
-        self.release()
-
-    def release(self, n: int = 1) -> None:
-        super().release(n)  # type: ignore[misc]
-        rec = _rec
-        lc = self._lc
-        if rec is None or lc is None or not self._lc_held:
-            return
-        holders = self._lc_holders
-        for _ in range(n):
-            if not holders:
-                break
-            task, _comm = rec.thread_task()
-            holder = task if task in holders else holders[0]
-            holders.remove(holder)
-            rec.released(holder, *lc)
-
-
-class TrackedSemaphore(_SemaphoreMixin, _ORIG_SEMAPHORE, metaclass=_OrigInstanceCheck):
-    """`threading.Semaphore`: acquire-only (validated, never held)."""
-
-    _lc_orig = _ORIG_SEMAPHORE
-
-    def __init__(self, value: int = 1) -> None:
-        # also called unbound by threading.BoundedSemaphore.__init__ (it names the module global)
-        _ORIG_SEMAPHORE.__init__(self, value)
-        if type(self) is TrackedSemaphore:
-            self._lc_init()
-
-
-class TrackedBoundedSemaphore(_SemaphoreMixin, _ORIG_BSEMAPHORE, metaclass=_OrigInstanceCheck):
-    """`threading.BoundedSemaphore`: held by the acquiring context until released."""
-
-    _lc_orig = _ORIG_BSEMAPHORE
-    _lc_held = True
-
-    def __init__(self, value: int = 1) -> None:
-        _ORIG_BSEMAPHORE.__init__(self, value)
-        self._lc_init()
-
-    def _lc_mode(self) -> int:
-        return WRITE if self._initial_value == 1 else RREAD
-
-
 def _pass_for(kind: Any, original: Any) -> None:
     """Names as the original's, so reprs (`<threading.Semaphore at ...>`), pickling by
     reference (multiprocessing's Manager under spawn) and `threading.__all__` checks see it."""
@@ -619,68 +496,8 @@ def _pass_for(kind: Any, original: Any) -> None:
     kind.__doc__ = original.__doc__
 
 
-_pass_for(TrackedSemaphore, _ORIG_SEMAPHORE)
-_pass_for(TrackedBoundedSemaphore, _ORIG_BSEMAPHORE)
 
 
-# -- asyncio.Lock ------------------------------------------------------------------------------
-
-
-class TrackedAsyncLock(_ORIG_ALOCK, metaclass=_OrigInstanceCheck):
-    """`asyncio.Lock` held by asyncio tasks (the lock-holding contexts)."""
-
-    _lc_orig = _ORIG_ALOCK
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._lc = creation() if _rec is not None else None
-        self._lc_holder: Optional[str] = None
-        self._lc_since = 0.0
-
-    async def acquire(self) -> bool:
-        __tracebackhide__ = True  # pytest: a DeadlockError points at the caller
-        rec = _rec
-        lc = self._lc
-        if rec is None or lc is None:
-            return await super().acquire()
-        cls, inst = lc
-        frame = sys._getframe(1)
-        task, comm = rec.async_task()
-        if self._lc_holder == task:
-            try:
-                await asyncio.wait_for(super().acquire(), rec.grace)
-            except asyncio.TimeoutError:
-                rec.acquired(task, comm, cls, inst, frame)
-                rec.released(task, cls, inst)
-                raise SelfDeadlockError(
-                    f"lockcheck: {task} tries to acquire asyncio lock {cls}@{inst}, which it already holds, "
-                    f"and no other task released it within {rec.grace:g}s (possible recursive locking detected)"
-                ) from None
-            rec.acquired(task, comm, cls, inst, frame)
-            self._lc_holder, self._lc_since = task, _monotonic()
-            return True
-        rec.acquired(task, comm, cls, inst, frame)
-        try:
-            if self._locked:  # a wait: checked for a cycle of waits first
-                await _waitfor.wait_task(self, super().acquire, rec, task, comm, frame)
-            else:
-                await super().acquire()
-        except BaseException:
-            rec.released(task, cls, inst)
-            raise
-        self._lc_holder, self._lc_since = task, _monotonic()
-        return True
-
-    def release(self) -> None:
-        holder = self._lc_holder
-        if _rec is not None and holder is not None and self._lc is not None:
-            self._lc_holder = None
-            _rec.released(holder, *self._lc)
-        super().release()
-
-
-_pass_for(TrackedAsyncLock, _ORIG_ALOCK)
-_pass_for(TrackedCondition, _ORIG_CONDITION)
 _pass_for(TrackedLock, _RAW_LOCK_TYPE)
 _pass_for(TrackedRLock, _RAW_RLOCK_TYPE)
 for _factory, _original, _name in ((_make_lock, _ORIG_LOCK, "Lock"), (_make_rlock, _ORIG_RLOCK, "RLock"),
@@ -692,86 +509,7 @@ for _factory, _original, _name in ((_make_lock, _ORIG_LOCK, "Lock"), (_make_rloc
     _factory.__module__, _factory.__name__, _factory.__qualname__ = "threading", _name, _name
 
 
-# -- annotations (lockcheck.name / lockcheck.nested) ------------------------------------------------
-
-
-def _target(lock: Any) -> Any:
-    """The tracked object behind `lock` (a Condition's lock), or None for an untracked one."""
-    if isinstance(lock, _Tracked):
-        return lock
-    inner = getattr(lock, "_lock", None)
-    if isinstance(inner, _Tracked):
-        return inner
-    return None
-
-
-def name(lock: Any, class_name: str) -> Any:
-    """Give one lock its own lock class (lockdep's `lockdep_set_class_and_name`); returns the lock."""
-    target = _target(lock)
-    if target is not None:
-        target._cls = registry.named(class_name, "lockcheck.name")
-        if isinstance(target, TrackedRLock):
-            OWNED_CLASSES.add(target._cls)
-    elif isinstance(lock, (_SemaphoreMixin, TrackedAsyncLock)) and getattr(lock, "_lc", None) is not None:
-        lock._lc = (registry.named(class_name, "lockcheck.name"), lock._lc[1])
-    return lock
-
-
-class _Nested(_core.Nested if _core is not None else object):  # type: ignore[misc]
-    """One acquisition of `lock` as subclass N (lockdep's `mutex_lock_nested`).
-
-    With the compiled core, its fields and `__enter__`/`__exit__` are the core's (the hit path of
-    a tracked lock, taken as the subclass), which calls `_py_enter`/`_py_exit` for the rest."""
-
-    __slots__ = () if _core is not None else ("lock", "subclass")
-
-    if _core is None:
-        def __init__(self, lock: Any, subclass: int) -> None:
-            self.lock = lock
-            self.subclass = subclass
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        target = _target(self.lock)
-        if target is None:
-            return self.lock.acquire(blocking, timeout)
-        return target._acquire(blocking, timeout, sys._getframe(1), self.subclass)
-
-    def release(self) -> None:
-        self.lock.release()
-
-    def _py_enter(self) -> bool:
-        target = _target(self.lock)
-        if target is None:
-            return self.lock.__enter__()
-        return target._acquire(True, -1, sys._getframe(1), self.subclass)
-
-    def _py_exit(self, *exc: Any) -> None:
-        self.lock.release()
-
-    if _core is None:
-        __enter__ = _py_enter
-        __exit__ = _py_exit
-
-
-def nested(lock: Any, subclass: int = 1) -> _Nested:
-    """`with lockcheck.nested(child.lock, 1):` takes `lock` as its class's subclass 1 (0..7).
-
-    Use it where two locks of one class are legitimately held together
-    (parent then child): the inner one validates as `CLASS/1`.
-    """
-    if not 0 <= subclass <= 7:
-        raise ValueError("lockcheck.nested: subclass must be 0..7 (lockdep's MAX_LOCKDEP_SUBCLASSES)")
-    return _Nested(lock, subclass)
-
-
 # -- the compiled core's view of the recorder ------------------------------------------------------
-
-
-def core_forget() -> None:
-    """The compiled core drops what it cached of the recorder and of each thread's task (the
-    recorder stopped, or a thread's task key was dropped: `Recorder.process_started`)."""
-    if _core is not None:
-        _core.forget()
 
 
 def _stats_class() -> type:
@@ -804,18 +542,21 @@ def _stats_class() -> type:
 
 
 _CoreStats: Optional[type] = None
+_RECORDER_MODULE = "lockcheck.python.recorder"
 
 
 def _c_refresh(rec: Recorder) -> Optional[tuple]:
     """What the hit path reads of a newly started recorder, or None: not one it may serve (a
     recorder or checker whose feeding differs from `Recorder`'s and `Checker`'s: Python only)."""
     from lockcheck.lockdep.checker import Checker
-    from lockcheck.python.recorder import Recorder
 
     checker = rec.checker
     kind = type(rec)
+    # `Recorder` itself, looked up (not imported: the recorder module is above this one, and is
+    # loaded, since `rec` is one of its recorders or of a look-alike)
+    recorder = getattr(sys.modules.get(_RECORDER_MODULE), "Recorder", None)
     for attr in ("acquired", "released", "feed", "thread_task", "site", "_feed"):
-        if getattr(kind, attr) is not getattr(Recorder, attr):
+        if recorder is None or getattr(kind, attr) is not getattr(recorder, attr):
             return None
     for attr in ("feed", "lock_acquire", "validate_chain", "release_innermost"):
         if getattr(type(checker), attr) is not getattr(Checker, attr):

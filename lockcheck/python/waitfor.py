@@ -33,22 +33,24 @@ from __future__ import annotations
 
 import _thread
 import asyncio
+import io
+import os
 import sys
 import time
 from typing import TYPE_CHECKING, Any, Optional
 
 from lockcheck.lockdep import findings as F
+from lockcheck.python import deadlock_report as _deadlock_report  # noqa: F401 - registers the report's layout
+from lockcheck.python import report as python
+from lockcheck.python.settings import OFF, RAISE, REPORT
+from lockcheck.python.sites import relpath, user_frame
+from lockcheck.python.stacks import capture
 
 if TYPE_CHECKING:
     from lockcheck.python.recorder import Recorder
 
-#: what a detected cycle does (`--lockcheck-deadlock`)
-RAISE, REPORT, OFF = "raise", "report", "off"
+#: what a detected cycle does (`Settings.deadlock`; re-exported for callers of this module)
 MODES = (RAISE, REPORT, OFF)
-#: the current mode, set by the pytest plugin (module global: read on every contended acquire)
-mode = RAISE
-#: where mode `report` prints (None: sys.stderr), set by the pytest plugin
-report_fd: Optional[int] = None
 
 _monotonic = time.monotonic
 
@@ -129,9 +131,7 @@ def find_cycle(task: str, lock: Any) -> Optional[list[Wait]]:
 
 def _certain(chain: list[Wait]) -> bool:
     """Only owner-released locks (RLocks) on the cycle: nobody outside it can break it."""
-    from lockcheck.python.tracked import TrackedRLock
-
-    return all(isinstance(wait.lock, TrackedRLock) for wait in chain)
+    return all(getattr(wait.lock, "_lc_owned", False) for wait in chain)
 
 
 def _still(chain: list[Wait]) -> bool:
@@ -145,6 +145,9 @@ def _still(chain: list[Wait]) -> bool:
 
 # -- threads --------------------------------------------------------------------------------
 
+#: how often a wait that closes no cycle looks again whether its lock's holder has ended
+POLL = 0.25
+
 
 def wait_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) -> None:
     """Block in `lock`'s real acquire, a non-blocking try of which failed; check the wait first.
@@ -154,17 +157,17 @@ def wait_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) ->
     """
     __tracebackhide__ = True
     real = lock._real
-    if mode == OFF:
+    if rec.settings.deadlock == OFF:
         real.acquire()
         return
     wait = Wait(task, comm, lock, rec.site(_user(frame))[2])
     outer, chain = _register(wait)
     try:
         if chain is None:
-            real.acquire()
+            _acquire_watching(lock, rec, wait, frame)
             return
         if not _certain(chain):
-            if real.acquire(True, rec.grace):
+            if real.acquire(True, rec.settings.grace):
                 return  # released by someone outside the cycle: it was no deadlock
             with _wf_lock:
                 if not _still(chain):
@@ -176,6 +179,43 @@ def wait_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) ->
         real.acquire()  # mode report: keep waiting (a hang report will show it)
     finally:
         _unwait(task, wait, outer)
+
+
+def _acquire_watching(lock: Any, rec: "Recorder", wait: Wait, frame: Any) -> None:
+    """Take `lock`, waiting as long as it takes -- unless its holder is a thread that has ended.
+
+    An RLock held by an ended thread is held for ever (only its owner may release it): the wait
+    can never end, which is certain, so it is a `deadlock` as a cycle of waits is.  A `Lock` may
+    still be released by another thread (a signal): reported only if it is still held by the
+    ended thread after `grace` seconds.  The holder may end while we wait, so the wait wakes
+    every `POLL` seconds to look (the uncontended path never comes here).
+    """
+    __tracebackhide__ = True
+    real = lock._real
+    timeout = 0.0
+    while not real.acquire(True, timeout):
+        timeout = POLL
+        gone = _ended_holder(rec, lock)
+        if gone is None:
+            continue
+        if not _certain([wait]):
+            if real.acquire(True, rec.settings.grace):
+                return
+            if holder(lock) != gone:
+                continue
+        # an RLock's acquire filed lockdep's held-at-exit already (Recorder._orphan_taken): not twice
+        filed = (lock._cls, lock._inst) in rec._orphans
+        _found(rec, ended_finding(rec, wait, gone, frame), file=not filed)
+        real.acquire()  # mode report: keep waiting (a hang report will show it)
+        return
+
+
+def _ended_holder(rec: "Recorder", lock: Any) -> Optional[str]:
+    """The task key of `lock`'s holder if that thread has ended (its end is applied first)."""
+    if rec._pending:
+        rec.drain()
+    key = holder(lock)
+    return key if key is not None and key in rec.ended_holding else None
 
 
 def _register(wait: Wait) -> tuple[Optional[Wait], Optional[list[Wait]]]:
@@ -196,17 +236,16 @@ def _unwait(task: str, wait: Wait, outer: Optional[Wait]) -> None:
             del waits[task]
 
 
-def _found(rec: "Recorder", finding: F.Finding) -> None:
+def _found(rec: "Recorder", finding: F.Finding, file: bool = True) -> None:
     """File the finding (the test fails with it), then raise it here (mode raise) or print it."""
     __tracebackhide__ = True
     text = render(finding, rec)
-    rec.add_finding(finding)
-    if mode == RAISE:
+    if file:
+        rec.add_finding(finding)
+    if rec.settings.deadlock == RAISE:
         raise DeadlockError(text, finding)
-    if report_fd is not None:  # the real stderr: a test's captured output may never be shown
-        from lockcheck.python.hang import write_fd
-
-        write_fd(report_fd, text + "\n")
+    if rec.settings.report_fd is not None:  # the real stderr: a test's captured output may never be shown
+        write_fd(rec.settings.report_fd, text + "\n")
     else:
         sys.stderr.write(text + "\n")
         sys.stderr.flush()
@@ -217,7 +256,7 @@ def mixed_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) -
     if a suspended task of that loop took it, that is the mixed deadlock; raise (or report).
     Called after the grace wait failed; False: not the mixed case (plain recursion)."""
     __tracebackhide__ = True
-    if mode == OFF:
+    if rec.settings.deadlock == OFF:
         return False
     try:
         loop = asyncio.get_running_loop()
@@ -260,8 +299,6 @@ def loop_holder(rec: "Recorder", loop: Any, task: str, lock: Any) -> Optional[tu
         return None
     file, line = site
     current = asyncio.current_task(loop)
-    from lockcheck.python.sites import relpath
-
     for atask in asyncio.all_tasks(loop):
         if atask is current or atask.done():
             continue
@@ -301,7 +338,7 @@ def _async_key(rec: "Recorder", atask: Any) -> tuple[str, str]:
 async def wait_task(lock: Any, acquire: Any, rec: "Recorder", task: str, comm: str, frame: Any) -> None:
     """`wait_thread` for an `asyncio.Lock` that is locked: `acquire` is the real (super) acquire."""
     __tracebackhide__ = True
-    if mode == OFF:
+    if rec.settings.deadlock == OFF:
         await acquire()
         return
     wait = Wait(task, comm, lock, rec.site(_user(frame))[2], asyncio.current_task())
@@ -312,7 +349,7 @@ async def wait_task(lock: Any, acquire: Any, rec: "Recorder", task: str, comm: s
             return
         try:
             # an asyncio.Lock has no owner: any task may release it, so the cycle must last
-            await asyncio.wait_for(acquire(), rec.grace)
+            await asyncio.wait_for(acquire(), rec.settings.grace)
             return
         except asyncio.TimeoutError:
             pass
@@ -354,9 +391,6 @@ def chain_contexts(rec: "Recorder", chain: list[Wait]) -> list[dict]:
 def deadlock_finding(rec: "Recorder", first: Wait, contexts: list[dict], frame: Any,
                      mixed: bool = False) -> F.Finding:
     """The `deadlock` finding: `contexts` (see `_context`), the acquiring one (`first`) first."""
-    from lockcheck.python.stacks import capture
-    from lockcheck.python import deadlock_report as deadlock  # noqa: F401 - registers the report's layout
-
     cls = lock_name(first.lock).rpartition("@")[0]
     cycle = [c["waits_for"].rpartition("@")[0] for c in reversed(contexts) if c["waits_for"]]
     finding = F.Finding(kind=F.DEADLOCK, task=first.comm, lock=cls, location=first.site,
@@ -364,8 +398,27 @@ def deadlock_finding(rec: "Recorder", first: Wait, contexts: list[dict], frame: 
                         cycle=cycle if len(cycle) > 1 else None, site=first.site)
     finding.details["contexts"] = contexts
     finding.details["mixed"] = mixed
-    if frame is not None and rec.stack_depth:
-        finding.details["stack"] = capture(_user(frame), rec.stack_depth)
+    if frame is not None and rec.settings.stack_depth:
+        finding.details["stack"] = capture(_user(frame), rec.settings.stack_depth)
+    return finding
+
+
+def ended_finding(rec: "Recorder", wait: Wait, gone: str, frame: Any) -> F.Finding:
+    """The `deadlock` finding of a wait for a lock whose holder, `gone`, has ended."""
+    name = lock_name(wait.lock)
+    comm, taken = rec.ended_holding[gone]
+    contexts = [
+        _context(wait.comm, wait.task, "thread", "nothing it waits on", None, name, wait.site, comm,
+                 _monotonic() - wait.since),
+        _context(comm, gone, "thread, ended", name, taken.get((wait.lock._cls, wait.lock._inst)), None,
+                 "its end, holding the lock", "nobody: it has ended", None),
+    ]
+    finding = F.Finding(kind=F.DEADLOCK, task=wait.comm, lock=name.rpartition("@")[0], location=wait.site,
+                        site=wait.site)
+    finding.details["contexts"] = contexts
+    finding.details["ended"] = True
+    if frame is not None and rec.settings.stack_depth:
+        finding.details["stack"] = capture(_user(frame), rec.settings.stack_depth)
     return finding
 
 
@@ -383,16 +436,21 @@ def _taken_at(rec: "Recorder", task: str, lock: Any) -> Optional[str]:
 
 def render(finding: F.Finding, rec: "Recorder") -> str:
     """The finding as the plugin shows it (`lockcheck.python.deadlock_report`)."""
-    import io
-
-    from lockcheck.python import report as python
-
     out = io.StringIO()
-    python.print_finding(finding, rec.summary(), out, rec.stack_depth)
+    python.print_finding(finding, rec.summary(), out, rec.settings.stack_depth)
     return out.getvalue().strip("\n")
 
 
 def _user(frame: Any) -> Any:
-    from lockcheck.python.sites import user_frame
-
     return user_frame(frame)
+
+
+def write_fd(fd: int, text: str) -> None:
+    """Write to a file descriptor in whole (no Python file object: its lock may be held)."""
+    data = text.encode("utf-8", "replace")
+    while data:
+        try:
+            n = os.write(fd, data)
+        except OSError:
+            return
+        data = data[n:]

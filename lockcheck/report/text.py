@@ -179,7 +179,6 @@ CPU1 = " " * 31
 
 def render(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
     """Print every finding in its kernel layout, then the summary line."""
-    pr = _Out(out)
     for finding in findings:
         print_finding(finding, summary, out)
     if not summary.quiet:
