@@ -59,7 +59,9 @@ input could not be read (and nothing is written).
 
 examples:
   lockcheck graph traces/ -o main.json
-  lockcheck graph trace.ftrace.xz -o locks.dot && dot -Tsvg locks.dot >locks.svg""",
+  lockcheck graph trace.ftrace.xz -o locks.dot && dot -Tsvg locks.dot >locks.svg
+  lockcheck graph --cycles-only boot/ -o cycles.dot
+  lockcheck graph --focus '&rq->__lock' --depth 2 boot/ -o rq.dot""",
     "diff": """\
 exit status: 0 nothing new, 1 NEW adds a finding, 2 an input could not be read
 
@@ -126,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--order", metavar="FILE", help="declared lock order to seed the graph with")
     graph.add_argument("--suppress", metavar="FILE", help="suppressions and aliases (aliases rename classes; docs/suppress.md)")
     graph.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
+    graph.add_argument("--cycles-only", action="store_true",
+                       help="keep only the classes and dependencies on a cycle (and circular findings)")
+    graph.add_argument("--focus", metavar="CLASS", action="append", default=[],
+                       help="keep CLASS (a name or a glob) and its neighbours (repeatable)")
+    graph.add_argument("--depth", metavar="N", type=int, default=1,
+                       help="with --focus: how many dependencies away, either direction (default 1)")
     graph.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
     _add_jobs_args(graph)
     _add_annotation_args(graph)
@@ -395,8 +403,13 @@ def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 def cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     refuse_inputs(args.output, _inputs(args))
+    from lockcheck.store.graphview import GraphView
+
+    if args.depth < 0:
+        raise UsageError(f"--depth {args.depth}: must be 0 or more")
+    view = GraphView(cycles_only=args.cycles_only, focus=tuple(args.focus), depth=args.depth)
     session = CheckSession(_session_options(args), stderr=stderr)
-    return session.write_graph(args.traces, args.output, args.graph_format, stdout)
+    return session.write_graph(args.traces, args.output, args.graph_format, stdout, view)
 
 
 def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
