@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = _command(sub, "check", "check traces and report problems in lockdep's format")
     _add_input_args(check, traces_required=False)
-    check.add_argument("--format", default="text", help="text (default), json, sarif or github")
+    check.add_argument("--format", help="text (default), json, sarif, github or html (the default for -o FILE.html)")
     check.add_argument("--first", action="store_true", help="stop after the first finding, like the kernel")
     check.add_argument("--quiet", "-q", action="store_true", help="no summary or notes, findings only")
     check.add_argument("--save-graph", metavar="GRAPH", help="write the dependency graph (.json, .graphml, .dot)")
@@ -391,7 +391,8 @@ def _annotation_options(args: argparse.Namespace):
 
 
 def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    options = _session_options(args, output_format=args.format, first=args.first, save_graph=args.save_graph)
+    fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else "text")
+    options = _session_options(args, output_format=fmt, first=args.first, save_graph=args.save_graph)
     if args.save_graph and args.output and args.save_graph not in ("-",) and \
             os.path.abspath(args.save_graph) == os.path.abspath(args.output):
         raise UsageError(f"{args.output}: given as both --output and --save-graph")
