@@ -36,7 +36,7 @@ def test_links_lead_to_files_in_the_repository(doc):
 
 
 def test_readme_instrument_example_prints_the_report(tmp_path):
-    [example] = blocks(ROOT / "README.md", "python")
+    [example] = blocks(ROOT / "docs" / "pytest-plugin.md", "python")
     script = tmp_path / "bank.py"
     script.write_text(example)
     proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path)
@@ -118,7 +118,7 @@ def _readme_run(command: str) -> str:
 def test_readme_kernel_log_examples_print_what_the_readme_shows(path, monkeypatch):
     """The README's kernel-log examples are real output: rerun, they print the same."""
     monkeypatch.chdir(ROOT)
-    for block in fenced(ROOT / "README.md"):
+    for block in fenced(ROOT / "docs" / "kernel.md"):
         first, _, shown = block.partition("\n")
         if first.startswith(f"$ lockcheck check {path}"):
             assert _readme_run(first[2:]) == shown
@@ -129,7 +129,7 @@ def test_readme_kernel_log_examples_print_what_the_readme_shows(path, monkeypatc
 def test_readme_stat_examples_print_what_they_show(monkeypatch):
     """Each `$ lockcheck stat ...` block of the README is that command's output, as printed now."""
     monkeypatch.chdir(ROOT)  # the examples name traces/... relative to the checkout
-    examples = [block for block in fenced(ROOT / "README.md") if block.startswith("$ lockcheck stat")]
+    examples = [block for block in fenced(ROOT / "docs" / "stat.md") if block.startswith("$ lockcheck stat")]
     assert len(examples) == 2
     for block in examples:
         lines = block.splitlines()

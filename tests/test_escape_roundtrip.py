@@ -125,3 +125,39 @@ def test_graphml_with_control_characters_is_a_baseline(tmp_path):
     assert status == 1, err.getvalue()
     (finding,) = json.loads(out.getvalue())["findings"]
     assert finding["kind"] == "circular-dependency" and set(finding["cycle"]) == {"A\x01\x1b[2J", "B\\u0041"}
+
+
+# -- HTML (the `--format html` report) ---------------------------------------------------------
+
+
+@settings(max_examples=300, deadline=None)
+@given(NAMES)
+def test_html_text_shows_what_visible_shows_and_opens_no_markup(name):
+    """Parsed back by html.parser, element content and a quoted attribute both give exactly
+    `visible(name)`; no `<`, `>`, quote or raw control survives."""
+    import html
+    import html.parser
+
+    from lockcheck.util.escape import html_text
+
+    escaped = html_text(name)
+    assert not set(escaped) & set("<>\"'") and escaped.isprintable()
+    assert html.unescape(escaped) == visible(name)
+
+    class Reader(html.parser.HTMLParser):
+        def __init__(self) -> None:
+            super().__init__(convert_charrefs=True)
+            self.data, self.attrs, self.tags = [], [], []
+
+        def handle_starttag(self, tag, attrs):
+            self.tags.append(tag)
+            self.attrs.extend(attrs)
+
+        def handle_data(self, data):
+            self.data.append(data)
+
+    reader = Reader()
+    reader.feed(f'<p title="{escaped}">{escaped}</p>')
+    reader.close()
+    assert reader.tags == ["p"] and reader.attrs == [("title", visible(name))]
+    assert "".join(reader.data) == visible(name)

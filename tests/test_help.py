@@ -41,7 +41,9 @@ def test_graph_help_says_it_exits_0_with_findings():
 
 
 def test_readme_commands_exist():
-    blocks = "\n".join(re.findall(r"^```[a-z]*\n(.*?)^```", (ROOT / "README.md").read_text(), re.M | re.S))
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    blocks = "\n".join(block for page in pages
+                       for block in re.findall(r"^```[a-z]*\n(.*?)^```", page.read_text(), re.M | re.S))
     used = set(re.findall(r"^(?:\.venv/bin/)?lockcheck ([a-z]+)", blocks, re.M))
     assert used and used <= {prog.split()[1] for prog in PAGES if " " in prog}, used
 

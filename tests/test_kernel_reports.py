@@ -228,7 +228,7 @@ def test_the_readmes_dmesg_example_is_what_lockcheck_prints() -> None:
     import lockcheck
 
     root = Path(__file__).parent.parent
-    readme = (root / "README.md").read_text(encoding="utf-8")
+    readme = (root / "docs" / "kernel.md").read_text(encoding="utf-8")
     command = "$ lockcheck check tests/data/kernel-log/recursive.log\n"
     shown = readme[readme.index(command) + len(command):]
     shown = shown[:shown.index("```")]

@@ -341,8 +341,8 @@ def test_rlock_cycle_is_certain_at_once() -> None:
 
 # -- the README's examples are real output -----------------------------------------------
 
-README = Path(__file__).resolve().parent.parent / "README.md"
-SECTION = "### Deadlocks as they happen, and hang reports"
+README = Path(__file__).resolve().parent.parent / "docs" / "pytest-plugin.md"
+SECTION = "## Deadlocks as they happen, and hang reports"
 #: what changes from run to run: waiting times, thread idents, lock instance numbers (how many
 #: locks were made before depends on the plugins installed)
 _VARYING = [(re.compile(r"\b\d+\.\d\ds\b"), "N.NNs"), (re.compile(r"\b\d{6,}\b"), "IDENT"),
@@ -359,7 +359,7 @@ def readme_examples() -> list[tuple[str, str, list[str], list[str]]]:
     """(file name, its code, the command's arguments, the output lines shown) of each example."""
     text = README.read_text()
     section = text[text.index(SECTION):]
-    section = section[:section.index("\n## ")]
+    section = section.split("\n## ", 1)[0]  # up to the next section, or the end of the page
     pairs = re.findall(r"^```py\n(.*?)^```\n\n```text\n(.*?)^```", section, re.M | re.S)
     examples = []
     for code, shown in pairs:

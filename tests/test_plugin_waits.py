@@ -448,7 +448,7 @@ def test_a_collection_that_takes_no_lock_records_no_event() -> None:
 
 # -- the README's examples are real output ------------------------------------------------------
 
-README_SECTION = "### Waits on events, signal handlers and finalizers"
+README_SECTION = "## Waits on events, signal handlers and finalizers"
 
 
 def _readme_examples() -> tuple[dict[str, str], list[str]]:
@@ -456,7 +456,7 @@ def _readme_examples() -> tuple[dict[str, str], list[str]]:
     import re
     from pathlib import Path
 
-    text = (Path(__file__).resolve().parent.parent / "README.md").read_text()
+    text = (Path(__file__).resolve().parent.parent / "docs" / "pytest-plugin.md").read_text()
     section = text.split(README_SECTION, 1)[1].split("\n## ", 1)[0].split("\n### ", 1)[0]
     files = {}
     for block in re.findall(r"^```py\n(.*?)^```", section, re.M | re.S):

@@ -69,7 +69,7 @@ def test_the_readmes_comparison_of_clean_with_its_dump_is_measured() -> None:
     `stat` computes from tests/data/kernel-6.1/clean, so the explanation cannot drift from the data."""
     from testdata import ROOT
 
-    readme = " ".join((ROOT / "README.md").read_text(encoding="utf-8").split())
+    readme = " ".join((ROOT / "docs" / "stat.md").read_text(encoding="utf-8").split())
     clean = CAPTURES / "clean"
     raw_dump = load_one(str(clean / "lock_stat.txt.xz"))
     raw_trace = load_one(str(clean / "trace.ftrace.xz"))

@@ -20,6 +20,7 @@ from lockcheck.lockdep.findings import Finding
 from lockcheck.lockdep.graph import DepGraph
 from lockcheck.readers.source import STDIN, STDIN_NAME
 from lockcheck.kernel.boot import DIRECTORY_HOOKS
+from lockcheck.store.graphview import GraphView
 from lockcheck.util.wording import count
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -107,26 +108,32 @@ class CheckSession:
         return self._finish(findings)
 
     def write_graph(self, paths: list[str], output: str, fmt: Optional[str] = None,
-                    stdout: Optional[TextIO] = None) -> int:
+                    stdout: Optional[TextIO] = None, view: Optional[GraphView] = None) -> int:
         """`lockcheck graph`: check the traces, write the merged graph, one summary line on stderr.
 
         Exit 0 once the graph is written, findings or not: reporting them is
         `check`'s job, and a CI step that caches the graph must not fail on
         them.  Exit 2 (and no graph written) when an input could not be read.
+        `view` (`--cycles-only`, `--focus`) keeps only part of the graph, so a
+        boot's thousands of classes can still be drawn.
         """
         from lockcheck.store.graphfile import format_of, save_graph
+        from lockcheck.store.graphview import apply_view
 
         format_of(output, fmt)  # a bad extension is a usage error before any reading
         checker, findings, _ = self.check(paths)
+        graph = checker.graph
         if not self.errors:
-            save_graph(checker.graph, output, findings, fmt, stdout)
+            graph, kept = apply_view(checker.graph, findings, view)
+            save_graph(graph, output, kept, fmt, stdout)
         if self.errors:  # nothing was written: the line must not read as if it had been
             print(visible(f"lockcheck: {output}: not written: {count(len(self.errors), 'input')} could not be read"),
                   file=self.stderr)
         elif not self.options.quiet:
-            graph = checker.graph
             line = (f"lockcheck: {visible(output)}: {count(graph.n_classes, 'lock class', 'lock classes')}, "
                     f"{count(graph.n_dependencies, 'dependency', 'dependencies')}")
+            if graph is not checker.graph:
+                line += f" (of {checker.graph.n_classes} and {checker.graph.n_dependencies})"
             if findings:
                 line += f", {count(len(findings), 'finding')} (`lockcheck check` reports them)"
             print(line, file=self.stderr)

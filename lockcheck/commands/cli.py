@@ -59,7 +59,9 @@ input could not be read (and nothing is written).
 
 examples:
   lockcheck graph traces/ -o main.json
-  lockcheck graph trace.ftrace.xz -o locks.dot && dot -Tsvg locks.dot >locks.svg""",
+  lockcheck graph trace.ftrace.xz -o locks.dot && dot -Tsvg locks.dot >locks.svg
+  lockcheck graph --cycles-only boot/ -o cycles.dot
+  lockcheck graph --focus '&rq->__lock' --depth 2 boot/ -o rq.dot""",
     "diff": """\
 exit status: 0 nothing new, 1 NEW adds a finding, 2 an input could not be read
 
@@ -101,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     check = _command(sub, "check", "check traces and report problems in lockdep's format")
     _add_input_args(check, traces_required=False)
-    check.add_argument("--format", default="text", help="text (default), json, sarif or github")
+    check.add_argument("--format", help="text (default), json, sarif, github or html (the default for -o FILE.html)")
     check.add_argument("--first", action="store_true", help="stop after the first finding, like the kernel")
     check.add_argument("--quiet", "-q", action="store_true", help="no summary or notes, findings only")
     check.add_argument("--save-graph", metavar="GRAPH", help="write the dependency graph (.json, .graphml, .dot)")
@@ -126,6 +128,12 @@ def build_parser() -> argparse.ArgumentParser:
     graph.add_argument("--order", metavar="FILE", help="declared lock order to seed the graph with")
     graph.add_argument("--suppress", metavar="FILE", help="suppressions and aliases (aliases rename classes; docs/suppress.md)")
     graph.add_argument("--no-config", action="store_true", help="ignore [tool.lockcheck] in pyproject.toml")
+    graph.add_argument("--cycles-only", action="store_true",
+                       help="keep only the classes and dependencies on a cycle (and circular findings)")
+    graph.add_argument("--focus", metavar="CLASS", action="append", default=[],
+                       help="keep CLASS (a name or a glob) and its neighbours (repeatable)")
+    graph.add_argument("--depth", metavar="N", type=int, default=1,
+                       help="with --focus: how many dependencies away, either direction (default 1)")
     graph.add_argument("--quiet", "-q", action="store_true", help="no summary line on stderr")
     _add_jobs_args(graph)
     _add_annotation_args(graph)
@@ -383,7 +391,8 @@ def _annotation_options(args: argparse.Namespace):
 
 
 def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
-    options = _session_options(args, output_format=args.format, first=args.first, save_graph=args.save_graph)
+    fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else "text")
+    options = _session_options(args, output_format=fmt, first=args.first, save_graph=args.save_graph)
     if args.save_graph and args.output and args.save_graph not in ("-",) and \
             os.path.abspath(args.save_graph) == os.path.abspath(args.output):
         raise UsageError(f"{args.output}: given as both --output and --save-graph")
@@ -395,8 +404,13 @@ def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
 
 def cmd_graph(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     refuse_inputs(args.output, _inputs(args))
+    from lockcheck.store.graphview import GraphView
+
+    if args.depth < 0:
+        raise UsageError(f"--depth {args.depth}: must be 0 or more")
+    view = GraphView(cycles_only=args.cycles_only, focus=tuple(args.focus), depth=args.depth)
     session = CheckSession(_session_options(args), stderr=stderr)
-    return session.write_graph(args.traces, args.output, args.graph_format, stdout)
+    return session.write_graph(args.traces, args.output, args.graph_format, stdout, view)
 
 
 def cmd_diff(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:

@@ -53,6 +53,7 @@ class _Renderers(Mapping):
         "json": "lockcheck.report.json",
         "sarif": "lockcheck.report.sarif",
         "github": "lockcheck.report.github",
+        "html": "lockcheck.report.html",
     }
 
     def __getitem__(self, name: str) -> ModuleType:

@@ -16,6 +16,11 @@ passes what it prints through these functions:
 - `workflow_data` / `workflow_property`: GitHub workflow commands, escaped
   as the runner unescapes them (actions/toolkit `command.ts`: `%`, CR and
   LF in the message; also `:` and `,` in a property value).
+- `html_text(text)`: for the HTML report, in element content and quoted
+  attributes alike: shown as `visible` shows it (a browser renders bidi
+  controls and zero-width characters as silently as a terminal), then `&`,
+  `<`, `>`, `"` and `'` as character references, so no name can open a tag
+  or leave an attribute.
 - JSON and SARIF need nothing here: `json.dump` with its defaults escapes
   every control character and every non-ASCII character (`\\u202e`), and
   lockcheck writes it with `allow_nan=False` (strict JSON).
@@ -128,3 +133,18 @@ def xml_untext(text: str) -> str:
 
 def _is_hex(text: str) -> bool:
     return len(text) == 4 and all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+def html_text(text: str) -> str:
+    """`text` for HTML content or a quoted attribute value: what a browser shows is `visible(text)`.
+
+    >>> html_text('<b onclick="x">&\\u202e')
+    '&lt;b onclick=&quot;x&quot;&gt;&amp;\\\\u202e'
+    """
+    shown = visible(text)
+    if not any(ch in _HTML_SPECIAL for ch in shown):
+        return shown
+    return "".join(_HTML_SPECIAL.get(ch, ch) for ch in shown)
+
+
+_HTML_SPECIAL = {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"}
