@@ -345,8 +345,10 @@ README = Path(__file__).resolve().parent.parent / "docs" / "pytest-plugin.md"
 SECTION = "## Deadlocks as they happen, and hang reports"
 #: what changes from run to run: waiting times, thread idents, lock instance numbers (how many
 #: locks were made before depends on the plugins installed)
+# (a thread's task number, `reloader/2`, counts the threads seen first: one that a garbage
+# collection or pytest's own timer made first moves it, so it is shown but not compared)
 _VARYING = [(re.compile(r"\b\d+\.\d\ds\b"), "N.NNs"), (re.compile(r"\b\d{6,}\b"), "IDENT"),
-            (re.compile(r"\b0x[0-9a-f]+\b"), "0xN")]
+            (re.compile(r"\b0x[0-9a-f]+\b"), "0xN"), (re.compile(r"\b([A-Za-z_]\w*)/\d+\b"), r"\1/N")]
 
 
 def _normal(line: str) -> str:
