@@ -193,3 +193,20 @@ def test_diff_of_captures_follows_capture_rules(tmp_path: Path):
     kinds = [f["kind"] for f in json.loads(out)["findings"]]
     assert "unlock-imbalance" not in kinds, kinds
     assert kinds == ["circular-dependency"] and code == 1
+
+
+def test_diff_of_saved_graphs_reports_the_new_sides_own_cycle(tmp_path: Path) -> None:
+    """A cycle's closing dependency is refused, so pr.json's graph alone holds no cycle: the
+    finding saved with it is what tells `diff base.json pr.json` that the PR made one."""
+    (tmp_path / "base.lt").write_text("T1 acquire A\nT1 release A\n")
+    (tmp_path / "pr.lt").write_text("T1 acquire A\nT1 acquire B\nT1 release B\nT1 release A\n"
+                                    "T2 acquire B\nT2 acquire A\nT2 release A\nT2 release B\n")
+    for name in ("base", "pr"):
+        assert main(["graph", str(tmp_path / f"{name}.lt"), "-o", str(tmp_path / f"{name}.json"), "--quiet"]) == 0
+    out = io.StringIO()
+    status = main(["diff", str(tmp_path / "base.json"), str(tmp_path / "pr.json"), "--format", "json"], stdout=out)
+    doc = json.loads(out.getvalue())
+    assert status == 1
+    assert [(f["kind"], sorted(f["cycle"])) for f in doc["findings"]] == [("circular-dependency", ["A", "B"])]
+    # the same graph on both sides adds nothing
+    assert main(["diff", str(tmp_path / "pr.json"), str(tmp_path / "pr.json")], stdout=io.StringIO()) == 0

@@ -39,7 +39,7 @@ from lockcheck.util.escape import visible
 from lockcheck.events import Event
 from lockcheck.lockdep.findings import Evidence, Finding
 from lockcheck.lockdep.graph import DEP_NAMES, DepGraph, dep_text
-from lockcheck.store.graphfile import is_graph_file, load_graph_with_findings, record_key
+from lockcheck.store.graphfile import is_graph_file, load_graph_with_findings, record_finding, record_key
 from lockcheck.kernel.boot import DIRECTORY_HOOKS
 from lockcheck.store.replay import replay_events
 from lockcheck.util.wording import count, wrap_note
@@ -129,8 +129,10 @@ def load_side(spec: str, input_format: str = "auto", aliases=None, annotations=N
     """
     if is_graph_file(spec):
         graph, records = load_graph_with_findings(spec)
-        side = Side(spec, graph, known={record_key(r) for r in records})
-        return side
+        # the findings the saved run made: a cycle's closing dependency was refused, so the
+        # graph alone no longer shows it -- the record does (a PR's own cycle, saved as pr.json)
+        saved = [f for f in (record_finding(r, spec) for r in records) if f is not None]
+        return Side(spec, graph, known={record_key(r) for r in records}, dump_findings=saved)
     from lockcheck.readers import ReadContext, inputs, read_all
 
     context = ReadContext(directory_hooks=DIRECTORY_HOOKS)

@@ -204,6 +204,20 @@ def record_key(record: dict[str, Any]) -> tuple:
     return (record["kind"], record.get("lock"), record.get("held"), record.get("dedup"))
 
 
+def record_finding(record: dict[str, Any], path: str) -> Optional[Finding]:
+    """A saved finding record as a finding of the graph file `path` (its key is `record_key`'s);
+    None for a kernel report's record, whose layout the record does not keep."""
+    if isinstance(record.get("report_key"), list) or not isinstance(record.get("kind"), str):
+        return None
+    details: dict[str, Any] = {"saved_in": path}
+    if "dedup" in record:
+        details["dedup"] = record["dedup"]
+    cycle = record.get("cycle")
+    return Finding(kind=record["kind"], task="?", lock=str(record.get("lock") or ""), held=record.get("held"),
+                   location=str(record.get("location") or path), cycle=list(cycle) if cycle else None,
+                   details=details)
+
+
 def _tuples(value: Any) -> Any:
     """JSON lists back into the tuples a key is made of."""
     return tuple(_tuples(item) for item in value) if isinstance(value, list) else value
