@@ -21,10 +21,8 @@ LIMIT = 600
 #: modules over LIMIT lines, each at most this long, until it is split
 OVERSIZED = {
     "lockcheck.python.pytest_plugin": 930,
-    "lockcheck.readers.ftrace": 925,
     "lockcheck.python.tracked": 853,
     "lockcheck.report.text": 694,
-    "lockcheck.engine.fast_capture": 723,
     "lockcheck.readers.lt": 665,
     "lockcheck.python.recorder": 635,
 }
