@@ -401,3 +401,22 @@ def test_a_paste_without_its_stack_backtrace_line_ends_at_the_call_trace() -> No
     cut = [line for line in lines if not line.lstrip().startswith("#1:")]
     (short,) = read_back(cut)[0]
     assert any("cut short" in note or "lost lines" in note for note in short.notes)
+
+
+@pytest.mark.parametrize("pattern, replacement, what", [
+    (r"-> #1 ", "-> #{n} ", "chain entry number"),
+    (r" #0: ", " #{n}: ", "held lock number"),
+    (r"\d+ locks? held by", "{n} locks held by", "lock count"),
+])
+@pytest.mark.parametrize("digits", ["7" * 5000, "٣"])
+def test_a_number_lockdep_never_prints_is_an_error_at_its_line(pattern, replacement, what, digits):
+    """`-> #N`, ` #N:`, `N locks held`: 5,000 digits (over int()'s limit) or non-ASCII digits were an
+    internal error; now a TraceError naming the line, as every other number of an input."""
+    from lockcheck.errors import TraceError
+
+    text = (DATA / "circular-2-classes.log").read_text()
+    bad = re.sub(pattern, replacement.format(n=digits), text, count=1)
+    lineno = next(i for i, line in enumerate(bad.splitlines(), 1) if digits in line)
+    with pytest.raises(TraceError) as caught:
+        list(read_splats(bad.splitlines(), "x.log"))
+    assert caught.value.line == lineno and what in str(caught.value)
