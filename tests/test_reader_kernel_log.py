@@ -420,3 +420,14 @@ def test_a_number_lockdep_never_prints_is_an_error_at_its_line(pattern, replacem
     with pytest.raises(TraceError) as caught:
         list(read_splats(bad.splitlines(), "x.log"))
     assert caught.value.line == lineno and what in str(caught.value)
+
+
+@pytest.mark.parametrize("site", [", at: ", ", at:"])
+def test_an_empty_at_keeps_the_lock_name(site):
+    """A held-lock line whose `at:` is empty (no symbol, or cut by a paste) gave the lock `?`."""
+    text = (DATA / "circular-2-classes.log").read_text()
+    bad = text.replace(", at: [<ffffffff83542c29>] lo_compat_ioctl+0x109/0x140", site, 1)
+    assert bad != text
+    [splat] = read_splats(bad.splitlines(), "x.log")
+    finding = to_finding(splat)
+    assert (finding.lock, finding.held) == ("&bdev->bd_mutex", "&lo->lo_ctl_mutex#2")
