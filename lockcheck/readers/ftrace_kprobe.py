@@ -94,7 +94,13 @@ def lookahead(lines: Iterable, scan: Callable[[str], Optional[tuple]]) -> tuple[
     """Whether the first LOOKAHEAD lines (or `(number, line)` pairs) hold a lock_acquire argument
     line that SCAN reads, and the lines, all of them, to read on."""
     it = iter(lines)
-    first = list(itertools.islice(it, LOOKAHEAD))
+    first: list = []
+    failed: Optional[Exception] = None
+    try:
+        for item in itertools.islice(it, LOOKAHEAD):
+            first.append(item)
+    except Exception as err:  # a bad byte: the lines before it are read first, then the error, in order
+        failed = err
     found = False
     for item in first:
         line = item if isinstance(item, str) else item[1]
@@ -103,7 +109,15 @@ def lookahead(lines: Iterable, scan: Callable[[str], Optional[tuple]]) -> tuple[
             if record is not None and len(record[3]) > 5 and lock_args(record[3][6]) is not None:
                 found = True
                 break
-    return found, itertools.chain(first, it)
+    return found, _then(first, failed, it)
+
+
+def _then(first: list, failed: Optional[Exception], rest: Iterator) -> Iterator:
+    """FIRST, then the error reading stopped at (if any), else the REST."""
+    yield from first
+    if failed is not None:
+        raise failed
+    yield from rest
 
 
 class ProbePairing:
