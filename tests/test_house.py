@@ -20,9 +20,7 @@ LIMIT = 600
 
 #: modules over LIMIT lines, each at most this long, until it is split
 OVERSIZED = {
-    "lockcheck.readers.ftrace": 925,
     "lockcheck.report.text": 693,
-    "lockcheck.engine.fast_capture": 723,
     "lockcheck.readers.lt": 659,
 }
 

@@ -401,3 +401,33 @@ def test_a_paste_without_its_stack_backtrace_line_ends_at_the_call_trace() -> No
     cut = [line for line in lines if not line.lstrip().startswith("#1:")]
     (short,) = read_back(cut)[0]
     assert any("cut short" in note or "lost lines" in note for note in short.notes)
+
+
+@pytest.mark.parametrize("pattern, replacement, what", [
+    (r"-> #1 ", "-> #{n} ", "chain entry number"),
+    (r" #0: ", " #{n}: ", "held lock number"),
+    (r"\d+ locks? held by", "{n} locks held by", "lock count"),
+])
+@pytest.mark.parametrize("digits", ["7" * 5000, "٣"])
+def test_a_number_lockdep_never_prints_is_an_error_at_its_line(pattern, replacement, what, digits):
+    """`-> #N`, ` #N:`, `N locks held`: 5,000 digits (over int()'s limit) or non-ASCII digits were an
+    internal error; now a TraceError naming the line, as every other number of an input."""
+    from lockcheck.errors import TraceError
+
+    text = (DATA / "circular-2-classes.log").read_text()
+    bad = re.sub(pattern, replacement.format(n=digits), text, count=1)
+    lineno = next(i for i, line in enumerate(bad.splitlines(), 1) if digits in line)
+    with pytest.raises(TraceError) as caught:
+        list(read_splats(bad.splitlines(), "x.log"))
+    assert caught.value.line == lineno and what in str(caught.value)
+
+
+@pytest.mark.parametrize("site", [", at: ", ", at:"])
+def test_an_empty_at_keeps_the_lock_name(site):
+    """A held-lock line whose `at:` is empty (no symbol, or cut by a paste) gave the lock `?`."""
+    text = (DATA / "circular-2-classes.log").read_text()
+    bad = text.replace(", at: [<ffffffff83542c29>] lo_compat_ioctl+0x109/0x140", site, 1)
+    assert bad != text
+    [splat] = read_splats(bad.splitlines(), "x.log")
+    finding = to_finding(splat)
+    assert (finding.lock, finding.held) == ("&bdev->bd_mutex", "&lo->lo_ctl_mutex#2")

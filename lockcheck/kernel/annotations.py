@@ -64,6 +64,7 @@ from lockcheck import events as E
 from lockcheck.events import Event, MAX_SUBCLASS
 from lockcheck.kernel.state import LockdepState, split_class_name
 from lockcheck.kernel.annotation_file import BUILTIN_RULES, AnnotationRules
+from lockcheck.readers.ftrace_kprobe import UNKNOWN_KEY
 from lockcheck.kernel.annotation_trust import FULL, NONE, STATE_CHANGED, UNKNOWN, UNTIL_REPORT, AnnotatorVerdicts
 
 # -- the kernel's state, indexed ---------------------------------------------------
@@ -113,6 +114,12 @@ UNPROVEN_CHAIN = ("{lock} was taken while held and /proc/lockdep_chains has that
                   "chain before validating it, so the chain of a report is there too: without "
                   "/proc/lockdep_stats (debug_locks) or the boot's dmesg it cannot be told whether the kernel "
                   "accepted it (a nest_lock) or reported it")
+
+#: why a finding about a class with unknown acquisitions (no kprobe argument line) is uncertain
+UNKNOWN_ACQUISITION = ("{lock} was also acquired without its kprobe argument line (a missed probe hit, lost events, "
+                       "a CPU buffer that starts late or a restart): those acquisitions were read as unknown (no "
+                       "usage bit, no dependency of their own), so what they held or hid is not known (give "
+                       "--lockdep-state)")
 
 #: held entry fields
 _KEY, _LOCK, _INSTANCE, _CTX, _READ = range(5)
@@ -313,6 +320,9 @@ class Annotator(AnnotatorVerdicts):
             self.sources["capture"] += 1
             self._push(ev, held, ctx)
             return
+        if ev.props is not None and ev.props.get(UNKNOWN_KEY) and self._unknown(ev):
+            self._push(ev, held, ctx)
+            return
         same = [entry for entry in held if entry[_KEY] == lock]
         ruled = self._apply_rules(ev, held, same)
         # the kernel's state, where it is trusted
@@ -329,6 +339,19 @@ class Annotator(AnnotatorVerdicts):
                     self.untrusted_from[ev.file] = ev.line
                 self._doubt(ev, same)
         self._push(ev, held, ctx)
+
+    def _unknown(self, ev: Event) -> bool:
+        """An acquisition whose kprobe argument line is missing (`lockcheck.readers.ftrace_kprobe`):
+        True when it stays unknown (check=0, a doubt on its class); False when the trusted state
+        reads it as in a capture without arguments (`check` given back)."""
+        if self.index is not None and self.trusted:
+            ev.check = True
+            ev.props = None
+            return False
+        self.sources["none"] += 1
+        lock = ev.lock
+        self._add_doubt(lock, UNKNOWN_ACQUISITION.format(lock=lock))
+        return True
 
     def _apply_rules(self, ev: Event, held: list, same: list) -> bool:
         """The annotation rules (`--annotations`, built-in); whether one changed the acquisition."""

@@ -30,8 +30,13 @@ What a line becomes
   interrupt's pair comes between a task's probe and its tracepoint line), so
   a `lock_acquire` line takes the latest pending probe of its CPU with the
   same lock name (or, without names, the same address when the tracepoint
-  prints real addresses).  A `lock_acquire` with no probe line (a missed
-  probe hit) is read as usual.
+  prints real addresses).  Once the probe is known to be installed (an
+  argument line in the first lines, or seen before), a `lock_acquire` with
+  no argument line (a missed hit, lost events, a CPU buffer starting late,
+  a restart) is *unknown*: `check=False` and `props["unknown"]` (see
+  `lockcheck.readers.ftrace_kprobe`).  A lost-events marker or a restart (a
+  `# tracer:` header again, a CPU's clock going back) drops the pending
+  argument lines of its CPUs.
 - `contention_begin`/`contention_end` (lockdep-independent, 5.19+) and every
   other event: skipped and counted in `ReaderStats` -- except that with
   `contention=True` (`lockcheck stat`) the contention tracepoints become
@@ -99,19 +104,20 @@ same signature as `read_policy` to `FtraceReader`/`parse` to override.
 
 from __future__ import annotations
 
-import functools
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import Callable, Iterable, Iterator, Optional
+from typing import Iterable, Iterator, Optional
 
 from lockcheck.errors import TraceError
-from lockcheck.events import (
-    ACQUIRE, ACQUIRED, CONTENDED, CONTENTION_BEGIN, CONTENTION_END, HARDIRQ_ENTER, HARDIRQ_EXIT, IRQS_OFF, IRQS_ON, READ, RELEASE, RREAD,
-    SOFTIRQ_ENTER, SOFTIRQ_EXIT, SOFTIRQS_OFF, SOFTIRQS_ON, WRITE, Event,
-)
+from lockcheck.events import ACQUIRE, ACQUIRED, CONTENDED, CONTENTION_BEGIN, CONTENTION_END, RELEASE, WRITE, Event
 from lockcheck.events import LOST_EVENTS as E_LOST_EVENTS
-from lockcheck.util.grammar import grammar_text
-from lockcheck.util.wording import count
+from lockcheck.readers.ftrace_context import (  # noqa: F401 (re-exported)
+    BH_DISABLED, HARDIRQ, IRQS_DISABLED, RECURSIVE_READ_NAMES, SOFTIRQ, ReadPolicy, context_transition, flags_state,
+    read_mode,
+)
+from lockcheck.readers.ftrace_grammar import _describe, _parser, scan_slow  # noqa: F401 (re-exported)
+from lockcheck.readers.ftrace_kprobe import (  # noqa: F401 (re-exported)
+    LOCK_ARGS_REQUIRED, UNKNOWN_LOCK, LockArgs, ProbePairing, _PENDING_LIMIT, _scan_probe, lock_args, lookahead,
+)
+from lockcheck.readers.ftrace_stats import ReaderStats
 
 NAME = "ftrace"
 #: captures start mid-flight; parse() takes stats= (see lockcheck.readers)
@@ -120,9 +126,6 @@ TAKES_STATS = True
 
 #: op of the marker yielded for `CPU:N [LOST EVENTS]`: `Event(task="", op=LOST_EVENTS, cpu=N)`
 LOST_EVENTS = E_LOST_EVENTS
-
-#: class given to a nameless release/contended/acquired whose address no task holds
-UNKNOWN_LOCK = "<unknown>"
 
 #: tracepoint name -> op
 LOCK_EVENTS = {
@@ -137,205 +140,6 @@ _CONTENTION_OPS = {"contention_begin": CONTENTION_BEGIN, "contention_end": CONTE
 #: parse() takes contention= (lockcheck stat asks for the contention tracepoints)
 TAKES_CONTENTION = True
 
-
-# -- statistics -------------------------------------------------------------------
-
-
-@dataclass
-class ReaderStats:
-    """What a reader saw besides the events it yielded (for the CLI's closing note).
-
-    One object per input; `merge()` adds another (a directory of traces).
-    """
-
-    lines: int = 0  #: lines read, headers and blanks included
-    events: int = 0  #: lock events yielded (context and lost markers excluded)
-    context_events: int = 0  #: synthetic irq-context events yielded
-    skipped: Counter = field(default_factory=Counter)  #: other event name -> lines
-    contention: int = 0  #: contention_begin/contention_end lines (also skipped)
-    hardirq_lines: int = 0  #: lock events that ran in hardirq context
-    softirq_lines: int = 0  #: lock events that ran in softirq context (not hardirq)
-    names_resolved: int = 0  #: nameless lines resolved by address
-    names_unresolved: int = 0  #: nameless lines no held lock explained (UNKNOWN_LOCK)
-    lost_markers: int = 0  #: `CPU:N [LOST EVENTS]` lines
-    slow_lines: int = 0  #: lines the fast scanner left to the grammar
-    acquisitions: int = 0  #: lock_acquire lines
-    probe_lines: int = 0  #: kprobe lines with lockdep's lock_acquire arguments
-    args_paired: int = 0  #: acquisitions that got their arguments from such a line
-    args_unpaired: int = 0  #: argument lines no lock_acquire line followed
-    nest_unknown: int = 0  #: nest_locks not held in the capture (taken before it began)
-
-    @property
-    def skipped_lines(self) -> int:
-        return sum(self.skipped.values())
-
-    def merge(self, other: "ReaderStats") -> None:
-        for name in ("lines", "events", "context_events", "contention", "hardirq_lines", "softirq_lines",
-                     "names_resolved", "names_unresolved", "lost_markers", "slow_lines", "acquisitions",
-                     "probe_lines", "args_paired", "args_unpaired", "nest_unknown"):
-            setattr(self, name, getattr(self, name) + getattr(other, name))
-        self.skipped.update(other.skipped)
-
-    def notes(self) -> list[str]:
-        """Sentences for the closing note, e.g. `skipped 444 lines of other events (...)`."""
-        out = []
-        if self.skipped:
-            kinds = ", ".join(f"{name}: {n}" for name, n in self.skipped.most_common())
-            out.append(f"skipped {count(self.skipped_lines, 'line')} of other events ({kinds})")
-        if self.names_resolved or self.names_unresolved:
-            out.append(f"resolved {count(self.names_resolved, 'nameless lock line')} by address"
-                       + (f", {self.names_unresolved} unresolved" if self.names_unresolved else ""))
-        if self.probe_lines:
-            missing = self.acquisitions - self.args_paired
-            text = (f"{self.args_paired} of {self.acquisitions} acquisitions carried lockdep's own arguments "
-                    "(a kprobe on lock_acquire)")
-            if missing:
-                text += (f"; {missing} did not (missed probe hits): their annotations are inferred as in a "
-                         "capture without arguments")
-            if self.args_unpaired:
-                text += f"; {self.args_unpaired} argument lines had no lock_acquire line after them"
-            out.append(text)
-        if self.lost_markers:
-            out.append(f"{count(self.lost_markers, 'lost-events marker')}: the stacks of those CPUs were reset")
-        return out
-
-
-# -- lockdep's arguments from a kprobe on lock_acquire ------------------------------
-
-#: arguments that make a probe line a record of lock_acquire(lock, subclass, trylock, read, check, nest_lock, ip)
-LOCK_ARGS_REQUIRED = frozenset({"subclass", "trylock", "read", "check"})
-
-
-@dataclass(frozen=True)
-class LockArgs:
-    """lockdep's arguments of one lock_acquire() call, as a kprobe line printed them."""
-
-    map: Optional[int]  #: the lockdep_map's address (`map=` or `lock=`)
-    subclass: int
-    trylock: int
-    read: int  #: 0 exclusive, 1 reader, 2 recursive reader
-    check: int
-    nest_lock: Optional[int]  #: the nest_lock's map address; None or 0: none
-    ip: Optional[str]  #: the caller (`dup_mmap+0xf5/0x47b`, or hex)
-    name: Optional[str]  #: the map's name (None when absent or `(fault)`)
-
-
-def _number(text: str) -> Optional[int]:
-    """A probe argument's integer: `%u`, `%d` or `0x%x` (None when it is not one)."""
-    try:
-        return int(text, 16) if text[:2] in ("0x", "0X") else int(text)
-    except ValueError:
-        return None
-
-
-def lock_args(args: tuple) -> Optional[LockArgs]:
-    """The LockArgs of a probe line's (name, value) pairs, or None when it is another probe.
-
-    >>> lock_args((("map", "0xff"), ("subclass", "1"), ("trylock", "0"), ("read", "2"), ("check", "1"),
-    ...            ("nest_lock", "0x0"), ("ip", "f+0x1/0x2"), ("name", '"&x->lock"')))
-    LockArgs(map=255, subclass=1, trylock=0, read=2, check=1, nest_lock=None, ip='f+0x1/0x2', name='&x->lock')
-    """
-    values = dict(args)
-    if not LOCK_ARGS_REQUIRED.issubset(values):
-        return None
-    numbers = {key: _number(values[key]) for key in LOCK_ARGS_REQUIRED}
-    if None in numbers.values():
-        return None
-    name = values.get("name")
-    if name is not None:
-        name = name[1:-1] if len(name) >= 2 and name[0] == name[-1] == '"' else None
-    lock = values.get("map", values.get("lock"))
-    nest = values.get("nest_lock", values.get("nest"))
-    return LockArgs(_number(lock) if lock is not None else None, numbers["subclass"], numbers["trylock"],  # type: ignore[arg-type]
-                    numbers["read"], numbers["check"], (_number(nest) or None) if nest is not None else None,  # type: ignore[arg-type]
-                    values.get("ip"), name)
-
-
-#: pending probe lines kept per CPU (more means lock_acquire lines are not being traced)
-_PENDING_LIMIT = 64
-
-
-# -- read mode policy -------------------------------------------------------------
-
-#: read-acquired lockdep maps that are always recursive readers (read=2)
-RECURSIVE_READ_NAMES = frozenset({
-    "rcu_read_lock", "rcu_read_lock_bh", "rcu_read_lock_sched", "rcu_callback",
-    "rcu_read_lock_trace", "rcu_tasks_trace",
-})
-
-
-@functools.lru_cache(maxsize=4096)
-def read_mode(name: str, in_irq: bool) -> int:
-    """The lockdep read mode of a `read ` acquisition of NAME (see the module docstring).
-
-    >>> read_mode("rcu_read_lock", False) == RREAD
-    True
-    >>> read_mode("&mm->mmap_lock", False) == READ
-    True
-    >>> read_mode("tasklist_lock", True) == RREAD
-    True
-    """
-    if in_irq or name in RECURSIVE_READ_NAMES:
-        return RREAD
-    if name.endswith(("seqcount", "srcu")) or name.startswith("("):
-        return RREAD
-    return READ
-
-
-ReadPolicy = Callable[[str, bool], int]
-
-
-# -- irq context ------------------------------------------------------------------
-
-#: context state bits, as told to the checker
-HARDIRQ, SOFTIRQ, IRQS_DISABLED, BH_DISABLED = 1, 2, 4, 8
-
-
-@functools.lru_cache(maxsize=None)
-def context_transition(old: int, new: int) -> tuple[str, ...]:
-    """The `.lt` context ops that take a task from state OLD to state NEW.
-
-    >>> context_transition(0, HARDIRQ | IRQS_DISABLED)
-    ('irqs-off', 'hardirq-enter')
-    >>> context_transition(HARDIRQ | IRQS_DISABLED, 0)
-    ('hardirq-exit', 'irqs-on')
-    """
-    ops: list[str] = []
-    cur = old
-    if cur & HARDIRQ and not new & HARDIRQ:
-        ops.append(HARDIRQ_EXIT)
-        cur &= ~HARDIRQ
-    if cur & SOFTIRQ and not new & SOFTIRQ:
-        ops.append(SOFTIRQ_EXIT)
-        cur &= ~SOFTIRQ
-    if new & SOFTIRQ and not cur & SOFTIRQ:
-        if not cur & BH_DISABLED:
-            ops.append(SOFTIRQS_OFF)
-        ops.append(SOFTIRQ_ENTER)  # __do_softirq: BH off, hardirqs as they are
-        cur |= SOFTIRQ | BH_DISABLED
-    if new & HARDIRQ and not cur & HARDIRQ:
-        if not cur & IRQS_DISABLED:
-            ops.append(IRQS_OFF)
-        ops.append(HARDIRQ_ENTER)
-        cur |= HARDIRQ | IRQS_DISABLED
-    if (cur ^ new) & IRQS_DISABLED:
-        ops.append(IRQS_OFF if new & IRQS_DISABLED else IRQS_ON)
-    if (cur ^ new) & BH_DISABLED:
-        ops.append(SOFTIRQS_OFF if new & BH_DISABLED else SOFTIRQS_ON)
-    return tuple(ops)
-
-
-_IRQOFF_CHARS = {"d": IRQS_DISABLED, "D": IRQS_DISABLED | BH_DISABLED, "b": BH_DISABLED}
-_HARDSOFT_CHARS = {
-    "h": HARDIRQ | IRQS_DISABLED, "z": HARDIRQ | IRQS_DISABLED, "Z": HARDIRQ | IRQS_DISABLED,
-    "H": HARDIRQ | IRQS_DISABLED | SOFTIRQ | BH_DISABLED, "s": SOFTIRQ | BH_DISABLED,
-}
-
-
-@functools.lru_cache(maxsize=None)
-def flags_state(flags: str) -> int:
-    """The context state a flags column says (5-column layout; see `FtraceReader` for 4)."""
-    return _IRQOFF_CHARS.get(flags[0], 0) | _HARDSOFT_CHARS.get(flags[2], 0)
 
 
 # -- address -> name ----------------------------------------------------------------
@@ -465,132 +269,6 @@ def scan(line: str) -> Optional[tuple]:
     return (head, flags, timestamp, body)
 
 
-def _is_arg_start(text: str, pos: int) -> bool:
-    """Whether TEXT[pos:] is ` NAME=`: a blank, then an argument name and `=` (the grammar's lookahead)."""
-    if text[pos:pos + 1] != " ":
-        return False
-    eq = text.find("=", pos + 1)
-    name = text[pos + 1:eq]
-    return eq > pos + 1 and name.isascii() and name.isidentifier()
-
-
-def _scan_probe(text: str):
-    """`(SITE) ARG=VALUE ...` of a kprobe line -> (site, ((arg, value), ...)); None when TEXT is not a
-    probe's (the grammar's `other_event`), False when it breaks the grammar (left to it for the message).
-
-    The same reading as the grammar's `probe_event` (tests/test_reader_ftrace.py proves it).
-    """
-    close = text.find(")")
-    site = text[1:close]
-    if close < 2 or "(" in site or any(ch.isspace() for ch in site) or not _is_arg_start(text, close + 1):
-        return None
-    args = []
-    pos, end = close + 1, len(text)
-    while pos < end:
-        if text[pos] != " ":
-            return False
-        while pos < end and text[pos] == " ":
-            pos += 1
-        eq = text.find("=", pos)
-        name = text[pos:eq]
-        if eq <= pos or not (name.isascii() and name.isidentifier()):
-            return False
-        pos = eq + 1
-        if text[pos:pos + 1] == '"':  # to the first quote that ends the line or starts the next argument
-            quote = pos
-            while True:
-                quote = text.find('"', quote + 1)
-                if quote < 0:
-                    return False
-                if quote + 1 == end or _is_arg_start(text, quote + 1):
-                    break
-            value, pos = text[pos:quote + 1], quote + 1
-        else:
-            stop = pos
-            while stop < end and not text[stop].isspace():
-                stop += 1
-            if stop == pos:
-                return False
-            if text[stop:stop + 2] == " [":  # a module's symbol: "func+0x1/0x2 [mod]"
-                bracket = text.find("]", stop + 2)
-                module = text[stop + 2:bracket]
-                if bracket > stop + 2 and not any(ch.isspace() for ch in module):
-                    stop = bracket + 1
-            value, pos = text[pos:stop], stop
-        args.append((name, value))
-    return (site, tuple(args))
-
-
-@functools.lru_cache(maxsize=None)
-def _parser():
-    from lark import Lark
-
-    return Lark(grammar_text("ftrace.lark"), parser="lalr", lexer="contextual", maybe_placeholders=False)
-
-
-_TERMINAL_NAMES = {
-    "COMM": "a comm", "PID": "a pid", "TGID": "a (tgid)", "CPU": "a [cpu] column", "FLAGS": "irq flags",
-    "TIMESTAMP": "a timestamp", "ADDRESS": "a lock address", "NAME": "a lock name", "TRY": "'try '",
-    "READ": "'read '", "ACQUIRE": "lock_acquire", "LOCK_OP": "a lock event", "EVENT_NAME": "an event name",
-    "COLON": "':'", "_SP": "a blank", "LOST_TEXT": "LOST EVENTS", "INT": "a number", "REST": "event text",
-    "PREAMBLE": "a trace-cmd preamble line", "LSQB": "'['", "RSQB": "']'", "$END": "end of line",
-    "PROBE_SITE": "a probe's (site)", "ARG_NAME": "an argument name", "ARG_VALUE": "an argument value",
-    "EQUAL": "'='",
-    "<END-OF-FILE>": "end of line", "MINUS": "'-'", "LOST_CPU": "'CPU:N [LOST EVENTS]'",
-}
-
-
-def _describe(expected: Iterable[str]) -> str:
-    names = sorted({_TERMINAL_NAMES.get(name, name) for name in expected})
-    return names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
-
-
-def scan_slow(line: str, file: str = "<trace>", lineno: int = 0) -> tuple:
-    """A line as the grammar reads it: an event tuple (see `scan`), `("lost", cpu)` or `("preamble",)`.
-
-    Raises `TraceError` with the column of the first character the grammar
-    cannot take.
-    """
-    from lark import Token
-    from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
-
-    try:
-        tree = _parser().parse(line)
-    except UnexpectedCharacters as exc:
-        message = f"unexpected {line[exc.pos_in_stream]!r}; expected {_describe(exc.allowed or ())}"
-        raise TraceError(file, lineno, exc.column, message, source=line) from None
-    except UnexpectedToken as exc:
-        if exc.token.type == "$END":
-            column, what = len(line) + 1, "end of line"
-        else:
-            text = str(exc.token)
-            column, what = exc.column, repr(text if len(text) <= 20 else text[:17] + "...")
-        raise TraceError(file, lineno, column, f"unexpected {what}; expected {_describe(exc.expected)}",
-                         source=line) from None
-    except UnexpectedInput as exc:  # pragma: no cover - other lark errors
-        raise TraceError(file, lineno, getattr(exc, "column", None), str(exc).splitlines()[0], source=line) from None
-    node = tree.children[0]
-    if node.data == "lost_line":
-        return ("lost", next(tok for tok in node.children if isinstance(tok, Token) and tok.type == "INT").value)
-    if node.data == "preamble":
-        return ("preamble",)
-    fields = {tok.type: tok.value for tok in node.children if isinstance(tok, Token)}
-    event = node.children[-1].children[0]
-    head = (fields["COMM"], fields["PID"], fields["CPU"][1:-1])
-    if event.data == "other_event":
-        return (head, fields.get("FLAGS"), fields["TIMESTAMP"], (event.children[0].value, None, False, False, None))
-    if event.data == "probe_event":
-        name, site = event.children[0].value, event.children[1].value[1:-1]
-        args = tuple((arg.children[0].value, arg.children[1].value) for arg in event.children[2:])
-        return (head, fields.get("FLAGS"), fields["TIMESTAMP"], (name, None, False, False, None, site, args))
-    tokens = {tok.type: tok.value for tok in event.children if isinstance(tok, Token)}
-    for sub in event.children:
-        if not isinstance(sub, Token):  # acquire_flags
-            tokens.update((tok.type, tok.value) for tok in sub.children)
-    name = tokens.get("ACQUIRE") or tokens["LOCK_OP"]
-    return (head, fields.get("FLAGS"), fields["TIMESTAMP"],
-            (name, tokens["ADDRESS"], "TRY" in tokens, "READ" in tokens, tokens.get("NAME", "")))
-
 
 # -- the reader ---------------------------------------------------------------------
 
@@ -605,7 +283,7 @@ def _check_number(text: str, line: str, file: str, lineno: int, what: str, limit
 
 
 
-class FtraceReader:
+class FtraceReader(ProbePairing):
     """Events from the lines of one ftrace capture; `stats` fills as it goes.
 
     >>> reader = FtraceReader("t")
@@ -626,6 +304,7 @@ class FtraceReader:
         self.comms: dict[str, str] = {}  # task -> last display name
         self.pending: dict[str, list[LockArgs]] = {}  # cpu -> probe records awaiting their lock_acquire
         self.by_map: dict[int, tuple[str, str]] = {}  # a held lock's map address -> (name, instance)
+        self.clocks: dict[Optional[int], float] = {}  # cpu -> last time stamp (kprobe captures)
 
     def _task(self, comm: Optional[str], pid: Optional[str], cpu: Optional[str]) -> tuple[str, str, Optional[int]]:
         cpu_number = int(cpu) if cpu is not None else None
@@ -649,7 +328,21 @@ class FtraceReader:
     scan_slow = staticmethod(scan_slow)
 
     def parse(self, lines: Iterable[str], fields: bool = False) -> Iterator[Event]:
-        return self.parse_numbered(enumerate(lines, 1), fields)
+        """The events of LINES; an argument line among the first `LOOKAHEAD` makes the probe known
+        from the first line on (a CPU whose buffer starts late loses its first argument lines)."""
+        found, lines = lookahead(lines, self._scan_any)
+        self.probe_known = self.probe_known or found
+        yield from self.parse_numbered(enumerate(lines, 1), fields)
+
+    def _scan_any(self, line: str) -> Optional[tuple]:
+        """A line's record by either scanner; None when it breaks the grammar."""
+        record = self.scan(line)
+        if record is None:
+            try:
+                record = self.scan_slow(line)
+            except TraceError:
+                return None
+        return record if len(record) == 4 else None
 
     def parse_numbered(self, numbered: Iterable[tuple[int, str]], fields: bool = False,
                        count_lines: bool = True) -> Iterator[Event]:
@@ -674,6 +367,10 @@ class FtraceReader:
         try:
             for lineno, line in numbered:
                 if line[:1] == "#":
+                    if line.startswith("# tracer:") and (events or stats.events):
+                        stats.restarts += 1  # a trace concatenated or restarted: what was pending is cut
+                        self._drop_pending(None)
+                        self.clocks.clear()
                     continue
                 record = scan(line)
                 if record is None:
@@ -685,6 +382,7 @@ class FtraceReader:
                     if record[0] == "lost":
                         stats.lost_markers += 1
                         _check_number(record[1], line, file, lineno, "CPU number")
+                        self._drop_pending(int(record[1]))
                         yield make("", LOST_EVENTS, None, None, WRITE, False, 0, None, True, None, None,
                                    int(record[1]), file, lineno, None)
                         continue
@@ -704,6 +402,7 @@ class FtraceReader:
                         stats.args_unpaired += 1
                     stack.append(args)
                     stats.probe_lines += 1
+                    self.probe_known = True
                     continue
                 known_body = bodies.get(body)
                 if known_body is None:
@@ -779,9 +478,15 @@ class FtraceReader:
                         entry[1] += 1
                     events += 1
                     acquisitions += 1
+                    if self.probe_known and ts is not None:  # acquisitions only: none takes the fast path
+                        self._clock(cpu, ts)
                     args = self._paired(pending.get(head[2]), instance, name) if pending else None
                     if args is not None:
                         yield self._exact(make, args, entry, task, name, instance, ts, cpu, lineno, display)
+                        continue
+                    if self.probe_known:
+                        yield self._unknown(make, task, name, instance, read_policy(name, in_irq) if read else WRITE,
+                                            trylock, ts, cpu, lineno, display)
                         continue
                     yield make(task, op, name, instance, read_policy(name, in_irq) if read else WRITE, trylock,
                                0, None, True, None, ts, cpu, file, lineno, display)
@@ -811,49 +516,6 @@ class FtraceReader:
             stats.softirq_lines += softirq_lines
             stats.names_resolved += resolved
             stats.acquisitions += acquisitions
-
-    def _paired(self, stack: Optional[list], instance: str, name: str) -> Optional[LockArgs]:
-        """The pending probe record of this CPU that this lock_acquire line belongs to (taken off).
-
-        The latest one with the same name (or, without a name, the same map
-        address when the tracepoint prints real addresses); records above it
-        had no lock_acquire line and are dropped.
-        """
-        if not stack:
-            return None
-        address = int(instance, 16)
-        real = address >= 1 << 32  # a hashed %p prints 32 significant bits
-        for i in range(len(stack) - 1, -1, -1):
-            args = stack[i]
-            if args.name is not None and name:
-                same = args.name == name
-            elif args.map is not None and real:
-                same = args.map == address
-            else:
-                same = True
-            if same:
-                self.stats.args_unpaired += len(stack) - 1 - i
-                del stack[i:]
-                self.stats.args_paired += 1
-                return args
-        return None
-
-    def _exact(self, make, args: LockArgs, entry: list, task: str, name: str, instance: str, ts: Optional[float],
-               cpu: Optional[int], lineno: int, display: str):
-        """The event of a lock_acquire line with lockdep's own arguments."""
-        nest = None
-        if args.nest_lock:
-            nest = self.by_map.get(args.nest_lock)
-            if nest is None:  # held since before the capture began
-                nest = (UNKNOWN_LOCK, f"0x{args.nest_lock:x}")
-                self.stats.nest_unknown += 1
-        if args.map is not None:
-            if len(entry) == 2:
-                entry.append(args.map)
-            self.by_map[args.map] = (name, instance)
-        mode = RREAD if args.read >= 2 else READ if args.read else WRITE
-        return make(task, ACQUIRE, name, instance, mode, bool(args.trylock), args.subclass, nest, bool(args.check),
-                    args.ip, ts, cpu, self.file, lineno, display, True)
 
     def _contention(self, line: str, head: tuple, timestamp: Optional[str], event: str, lineno: int) -> Event:
         """A contention_begin/end line as an event: `ADDR (flags=F)` / `ADDR (ret=N)` after the name."""

@@ -13,6 +13,7 @@ from typing import Optional
 from lockcheck.lockdep import findings as F
 from lockcheck.readers.log_lines import FOREIGN, FRAME, Parsed, kernel_ident, strip_ip
 from lockcheck.readers.splat import Splat, SplatLink, SplatLock
+from lockcheck.util import numbers
 from lockcheck.util.wording import count
 
 
@@ -72,6 +73,11 @@ class ReportBuilder:
         self.idle = 0
         if handler(parsed, lineno) is False:
             self.idle += 1
+
+    def _count(self, parsed: Parsed, lineno: int, text: str, what: str) -> int:
+        """A number of a report line (`-> #N`, ` #N:`, `N locks held`...): ASCII digits of a bounded
+        length, else a TraceError at its line and column (a 5,000-digit `#N` is the input's fault)."""
+        return numbers.count(text, self.splat.file, lineno, numbers.column_of(parsed.text, text), what)
 
     def _set_expect(self, what: Optional[str]) -> None:
         self.expect, self.frames = what, None
@@ -176,7 +182,7 @@ class ReportBuilder:
         self._set_expect(None)
 
     def _on_chain_entry(self, parsed: Parsed, lineno: int) -> None:
-        link = SplatLink(int(parsed.tokens["INT"][0]), parsed.locks[0])
+        link = SplatLink(self._count(parsed, lineno, parsed.tokens["INT"][0], "chain entry number"), parsed.locks[0])
         self.splat.chain.append(link)
         self.expect, self.frames = None, link.frames
 
@@ -194,7 +200,7 @@ class ReportBuilder:
                                     parsed.indent > 20))
 
     def _on_held_head(self, parsed: Parsed, lineno: int) -> None:
-        self.splat.held_count = int(parsed.tokens["HELD_COUNT"][0].split()[0])
+        self.splat.held_count = self._count(parsed, lineno, parsed.tokens["HELD_COUNT"][0].split()[0], "lock count")
         self._task_end(parsed)
         self._set_expect(None)
         self._held_done()
@@ -210,7 +216,7 @@ class ReportBuilder:
             self.splat.task = parsed.tokens["TASK_END"][0]
 
     def _on_held_entry(self, parsed: Parsed, lineno: int) -> None:
-        index = int(parsed.tokens["INT"][0])
+        index = self._count(parsed, lineno, parsed.tokens["INT"][0], "held lock number")
         held = self.splat.held_locks
         lock = parsed.locks[0] if parsed.locks else SplatLock("<RELEASED>", line=lineno)
         if index == len(held) - 1 and (held[-1].name, held[-1].instance) == (lock.name, lock.instance):
@@ -250,14 +256,16 @@ class ReportBuilder:
         self.expect, self.frames = None, frames
 
     def _on_irq_stamp(self, parsed: Parsed, lineno: int) -> None:
-        self.splat.details.setdefault("irq_events", {})["stamp"] = int(parsed.tokens["INT"][0])
+        self.splat.details.setdefault("irq_events", {})["stamp"] = self._count(parsed, lineno, parsed.tokens["INT"][0],
+                                                                                 "irq event stamp")
         self._set_expect(None)
 
     def _on_irq_event(self, parsed: Parsed, lineno: int) -> None:
         words = parsed.tokens["IRQ_EVENT"][0].split()  # hardirqs last enabled
         key = f"{words[0]}_{words[-1]}"
         site = strip_ip(parsed.tokens["SITE"][0])
-        self.splat.details.setdefault("irq_events", {})[key] = (int(parsed.tokens["INT"][0]), lineno, site)
+        self.splat.details.setdefault("irq_events", {})[key] = (
+            self._count(parsed, lineno, parsed.tokens["INT"][0], "irq event number"), lineno, site)
 
     # print_irq_inversion_bug / print_bad_irq_dependency
     def _on_took_unsafe(self, parsed: Parsed, lineno: int) -> None:
@@ -325,13 +333,15 @@ class ReportBuilder:
     # print_lock_invalid_wait_context: `context-{N:N}`, the task's wait context (task_wait_context())
     def _on_wait_context(self, parsed: Parsed, lineno: int) -> None:
         outer, inner = parsed.tokens["INT"][:2]
-        self.splat.details["context"] = f"{int(outer)}:{int(inner)}"
+        self.splat.details["context"] = (f"{self._count(parsed, lineno, outer, 'wait type')}:"
+                                         f"{self._count(parsed, lineno, inner, 'wait type')}")
         self._set_expect(None)
 
     # MAX_LOCK_DEPTH
     def _on_depth(self, parsed: Parsed, lineno: int) -> None:
         depth, limit = parsed.tokens["INT"][:2]
-        self.splat.details["depth"], self.splat.details["max"] = int(depth), int(limit)
+        self.splat.details["depth"] = self._count(parsed, lineno, depth, "lock depth")
+        self.splat.details["max"] = self._count(parsed, lineno, limit, "lock depth limit")
 
     # lines that carry nothing lockcheck keeps
     def _ignore(self, parsed: Parsed, lineno: int) -> None:

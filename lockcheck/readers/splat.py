@@ -28,6 +28,7 @@ from typing import Any, Optional
 
 from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.findings import ChainLink, Evidence, Finding, LockSnapshot, ReportOrigin
+from lockcheck.util import numbers
 
 
 @dataclass
@@ -234,7 +235,10 @@ def _wait_types(waits: Optional[str]) -> Optional[tuple[int, int]]:
     if not waits:
         return None
     outer, _, inner = waits.partition(":")
-    return int(outer), int(inner or outer)
+    inner = inner or outer
+    if not (numbers.is_count(outer, 2) and numbers.is_count(inner, 2)):
+        return None  # not lockdep's (its wait types are one digit): no wait types rather than an internal error
+    return int(outer), int(inner)
 
 
 def wait_culprit(splat: Splat) -> Optional[SplatLock]:
