@@ -18,7 +18,8 @@ from lockcheck.commands.convert import converted
 from lockcheck.errors import TraceError
 from lockcheck.events import LOST_EVENTS, RUN
 from lockcheck.readers import read
-from lockcheck.readers.lt import format_event, parse_line
+from lockcheck.readers.lt import parse_line
+from lockcheck.readers.lt_write import format_event
 
 from testdata import CAPTURES, TRACES, timer_traces
 

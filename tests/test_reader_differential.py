@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 
 from lockcheck.errors import TraceError
 from lockcheck.events import ACQUIRE, ALL_OPS, LOCK_OPS, MODE_NAMES, MORE_LOCK_OPS, MORE_PLAIN_OPS, Event
-from lockcheck.readers.lt import format_event, parse_line, scan_fast
+from lockcheck.readers.lt import parse_line, scan_fast
+from lockcheck.readers.lt_write import format_event
 
 SETTINGS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

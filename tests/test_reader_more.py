@@ -9,7 +9,8 @@ import pytest
 
 from lockcheck.errors import TraceError
 from lockcheck.readers import jsonl
-from lockcheck.readers.lt import format_event, parse_line, scan_fast
+from lockcheck.readers.lt import parse_line, scan_fast
+from lockcheck.readers.lt_write import format_event
 
 LINES = [
     ("T1 acquire &desc->lock wait=2:2 at=handle_irq_desc+0x20/0x60", {"wait": (2, 2)}),

@@ -20,7 +20,8 @@ from typing import Iterable, Optional, TextIO
 from lockcheck.errors import TraceError
 from lockcheck.events import RUN, Event
 from lockcheck.kernel.boot import DIRECTORY_HOOKS
-from lockcheck.readers.lt import HEADER, format_event, format_run
+from lockcheck.readers.lt import HEADER
+from lockcheck.readers.lt_write import format_event, format_run
 
 
 class TaskNames:

@@ -92,7 +92,8 @@ class ForkedChildren:
         """Each forked child wrote `TRACE.pidN`: appended to the trace, its tasks named `pidN:...`."""
         import glob
 
-        from lockcheck.readers.lt import format_event, parse_line
+        from lockcheck.readers.lt import parse_line
+        from lockcheck.readers.lt_write import format_event
 
         if self.trace_file is None or self.trace_path is None:
             return

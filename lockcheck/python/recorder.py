@@ -122,7 +122,7 @@ class Recorder(ForkHandling):
         self._sites: dict = {}
         if trace is not None:
             # imported now: nothing may be imported under the feed lock (imports take locks)
-            from lockcheck.readers.lt import format_event
+            from lockcheck.readers.lt_write import format_event
 
             self._format_event = format_event
             trace.write("#lockcheck-trace v1\n")
