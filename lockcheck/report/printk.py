@@ -179,3 +179,38 @@ def _site(finding: Finding) -> Optional[str]:
 def _when(evidence: Evidence) -> str:
     """Where a report was read: `FILE:LINE`, and the log's time stamp when it had one."""
     return f"{evidence.location} [{evidence.ts:.6f}]" if evidence.ts is not None else evidence.location
+
+
+# -- what several report layouts read of a finding -------------------------------------
+#: the scenario's CPU1 column: 31 blanks
+CPU1 = " " * 31
+
+
+
+
+def _held_line(finding: Finding, prv: LockSnapshot) -> str:
+    """The held lock's `print_lock()` line, or NOT_IN_LOG when its report lost it."""
+    return NOT_IN_LOG if _missing(finding, "held") else print_lock(prv, finding.location)
+
+
+def _next(finding: Finding) -> LockSnapshot:
+    return finding.next or LockSnapshot(finding.lock, None, "", finding.site)
+
+
+def _prev(finding: Finding) -> LockSnapshot:
+    return finding.prev or LockSnapshot(finding.held or finding.lock, None, "", None)
+
+
+def _verb(lock: LockSnapshot) -> str:
+    """The scenario verb: `rlock` when the kernel's `hlock->read` is non-zero."""
+    return "rlock" if lock.mode else "lock"
+
+
+def _task_irq(finding: Finding) -> str:
+    state = finding.details.get("irq_state")
+    return f"{finding.task} {state}" if state else finding.task
+
+
+def _where(evidence: Evidence) -> str:
+    """An Evidence on one line: `SITE (FILE:LINE)` or `FILE:LINE`."""
+    return f"{evidence.at} ({evidence.location})" if evidence.at else evidence.location
