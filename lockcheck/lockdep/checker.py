@@ -382,8 +382,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
         cls = rules.hlock_class(lock, subclass)
         if cls not in self._classes:
             self.graph.add_class(cls)
-            if lock in self.wait_locks:
-                self._nodes[cls]["waits"] = self.class_waits(lock)
+            if lock in self.class_props:
+                self.init_class_node(cls, lock)
         held = task.held
         depth = len(held)
         # nest_lock merge: the top entry is the same class and we rely on the nest lock
@@ -469,6 +469,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
             # read-after-read recursion of the same class is allowed
             if nxt.read == 2 and prev.read:
                 continue
+            if self.cmp_locks and prev.lock in self.cmp_locks and self.cmp_fn_orders(prev, nxt):
+                continue
             if nest is not None or (nest_key is not None and self.held_before_capture(task, nest_key)):
                 return 2
             self.print_deadlock_bug(task, prev, nxt, ev)
@@ -483,7 +485,9 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
         while True:
             prev = held[i]
             if prev.check:
-                if not self.check_prev_add(task, prev, nxt, depth - i, ev):
+                # check_prev_add()'s `return 2` for a pair its class's cmp_fn orders: no dependency
+                ordered = prev.cls == nxt.cls and prev.lock in self.cmp_locks and self.cmp_fn_orders(prev, nxt)
+                if not ordered and not self.check_prev_add(task, prev, nxt, depth - i, ev):
                     return
                 if rules.prevs_walk_stops(True, prev.trylock):
                     break

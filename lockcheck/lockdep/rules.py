@@ -175,3 +175,42 @@ def check_wait_context(curr_inner: int, held: list[tuple[int, int]], outer: int,
 def print_waits(outer: int, inner: int) -> str:
     """The `-{O:I}` the kernel prints after a class name (`print_lock_name()`): outer ?: inner."""
     return f"{outer or inner}:{inner}"
+
+
+# -- class properties read by the dependency and usage searches ---------------------------------
+
+def instance_order(instance: object) -> tuple:
+    """How `cmp=instance` sorts an instance: numbers (`0x` hex too) by value, before any other
+    text, which sorts as text (docs/trace-format.md); a lock without an instance sorts first."""
+    if instance is None:
+        return (0, 0, "")
+    text = str(instance)
+    try:
+        return (1, int(text, 0), "")
+    except ValueError:
+        return (2, 0, text)
+
+
+def cmp_fn_orders(cmp: object, subclass: int, prev_instance: object, next_instance: object) -> bool:
+    """`class->cmp_fn && class->cmp_fn(prev->instance, next->instance) < 0` of `check_deadlock()` and
+    `check_prev_add()`: a held lock of a class with a comparison function, sorting before the one
+    taken, is no recursion and adds no dependency.  `lockdep_set_lock_cmp_fn()` sets it on the map's
+    subclass-0 class only (`lock->class_cache[0]`), so the subclasses of the class have none."""
+    return bool(cmp) and not subclass and instance_order(prev_instance) < instance_order(next_instance)
+
+
+def percpu_wait_invalid(lock_type: int, wait_inner: int) -> bool:
+    """`usage_skip()`'s `DEBUG_LOCKS_WARN_ON(entry->class->wait_type_inner < LD_WAIT_CONFIG)`: a
+    `local_lock_t` class whose inner wait type is free or spin (an unknown one, a trace that did
+    not say, is not judged)."""
+    return lock_type == LD_LOCK_PERCPU and LD_WAIT_INV < wait_inner < LD_WAIT_CONFIG
+
+
+def usage_skip(lock_type: int, wait_inner: int) -> bool:
+    """`usage_skip()`: the irq-usage searches (`check_irq_usage()`, `check_usage_forwards()`,
+    `check_usage_backwards()`) pass over a percpu (`local_lock_t`) or wait-override class and every
+    path through it -- a local_lock is per CPU, and an override map is no lock; a percpu class
+    with a bad inner wait type is searched (after lockdep's warning, `percpu_wait_invalid`)."""
+    if lock_type == LD_LOCK_NORMAL:
+        return False
+    return not percpu_wait_invalid(lock_type, wait_inner)

@@ -63,8 +63,8 @@ class SetClass:
         del held[index:]
         if changed.cls not in self._classes:
             self.graph.add_class(changed.cls)
-            if changed.lock in self.wait_locks:
-                self._nodes[changed.cls]["waits"] = self.class_waits(changed.lock)
+            if changed.lock in self.class_props:
+                self.init_class_node(changed.cls, changed.lock)
         self.reacquire_held_locks(task, [changed, *above], ev)
 
 
