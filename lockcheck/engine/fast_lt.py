@@ -152,7 +152,8 @@ def _holds(held: list, lock: str, instance: Optional[str]) -> bool:
 
 # What `_scan_tail` makes of the text after the task: (op kind, bits of the options seen, cpu, ...).
 _ACQUIRE, _RELEASE, _STATS, _IRQ, _EXIT = 1, 2, 3, 4, 5
-_KINDS = {"acquire": _ACQUIRE, "release": _RELEASE, "contended": _STATS, "acquired": _STATS, E.EXIT: _EXIT,
+# (`contended` and `acquired` are the checker's: a lock not held is bad contention, `lockdep.more_ops`)
+_KINDS = {"acquire": _ACQUIRE, "release": _RELEASE, E.EXIT: _EXIT,
           **{op: _IRQ for op in E.IRQ_OPS}}
 
 
@@ -339,7 +340,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 if task_key in task_view:
                     continue  # another process's task (`foreign`): a view of None
                 task = tasks.get(task_key)
-                if task is not None and not task.hardirq_threaded:  # (threaded: the checker's, `waits`)
+                if task is not None and not task.hardirq_threaded and not task.pins:  # (the checker's: `waits`, pins)
                     view = task_view[task_key] = _view(task)
             if view is not None:
                 cut = tail.find(" ts=")  # time stamps make lines unique: the rest is looked up
@@ -504,7 +505,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             if ev.op is not LOST_EVENTS and ev.op is not RUN:
                 task = tasks.get(ev.task)  # its view again, at once (the compiled core only looks views up)
                 if task is not None:
-                    if not task.hardirq_threaded:  # in a threaded hardirq, every line is the checker's
+                    if not task.hardirq_threaded and not task.pins:  # (threaded hardirq, pins: the checker's)
                         task_view[ev.task] = _view(task)
                 elif foreign is not None and foreign(ev.task):
                     task_view[ev.task] = None  # the compiled core skips its lines too

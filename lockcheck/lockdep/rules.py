@@ -81,6 +81,12 @@ def nest_lock_merges(depth: int, top_cls: str, cls: str, nest: object) -> bool:
     return bool(depth) and nest is not None and top_cls == cls
 
 
+def mark_usage_hardirqs_off(hardirqs_off: bool, sync: bool) -> bool:
+    """`mark_usage()`'s `!hlock->hardirqs_off && !hlock->sync`: a lock_sync() is taken as with
+    hardirqs off (no critical section, so no irq-enabled usage); its USED_IN usage stands."""
+    return hardirqs_off or sync
+
+
 def usage_index(read: int, trylock: bool, hardirqs_off: bool) -> int:
     """Where `usage_needs` keeps the mask for an acquisition of this kind."""
     return (1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)

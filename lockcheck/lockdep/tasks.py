@@ -27,7 +27,7 @@ class HeldLock:
 
     __slots__ = (
         "cls", "lock", "instance", "subclass", "read", "trylock", "check", "nest",
-        "irq_context", "hardirqs_off", "references", "prev_chain_key", "_event", "_source",
+        "irq_context", "hardirqs_off", "references", "prev_chain_key", "_event", "_source", "pin_count",
     )
 
     def __init__(self, cls: str, lock: str, instance: Optional[str], subclass: int, read: int,
@@ -47,6 +47,8 @@ class HeldLock:
         self.prev_chain_key = INITIAL_CHAIN_KEY
         self._event = event
         self._source: Optional[Callable[[], Event]] = None
+        #: `hlock->pin_count`: lock_pin_lock() calls not yet undone (`lockdep.more_ops`)
+        self.pin_count = 0
 
     @classmethod
     def deferred(cls, source: Callable[[], Event], *fields: Any) -> "HeldLock":
@@ -65,6 +67,7 @@ class HeldLock:
         hlock = HeldLock(self.cls, self.lock, self.instance, self.subclass, self.read, self.trylock, self.check,
                          self.nest, irq_context, hardirqs_off, self.references, self._event)
         hlock._source = self._source
+        hlock.pin_count = self.pin_count  # (`reacquire_held_locks()` passes hlock->pin_count on)
         return hlock
 
     @property
@@ -140,7 +143,7 @@ class TaskState:
     __slots__ = (
         "key", "name", "held", "chain_key", "hardirq_depth", "softirq_depth",
         "hardirqs_enabled", "softirqs_enabled", "cpu", "acquired_ever", "irq_events", "usage_need",
-        "irq_known", "stale", "moves", "hardirq_threaded",
+        "irq_known", "stale", "moves", "hardirq_threaded", "pins",
     )
 
     def __init__(self, key: str, name: str) -> None:
@@ -167,6 +170,8 @@ class TaskState:
         #: the hardirq handler running runs as a thread (`hardirq-enter threaded`: the kernel's
         #: `curr->hardirq_threaded`); while set, the fast paths leave the task to the checker
         self.hardirq_threaded = False
+        #: pins of the locks held (`lock_pin_lock()`); while any, the fast paths leave the task to the checker
+        self.pins = 0
 
     def set_irq_unknown(self) -> None:
         """The trace never says this task's irq state: its acquisitions mark only USED."""
