@@ -322,8 +322,8 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             if (first == " " or first == "\t") and not line.strip(" \t"):
                 continue  # blanks and tabs only: a blank line, not one for the grammar (20M: 275 s)
             if first == "#":
-                if line.startswith(_DIRECTIVES):
-                    ev = parse_line(line, file, lineno)
+                if line.startswith(_DIRECTIVES) or lineno == 1:
+                    ev = parse_line(line, file, lineno) if lineno != 1 else _plain(line, file, lineno)
                     if ev is not None:
                         stats.events += events
                         stats.chain_hits += hits
@@ -340,7 +340,8 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 if task_key in task_view:
                     continue  # another process's task (`foreign`): a view of None
                 task = tasks.get(task_key)
-                if task is not None and not task.hardirq_threaded and not task.pins:  # (the checker's: `waits`, pins)
+                if task is not None and not task.hardirq_threaded and not task.pins and not checker.irq.preempt_rt:
+                    # (threaded hardirqs, pins, PREEMPT_RT softirqs: every line the checker's)
                     view = task_view[task_key] = _view(task)
             if view is not None:
                 cut = tail.find(" ts=")  # time stamps make lines unique: the rest is looked up
@@ -505,7 +506,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             if ev.op is not LOST_EVENTS and ev.op is not RUN:
                 task = tasks.get(ev.task)  # its view again, at once (the compiled core only looks views up)
                 if task is not None:
-                    if not task.hardirq_threaded and not task.pins:  # (threaded hardirq, pins: the checker's)
+                    if not task.hardirq_threaded and not task.pins and not checker.irq.preempt_rt:
                         task_view[ev.task] = _view(task)
                 elif foreign is not None and foreign(ev.task):
                     task_view[ev.task] = None  # the compiled core skips its lines too
@@ -565,5 +566,5 @@ def _plain(line: str, file: str, lineno: int):
     """The event of one line as `lt.parse` reads it (None: blank, comment)."""
     line = line.rstrip("\r\n")
     if not line or (line[0] == "#" and not line.startswith(_DIRECTIVES)):
-        return None
+        return lt.header_event(line, file, lineno) if line else None
     return lt.scan_fast(line, file, lineno) or lt.parse_line(line, file, lineno)

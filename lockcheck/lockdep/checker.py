@@ -67,6 +67,8 @@ class CheckerOptions:
     first: bool = False
     #: report releases of locks never seen acquired even in captures (`--strict-start`)
     strict_start: bool = False
+    #: a PREEMPT_RT kernel's traces: softirq context is not tracked (`rules.softirq_context_tracked`)
+    preempt_rt: bool = False
 
 
 @dataclass
@@ -110,6 +112,7 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
         #: chains deeper than this are validated each time, not cached (`rules.chain_cacheable`)
         self.cache_depth = self.max_depth
         self.irq = IrqValidator(self.graph, self.report, self.stats.notes)
+        self.irq.preempt_rt = self.options.preempt_rt
         self._classes = self.graph._succ
         # a subclass that wants to see cached chains too (OrderChecker) overrides validate_chain
         self._inline_cache_hits = type(self).validate_chain is Checker.validate_chain
@@ -156,6 +159,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
             if op == RUN:  # `#lockcheck-run`: a run begins inside the file (a boundary, not an event)
                 self.stats.events -= 1
                 self.open_trace(ev.trylock, irq_state=ev.check)
+                if ev.props and ev.props.get("preempt_rt"):  # `#lockcheck-trace v1 preempt-rt`
+                    self.irq.preempt_rt = True
                 return _NOTHING
             if self.forget_after is not None and self.stats.events - self._swept > self.forget_after >> 3:
                 self.forget_recent_locks()
@@ -296,6 +301,7 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
         self._swept = self.stats.events
         self.irq_state = irq_state
         self.contention_checked = contention  # (`readers.run_rules`: `lockdep.more_ops`)
+        self.irq.preempt_rt = self.options.preempt_rt  # (a file's header may say so: RUN)
         if strict_start is None:
             strict_start = self.options.strict_start
         self.options.lenient_start = self._lenient_always

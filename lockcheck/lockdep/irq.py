@@ -84,6 +84,8 @@ class IrqValidator:
         self.graph = graph
         self.report = report
         self.notes = notes
+        #: a PREEMPT_RT kernel's trace (`rules.softirq_context_tracked`)
+        self.preempt_rt = False
         #: the task and event whose irq-usage search runs now (where `usage_skip`'s warning is located)
         self.at: Optional[tuple[TaskState, Event]] = None
 
@@ -120,10 +122,14 @@ class IrqValidator:
         task.usage_need = usage_needs(task)
 
     def _softirq_enter(self, task: TaskState, ev: Event) -> None:
+        if not rules.softirq_context_tracked(self.preempt_rt):
+            return  # lockdep_softirq_enter() is empty on PREEMPT_RT
         task.softirq_depth += 1
         task.usage_need = usage_needs(task)
 
     def _softirq_exit(self, task: TaskState, ev: Event) -> None:
+        if not rules.softirq_context_tracked(self.preempt_rt):
+            return
         if task.softirq_depth:
             task.softirq_depth -= 1
         else:

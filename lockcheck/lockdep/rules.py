@@ -37,6 +37,14 @@ def hlock_class(lock: str, subclass: int) -> str:
     return f"{lock}/{subclass}" if subclass else lock
 
 
+def softirq_context_tracked(preempt_rt: bool) -> bool:
+    """`lockdep_softirq_enter()`/`_exit()` count `curr->softirq_context` except on PREEMPT_RT
+    ("lockdep: Remove softirq accounting on PREEMPT_RT", 5.17), where softirqs run in threads: no
+    lock there is softirq-safe, a chain in a softirq is no separate irq context, and the wait
+    context in a softirq is the thread's (`task_wait_context()`)."""
+    return not preempt_rt
+
+
 def task_irq_context(hardirq_depth: int, softirq_depth: int) -> int:
     """`task_irq_context()`: 2 in a hardirq handler, 1 in a softirq, 0 in process context (or'ed)."""
     return (2 if hardirq_depth else 0) | (1 if softirq_depth else 0)
