@@ -118,3 +118,25 @@ def test_jsonl_fast_path_gap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) ->
     text = _trace("T0 acquire A", "T0 release A", "T1 acquire A", "T1 pin A", "T1 release A",
                   "T1 acquire C", "T1 contended B", "T1 release C")
     assert agreed(every_path(tmp_path, text, monkeypatch)) == ["bad-contention", "pin-violation"]
+
+
+# -- the WARNs in the kernel's words (`lockcheck.report.warn_reports`) -----------------------------------
+
+def test_warn_layouts(tmp_path: Path) -> None:
+    import io as _io
+
+    from lockcheck.commands.cli import main
+
+    path = tmp_path / "w.lt"
+    path.write_text(_trace("T1 acquire &rq->__lock cpu=3", "T1 pin &rq->__lock", "T1 release &rq->__lock at=f+0x1/0x2",
+                           "T1 acquire &mm->mmap_lock read", "T1 downgrade &mm->mmap_lock",
+                           "T1 assert-held &p->pi_lock at=try_to_wake_up+0x10/0x100"))
+    out = _io.StringIO()
+    assert main(["check", str(path)], stdout=out, stderr=_io.StringIO()) == 1
+    text = out.getvalue()
+    assert ("------------[ cut here ]------------\nreleasing a pinned lock\n"
+            "WARNING: CPU: 3 PID: T1 at kernel/locking/lockdep.c __lock_release\n") in text
+    assert "downgrading a read lock\nWARNING: CPU: 3 PID: T1 at kernel/locking/lockdep.c __lock_downgrade\n" in text
+    # an assert is the caller's WARN_ON(): no message line, the caller's site
+    assert "------------[ cut here ]------------\nWARNING: CPU: 3 PID: T1 at try_to_wake_up+0x10/0x100\n" in text
+    assert "lockdep_assert_held(&p->pi_lock) failed\n" in text and "Call Trace:\n" in text

@@ -76,7 +76,8 @@ class MoreOps:
         self.report(self._finding(F.PIN_VIOLATION, task, ev, lock=lock,
                                   next=self.snapshot(hlock) if hlock is not None else None,
                                   details={"warning": warning, "dedup": warning, "warned_at": warned_at,
-                                           "instance": ev.instance}))
+                                           "instance": ev.instance, "cpu": task.cpu,
+                                           "pins": hlock.pin_count if hlock is not None else 0}))
 
     # -- lockdep_unregister_key / zap_class --------------------------------------------------------
     def lockdep_unregister_key(self, task: TaskState, ev: Event) -> None:

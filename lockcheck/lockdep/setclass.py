@@ -49,7 +49,7 @@ class SetClass:
         hlock = task.held[index]
         if hlock.read:
             self.report(self._finding(F.BAD_DOWNGRADE, task, ev, lock=hlock.cls, next=self.snapshot(hlock),
-                                      details={"warned_at": "__lock_downgrade"}))
+                                      details={"warned_at": "__lock_downgrade", "cpu": task.cpu}))
         changed = hlock.reacquired(hlock.irq_context, hlock.hardirqs_off)
         changed.read = 1
         self._reacquire_from(task, index, changed, ev)
@@ -105,7 +105,7 @@ class Asserts:
 
     def _assertion(self, task: TaskState, ev: Event, assertion: str, lock: str) -> None:
         self.report(self._finding(F.ASSERTION_FAILED, task, ev, lock=lock,
-                                  details={"assertion": f"WARNING: {assertion} failed"}))
+                                  details={"assertion": f"WARNING: {assertion} failed", "cpu": task.cpu}))
 
     def debug_check_no_locks_held(self, task: TaskState, ev: Event) -> None:
         """do_exit(): a task that exits holding locks is `print_held_locks_bug()`'s
