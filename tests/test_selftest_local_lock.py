@@ -107,3 +107,15 @@ def test_cmp_fn_is_the_subclass_0_class_only() -> None:
     text = ("T1 acquire A@1 cmp=instance subclass=1\nT1 acquire A@2 subclass=1\n")
     found, _ = check_events(parse(text.splitlines()))
     assert [f.kind for f in found] == ["recursive-locking"]
+
+
+# -- lockdep_set_subclass_name_test(): "compare name before and after", SUCCESS -------------------------
+# the kernel's test re-initialises rwsem_X1 with subclass 1 and checks the map keeps its name (the
+# class is `NAME/1`, no new name); the trace's counterpart is set-subclass on the held rwsem
+
+def test_set_subclass_keeps_the_class_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    text = ("#lockcheck-trace v1\nT1 acquire &rwsem_X1 write\nT1 set-subclass &rwsem_X1 subclass=1\n"
+            "T1 acquire &rwsem_X2 write\nT1 release &rwsem_X2\nT1 release &rwsem_X1\n")
+    assert agreed(every_path(tmp_path, text, monkeypatch)) == []
+    _, checker = check_events(parse(text.splitlines()))
+    assert "&rwsem_X1/1" in checker.graph._succ and "&rwsem_X2" in checker.graph._succ["&rwsem_X1/1"]
