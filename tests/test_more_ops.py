@@ -95,7 +95,7 @@ def test_unregister_forgets_usage_and_class_keys() -> None:
     text = _trace("T1 irqs-off", "T1 hardirq-enter", "T1 acquire A", "T1 release A", "T1 hardirq-exit", "T1 irqs-on",
                   "T1 unregister A", "T1 acquire A", "T1 release A")
     assert _kinds(text) == []
-    found, checker = check_events(parse(_trace("T1 acquire A", "T1 unregister A").splitlines()))
+    _, checker = check_events(parse(_trace("T1 acquire A", "T1 unregister A").splitlines()))
     assert "A" in checker.graph._succ and any("unregistered while held" in n for n in checker.stats.notes)
 
 
