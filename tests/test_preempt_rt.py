@@ -12,7 +12,7 @@ import pytest
 
 from lockcheck.commands.cli import main
 from lockcheck.lockdep.checker import CheckerOptions, check_events
-from lockcheck.readers import lt
+from lockcheck.readers import lockdep_keys as more, lt
 from lockcheck.readers.lt import parse
 
 from test_wait_context import agreed, every_path
@@ -46,14 +46,14 @@ def lt_paths(tmp_path: Path, text: str, monkeypatch: pytest.MonkeyPatch) -> dict
 
 
 def test_the_rt_header(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    text = _text(lt.RT_HEADER)
+    text = _text(more.RT_HEADER)
     assert [e.op for e in parse(text.splitlines())][0] == "run"
     assert agreed(lt_paths(tmp_path, text, monkeypatch)) == []
 
 
 def test_the_rt_header_only_on_the_first_line() -> None:
-    assert lt.header_event(lt.RT_HEADER, "t.lt", 2) is None
-    assert lt.header_event(lt.HEADER, "t.lt", 1) is None
+    assert more.header_event(more.RT_HEADER, "t.lt", 2) is None
+    assert more.header_event(lt.HEADER, "t.lt", 1) is None
 
 
 @pytest.mark.parametrize("name", ["t.lt", "t.jsonl"])
@@ -74,5 +74,5 @@ def test_the_option(tmp_path: Path, name: str, jobs: list[str]) -> None:
 
 
 def test_the_header_is_written_back() -> None:
-    event = next(iter(parse(_text(lt.RT_HEADER).splitlines())))
-    assert lt.format_event(event) == lt.RT_HEADER
+    event = next(iter(parse(_text(more.RT_HEADER).splitlines())))
+    assert lt.format_event(event) == more.RT_HEADER

@@ -165,9 +165,9 @@ def test_the_cmp_fn_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pyte
 def test_the_softirq_rt_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from test_preempt_rt import _text, lt_paths
     from test_wait_context import agreed as same
-    from lockcheck.readers import lt
+    from lockcheck.readers import lockdep_keys as more
 
-    text = _text(lt.RT_HEADER)
+    text = _text(more.RT_HEADER)
     assert same(lt_paths(tmp_path, text, monkeypatch)) == []
     monkeypatch.setattr(rules, "softirq_context_tracked", lambda preempt_rt: True)
     assert same(lt_paths(tmp_path, text, monkeypatch)) == ["inconsistent-lock-state", "invalid-wait-context"]

@@ -41,6 +41,7 @@ from lockcheck.lockdep import rules
 from lockcheck.lockdep.checker import Checker
 from lockcheck.events import LOST_EVENTS, RUN, Event
 from lockcheck.readers import lt
+from lockcheck.readers import lockdep_keys as more
 from lockcheck.lockdep.tasks import HeldLock, usage_needs
 from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
 
@@ -566,5 +567,5 @@ def _plain(line: str, file: str, lineno: int):
     """The event of one line as `lt.parse` reads it (None: blank, comment)."""
     line = line.rstrip("\r\n")
     if not line or (line[0] == "#" and not line.startswith(_DIRECTIVES)):
-        return lt.header_event(line, file, lineno) if line else None
+        return more.header_event(line, file, lineno) if line else None
     return lt.scan_fast(line, file, lineno) or lt.parse_line(line, file, lineno)

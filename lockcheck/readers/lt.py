@@ -364,18 +364,6 @@ def _props(op: str, parsed: _Line, fields: dict[str, object]) -> Optional[dict]:
     return props or None
 
 
-#: the header of a trace from a PREEMPT_RT kernel (docs/trace-format.md, "PREEMPT_RT")
-RT_HEADER = HEADER + " preempt-rt"
-
-
-def header_event(line: str, file: str, lineno: int) -> Optional[Event]:
-    """The first line `#lockcheck-trace v1 preempt-rt` as a RUN event that says so (`props`), for
-    the checker (`rules.softirq_context_tracked`); None for any other line."""
-    if lineno != 1 or not line.startswith(RT_HEADER) or line.split() != RT_HEADER.split():
-        return None
-    return Event("", RUN, None, at="lt", file=file, line=lineno, props={"preempt_rt": True})
-
-
 def _run_event(fields: dict[str, object], file: str, lineno: int) -> Event:
     """The RUN event of a `#lockcheck-run` line: its format's rules for a file start."""
     from lockcheck.readers import formats, run_rules
@@ -574,7 +562,7 @@ def parse(lines: Iterable[str], file: str = "<trace>", fields: bool = False) -> 
             continue  # blank, or blanks and tabs only (the grammar's answer, at a thousand times the cost)
         if line[0] == "#":
             if not line.startswith(_DIRECTIVE_MARKS):
-                header = header_event(line, file, lineno) if lineno == 1 else None
+                header = more.header_event(line, file, lineno) if lineno == 1 else None
                 if header is not None:
                     yield _FIELDS(header) if fields else header
                 continue
@@ -606,9 +594,7 @@ def format_event(event: Event) -> str:
     format cannot carry (blanks, quotes, line breaks).
     """
     if event.op is RUN or event.op == RUN:
-        if event.props and event.props.get("preempt_rt"):
-            return RT_HEADER
-        return format_run(event.at, event.lock)
+        return more.RT_HEADER if event.props and event.props.get("preempt_rt") else format_run(event.at, event.lock)
     if event.op == LOST_EVENTS:
         return f"#lockcheck-lost-events cpu={event.cpu}"
     _check_token("task", event.task)
