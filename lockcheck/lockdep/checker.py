@@ -189,7 +189,7 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
             if held:
                 # the common case, releasing the innermost lock, without the search
                 top = held[-1]
-                if top.instance == ev.instance and top.lock == ev.lock and not top.references and not top.pin_count:
+                if top.instance == ev.instance and top.lock == ev.lock and not top.references and not task.pins:
                     held.pop()
                     if task.stale is None:
                         task.chain_key = top.prev_chain_key
@@ -264,7 +264,7 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
         if held:
             top = held[-1]
             if (top.instance == instance and top.lock == lock and not top.references and task.stale is None
-                    and not top.pin_count):
+                    and not task.pins):
                 held.pop()
                 task.chain_key = top.prev_chain_key
                 self.stats.events += 1
@@ -359,7 +359,7 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
         for other in self.tasks.values():
             if other.cpu == ev.cpu and (other.held or other.irq_context):
                 other.held.clear()
-                other.pins = 0
+                other.pins = {}
                 other.chain_key = INITIAL_CHAIN_KEY
                 other.stale = other.moves = None
                 other.hardirq_depth = other.softirq_depth = 0
@@ -401,6 +401,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
                              hardirqs_off, references, ev)
         else:
             hlock = hold.reacquired(irq_context, hardirqs_off)
+            if task.pins and hold in task.pins:  # (`reacquire_held_locks()` passes hlock->pin_count on)
+                task.pins[hlock] = task.pins.pop(hold)
         # check_wait_context() first: an invalid wait context is reported, the lock held unvalidated
         waited = not self.wait_locks or lock not in self.wait_locks or self.check_wait_context(task, hlock, ev)
         # usage bits (lockdep's mark_usage): usually nothing new, one mask test

@@ -7,8 +7,9 @@ checker (`Checker` inherits it).
   `!hlock->sync`), no nest_lock merge, and nothing pushed: `synchronize_srcu()` written as
   `sync` orders the SRCU map after what is held without being held itself.
 - `pin` / `unpin`: `hlock->pin_count` (a count here: the kernel adds a random cookie, a trace
-  has none); `__lock_release()` WARNs "releasing a pinned lock" and releases it all the same.
-  A task holding a pinned lock is left to the checker by the fast paths (`TaskState.pins`).
+  has none), kept by the task (`TaskState.pins`, entry -> count; an entry taken again passes it
+  on, `move_pins`); `__lock_release()` WARNs "releasing a pinned lock" and releases it all the
+  same.  A task holding a pinned lock is left to the checker by the fast paths.
 - `unregister CLASS`: every subclass of the class is zapped -- its usage, its dependencies, its
   properties -- and the chain cache is emptied (lockdep removes the chains holding the class;
   a chain key here does not say which classes it holds).  A class still held by some task is
@@ -46,8 +47,7 @@ class MoreOps:
         """`__lock_pin_lock()`: the first held entry (bottom up) matching the lock is pinned."""
         for hlock in task.held:
             if hlock.matches(ev.lock, ev.instance):
-                hlock.pin_count += 1
-                task.pins += 1
+                task.pins[hlock] = task.pins.get(hlock, 0) + 1
                 return
         self.print_pin_warning(task, ev, "pinning an unheld lock", "lock_pin_lock", None)
 
@@ -55,11 +55,14 @@ class MoreOps:
         """`__lock_unpin_lock()`."""
         for hlock in task.held:
             if hlock.matches(ev.lock, ev.instance):
-                if not hlock.pin_count:
+                count = task.pins.get(hlock, 0)
+                if not count:
                     self.print_pin_warning(task, ev, "unpinning an unpinned lock", "lock_unpin_lock", hlock)
                     return
-                hlock.pin_count -= 1
-                task.pins -= 1
+                if count > 1:
+                    task.pins[hlock] = count - 1
+                else:
+                    del task.pins[hlock]
                 return
         self.print_pin_warning(task, ev, "unpinning an unheld lock", "lock_unpin_lock", None)
 
@@ -68,7 +71,13 @@ class MoreOps:
         goes takes its pins with it."""
         self.print_pin_warning(task, ev, "releasing a pinned lock", "__lock_release", hlock)
         if removed:
-            task.pins -= hlock.pin_count
+            del task.pins[hlock]
+
+    @staticmethod
+    def move_pins(task: TaskState, old: HeldLock, new: HeldLock) -> None:
+        """An entry taken again (`reacquire_held_locks()`) keeps its pins."""
+        if task.pins and old in task.pins:
+            task.pins[new] = task.pins.pop(old)
 
     def print_pin_warning(self, task: TaskState, ev: Event, warning: str, warned_at: str,
                           hlock: "HeldLock | None") -> None:
@@ -77,7 +86,7 @@ class MoreOps:
                                   next=self.snapshot(hlock) if hlock is not None else None,
                                   details={"warning": warning, "dedup": warning, "warned_at": warned_at,
                                            "instance": ev.instance, "cpu": task.cpu,
-                                           "pins": hlock.pin_count if hlock is not None else 0}))
+                                           "pins": task.pins.get(hlock, 0) if hlock is not None else 0}))
 
     # -- lockdep_unregister_key / zap_class --------------------------------------------------------
     def lockdep_unregister_key(self, task: TaskState, ev: Event) -> None:

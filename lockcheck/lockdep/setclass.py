@@ -37,6 +37,7 @@ class SetClass:
         changed = hlock.reacquired(hlock.irq_context, hlock.hardirqs_off)
         changed.lock, changed.subclass = lock, ev.subclass
         changed.cls = rules.hlock_class(lock, ev.subclass)
+        self.move_pins(task, hlock, changed)
         self._reacquire_from(task, index, changed, ev)
 
     def lock_downgrade(self, task: TaskState, ev: Event) -> None:
@@ -52,6 +53,7 @@ class SetClass:
                                       details={"warned_at": "__lock_downgrade", "cpu": task.cpu}))
         changed = hlock.reacquired(hlock.irq_context, hlock.hardirqs_off)
         changed.read = 1
+        self.move_pins(task, hlock, changed)
         self._reacquire_from(task, index, changed, ev)
 
     def _reacquire_from(self, task: TaskState, index: int, changed: HeldLock, ev: Event) -> None:

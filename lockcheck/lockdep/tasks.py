@@ -27,7 +27,7 @@ class HeldLock:
 
     __slots__ = (
         "cls", "lock", "instance", "subclass", "read", "trylock", "check", "nest",
-        "irq_context", "hardirqs_off", "references", "prev_chain_key", "_event", "_source", "pin_count",
+        "irq_context", "hardirqs_off", "references", "prev_chain_key", "_event", "_source",
     )
 
     def __init__(self, cls: str, lock: str, instance: Optional[str], subclass: int, read: int,
@@ -47,8 +47,6 @@ class HeldLock:
         self.prev_chain_key = INITIAL_CHAIN_KEY
         self._event = event
         self._source: Optional[Callable[[], Event]] = None
-        #: `hlock->pin_count`: lock_pin_lock() calls not yet undone (`lockdep.more_ops`)
-        self.pin_count = 0
 
     @classmethod
     def deferred(cls, source: Callable[[], Event], *fields: Any) -> "HeldLock":
@@ -67,7 +65,6 @@ class HeldLock:
         hlock = HeldLock(self.cls, self.lock, self.instance, self.subclass, self.read, self.trylock, self.check,
                          self.nest, irq_context, hardirqs_off, self.references, self._event)
         hlock._source = self._source
-        hlock.pin_count = self.pin_count  # (`reacquire_held_locks()` passes hlock->pin_count on)
         return hlock
 
     @property
@@ -170,8 +167,9 @@ class TaskState:
         #: the hardirq handler running runs as a thread (`hardirq-enter threaded`: the kernel's
         #: `curr->hardirq_threaded`); while set, the fast paths leave the task to the checker
         self.hardirq_threaded = False
-        #: pins of the locks held (`lock_pin_lock()`); while any, the fast paths leave the task to the checker
-        self.pins = 0
+        #: held entry -> its `hlock->pin_count` (`lock_pin_lock()`; kept here, not on the entry: the plugin's
+        #: C core makes entries slot by slot); while any, the fast paths leave the task to the checker
+        self.pins: dict = {}
 
     def set_irq_unknown(self) -> None:
         """The trace never says this task's irq state: its acquisitions mark only USED."""
