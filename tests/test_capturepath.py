@@ -154,7 +154,7 @@ def _outcome(lines: list[str], fast, with_state: bool, first: bool = False) -> d
     checker.options.first = first
     annotator = AnnotationOptions().annotator(_state() if with_state else None)
     stats = ftrace.ReaderStats()
-    checker.open_trace(True, forget_idle=True)
+    checker.open_trace(True, forget_idle=True, contention=False)  # (`readers.run_rules`: captures count contention)
     annotator.open_trace(ftrace)
     if fast == "fields":
         events = capturepath.fields_events(
@@ -227,7 +227,7 @@ def test_hits_are_taken_fast() -> None:
              "           bash-12 [000] ...1.  5.1: contention_begin: 00000000a1 (flags=SPIN)",
              "           bash-12 [000] ...1.  5.1: lock_release: 00000000a1 &x->a"]
     checker = Checker()
-    checker.open_trace(True, forget_idle=True)
+    checker.open_trace(True, forget_idle=True, contention=False)
     annotator = Annotator()
     annotator.open_trace(ftrace)
     stats = ftrace.ReaderStats()
@@ -357,7 +357,7 @@ def json_traces(draw) -> list[str]:
 
 def _json_outcome(lines: list[str], fast) -> dict:
     checker = Checker()
-    checker.open_trace(False)
+    checker.open_trace(False, contention=False)  # (`jsonl.CONTENTION`)
     if fast == "fields":
         events = capturepath.fields_events(checker, None, _fields_batches(jsonl.parse(lines, "gen.jsonl", fields=True)),
                                            None, "gen.jsonl")

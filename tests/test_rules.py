@@ -138,3 +138,36 @@ def test_the_trylock_wait_rule_is_read_by_every_path(tmp_path: Path, monkeypatch
     assert same(every_path(tmp_path, text, monkeypatch)) == []
     monkeypatch.setattr(rules, "wait_context_checked", lambda inner, trylock: bool(inner))
     assert same(every_path(tmp_path, text, monkeypatch)) == ["invalid-wait-context"]
+
+
+# -- usage_skip() and cmp_fn (`rules.usage_skip`, `rules.cmp_fn_orders`): tests/test_selftest_local_lock.py
+
+def test_the_usage_skip_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_selftest_local_lock import ROWS, _local_lock
+    from test_wait_context import agreed as same, every_path
+
+    text = _local_lock(ROWS["local_lock_2"][0])  # the kernel's SUCCESS: a local_lock is skipped
+    assert same(every_path(tmp_path, text, monkeypatch)) == []
+    monkeypatch.setattr(rules, "usage_skip", lambda lock_type, wait_inner: False)
+    assert same(every_path(tmp_path, text, monkeypatch)) == ["irq-lock-inversion"]
+
+
+def test_the_cmp_fn_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_selftest_local_lock import _double
+    from test_wait_context import agreed as same, every_path
+
+    text = _double("0x10", "0x20")
+    assert same(every_path(tmp_path, text, monkeypatch)) == []
+    monkeypatch.setattr(rules, "cmp_fn_orders", lambda cmp, subclass, prev, nxt: False)
+    assert same(every_path(tmp_path, text, monkeypatch)) == ["recursive-locking"]
+
+
+def test_the_softirq_rt_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_preempt_rt import _text, lt_paths
+    from test_wait_context import agreed as same
+    from lockcheck.readers import lockdep_keys as more
+
+    text = _text(more.RT_HEADER)
+    assert same(lt_paths(tmp_path, text, monkeypatch)) == []
+    monkeypatch.setattr(rules, "softirq_context_tracked", lambda preempt_rt: True)
+    assert same(lt_paths(tmp_path, text, monkeypatch)) == ["inconsistent-lock-state", "invalid-wait-context"]

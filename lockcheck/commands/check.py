@@ -33,6 +33,8 @@ class SessionOptions:
     first: bool = False
     quiet: bool = False
     strict_start: bool = False
+    #: the traces come from a PREEMPT_RT kernel (`--preempt-rt`; a `.lt` header can say so per file)
+    preempt_rt: bool = False
     baselines: list[str] = field(default_factory=list)
     save_graph: Optional[str] = None
     suppress: Optional[str] = None
@@ -184,7 +186,8 @@ class CheckSession:
 
         self.config = load_config(self.options.suppress, use_pyproject=self.options.use_pyproject)
         graph, baseline_findings, reported = self._baseline_graph()
-        options = CheckerOptions(first=self.options.first, strict_start=self.options.strict_start)
+        options = CheckerOptions(first=self.options.first, strict_start=self.options.strict_start,
+                                 preempt_rt=self.options.preempt_rt)
         order_path = self.options.order or self.config.order
         if order_path:
             from lockcheck.lockdep.order import OrderChecker, load_order
@@ -313,7 +316,8 @@ class CheckSession:
         """
         from lockcheck.engine import fast_lt as hotpath
 
-        if os.environ.get("LOCKCHECK_FASTPATH") == "0" or not hotpath.applies(checker) or self.config.aliases:
+        if (os.environ.get("LOCKCHECK_FASTPATH") == "0" or not hotpath.applies(checker) or self.config.aliases
+                or checker.options.preempt_rt):  # (RT: every softirq line is the checker's, `lockdep.irq`)
             return None
         annotator = self.annotator
 

@@ -248,6 +248,9 @@ def _add_input_args(parser: argparse.ArgumentParser, traces_required: bool = Tru
     parser.add_argument("--input-format", default="auto", help="auto (default), lt, ftrace, perf, jsonl or kernel-log")
     parser.add_argument("--strict-start", action="store_true",
                         help="report releases of locks never seen acquired even in captures (ftrace, perf)")
+    parser.add_argument("--preempt-rt", action="store_true",
+                        help="the traces come from a PREEMPT_RT kernel: softirqs run in threads, their usage "
+                             "is not tracked (a .lt trace can say so in its header)")
     parser.add_argument("--no-progress", action="store_true", help="no progress line on a terminal")
 
 
@@ -369,6 +372,7 @@ def _session_options(args: argparse.Namespace, **extra) -> SessionOptions:
         input_format=args.input_format,
         quiet=args.quiet,
         strict_start=args.strict_start,
+        preempt_rt=args.preempt_rt,
         baselines=list(args.baseline),
         suppress=args.suppress,
         order=args.order,

@@ -534,13 +534,9 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
     } else if (word_is(p, op_len, "release")) {
         t->kind = K_RELEASE;
         takes = B_AT;
-    } else if (word_is(p, op_len, "contended")) {
-        t->kind = K_STATS;
-        takes = B_AT;
-    } else if (word_is(p, op_len, "acquired")) {
-        t->kind = K_STATS;
-        takes = 0;
     } else {
+        /* (`contended` and `acquired` are the checker's: a lock the task does not hold is
+         * lockdep's bad contention, print_lock_contention_bug()) */
         return 0;
     }
     const char *field = space + 1;

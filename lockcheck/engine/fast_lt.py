@@ -41,6 +41,7 @@ from lockcheck.lockdep import rules
 from lockcheck.lockdep.checker import Checker
 from lockcheck.events import LOST_EVENTS, RUN, Event
 from lockcheck.readers import lt
+from lockcheck.readers import lockdep_keys as more
 from lockcheck.lockdep.tasks import HeldLock, usage_needs
 from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
 
@@ -152,7 +153,8 @@ def _holds(held: list, lock: str, instance: Optional[str]) -> bool:
 
 # What `_scan_tail` makes of the text after the task: (op kind, bits of the options seen, cpu, ...).
 _ACQUIRE, _RELEASE, _STATS, _IRQ, _EXIT = 1, 2, 3, 4, 5
-_KINDS = {"acquire": _ACQUIRE, "release": _RELEASE, "contended": _STATS, "acquired": _STATS, E.EXIT: _EXIT,
+# (`contended` and `acquired` are the checker's: a lock not held is bad contention, `lockdep.more_ops`)
+_KINDS = {"acquire": _ACQUIRE, "release": _RELEASE, E.EXIT: _EXIT,
           **{op: _IRQ for op in E.IRQ_OPS}}
 
 
@@ -321,8 +323,8 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             if (first == " " or first == "\t") and not line.strip(" \t"):
                 continue  # blanks and tabs only: a blank line, not one for the grammar (20M: 275 s)
             if first == "#":
-                if line.startswith(_DIRECTIVES):
-                    ev = parse_line(line, file, lineno)
+                if line.startswith(_DIRECTIVES) or lineno == 1:
+                    ev = parse_line(line, file, lineno) if lineno != 1 else _plain(line, file, lineno)
                     if ev is not None:
                         stats.events += events
                         stats.chain_hits += hits
@@ -339,7 +341,8 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 if task_key in task_view:
                     continue  # another process's task (`foreign`): a view of None
                 task = tasks.get(task_key)
-                if task is not None and not task.hardirq_threaded:  # (threaded: the checker's, `waits`)
+                if task is not None and not task.hardirq_threaded and not task.pins and not checker.irq.preempt_rt:
+                    # (threaded hardirqs, pins, PREEMPT_RT softirqs: every line the checker's)
                     view = task_view[task_key] = _view(task)
             if view is not None:
                 cut = tail.find(" ts=")  # time stamps make lines unique: the rest is looked up
@@ -504,7 +507,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             if ev.op is not LOST_EVENTS and ev.op is not RUN:
                 task = tasks.get(ev.task)  # its view again, at once (the compiled core only looks views up)
                 if task is not None:
-                    if not task.hardirq_threaded:  # in a threaded hardirq, every line is the checker's
+                    if not task.hardirq_threaded and not task.pins and not checker.irq.preempt_rt:
                         task_view[ev.task] = _view(task)
                 elif foreign is not None and foreign(ev.task):
                     task_view[ev.task] = None  # the compiled core skips its lines too
@@ -564,5 +567,5 @@ def _plain(line: str, file: str, lineno: int):
     """The event of one line as `lt.parse` reads it (None: blank, comment)."""
     line = line.rstrip("\r\n")
     if not line or (line[0] == "#" and not line.startswith(_DIRECTIVES)):
-        return None
+        return more.header_event(line, file, lineno) if line else None
     return lt.scan_fast(line, file, lineno) or lt.parse_line(line, file, lineno)

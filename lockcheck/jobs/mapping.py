@@ -35,7 +35,8 @@ def map_shards(options: Any, shards: Sequence[Shard], sink: Optional[Callable[[l
     config = load_config(options.suppress, use_pyproject=options.use_pyproject)
     annotation_options = _annotation_options(options)
     annotator = annotation_options.annotators()
-    checker_options = CheckerOptions(first=False, strict_start=options.strict_start)
+    checker_options = CheckerOptions(first=False, strict_start=options.strict_start,
+                                     preempt_rt=getattr(options, "preempt_rt", False))
     checker: Any = SummaryChecker(checker_options) if summary else PartChecker(checker_options)
     checker.sink = sink
     fast_allowed = os.environ.get("LOCKCHECK_FASTPATH") != "0" and not config.aliases

@@ -109,9 +109,9 @@ class PartChecker(Checker):
             if not held:
                 return False
             top = held[-1]
-            return top.instance == ev.instance and top.lock == ev.lock and not top.references
+            return top.instance == ev.instance and top.lock == ev.lock and not top.references and not task.pins
         if op == E.CONTENDED or op == E.ACQUIRED:
-            return True
+            return not self.contention_checked or self.find_held_lock(task, ev.lock, ev.instance) is not None
         if op == E.FREE:
             return not any(h.lock == ev.lock and h.instance == ev.instance for h in held)
         if op == E.EXIT:

@@ -89,6 +89,8 @@ class SummaryChecker(Checker):
         op = ev.op
         if op == E.LOST_EVENTS:
             raise Fallback("lost events reset the tasks of a CPU")
+        if op == E.UNREGISTER:
+            raise Fallback("an unregistered class is forgotten by every part (zap_class)")
         if op == E.RUN:
             return super().feed(ev)
         if shard.parts > 1:

@@ -42,6 +42,7 @@ from lockcheck.lockdep.tasks import HeldLock, RecentLocks, TaskState, snapshot, 
 from lockcheck.lockdep.usage import usage_chars
 from lockcheck.lockdep.waits import WaitContext
 from lockcheck.lockdep.setclass import Asserts, SetClass
+from lockcheck.lockdep.more_ops import MoreOps
 
 #: a held entry's class (check_deadlock's first look at the stack)
 _held_class = attrgetter("cls")
@@ -66,6 +67,8 @@ class CheckerOptions:
     first: bool = False
     #: report releases of locks never seen acquired even in captures (`--strict-start`)
     strict_start: bool = False
+    #: a PREEMPT_RT kernel's traces: softirq context is not tracked (`rules.softirq_context_tracked`)
+    preempt_rt: bool = False
 
 
 @dataclass
@@ -80,7 +83,7 @@ class CheckerStats:
     notes: list[str] = field(default_factory=list)
 
 
-class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
+class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreOps):
     """Feed events in trace order; collect findings and the dependency graph.
 
     >>> from lockcheck.events import Event
@@ -109,6 +112,7 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
         #: chains deeper than this are validated each time, not cached (`rules.chain_cacheable`)
         self.cache_depth = self.max_depth
         self.irq = IrqValidator(self.graph, self.report, self.stats.notes)
+        self.irq.preempt_rt = self.options.preempt_rt
         self._classes = self.graph._succ
         # a subclass that wants to see cached chains too (OrderChecker) overrides validate_chain
         self._inline_cache_hits = type(self).validate_chain is Checker.validate_chain
@@ -122,14 +126,14 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
         self.lazy_release = False
         #: whether the trace being read carries irq context (`open_trace`)
         self.irq_state = True
+        #: whether `contended`/`acquired` are checked for bad contention (`open_trace`)
+        self.contention_checked = True
         self._lenient_always = self.options.lenient_start
         self._pending: list[Finding] = []
         #: events after which an idle task forgets its recent locks (None: never; `open_trace`)
         self.forget_after: Optional[int] = None
         self._swept = 0
         self._dispatch = {
-            E.CONTENDED: _ignore,
-            E.ACQUIRED: _ignore,
             E.FREE: self._op_free,
             E.EXIT: self._op_exit,
             E.LOST_EVENTS: lambda task, ev: self._op_lost_events(ev),
@@ -137,11 +141,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
         self._dispatch.update(self.irq.handlers())
         self._dispatch.update(self.set_class_handlers())
         self._dispatch.update(self.assert_handlers())
-        # parsed, not yet applied (docs/trace-format.md says which): a note, not an error
-        for op in (E.SYNC, E.PIN, E.UNPIN, E.UNREGISTER):
-            self._dispatch[op] = self._not_applied
+        self._dispatch.update(self.more_op_handlers())
         self.init_class_props()
-        self._unapplied: set[str] = set()
 
     # -- public ----------------------------------------------------------
     def feed(self, ev: Event) -> Sequence[Finding]:
@@ -158,6 +159,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
             if op == RUN:  # `#lockcheck-run`: a run begins inside the file (a boundary, not an event)
                 self.stats.events -= 1
                 self.open_trace(ev.trylock, irq_state=ev.check)
+                if ev.props and ev.props.get("preempt_rt"):  # `#lockcheck-trace v1 preempt-rt`
+                    self.irq.preempt_rt = True
                 return _NOTHING
             if self.forget_after is not None and self.stats.events - self._swept > self.forget_after >> 3:
                 self.forget_recent_locks()
@@ -186,7 +189,7 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
             if held:
                 # the common case, releasing the innermost lock, without the search
                 top = held[-1]
-                if top.instance == ev.instance and top.lock == ev.lock and not top.references:
+                if top.instance == ev.instance and top.lock == ev.lock and not top.references and not task.pins:
                     held.pop()
                     if task.stale is None:
                         task.chain_key = top.prev_chain_key
@@ -260,7 +263,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
         held = task.held
         if held:
             top = held[-1]
-            if top.instance == instance and top.lock == lock and not top.references and task.stale is None:
+            if (top.instance == instance and top.lock == lock and not top.references and task.stale is None
+                    and not task.pins):
                 held.pop()
                 task.chain_key = top.prev_chain_key
                 self.stats.events += 1
@@ -278,7 +282,7 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
         self.tasks.clear()
 
     def open_trace(self, capture: bool, strict_start: Optional[bool] = None, irq_state: bool = True,
-                   forget_idle: bool = False) -> None:
+                   forget_idle: bool = False, contention: bool = True) -> None:
         """A trace file begins (`start_trace`); a capture also switches to mid-flight rules
         (`start_capture`) unless `strict_start` (default: the option), and a trace that
         is no capture switches back.  Readers call this through their context; a RUN
@@ -296,6 +300,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
         self.forget_after = IDLE_EVENTS if forget_idle else None
         self._swept = self.stats.events
         self.irq_state = irq_state
+        self.contention_checked = contention  # (`readers.run_rules`: `lockdep.more_ops`)
+        self.irq.preempt_rt = self.options.preempt_rt  # (a file's header may say so: RUN)
         if strict_start is None:
             strict_start = self.options.strict_start
         self.options.lenient_start = self._lenient_always
@@ -345,11 +351,6 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
             if task.acquired_ever is None:
                 task.acquired_ever = RecentLocks()
 
-    def _not_applied(self, task: TaskState, ev: Event) -> None:
-        if ev.op not in self._unapplied:
-            self._unapplied.add(ev.op)
-            self.stats.notes.append(f"{ev.location}: '{ev.op}' is read but not checked yet: ignored")
-
     def _special(self, op: str):
         raise ValueError(f"unknown op {op!r}")
 
@@ -358,6 +359,7 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
         for other in self.tasks.values():
             if other.cpu == ev.cpu and (other.held or other.irq_context):
                 other.held.clear()
+                other.pins = {}
                 other.chain_key = INITIAL_CHAIN_KEY
                 other.stale = other.moves = None
                 other.hardirq_depth = other.softirq_depth = 0
@@ -370,24 +372,26 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
     # -- acquire (lockdep's __lock_acquire) -------------------------------
     def lock_acquire(self, task: TaskState, ev: Event, lock: str, instance: Optional[str], subclass: int,
                      read: int, trylock: bool, check: bool, nest: Optional[tuple], hardirqs_off: bool,
-                     references: int, hold: Optional[HeldLock] = None) -> bool:
+                     references: int, hold: Optional[HeldLock] = None, sync: bool = False) -> bool:
         """Push a lock on the task's stack, validating it; False when nothing was pushed (merged).
 
         `ev` is the event being processed (where findings are located);
         `hold` is the entry being re-acquired, when it is one (a lock
         re-acquired after an out-of-order release keeps its original site:
         its event, or the fast path's deferred reading of it, is taken over
-        unread).
+        unread).  `sync`: lock_sync() (`lockdep.more_ops`), validated and not pushed.
         """
+        if sync:
+            hardirqs_off = rules.mark_usage_hardirqs_off(hardirqs_off, sync)
         cls = rules.hlock_class(lock, subclass)
         if cls not in self._classes:
             self.graph.add_class(cls)
-            if lock in self.wait_locks:
-                self._nodes[cls]["waits"] = self.class_waits(lock)
+            if lock in self.class_props:
+                self.init_class_node(cls, lock)
         held = task.held
         depth = len(held)
         # nest_lock merge: the top entry is the same class and we rely on the nest lock
-        if depth and rules.nest_lock_merges(depth, held[-1].cls, cls, nest):
+        if depth and not sync and rules.nest_lock_merges(depth, held[-1].cls, cls, nest):
             top = held[-1]
             top.references = (top.references or 1) + (references or 1)
             return False
@@ -397,6 +401,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
                              hardirqs_off, references, ev)
         else:
             hlock = hold.reacquired(irq_context, hardirqs_off)
+            if task.pins and hold in task.pins:  # (`reacquire_held_locks()` passes hlock->pin_count on)
+                task.pins[hlock] = task.pins.pop(hold)
         # check_wait_context() first: an invalid wait context is reported, the lock held unvalidated
         waited = not self.wait_locks or lock not in self.wait_locks or self.check_wait_context(task, hlock, ev)
         # usage bits (lockdep's mark_usage): usually nothing new, one mask test
@@ -417,6 +423,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
                 self.stats.chain_hits += 1  # validate_chain's cache hit, without the call
             else:
                 self.validate_chain(task, hlock, chain_head, chain_key, ev)
+        if sync:
+            return True  # `if (hlock->sync) return 1;`: no critical section, nothing held
         held.append(hlock)
         task.chain_key = chain_key
         # a re-acquisition (hold given) is no new acquisition: the depth it reaches again was
@@ -469,6 +477,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
             # read-after-read recursion of the same class is allowed
             if nxt.read == 2 and prev.read:
                 continue
+            if self.cmp_locks and prev.lock in self.cmp_locks and self.cmp_fn_orders(prev, nxt):
+                continue
             if nest is not None or (nest_key is not None and self.held_before_capture(task, nest_key)):
                 return 2
             self.print_deadlock_bug(task, prev, nxt, ev)
@@ -483,7 +493,9 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
         while True:
             prev = held[i]
             if prev.check:
-                if not self.check_prev_add(task, prev, nxt, depth - i, ev):
+                # check_prev_add()'s `return 2` for a pair its class's cmp_fn orders: no dependency
+                ordered = prev.cls == nxt.cls and prev.lock in self.cmp_locks and self.cmp_fn_orders(prev, nxt)
+                if not ordered and not self.check_prev_add(task, prev, nxt, depth - i, ev):
                     return
                 if rules.prevs_walk_stops(True, prev.trylock):
                     break
@@ -565,10 +577,6 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts):
         self.report(self._finding(F.NEST_NOT_HELD, task, ev, lock=hlock.cls, held=nest_lock,
                                   next=self.snapshot(hlock),
                                   details={"nest_instance": nest_instance}))
-
-
-def _ignore(task: TaskState, ev: Event) -> None:
-    """contended/acquired events feed statistics, not validation."""
 
 
 def check_events(events: Iterable[Event], graph: Optional[DepGraph] = None,

@@ -29,6 +29,8 @@ BAD_DOWNGRADE = "bad-downgrade"
 #: a lockdep_assert_*() that failed (`__lock_is_held()`, the irq-state asserts); the assertion is
 #: `details["assertion"]`, the title
 ASSERTION_FAILED = "assertion-failed"
+#: lock_pin_lock()/lock_unpin_lock()/__lock_release()'s WARNs; which one is `details["warning"]`, the title
+PIN_VIOLATION = "pin-violation"
 #: read from kernel logs only (docs/cli.md): lockdep's WARNs and BUGs that turn it off without a report
 #: of their own (`DEBUG_LOCKS_WARN_ON(...)`, the capacity BUGs, `chain_key collision`), the condition
 #: as the message; and RCU's `suspicious RCU usage` (lockdep's RCU checks, `lockdep_rcu_suspicious()`)
@@ -57,6 +59,7 @@ MESSAGES = {
     BAD_CONTENTION: "bad contention detected!",
     BAD_DOWNGRADE: "downgrading a read lock",
     ASSERTION_FAILED: "lockdep assertion failed",
+    PIN_VIOLATION: "releasing a pinned lock",
     LOCKDEP_WARNING: "lockdep warning",
     RCU_USAGE: "suspicious RCU usage",
     ORDER_VIOLATION: "lock order violates the declared order",
@@ -254,6 +257,8 @@ class Finding:
             return f"{self.task} still has locks held!"
         if self.kind == ASSERTION_FAILED and self.details.get("assertion"):
             return str(self.details["assertion"])
+        if self.kind == PIN_VIOLATION and self.details.get("warning"):
+            return str(self.details["warning"])
         if self.kind == LOCKDEP_WARNING and self.details.get("message"):
             return str(self.details["message"])
         return MESSAGES[self.kind]

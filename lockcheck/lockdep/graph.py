@@ -156,6 +156,22 @@ class DepGraph(TopologicalOrder):
             if self._ord is not None:
                 self._place_last(name)
 
+    def remove_class(self, name: str) -> bool:
+        """`zap_class()`: the class, its usage and every dependency from or to it are forgotten
+        (networkx's remove_node, on the dicts); False: no such class."""
+        if name not in self._succ:
+            return False
+        for nxt in self._succ.pop(name):
+            if nxt != name:
+                del self._pred[nxt][name]
+        for prev in self._pred.pop(name):
+            if prev != name:
+                del self._succ[prev][name]
+        del self._node[name]
+        self._changed()
+        self.invalidate_order()
+        return True
+
     def usage(self, name: str) -> int:
         node = self._node.get(name)
         return node["usage"] if node else 0

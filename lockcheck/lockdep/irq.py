@@ -84,6 +84,10 @@ class IrqValidator:
         self.graph = graph
         self.report = report
         self.notes = notes
+        #: a PREEMPT_RT kernel's trace (`rules.softirq_context_tracked`)
+        self.preempt_rt = False
+        #: the task and event whose irq-usage search runs now (where `usage_skip`'s warning is located)
+        self.at: Optional[tuple[TaskState, Event]] = None
 
     # -- context events --------------------------------------------------
     def on_event(self, task: TaskState, ev: Event) -> None:
@@ -118,10 +122,14 @@ class IrqValidator:
         task.usage_need = usage_needs(task)
 
     def _softirq_enter(self, task: TaskState, ev: Event) -> None:
+        if not rules.softirq_context_tracked(self.preempt_rt):
+            return  # lockdep_softirq_enter() is empty on PREEMPT_RT
         task.softirq_depth += 1
         task.usage_need = usage_needs(task)
 
     def _softirq_exit(self, task: TaskState, ev: Event) -> None:
+        if not rules.softirq_context_tracked(self.preempt_rt):
+            return
         if task.softirq_depth:
             task.softirq_depth -= 1
         else:
@@ -234,6 +242,7 @@ class IrqValidator:
 
     def check_usage_forwards(self, task: TaskState, hlock: HeldLock, bit: int, ev: Event) -> bool:
         """A class just became irq-safe: no class it leads to may be irq-unsafe."""
+        self.at = (task, ev)
         mask = (1 << bit) | (1 << (bit + READ_MASK))
         root = _Entry(hlock.cls, None, hlock.read == 2, None)
         found = self.find_usage(root, mask, forwards=True)
@@ -246,6 +255,7 @@ class IrqValidator:
 
     def check_usage_backwards(self, task: TaskState, hlock: HeldLock, bit: int, ev: Event) -> bool:
         """A class just became irq-unsafe: no class leading to it may be irq-safe."""
+        self.at = (task, ev)
         if not self.graph.irq_safe_classes:
             return True  # looking for an irq-safe class, and there is none
         mask = (1 << bit) | (1 << (bit + READ_MASK))
@@ -263,6 +273,7 @@ class IrqValidator:
     # -- the new-dependency check (check_irq_usage) ------------------------
     def check_irq_usage(self, task: TaskState, prev: HeldLock, nxt: HeldLock, ev: Event) -> bool:
         """Would `prev -> next` connect an irq-safe class (before prev) to an irq-unsafe one (after next)?"""
+        self.at = (task, ev)
         if not self.graph.irq_safe_classes:
             return True  # nothing is irq-safe yet: no dependency can be irq-unsafe
         if not self.graph.irq_safe_reach(prev.cls) & LOCKF_USED_IN_IRQ_ALL:
@@ -313,6 +324,9 @@ class IrqValidator:
     def bfs(self, root: _Entry, match: Callable[[_Entry], bool], forwards: bool) -> Optional[_Entry]:
         """lockdep's __bfs over locks_after (forwards) or locks_before (backwards), strong paths only."""
         adjacency = self.graph._succ if forwards else self.graph._pred
+        nodes = self.graph._node
+        if "lock_type" in nodes[root.cls] and self.usage_skip(root.cls):
+            return None
         if match(root):
             return root
         accessed = {root.cls}
@@ -327,11 +341,24 @@ class IrqValidator:
                 dep &= DEP_E_MASK
                 if not dep:
                     continue
+            if "lock_type" in nodes[cls] and self.usage_skip(cls):
+                continue  # `usage_skip()`: the class and every path through it are passed over
             entry = _Entry(cls, parent, not (dep & DEP_N_MASK), attrs)
             if match(entry):
                 return entry
             queue.extend((ncls, nattrs, entry) for ncls, nattrs in adjacency[cls].items())
         return None
+
+    def usage_skip(self, cls: str) -> bool:
+        """`rules.usage_skip` for a percpu or override class; the kernel's DEBUG_LOCKS_WARN_ON for a
+        percpu one whose inner wait type is below config, once per class, where the search ran."""
+        lock_type, inner = self.graph._node[cls]["lock_type"]
+        if rules.percpu_wait_invalid(lock_type, inner) and self.at is not None and self.at[0] is not None:
+            task, ev = self.at
+            self.report(task_finding(self.graph, F.LOCKDEP_WARNING, task, ev, lock=cls, details={
+                "message": "DEBUG_LOCKS_WARN_ON(entry->class->wait_type_inner < LD_WAIT_CONFIG)",
+                "warned_at": "usage_skip", "class": cls}))
+        return rules.usage_skip(lock_type, inner)
 
     # -- reports -----------------------------------------------------------
     def _usage_trace(self, cls: str, bit: int) -> Optional[Evidence]:

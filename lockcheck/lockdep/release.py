@@ -30,6 +30,8 @@ class LockRelease:
             self.print_unlock_imbalance_bug(task, ev)
             return
         hlock = held[index]
+        if task.pins and hlock in task.pins:
+            self.release_pinned(task, hlock, ev, removed=hlock.references <= 1)
         if hlock.references:
             hlock.references -= 1
             if hlock.references:

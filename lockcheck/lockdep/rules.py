@@ -37,6 +37,14 @@ def hlock_class(lock: str, subclass: int) -> str:
     return f"{lock}/{subclass}" if subclass else lock
 
 
+def softirq_context_tracked(preempt_rt: bool) -> bool:
+    """`lockdep_softirq_enter()`/`_exit()` count `curr->softirq_context` except on PREEMPT_RT
+    ("lockdep: Remove softirq accounting on PREEMPT_RT", 5.17), where softirqs run in threads: no
+    lock there is softirq-safe, a chain in a softirq is no separate irq context, and the wait
+    context in a softirq is the thread's (`task_wait_context()`)."""
+    return not preempt_rt
+
+
 def task_irq_context(hardirq_depth: int, softirq_depth: int) -> int:
     """`task_irq_context()`: 2 in a hardirq handler, 1 in a softirq, 0 in process context (or'ed)."""
     return (2 if hardirq_depth else 0) | (1 if softirq_depth else 0)
@@ -79,6 +87,12 @@ def nest_lock_merges(depth: int, top_cls: str, cls: str, nest: object) -> bool:
     """`__lock_acquire()`'s `nest_lock` merge: the same class as the top entry, taken under
     a nest lock, adds a reference to it instead of a new entry (`mm_take_all_locks()`)."""
     return bool(depth) and nest is not None and top_cls == cls
+
+
+def mark_usage_hardirqs_off(hardirqs_off: bool, sync: bool) -> bool:
+    """`mark_usage()`'s `!hlock->hardirqs_off && !hlock->sync`: a lock_sync() is taken as with
+    hardirqs off (no critical section, so no irq-enabled usage); its USED_IN usage stands."""
+    return hardirqs_off or sync
 
 
 def usage_index(read: int, trylock: bool, hardirqs_off: bool) -> int:
@@ -175,3 +189,42 @@ def check_wait_context(curr_inner: int, held: list[tuple[int, int]], outer: int,
 def print_waits(outer: int, inner: int) -> str:
     """The `-{O:I}` the kernel prints after a class name (`print_lock_name()`): outer ?: inner."""
     return f"{outer or inner}:{inner}"
+
+
+# -- class properties read by the dependency and usage searches ---------------------------------
+
+def instance_order(instance: object) -> tuple:
+    """How `cmp=instance` sorts an instance: numbers (`0x` hex too) by value, before any other
+    text, which sorts as text (docs/trace-format.md); a lock without an instance sorts first."""
+    if instance is None:
+        return (0, 0, "")
+    text = str(instance)
+    try:
+        return (1, int(text, 0), "")
+    except ValueError:
+        return (2, 0, text)
+
+
+def cmp_fn_orders(cmp: object, subclass: int, prev_instance: object, next_instance: object) -> bool:
+    """`class->cmp_fn && class->cmp_fn(prev->instance, next->instance) < 0` of `check_deadlock()` and
+    `check_prev_add()`: a held lock of a class with a comparison function, sorting before the one
+    taken, is no recursion and adds no dependency.  `lockdep_set_lock_cmp_fn()` sets it on the map's
+    subclass-0 class only (`lock->class_cache[0]`), so the subclasses of the class have none."""
+    return bool(cmp) and not subclass and instance_order(prev_instance) < instance_order(next_instance)
+
+
+def percpu_wait_invalid(lock_type: int, wait_inner: int) -> bool:
+    """`usage_skip()`'s `DEBUG_LOCKS_WARN_ON(entry->class->wait_type_inner < LD_WAIT_CONFIG)`: a
+    `local_lock_t` class whose inner wait type is free or spin (an unknown one, a trace that did
+    not say, is not judged)."""
+    return lock_type == LD_LOCK_PERCPU and LD_WAIT_INV < wait_inner < LD_WAIT_CONFIG
+
+
+def usage_skip(lock_type: int, wait_inner: int) -> bool:
+    """`usage_skip()`: the irq-usage searches (`check_irq_usage()`, `check_usage_forwards()`,
+    `check_usage_backwards()`) pass over a percpu (`local_lock_t`) or wait-override class and every
+    path through it -- a local_lock is per CPU, and an override map is no lock; a percpu class
+    with a bad inner wait type is searched (after lockdep's warning, `percpu_wait_invalid`)."""
+    if lock_type == LD_LOCK_NORMAL:
+        return False
+    return not percpu_wait_invalid(lock_type, wait_inner)

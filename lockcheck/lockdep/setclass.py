@@ -37,6 +37,7 @@ class SetClass:
         changed = hlock.reacquired(hlock.irq_context, hlock.hardirqs_off)
         changed.lock, changed.subclass = lock, ev.subclass
         changed.cls = rules.hlock_class(lock, ev.subclass)
+        self.move_pins(task, hlock, changed)
         self._reacquire_from(task, index, changed, ev)
 
     def lock_downgrade(self, task: TaskState, ev: Event) -> None:
@@ -49,9 +50,10 @@ class SetClass:
         hlock = task.held[index]
         if hlock.read:
             self.report(self._finding(F.BAD_DOWNGRADE, task, ev, lock=hlock.cls, next=self.snapshot(hlock),
-                                      details={"warned_at": "__lock_downgrade"}))
+                                      details={"warned_at": "__lock_downgrade", "cpu": task.cpu}))
         changed = hlock.reacquired(hlock.irq_context, hlock.hardirqs_off)
         changed.read = 1
+        self.move_pins(task, hlock, changed)
         self._reacquire_from(task, index, changed, ev)
 
     def _reacquire_from(self, task: TaskState, index: int, changed: HeldLock, ev: Event) -> None:
@@ -63,8 +65,8 @@ class SetClass:
         del held[index:]
         if changed.cls not in self._classes:
             self.graph.add_class(changed.cls)
-            if changed.lock in self.wait_locks:
-                self._nodes[changed.cls]["waits"] = self.class_waits(changed.lock)
+            if changed.lock in self.class_props:
+                self.init_class_node(changed.cls, changed.lock)
         self.reacquire_held_locks(task, [changed, *above], ev)
 
 
@@ -105,7 +107,7 @@ class Asserts:
 
     def _assertion(self, task: TaskState, ev: Event, assertion: str, lock: str) -> None:
         self.report(self._finding(F.ASSERTION_FAILED, task, ev, lock=lock,
-                                  details={"assertion": f"WARNING: {assertion} failed"}))
+                                  details={"assertion": f"WARNING: {assertion} failed", "cpu": task.cpu}))
 
     def debug_check_no_locks_held(self, task: TaskState, ev: Event) -> None:
         """do_exit(): a task that exits holding locks is `print_held_locks_bug()`'s

@@ -140,7 +140,7 @@ class TaskState:
     __slots__ = (
         "key", "name", "held", "chain_key", "hardirq_depth", "softirq_depth",
         "hardirqs_enabled", "softirqs_enabled", "cpu", "acquired_ever", "irq_events", "usage_need",
-        "irq_known", "stale", "moves", "hardirq_threaded",
+        "irq_known", "stale", "moves", "hardirq_threaded", "pins",
     )
 
     def __init__(self, key: str, name: str) -> None:
@@ -167,6 +167,9 @@ class TaskState:
         #: the hardirq handler running runs as a thread (`hardirq-enter threaded`: the kernel's
         #: `curr->hardirq_threaded`); while set, the fast paths leave the task to the checker
         self.hardirq_threaded = False
+        #: held entry -> its `hlock->pin_count` (`lock_pin_lock()`; kept here, not on the entry: the plugin's
+        #: C core makes entries slot by slot); while any, the fast paths leave the task to the checker
+        self.pins: dict = {}
 
     def set_irq_unknown(self) -> None:
         """The trace never says this task's irq state: its acquisitions mark only USED."""

@@ -38,6 +38,8 @@ class WaitContext:
         #: validated chains whose top class is in `wait_locks` (see the module's doc)
         self.wait_chains: set[int] = set()
         self._props_noted: set[tuple] = set()
+        #: lock names whose class has a comparison function (`cmp=`, `lock_set_cmp_fn()`)
+        self.cmp_locks: set[str] = set()
 
     def register_class_props(self, lock: str, props: dict, ev: Event) -> None:
         """`register_lock_class()`'s copy of a map's properties: the first value given for each
@@ -52,6 +54,12 @@ class WaitContext:
                 known[key] = value
                 if key == "wait" and value[1]:
                     self._gain_wait_types(lock, value)
+                if key == "cmp":
+                    self.cmp_locks.add(lock)
+                if key in ("wait", "type"):
+                    for subclass in range(8):
+                        if rules.hlock_class(lock, subclass) in self._nodes:
+                            self.init_class_node(rules.hlock_class(lock, subclass), lock)
             elif old != value and (lock, key) not in self._props_noted:
                 self._props_noted.add((lock, key))
                 self.stats.notes.append(f"{ev.location}: {lock}: {key}= differs from the class's first "
@@ -71,6 +79,23 @@ class WaitContext:
                 stale = True
         if stale:
             self.chain_cache.clear()
+
+    def init_class_node(self, cls: str, lock: str) -> None:
+        """What the graph's node of a class keeps of its lock's properties: `waits` (printed after
+        its name) and `lock_type`, `(LD_LOCK_*, wait_type_inner)` of a percpu or override class
+        (the irq-usage searches read it: `rules.usage_skip`)."""
+        node = self._nodes[cls]
+        if lock in self.wait_locks:
+            node["waits"] = self.class_waits(lock)
+        lock_type = self.lock_type(lock)
+        if lock_type != rules.LD_LOCK_NORMAL:
+            wait = self.class_props[lock].get("wait")
+            node["lock_type"] = (lock_type, wait[1] if wait else rules.LD_WAIT_INV)
+
+    def cmp_fn_orders(self, prev: HeldLock, nxt: HeldLock) -> bool:
+        """`rules.cmp_fn_orders` for a held lock of a class with `cmp=` and the one being taken."""
+        return rules.cmp_fn_orders(self.class_props[prev.lock].get("cmp"), prev.subclass, prev.instance,
+                                   nxt.instance)
 
     def class_waits(self, lock: str) -> Optional[str]:
         """The `-{O:I}` text of a lock's class, None when its wait types are not known."""

@@ -22,7 +22,10 @@ Optionally, a module sets `CAPTURE = True` when its traces are captures
 that start mid-flight (ftrace, perf: releases of locks taken before the
 capture began are expected), `IRQ_STATE = False` when its traces carry no
 irq context at all (perf: nothing says whether a lock was taken in a
-handler or with irqs on, so no irq usage may be inferred), and
+handler or with irqs on, so no irq usage may be inferred), `CONTENTION =
+False` when its `contended`/`acquired` are counted only, never checked for
+bad contention (the default for captures, and JSON Lines: their fast path,
+`engine.fast_capture`, counts them without the checker), and
 `TAKES_STATS = True` when its `parse` accepts `stats=` (a `ReaderStats` it
 fills with skipped lines and the like).
 A format whose inputs hold reports rather than events (`kernel-log`: the
@@ -124,7 +127,8 @@ class ReadContext:
 def run_rules(module: ModuleType) -> dict[str, bool]:
     """How a checker starts a run of a trace in this format (`Checker.open_trace` keywords)."""
     return {"capture": bool(getattr(module, "CAPTURE", False)),
-            "irq_state": bool(getattr(module, "IRQ_STATE", True))}
+            "irq_state": bool(getattr(module, "IRQ_STATE", True)),
+            "contention": bool(getattr(module, "CONTENTION", not getattr(module, "CAPTURE", False)))}
 
 
 #: how many non-blank lines `sniff` sees (ftrace output opens with ~12 comment lines)

@@ -116,6 +116,18 @@ OP_OPTIONS: dict[str, frozenset[str]] = {
 SLOW_OPTIONS = frozenset({*CLASS_KEYS, *FLAGS})
 
 
+#: the header of a trace from a PREEMPT_RT kernel (docs/trace-format.md, "PREEMPT_RT"; `lt.HEADER` and a word)
+RT_HEADER = "#lockcheck-trace v1 preempt-rt"
+
+
+def header_event(line: str, file: str, lineno: int) -> Optional[E.Event]:
+    """The first line `#lockcheck-trace v1 preempt-rt` as a RUN event that says so (`props`), for
+    the checker (`rules.softirq_context_tracked`); None for any other line."""
+    if lineno != 1 or not line.startswith(RT_HEADER) or line.split() != RT_HEADER.split():
+        return None
+    return E.Event("", E.RUN, None, at="lt", file=file, line=lineno, props={"preempt_rt": True})
+
+
 def format_words(event: E.Event, quote: Callable[[str], str]) -> list[str]:
     """The `.lt` words of what this page adds to an event (after its lock; acquire's own
     mode, flags and keys are written by the reader): set-class's CLASS, the subclass of

@@ -561,6 +561,9 @@ def parse(lines: Iterable[str], file: str = "<trace>", fields: bool = False) -> 
             continue  # blank, or blanks and tabs only (the grammar's answer, at a thousand times the cost)
         if line[0] == "#":
             if not line.startswith(_DIRECTIVE_MARKS):
+                header = more.header_event(line, file, lineno) if lineno == 1 else None
+                if header is not None:
+                    yield _FIELDS(header) if fields else header
                 continue
             event = parse_line(line, file, lineno)
             if event is not None:

@@ -19,7 +19,7 @@ def format_event(event: Event) -> str:
     format cannot carry (blanks, quotes, line breaks).
     """
     if event.op is RUN or event.op == RUN:
-        return format_run(event.at, event.lock)
+        return more.RT_HEADER if event.props and event.props.get("preempt_rt") else format_run(event.at, event.lock)
     if event.op == LOST_EVENTS:
         return f"#lockcheck-lost-events cpu={event.cpu}"
     _check_token("task", event.task)

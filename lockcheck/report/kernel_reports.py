@@ -36,6 +36,8 @@ from lockcheck.report.printk import (
     print_report_origin,
 )
 
+from lockcheck.report.warn_reports import WARN_PRINTERS
+
 if TYPE_CHECKING:
     from lockcheck.report import Summary
 
@@ -136,4 +138,5 @@ KERNEL_PRINTERS: dict[str, Callable[[Finding, "Summary", _Out], None]] = {
     BAD_CONTENTION: print_lock_contention_bug,
     RCU_USAGE: lockdep_rcu_suspicious,
     LOCKDEP_WARNING: print_lockdep_warning,
+    **WARN_PRINTERS,
 }
