@@ -113,8 +113,7 @@ def test_contention_with_nothing_held_is_lockdeps_warn() -> None:
     assert [(f.kind, f.message) for f in found] == [("lockdep-warning", "DEBUG_LOCKS_WARN_ON(!depth)")]
 
 
-@pytest.mark.xfail(strict=True, reason="engine/fast_capture.py pops pinned locks and counts contention itself (jsonl: CONTENTION = False)")
-def test_jsonl_fast_path_gap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_pins_and_contention_agree_on_every_path_json_lines_included(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     text = _trace("T0 acquire A", "T0 release A", "T1 acquire A", "T1 pin A", "T1 release A",
                   "T1 acquire C", "T1 contended B", "T1 release C")
     assert agreed(every_path(tmp_path, text, monkeypatch)) == ["bad-contention", "pin-violation"]

@@ -411,7 +411,7 @@ def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str) -> It
                     if cpu is not None:
                         ctask.cpu = cpu
                     continue
-            elif op is CONTENDED or op is ACQUIRED:  # counted
+            elif (op is CONTENDED or op is ACQUIRED) and not checker.contention_checked:  # counted
                 cstats.events += 1
                 if comm is not None:
                     ctask.name = comm
@@ -501,7 +501,7 @@ def fields_events(checker: Checker, annotator, batches: Iterable[list], tick: Op
                     elif op == RELEASE:
                         if not _pop_innermost(checker, view, name, instance, ann):
                             break
-                    elif op == CONTENDED or op == ACQUIRED:
+                    elif (op == CONTENDED or op == ACQUIRED) and not checker.contention_checked:
                         cstats.events += 1
                     else:
                         break

@@ -182,7 +182,7 @@ def _pop_innermost(checker: Checker, view: _View, name: str, instance: str, ann:
     """The checker's (and the annotator's, if one runs) release of the task's innermost lock, when it
     is NAME@INSTANCE held once, applied (True); False: any other release, nothing changed."""
     held = view.held
-    if not held:
+    if not held or view.task.pins:  # a pinned lock's release is the checker's (`__lock_release`)
         return False
     top = held[-1]
     if top.instance != instance or top.lock != name or top.references:

@@ -34,8 +34,8 @@ from lockcheck.util.jsontext import JsonError, finite, loads, valid_text
 MAX_CPU = 10**9 - 1
 
 NAME = "jsonl"
-#: `contended`/`acquired` counted, not checked (`readers.run_rules`): the fast path counts them
-CONTENTION = False
+#: `contended`/`acquired` are checked for bad contention, as in `.lt` (`readers.run_rules`)
+CONTENTION = True
 
 _ACQUIRE_ONLY = frozenset({"mode", "try", "subclass", "nest", "nocheck", "check"})
 _KNOWN = frozenset({"task", "op", "lock", "instance", "at", "ts", "cpu", "comm"}) | _ACQUIRE_ONLY \

@@ -127,9 +127,10 @@ def print_lock_trace(pr: _Out, evidence: Optional[Evidence], spaces: int) -> Non
         pr(f"{indent}{evidence.at}")
 
 
-def dump_stack(pr: _Out, finding: Finding) -> None:
-    """`"\\nstack backtrace:\\n"` + `dump_stack()`: the reported event, as one-blank frames."""
-    pr("", "stack backtrace:")
+def dump_stack(pr: _Out, finding: Finding, title: str = "stack backtrace:") -> None:
+    """`"\\nstack backtrace:\\n"` + `dump_stack()`: the reported event, as one-blank frames (a WARN's
+    `__warn()` titles the same frames `Call Trace:`)."""
+    pr("", title)
     if pr.backtrace(finding):
         return
     pr(f" {finding.location} ({finding.task})")

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from lockcheck.lockdep.findings import ASSERTION_FAILED, BAD_DOWNGRADE, PIN_VIOLATION, Finding
-from lockcheck.report.printk import _Out, _site, lockdep_print_held_locks, print_kernel_ident, print_report_origin
+from lockcheck.report.printk import _Out, _site, dump_stack, lockdep_print_held_locks, print_kernel_ident, print_report_origin
 
 if TYPE_CHECKING:
     from lockcheck.report import Summary
@@ -48,13 +48,7 @@ def print_warn(finding: Finding, summary: "Summary", pr: _Out) -> None:
         pr(f"{finding.task}: {finding.lock}" + (f" (pinned {pins} time{'s' if pins > 1 else ''})" if pins else ""))
     pr("")
     lockdep_print_held_locks(pr, finding)
-    pr("", "Call Trace:")
-    if pr.backtrace(finding):
-        return
-    pr(f" {finding.location} ({finding.task})")
-    site = _site(finding)
-    if site is not None and site != finding.location:
-        pr(f" {site}")
+    dump_stack(pr, finding, "Call Trace:")
 
 
 #: kind -> the function printing its WARN (merged into `kernel_reports.KERNEL_PRINTERS`)
