@@ -44,14 +44,21 @@ from __future__ import annotations
 
 from collections import Counter
 from operator import attrgetter, indexOf
-from typing import TYPE_CHECKING, Optional
+from typing import Optional, Protocol
 
 from lockcheck.events import Event
 from lockcheck.lockdep import rules
 from lockcheck.lockdep.tasks import HeldLock, TaskState
 
-if TYPE_CHECKING:
-    from lockcheck.lockdep.checker import Checker
+
+class _Releasing(Protocol):
+    """What a release here needs of the checker (`Checker`, above this module: not imported)."""
+
+    _nodes: dict
+
+    def find_held_lock(self, task: TaskState, lock: str, instance: Optional[str]) -> Optional[int]: ...
+
+    def reacquire_held_locks(self, task: TaskState, above: list[HeldLock], ev: Event) -> None: ...
 
 _cls = attrgetter("cls")
 _instance = attrgetter("instance")
@@ -139,7 +146,7 @@ def _moves(task: TaskState) -> Optional[_Moves]:
     return moves
 
 
-def find_held(checker: "Checker", task: TaskState, lock: str, instance: Optional[str]) -> Optional[int]:
+def find_held(checker: _Releasing, task: TaskState, lock: str, instance: Optional[str]) -> Optional[int]:
     """`Checker.find_held_lock` where the answer is plain: the instance is held once, in one irq
     context, with no merged entry -- found from the bottom (where out-of-order releases are) by a
     C search; the Python search (top-down) for anything else."""
@@ -153,7 +160,7 @@ def find_held(checker: "Checker", task: TaskState, lock: str, instance: Optional
     return k
 
 
-def release(checker: "Checker", task: TaskState, index: int, ev: Event) -> bool:
+def release(checker: _Releasing, task: TaskState, index: int, ev: Event) -> bool:
     """Release `task.held[index]` (its references all gone): True done; False, the caller runs
     lockdep's `lock_release` on a stack whose keys are all valid again."""
     held = task.held

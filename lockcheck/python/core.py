@@ -26,6 +26,10 @@ def _load_core() -> Any:
 
 CORE = _load_core()
 
+#: what the modules below the recorder call the recorder they are handed (a
+#: `lockcheck.python.recorder.Recorder`): they may not import its module, which imports them
+RecorderRef = Any
+
 #: lock classes only their holder may release (RLocks): a thread that ends holding one leaves it
 #: held for ever (a finding), where a `Lock` it ends holding may still be released by another
 OWNED_CLASSES: set = set()

@@ -16,19 +16,17 @@ import os
 import sys
 import sysconfig
 import threading
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from lockcheck.python import sites as pysites, tracked
 from lockcheck.python import naming  # noqa: F401 - loaded for lockcheck.name/nested (lockcheck.python.hints)
 from lockcheck.python.async_lock import TrackedAsyncLock
+from lockcheck.python.core import RecorderRef
 from lockcheck.python.semaphores import TrackedBoundedSemaphore, TrackedCondition, TrackedSemaphore
 from lockcheck.python.tracked import (
     _ORIG_CONDITION, _ORIG_LOCK, _RAW_LOCK_TYPE, _RAW_RLOCK_TYPE, TrackedLock, TrackedRLock, _LockClass, _make_lock,
     _make_rlock,
 )
-
-if TYPE_CHECKING:
-    from lockcheck.python.recorder import Recorder
 
 _PATCHES = [
     (threading, "Lock", _LockClass if isinstance(_ORIG_LOCK, type) else _make_lock),
@@ -67,7 +65,7 @@ class Preexisting:
 _outer: list = []
 
 
-def start(recorder: Recorder) -> None:
+def start(recorder: RecorderRef) -> None:
     """Patch the factories and wrap reachable existing locks; `recorder` gets every event.
 
     Under a started recorder (the plugin's session), `recorder` nests: it gets the events
@@ -107,7 +105,7 @@ def _after_fork_in_child() -> None:
         rec.after_fork_in_child()
 
 
-def stop(recorder: Optional[Recorder] = None) -> None:
+def stop(recorder: Optional[RecorderRef] = None) -> None:
     """Undo `start`: originals back, module globals unwrapped; tracked locks become plain ones."""
     rec = tracked._rec
     if rec is None or (recorder is not None and recorder is not rec):
@@ -132,7 +130,7 @@ def stop(recorder: Optional[Recorder] = None) -> None:
     tracked.core_forget()
 
 
-def active_recorder() -> Optional[Recorder]:
+def active_recorder() -> Optional[RecorderRef]:
     return tracked._rec
 
 

@@ -25,14 +25,11 @@ import asyncio.locks
 import sys
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from lockcheck.python import waitfor as _waitfor
-from lockcheck.python.core import CORE, OWNED_CLASSES, core_forget  # noqa: F401 - re-exported
+from lockcheck.python.core import CORE, OWNED_CLASSES, RecorderRef, core_forget  # noqa: F401 - re-exported
 from lockcheck.python.sites import creation, site_skipped, user_frame
-
-if TYPE_CHECKING:
-    from lockcheck.python.recorder import Recorder
 
 #: the originals, captured at import (before anything is patched)
 _ORIG_LOCK = threading.Lock
@@ -48,7 +45,7 @@ _monotonic = time.monotonic
 
 #: the active recorder, set by `lockcheck.python.patching.start` (None: every tracked lock behaves
 #: as the raw lock it wraps); a module global because every acquire reads it
-_rec: Optional["Recorder"] = None
+_rec: Optional[RecorderRef] = None
 
 
 _core = CORE
@@ -144,12 +141,12 @@ class _Tracked(_Base, metaclass=_WrapperMeta):
         __tracebackhide__ = True
         return self._acquire(blocking, timeout, sys._getframe(1), 0)
 
-    def _lc_tried(self, rec: Recorder, task: str, comm: str) -> bool:
+    def _lc_tried(self, rec: RecorderRef, task: str, comm: str) -> bool:
         """The compiled core took the lock with a non-blocking try that was no hit: its event."""
         rec.acquired(task, comm, self._cls, self._inst, sys._getframe(1), trylock=True)
         return True
 
-    def _lc_contended(self, rec: Recorder, task: str, comm: str) -> bool:
+    def _lc_contended(self, rec: RecorderRef, task: str, comm: str) -> bool:
         """The compiled hit path recorded the acquire, and the non-blocking try failed: the wait
         (`_recorded_acquire`'s, from there on)."""
         __tracebackhide__ = True
@@ -161,10 +158,10 @@ class _Tracked(_Base, metaclass=_WrapperMeta):
         self._took(task)
         return True
 
-    def _is_try(self, rec: Recorder, blocking: bool, timeout: float) -> bool:
+    def _is_try(self, rec: RecorderRef, blocking: bool, timeout: float) -> bool:
         return not blocking or (timeout != -1 and rec.settings.timed_is_try)
 
-    def _recorded_acquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int,
+    def _recorded_acquire(self, rec: RecorderRef, task: str, comm: str, frame: Any, subclass: int,
                           blocking: bool, timeout: float) -> bool:
         """Take the real lock with its event: a trylock is fed once it succeeded; a blocking
         acquire is fed *before* it waits (the report must exist even if it never returns),
@@ -248,7 +245,7 @@ class TrackedLock(*((_Tracked, _core.LockBase) if _core is not None else (_Track
         self._since = _monotonic()
         return True
 
-    def _reacquire(self, rec: Recorder, task: str, comm: str, frame: Any, subclass: int) -> bool:
+    def _reacquire(self, rec: RecorderRef, task: str, comm: str, frame: Any, subclass: int) -> bool:
         """Blocking re-acquire by the holder: fine only if another thread releases it (a signal)."""
         __tracebackhide__ = True
         if self._real.acquire(True, rec.settings.grace):
@@ -545,7 +542,7 @@ _CoreStats: Optional[type] = None
 _RECORDER_MODULE = "lockcheck.python.recorder"
 
 
-def _c_refresh(rec: Recorder) -> Optional[tuple]:
+def _c_refresh(rec: RecorderRef) -> Optional[tuple]:
     """What the hit path reads of a newly started recorder, or None: not one it may serve (a
     recorder or checker whose feeding differs from `Recorder`'s and `Checker`'s: Python only)."""
     from lockcheck.lockdep.checker import Checker
@@ -554,7 +551,7 @@ def _c_refresh(rec: Recorder) -> Optional[tuple]:
     kind = type(rec)
     # `Recorder` itself, looked up (not imported: the recorder module is above this one, and is
     # loaded, since `rec` is one of its recorders or of a look-alike)
-    recorder = getattr(sys.modules.get(_RECORDER_MODULE), "Recorder", None)
+    recorder = getattr(sys.modules.get(_RECORDER_MODULE), RecorderRef, None)
     for attr in ("acquired", "released", "feed", "thread_task", "site", "_feed"):
         if recorder is None or getattr(kind, attr) is not getattr(recorder, attr):
             return None
@@ -574,7 +571,7 @@ def _c_refresh(rec: Recorder) -> Optional[tuple]:
             checker._nodes, checker.stats.__dict__, rec._local, rec._pending, rec._orphans)
 
 
-def _c_site(rec: Recorder, frame: Any) -> Optional[tuple]:
+def _c_site(rec: RecorderRef, frame: Any) -> Optional[tuple]:
     """The site of an acquire called from `frame` (`Recorder.site`), or None: `user_frame` passes
     it over for its caller."""
     if site_skipped(frame.f_code):

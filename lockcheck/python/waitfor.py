@@ -37,17 +37,15 @@ import io
 import os
 import sys
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from lockcheck.lockdep import findings as F
 from lockcheck.python import deadlock_report as _deadlock_report  # noqa: F401 - registers the report's layout
 from lockcheck.python import report as python
+from lockcheck.python.core import RecorderRef
 from lockcheck.python.settings import OFF, RAISE, REPORT
 from lockcheck.python.sites import relpath, user_frame
 from lockcheck.python.stacks import capture
-
-if TYPE_CHECKING:
-    from lockcheck.python.recorder import Recorder
 
 #: what a detected cycle does (`Settings.deadlock`; re-exported for callers of this module)
 MODES = (RAISE, REPORT, OFF)
@@ -149,7 +147,7 @@ def _still(chain: list[Wait]) -> bool:
 POLL = 0.25
 
 
-def wait_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) -> None:
+def wait_thread(lock: Any, rec: RecorderRef, task: str, comm: str, frame: Any) -> None:
     """Block in `lock`'s real acquire, a non-blocking try of which failed; check the wait first.
 
     Returns with the lock taken; raises `DeadlockError` (mode `raise`) when the
@@ -181,7 +179,7 @@ def wait_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) ->
         _unwait(task, wait, outer)
 
 
-def _acquire_watching(lock: Any, rec: "Recorder", wait: Wait, frame: Any) -> None:
+def _acquire_watching(lock: Any, rec: RecorderRef, wait: Wait, frame: Any) -> None:
     """Take `lock`, waiting as long as it takes -- unless its holder is a thread that has ended.
 
     An RLock held by an ended thread is held for ever (only its owner may release it): the wait
@@ -210,7 +208,7 @@ def _acquire_watching(lock: Any, rec: "Recorder", wait: Wait, frame: Any) -> Non
         return
 
 
-def _ended_holder(rec: "Recorder", lock: Any) -> Optional[str]:
+def _ended_holder(rec: RecorderRef, lock: Any) -> Optional[str]:
     """The task key of `lock`'s holder if that thread has ended (its end is applied first)."""
     if rec._pending:
         rec.drain()
@@ -236,7 +234,7 @@ def _unwait(task: str, wait: Wait, outer: Optional[Wait]) -> None:
             del waits[task]
 
 
-def _found(rec: "Recorder", finding: F.Finding, file: bool = True) -> None:
+def _found(rec: RecorderRef, finding: F.Finding, file: bool = True) -> None:
     """File the finding (the test fails with it), then raise it here (mode raise) or print it."""
     __tracebackhide__ = True
     text = render(finding, rec)
@@ -251,7 +249,7 @@ def _found(rec: "Recorder", finding: F.Finding, file: bool = True) -> None:
         sys.stderr.flush()
 
 
-def mixed_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) -> bool:
+def mixed_thread(lock: Any, rec: RecorderRef, task: str, comm: str, frame: Any) -> bool:
     """A blocking re-acquire of `lock` by the thread that holds it, on a running event loop:
     if a suspended task of that loop took it, that is the mixed deadlock; raise (or report).
     Called after the grace wait failed; False: not the mixed case (plain recursion)."""
@@ -286,7 +284,7 @@ def mixed_thread(lock: Any, rec: "Recorder", task: str, comm: str, frame: Any) -
         _unwait(task, wait, outer)
 
 
-def loop_holder(rec: "Recorder", loop: Any, task: str, lock: Any) -> Optional[tuple[Any, str, str]]:
+def loop_holder(rec: RecorderRef, loop: Any, task: str, lock: Any) -> Optional[tuple[Any, str, str]]:
     """The suspended task of `loop` inside whose `with` (or between acquire and release) `lock`
     is held: (the task, its key, where it is suspended), or None.
 
@@ -312,7 +310,7 @@ def loop_holder(rec: "Recorder", loop: Any, task: str, lock: Any) -> Optional[tu
     return None
 
 
-def _held_site(rec: "Recorder", task: str, lock: Any) -> Optional[tuple[str, int]]:
+def _held_site(rec: RecorderRef, task: str, lock: Any) -> Optional[tuple[str, int]]:
     state = rec.checker.tasks.get(task)
     if state is None:
         return None
@@ -323,7 +321,7 @@ def _held_site(rec: "Recorder", task: str, lock: Any) -> Optional[tuple[str, int
     return None
 
 
-def _async_key(rec: "Recorder", atask: Any) -> tuple[str, str]:
+def _async_key(rec: RecorderRef, atask: Any) -> tuple[str, str]:
     """The recorder's key for an asyncio task that is not the running one."""
     key = rec._atasks.get(atask)
     if key is None:
@@ -335,7 +333,7 @@ def _async_key(rec: "Recorder", atask: Any) -> tuple[str, str]:
 # -- asyncio tasks ---------------------------------------------------------------------------
 
 
-async def wait_task(lock: Any, acquire: Any, rec: "Recorder", task: str, comm: str, frame: Any) -> None:
+async def wait_task(lock: Any, acquire: Any, rec: RecorderRef, task: str, comm: str, frame: Any) -> None:
     """`wait_thread` for an `asyncio.Lock` that is locked: `acquire` is the real (super) acquire."""
     __tracebackhide__ = True
     if rec.settings.deadlock == OFF:
@@ -376,7 +374,7 @@ def _context(task: str, key: str, kind: str, holds: str, holds_at: Optional[str]
             "for": None if waited is None else round(waited, 3)}
 
 
-def chain_contexts(rec: "Recorder", chain: list[Wait]) -> list[dict]:
+def chain_contexts(rec: RecorderRef, chain: list[Wait]) -> list[dict]:
     """The contexts of a cycle of lock waits: each holds the lock the one before it waits for."""
     now = _monotonic()
     n = len(chain)
@@ -388,7 +386,7 @@ def chain_contexts(rec: "Recorder", chain: list[Wait]) -> list[dict]:
     ]
 
 
-def deadlock_finding(rec: "Recorder", first: Wait, contexts: list[dict], frame: Any,
+def deadlock_finding(rec: RecorderRef, first: Wait, contexts: list[dict], frame: Any,
                      mixed: bool = False) -> F.Finding:
     """The `deadlock` finding: `contexts` (see `_context`), the acquiring one (`first`) first."""
     cls = lock_name(first.lock).rpartition("@")[0]
@@ -403,7 +401,7 @@ def deadlock_finding(rec: "Recorder", first: Wait, contexts: list[dict], frame: 
     return finding
 
 
-def ended_finding(rec: "Recorder", wait: Wait, gone: str, frame: Any) -> F.Finding:
+def ended_finding(rec: RecorderRef, wait: Wait, gone: str, frame: Any) -> F.Finding:
     """The `deadlock` finding of a wait for a lock whose holder, `gone`, has ended."""
     name = lock_name(wait.lock)
     comm, taken = rec.ended_holding[gone]
@@ -422,7 +420,7 @@ def ended_finding(rec: "Recorder", wait: Wait, gone: str, frame: Any) -> F.Findi
     return finding
 
 
-def _taken_at(rec: "Recorder", task: str, lock: Any) -> Optional[str]:
+def _taken_at(rec: RecorderRef, task: str, lock: Any) -> Optional[str]:
     """Where `task` took `lock` (the checker's held stack), with how long ago."""
     state = rec.checker.tasks.get(task)
     if state is None:
@@ -434,7 +432,7 @@ def _taken_at(rec: "Recorder", task: str, lock: Any) -> Optional[str]:
     return None
 
 
-def render(finding: F.Finding, rec: "Recorder") -> str:
+def render(finding: F.Finding, rec: RecorderRef) -> str:
     """The finding as the plugin shows it (`lockcheck.python.deadlock_report`)."""
     out = io.StringIO()
     python.print_finding(finding, rec.summary(), out, rec.settings.stack_depth)
