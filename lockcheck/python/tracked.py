@@ -551,7 +551,7 @@ def _c_refresh(rec: RecorderRef) -> Optional[tuple]:
     kind = type(rec)
     # `Recorder` itself, looked up (not imported: the recorder module is above this one, and is
     # loaded, since `rec` is one of its recorders or of a look-alike)
-    recorder = getattr(sys.modules.get(_RECORDER_MODULE), RecorderRef, None)
+    recorder = getattr(sys.modules.get(_RECORDER_MODULE), "Recorder", None)
     for attr in ("acquired", "released", "feed", "thread_task", "site", "_feed"):
         if recorder is None or getattr(kind, attr) is not getattr(recorder, attr):
             return None
