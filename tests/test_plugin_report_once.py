@@ -36,12 +36,21 @@ SUITE = """
 """
 
 
-def test_a_deadlock_in_a_thread_is_reported_once(pytester: pytest.Pytester) -> None:
+@pytest.mark.parametrize("ci", ["", "true"], ids=["terminal", "CI"])
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["serial", "xdist"])
+def test_a_deadlock_in_a_thread_is_reported_once(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                 ci: str, workers: list[str]) -> None:
+    # on CI (`CI` set) and under -vv, pytest's short summary prints a failure's message
+    # untruncated: the message is the headline, never the whole report again
+    monkeypatch.delenv("BUILD_NUMBER", raising=False)
+    monkeypatch.setenv("CI", ci) if ci else monkeypatch.delenv("CI", raising=False)
     pytester.makepyfile(test_once=SUITE)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:randomly", "--lockcheck",
-                                           timeout=120)
+                                           *workers, timeout=120)
     result.assert_outcomes(failed=1, passed=1, warnings=1)
     out = result.stdout.str()
     assert out.count("WARNING: deadlock detected") == 1
+    [summary] = [line for line in out.splitlines() if line.startswith("FAILED test_once.py::test_thread_deadlock")]
+    assert summary.startswith("FAILED test_once.py::test_thread_deadlock - lockcheck: deadlock detected")
     assert "DeadlockError ended thread worker" in out
     assert "Exception in thread divider" in out  # pytest's warning, for an exception of the program's

@@ -61,6 +61,13 @@ def test_readme_is_a_front_page() -> None:
     assert pages <= linked, pages - linked
 
 
+def _terminal_env() -> dict[str, str]:
+    """What the README shows: an 80-column terminal, not a CI job (where pytest prints the
+    short summary's messages untruncated)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "BUILD_NUMBER")}
+    return {**env, "COLUMNS": "80"}
+
+
 def test_readme_pytest_example_prints_what_it_shows(tmp_path: Path) -> None:
     [code] = [block for block in _blocks("py") if block.startswith("# test_bank.py\n")]
     [shown] = [block for block in _blocks("text") if block.startswith("$ pytest --lockcheck")]
@@ -69,7 +76,7 @@ def test_readme_pytest_example_prints_what_it_shows(tmp_path: Path) -> None:
     args = command.split()[2:]
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
                           capture_output=True, text=True, timeout=120, cwd=tmp_path,
-                          env={**os.environ, "COLUMNS": "80"})
+                          env=_terminal_env())
     assert proc.returncode == 1, proc.stdout + proc.stderr
     _shown_in_order(lines, proc.stdout)
 

@@ -48,8 +48,13 @@ def write_nothing_seen(tr: Any, events: int, workers: int = 0) -> None:
                   f"(listed above, if any) or by code outside the tests are not seen.", yellow=True, bold=True)
 
 
-class _SessionErrorRepr:
-    """A longrepr for `report_session_error`: its text, and the one-line message of the short summary."""
+class HeadlinedRepr:
+    """A report's text with a one-line message for the short summary.
+
+    A plain-string longrepr is what pytest's short summary prints whole on CI
+    (`CI` set) and under `-vv`: a 100-line report twice. pytest reads the
+    summary's message from `longrepr.reprcrash.message`, so that is the headline.
+    """
 
     def __init__(self, text: str, message: str) -> None:
         self.text = text
@@ -66,6 +71,14 @@ class _SessionErrorRepr:
 class _Crash:
     def __init__(self, message: str) -> None:
         self.message = message
+
+
+def headlined(longrepr: Any) -> Any:
+    """A lockcheck failure's text (a string: pytest-xdist sends a worker's report as one) with
+    its first line as the short summary's message; any other longrepr as it is."""
+    if isinstance(longrepr, str) and longrepr.startswith("lockcheck: "):
+        return HeadlinedRepr(longrepr, longrepr.partition("\n")[0])
+    return longrepr
 
 
 def report_session_error(config: pytest.Config, reasons: list[str]) -> None:
@@ -86,7 +99,7 @@ def report_session_error(config: pytest.Config, reasons: list[str]) -> None:
             f"`--lockcheck-mode=warn` reports without failing.")
     report = pytest.TestReport(
         nodeid="lockcheck", location=("lockcheck", None, "lockcheck"), keywords={}, outcome="failed",
-        longrepr=_SessionErrorRepr(text, f"fails the session: {why}"), when="teardown",
+        longrepr=HeadlinedRepr(text, f"fails the session: {why}"), when="teardown",
     )
     tr.stats.setdefault("error", []).append(report)
 

@@ -95,7 +95,7 @@ from lockcheck.python.plugin_options import (
     FAIL, WARN, hang_hooks, make_checker, option, read_stack_depth, session_mode,
 )
 from lockcheck.python.plugin_summary import (
-    empty_summary, headline, report_session_error, summary_line, suppression_key, write_nothing_seen,
+    empty_summary, headline, headlined, report_session_error, summary_line, suppression_key, write_nothing_seen,
     ReportedOnce, write_preexisting, write_stale,
 )
 from lockcheck.python.suppression_rules import stale
@@ -320,8 +320,14 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
             report.outcome = "failed"
             if report.longrepr:
                 text = f"{text}\n\n{report.longrepr}"
-            report.longrepr = text
+            report.longrepr = headlined(text)
         return report
+
+    @pytest.hookimpl(tryfirst=True)
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        """A worker's report reaches the controller with its text as a string: give it back its
+        one-line summary message."""
+        report.longrepr = headlined(report.longrepr)
 
     def _render(self, findings: list[Finding]) -> str:
         """The Python-flavoured kernel report of each finding (`lockcheck.python.report`)."""
