@@ -229,3 +229,18 @@ def test_other_probes_are_skipped_and_counted():
     trace = text(line("x-1", "my_open: (do_sys_open+0x0/0x10) dfd=0xffffff9c"), acquire("x-1", "A", MM))
     [ev] = events(trace, stats)
     assert not ev.exact and stats.skipped["my_open"] == 1 and stats.probe_lines == 0
+
+
+def test_a_subclass_lockdep_has_no_table_for_is_an_error_at_its_column(tmp_path):
+    # the kernel says "looking up invalid subclass" for 8 and over; convert once wrote such a
+    # subclass into a .lt that check then refused
+    trace = text(take("init-1", "&mm->mmap_lock", MM, subclass=9), release("init-1", "&mm->mmap_lock", MM))
+    path = tmp_path / "trace.ftrace"
+    path.write_text(trace)
+    row = trace.splitlines()[2]
+    for command in (["check", "--no-progress", "--no-config"], ["convert", "-o", str(tmp_path / "out.lt")]):
+        err = io.StringIO()
+        status = main([*command, str(path)], stdout=io.StringIO(), stderr=err)
+        col = row.index("subclass=9") + len("subclass=") + 1
+        assert status == 2 and f"trace.ftrace:3:{col}: subclass must be 0..7" in err.getvalue()
+    assert not (tmp_path / "out.lt").exists()

@@ -107,7 +107,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator, Optional
 
 from lockcheck.errors import TraceError
-from lockcheck.events import ACQUIRE, ACQUIRED, CONTENDED, CONTENTION_BEGIN, CONTENTION_END, RELEASE, WRITE, Event
+from lockcheck.events import ACQUIRE, ACQUIRED, CONTENDED, CONTENTION_BEGIN, CONTENTION_END, RELEASE, WRITE, Event, MAX_SUBCLASS
 from lockcheck.events import LOST_EVENTS as E_LOST_EVENTS
 from lockcheck.readers.ftrace_context import (  # noqa: F401 (re-exported)
     BH_DISABLED, HARDIRQ, IRQS_DISABLED, RECURSIVE_READ_NAMES, SOFTIRQ, ReadPolicy, context_transition, flags_state,
@@ -394,6 +394,10 @@ class FtraceReader(ProbePairing):
                     if args is None:
                         skipped[body[0]] += 1
                         continue
+                    if not 0 <= args.subclass <= MAX_SUBCLASS:  # the kernel: "looking up invalid subclass"
+                        at = line.find("subclass=") + len("subclass=") + 1
+                        raise TraceError(file, lineno, at, f"subclass must be 0..{MAX_SUBCLASS} "
+                                         f"(lockdep's MAX_LOCKDEP_SUBCLASSES), not {args.subclass}", source=line)
                     stack = pending.get(head[2])
                     if stack is None:
                         stack = pending[head[2]] = []
