@@ -113,6 +113,9 @@ def add_all(parser: pytest.Parser) -> None:
     parser.addini("lockcheck_grace", default="1.0",
                   help="seconds a re-acquire of a held Lock waits for another thread's release before raising "
                        "(and a cycle of waits through a Lock must stand before it is reported)")
+    parser.addini("lockcheck_thread_wait", default="5",
+                  help="seconds the session waits, before its summary, for threads the tests left running "
+                       "(what they do until then is checked)")
     parser.addini("lockcheck_deadlock", default="raise",
                   help="raise (default), report or off (as --lockcheck-deadlock)")
     parser.addini("lockcheck_hang_report", default="0",

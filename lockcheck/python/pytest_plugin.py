@@ -88,7 +88,7 @@ import pytest
 
 from lockcheck.lockdep.checker import Checker
 from lockcheck.lockdep.findings import Finding
-from lockcheck.python import plugin_options
+from lockcheck.python import plugin_options, plugin_threads
 from lockcheck.python.plugin_children import ForkedChildren
 from lockcheck.python.plugin_fixture import lockcheck_fixture  # noqa: F401 - the `lockcheck` fixture
 from lockcheck.python.plugin_options import (
@@ -176,6 +176,10 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         self.mode = session_mode(config)
         self.hang: Optional[Any] = None
         self.stack_depth = read_stack_depth(config)
+        self.threads_before = plugin_threads.running_now()
+        self.thread_wait = plugin_options.seconds("lockcheck_thread_wait", config.getini("lockcheck_thread_wait"))
+        #: (threads waited for at the end that ended, threads still running after the wait)
+        self.lingering: tuple[list[str], list[str]] = ([], [])
         if self._is_controller(config):
             self._become_controller()
             return
@@ -344,6 +348,7 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         rec = self.recorder
         if rec is not None:
+            self.lingering = plugin_threads.join_lingering(self.threads_before, self.thread_wait)
             rec.drain()
         self.child_findings.extend(entry[:3] for entry in self._read_children())
         if self.trace_file is not None:
@@ -415,6 +420,14 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
             tr.write_line(f"  {line}")
         for note in summary.notes:
             tr.write_line(f"  note: {note}")
+        ended, running = self.lingering
+        if ended:
+            tr.write_line(f"  note: waited for {_count(len(ended), 'thread')} still running after the last test "
+                          f"({', '.join(ended)}); what they did is checked")
+        if running:
+            tr.write_line(f"  note: {_count(len(running), 'thread')} still running after {self.thread_wait:g} s "
+                          f"(lockcheck_thread_wait): {', '.join(running)}; what they do from now on is not checked",
+                          yellow=True)
         write_stale(tr, stale(rec.rules, rec.rule_hits))
         write_preexisting(tr, [(p.name, p.where, p.tracked, p.stdlib) for p in rec.preexisting])
         if self.mode == WARN:
