@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import json
 import lzma
+import platform
 import sys
 from pathlib import Path
 
@@ -28,12 +29,19 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 
 @pytest.mark.parametrize(("arch", "expected"), [
     ("x86_64", "p:lockcheck/lock_acquire_args lock_acquire map=%di:x64 subclass=%si:u32 trylock=%dx:s32 "
-               "read=%cx:s32 check=%r8:s32 nest_lock=%r9:x64 ip=$stack1:symbol name=+0(+24(%di)):string"),
+               "read=%cx:s32 check=%r8:s32 nest_lock=%r9:x64 ip=$stack1:symbol name=+0(+24(%di)):string "
+               "wait_outer=+32(%di):u8 wait_inner=+33(%di):u8 lock_type=+34(%di):u8"),
     ("arm64", "p:lockcheck/lock_acquire_args lock_acquire map=%x0:x64 subclass=%x1:u32 trylock=%x2:s32 "
-              "read=%x3:s32 check=%x4:s32 nest_lock=%x5:x64 ip=%x6:symbol name=+0(+24(%x0)):string"),
+              "read=%x3:s32 check=%x4:s32 nest_lock=%x5:x64 ip=%x6:symbol name=+0(+24(%x0)):string "
+              "wait_outer=+32(%x0):u8 wait_inner=+33(%x0):u8 lock_type=+34(%x0):u8"),
 ])
 def test_the_probe_reads_lock_acquires_seven_arguments(arch, expected):
     assert capture.probe_definition(arch) == expected
+    # a kernel before 5.16 has no wait types and lock type after `name`: they are not read
+    old = capture.probe_definition(arch, map_fields=False)
+    assert old == expected.partition(" wait_outer=")[0]
+    if not capture.has_map_fields(platform.release()):
+        expected = old
     status, script, _ = run_cli("capture", "--arch", arch, "-o", "boot")
     assert status == 0
     assert f"echo '{expected}' >> $T/kprobe_events" in script
@@ -177,3 +185,9 @@ def test_kmsg_records():
     assert capture.kmsg_line("4,7,123456789,c;WARNING: possible recursive locking detected") == \
         "[  123.456789] WARNING: possible recursive locking detected"
     assert capture.kmsg_line("garbage") is None
+
+
+@pytest.mark.parametrize(("release", "has"), [("6.1.0-13-amd64", True), ("5.16.0", True), ("5.15.0-91-generic", False),
+                                              ("4.19.0", False), ("6.12.3+", True), ("unknown", True)])
+def test_the_map_fields_are_read_on_kernels_that_have_them(release, has):
+    assert capture.has_map_fields(release) is has

@@ -24,10 +24,13 @@ def line(task: str, body: str, cpu: int = 0, flags: str = "...1.") -> str:
 
 
 def probe(task: str, name: str, map_: int, subclass=0, trylock=0, read=0, check=1, nest=0, ip="f+0x1/0x2",
-          cpu: int = 0, event: str = "lock_acquire_args", flags: str = "...1.", order=None) -> str:
-    """The kprobe line (x86_64 definition of `lockcheck capture`), arguments in ORDER."""
+          cpu: int = 0, event: str = "lock_acquire_args", flags: str = "...1.", order=None, wait=None) -> str:
+    """The kprobe line (x86_64 definition of `lockcheck capture`), arguments in ORDER; WAIT:
+    (wait_outer, wait_inner, lock_type), the map's u8 fields the capture records on 5.16+."""
     args = {"map": f"0x{map_:x}", "subclass": subclass, "trylock": trylock, "read": read, "check": check,
             "nest_lock": f"0x{nest:x}", "ip": ip, "name": f'"{name}"'}
+    if wait is not None:
+        args.update(zip(("wait_outer", "wait_inner", "lock_type"), wait))
     text = " ".join(f"{key}={args[key]}" for key in (order or args))
     return line(task, f"{event}: (lock_acquire+0x0/0x212) {text}", cpu, flags)
 
@@ -244,3 +247,34 @@ def test_a_subclass_lockdep_has_no_table_for_is_an_error_at_its_column(tmp_path)
         col = row.index("subclass=9") + len("subclass=") + 1
         assert status == 2 and f"trace.ftrace:3:{col}: subclass must be 0..7" in err.getvalue()
     assert not (tmp_path / "out.lt").exists()
+
+
+RQ, PCP = 0xffff888000d00000, 0xffff888000d01000
+
+
+def test_the_maps_wait_types_give_the_kernels_invalid_wait_context(tmp_path):
+    # a spinlock_t (wait 3:3, a sleeping lock on PREEMPT_RT) taken under a raw_spinlock_t (2:2):
+    # what check_wait_context() reports as "[ BUG: Invalid wait context ]"
+    trace = text(take("kworker/0:1-42", "&rq->__lock", RQ, wait=(2, 2, 0)),
+                 take("kworker/0:1-42", "&pcp->lock", PCP, wait=(3, 3, 0)),
+                 release("kworker/0:1-42", "&pcp->lock", PCP), release("kworker/0:1-42", "&rq->__lock", RQ))
+    status, doc = check(tmp_path, trace)
+    assert status == 1
+    assert [f["kind"] for f in doc["findings"]] == ["invalid-wait-context"]
+    # the same order with wait types lockdep allows, and a map that recorded none (inner 0), is clean
+    for waits in (((3, 3, 0), (2, 2, 0)), ((2, 2, 0), (0, 0, 0))):
+        trace = text(take("kworker/0:1-42", "&rq->__lock", RQ, wait=waits[0]),
+                     take("kworker/0:1-42", "&pcp->lock", PCP, wait=waits[1]),
+                     release("kworker/0:1-42", "&pcp->lock", PCP), release("kworker/0:1-42", "&rq->__lock", RQ))
+        assert check(tmp_path, trace) == (0, check(tmp_path, trace)[1]) and not check(tmp_path, trace)[1]["findings"]
+
+
+def test_wait_types_survive_convert(tmp_path):
+    trace = text(take("init-1", "&rq->__lock", RQ, wait=(2, 2, 0)), take("init-1", "&pcp->lock", PCP, wait=(3, 3, 1)))
+    path = tmp_path / "trace.ftrace"
+    path.write_text(trace)
+    out = io.StringIO()
+    assert main(["convert", str(path)], stdout=out, stderr=io.StringIO()) == 0
+    lines = [row for row in out.getvalue().splitlines() if " acquire " in row]
+    assert "wait=2:2" in lines[0] and "type=" not in lines[0]
+    assert "wait=3:3" in lines[1] and "type=percpu" in lines[1]

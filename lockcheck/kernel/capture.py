@@ -34,8 +34,13 @@ where OFFSET is the offset of `name` in `struct lockdep_map`
 NR_LOCKDEP_CACHING_CLASSES = 2, so 8 + 2 * 8 = 24 on a 64-bit kernel.
 That is the layout of 6.1 (and of every kernel whose lockdep_map begins
 with those two members; the fields after `name` -- wait types, lock_type,
-lock-stat's cpu and ip -- do not move it).  `--name-offset` changes it for
-a kernel that differs.  A wrong offset shows at once: the probe's names do
+lock-stat's cpu and ip -- do not move it).  Those next fields are recorded
+too: `u8 wait_type_outer, wait_type_inner, lock_type` right after the
+pointer (`wait_outer=+32`, `wait_inner=+33`, `lock_type=+34`), what
+`check_wait_context()` compares, so a capture can show an invalid wait
+context as the kernel sees it (a kernel before 5.9 has no wait types there:
+its inner wait type reads as garbage or 0; 0 is read as "not recorded").
+`--name-offset` changes them all for a kernel that differs.  A wrong offset shows at once: the probe's names do
 not match the tracepoint's, and the reader pairs nothing.  Types:
 `subclass` u32 (`unsigned int`, printed `%u`), `trylock`/`read`/`check` s32
 (`int`, `%d`), `map`/`nest_lock` x64 (`0x%Lx`), `ip` symbol (`%pS`:
@@ -49,6 +54,7 @@ arguments, and only they fall back to inference.
 
 from __future__ import annotations
 
+import itertools
 import lzma
 import os
 import platform
@@ -74,6 +80,9 @@ ARCH_ALIASES = {"amd64": "x86_64", "aarch64": "arm64"}
 #: (argument, fetch type) of each of lock_acquire's arguments, in order
 ARG_TYPES = (("map", "x64"), ("subclass", "u32"), ("trylock", "s32"), ("read", "s32"), ("check", "s32"),
              ("nest_lock", "x64"), ("ip", "symbol"))
+#: the u8 fields that follow `name` in struct lockdep_map (5.16+; wait types since 5.9): the
+#: class's wait types, which the kernel's check_wait_context() reads, and its LD_LOCK_* type
+MAP_CLASS_FIELDS = ("wait_outer", "wait_inner", "lock_type")
 #: per-CPU ring buffer, KiB: a few seconds of a busy boot's lock events
 DEFAULT_BUFFER_KB = 65536
 TRACEFS_DIRS = ("sys/kernel/tracing", "sys/kernel/debug/tracing")
@@ -82,17 +91,31 @@ PROC_FILES = (("lockdep", "lockdep.txt"), ("lockdep_chains", "lockdep_chains.txt
               ("lockdep_stats", "lockdep_stats.txt"), ("lock_stat", "lock_stat.txt"))
 
 
-def probe_definition(arch: str, name_offset: int = NAME_OFFSET) -> str:
+def probe_definition(arch: str, name_offset: int = NAME_OFFSET, map_fields: bool = True) -> str:
     """The kprobe_events line of the lock_acquire probe for ARCH.
 
     >>> probe_definition("arm64")  # doctest: +NORMALIZE_WHITESPACE
     'p:lockcheck/lock_acquire_args lock_acquire map=%x0:x64 subclass=%x1:u32 trylock=%x2:s32 read=%x3:s32
-     check=%x4:s32 nest_lock=%x5:x64 ip=%x6:symbol name=+0(+24(%x0)):string'
+     check=%x4:s32 nest_lock=%x5:x64 ip=%x6:symbol name=+0(+24(%x0)):string wait_outer=+32(%x0):u8
+     wait_inner=+33(%x0):u8 lock_type=+34(%x0):u8'
     """
     registers = ARG_REGISTERS[arch]
     args = [f"{name}={register}:{kind}" for (name, kind), register in zip(ARG_TYPES, registers)]
     args.append(f"name=+0(+{name_offset}({registers[0]})):string")
+    if map_fields:
+        args.extend(f"{name}=+{name_offset + 8 + at}({registers[0]}):u8" for at, name in enumerate(MAP_CLASS_FIELDS))
     return f"p:{PROBE_GROUP}/{PROBE_EVENT} lock_acquire " + " ".join(args)
+
+
+def has_map_fields(release: str) -> bool:
+    """Whether a kernel of RELEASE (`6.1.0-13-amd64`) has the wait types and lock type after
+    `name` in struct lockdep_map (5.16 and later); an unreadable release is taken as recent."""
+    parts = release.split(".", 2)
+    try:
+        major, minor = int(parts[0]), int("".join(itertools.takewhile(str.isdigit, parts[1])) or 0)
+    except (ValueError, IndexError):
+        return True
+    return (major, minor) >= (5, 16)
 
 
 def machine_arch() -> str:
@@ -105,6 +128,8 @@ class CaptureOptions:
     arch: str = field(default_factory=machine_arch)
     buffer_kb: int = DEFAULT_BUFFER_KB
     name_offset: int = NAME_OFFSET
+    #: record the map's wait types and lock type (the running kernel's release says whether it has them)
+    map_fields: bool = field(default_factory=lambda: has_map_fields(platform.release()))
     kprobe: bool = True
     output: Optional[str] = None
     duration: float = 10.0
@@ -133,7 +158,7 @@ def setup_steps(options: CaptureOptions) -> list[Step]:
         steps += [
             Step("kprobe_events", f"-:{PROBE_GROUP}/{PROBE_EVENT}", "remove a probe left by an earlier capture",
                  append=True, may_fail=True),
-            Step("kprobe_events", probe_definition(options.arch, options.name_offset),
+            Step("kprobe_events", probe_definition(options.arch, options.name_offset, options.map_fields),
                  f"lockdep's arguments of every lock_acquire() ({options.arch} registers)", append=True),
             Step(f"events/{PROBE_GROUP}/{PROBE_EVENT}/enable", "1", "record the probe"),
         ]

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Optional
 
 from lockcheck.events import ACQUIRE, READ, RREAD, WRITE
+from lockcheck.readers.lockdep_keys import LOCK_TYPE_NAMES, MAX_WAIT_TYPE
 
 #: class given to a nameless release/contended/acquired whose address no task holds
 UNKNOWN_LOCK = "<unknown>"
@@ -53,6 +54,26 @@ class LockArgs:
     nest_lock: Optional[int]  #: the nest_lock's map address; None or 0: none
     ip: Optional[str]  #: the caller (`dup_mmap+0xf5/0x47b`, or hex)
     name: Optional[str]  #: the map's name (None when absent or `(fault)`)
+    #: the class keys the map carries (`wait_outer`/`wait_inner`/`lock_type` of the probe):
+    #: `Event.props` `wait` and `type` (`lockcheck.readers.lockdep_keys`); None: not recorded
+    props: Optional[dict] = None
+
+
+#: the map's wait types and lock type, as `lockcheck capture` records them (u8 fields after `name`)
+_CLASS_ARGS = ("wait_outer", "wait_inner", "lock_type")
+
+
+def _class_props(values: dict) -> Optional[dict]:
+    """`wait` (outer, inner) and `type` of a probe line's map fields; a wait_type_inner of 0
+    (LD_WAIT_INV: the map has no wait type, as on a kernel before 5.9) says nothing."""
+    numbers = [_number(values[key]) if key in values else None for key in _CLASS_ARGS]
+    outer, inner, lock_type = numbers
+    props: dict = {}
+    if inner is not None and 0 < inner <= MAX_WAIT_TYPE and outer is not None and 0 <= outer <= MAX_WAIT_TYPE:
+        props["wait"] = (outer, inner)
+    if lock_type is not None and lock_type in LOCK_TYPE_NAMES and lock_type:
+        props["type"] = lock_type
+    return props or None
 
 
 def _number(text: str) -> Optional[int]:
@@ -83,7 +104,7 @@ def lock_args(args: tuple) -> Optional[LockArgs]:
     nest = values.get("nest_lock", values.get("nest"))
     return LockArgs(_number(lock) if lock is not None else None, numbers["subclass"], numbers["trylock"],  # type: ignore[arg-type]
                     numbers["read"], numbers["check"], (_number(nest) or None) if nest is not None else None,  # type: ignore[arg-type]
-                    values.get("ip"), name)
+                    values.get("ip"), name, _class_props(values) if "wait_inner" in values else None)
 
 
 #: pending probe lines kept per CPU (more means lock_acquire lines are not being traced)
@@ -195,6 +216,9 @@ class ProbePairing:
                 entry.append(args.map)
             self.by_map[args.map] = (name, instance)
         mode = RREAD if args.read >= 2 else READ if args.read else WRITE
+        if args.props:
+            return make(task, ACQUIRE, name, instance, mode, bool(args.trylock), args.subclass, nest,
+                        bool(args.check), args.ip, ts, cpu, self.file, lineno, display, True, dict(args.props))
         return make(task, ACQUIRE, name, instance, mode, bool(args.trylock), args.subclass, nest, bool(args.check),
                     args.ip, ts, cpu, self.file, lineno, display, True)
 

@@ -15,8 +15,10 @@ from lockcheck import events as E
 
 #: `enum lockdep_wait_type` with CONFIG_PROVE_RAW_LOCK_NESTING, by the names the spec gives them
 WAIT_NAMES = {"free": 1, "spin": 2, "config": 3, "sleep": 4}
+#: the largest wait type, LD_WAIT_SLEEP (LD_WAIT_MAX is not one)
+MAX_WAIT_TYPE = 4
 #: the number of each name (what reports print after a class name: `-{3:3}`)
-WAIT_NUMBERS = {str(n): n for n in range(5)}
+WAIT_NUMBERS = {str(n): n for n in range(MAX_WAIT_TYPE + 1)}
 #: `enum lockdep_lock_type`: LD_LOCK_NORMAL, LD_LOCK_PERCPU, LD_LOCK_WAIT_OVERRIDE
 LOCK_TYPES = {"normal": 0, "percpu": 1, "override": 2}
 LOCK_TYPE_NAMES = {n: name for name, n in LOCK_TYPES.items()}
