@@ -97,10 +97,11 @@ def fake_kernel(root: Path, *, lock_events: bool = True) -> Path:
     """A tracefs and /proc laid out like a lockdep kernel's, and /dev/kmsg."""
     tracefs = root / "sys" / "kernel" / "tracing"
     for sub in (["events", "lock"] if lock_events else ["events"]), ["events", "lockcheck", "lock_acquire_args"], \
+            ["events", "lockcheck", "lock_set_class_args"], \
             ["per_cpu", "cpu0"], ["per_cpu", "cpu1"]:
         (tracefs.joinpath(*sub)).mkdir(parents=True, exist_ok=True)
     for name in ("tracing_on", "trace", "buffer_size_kb", "kprobe_events", "trace_marker",
-                 "events/lockcheck/lock_acquire_args/enable"):
+                 "events/lockcheck/lock_acquire_args/enable", "events/lockcheck/lock_set_class_args/enable"):
         (tracefs / name).write_text("")
     if lock_events:
         (tracefs / "events/lock/enable").write_text("0\n")
@@ -140,8 +141,12 @@ def test_run_against_a_fake_kernel_collects_a_boot(tmp_path):
     assert status == 0, err
     # what it wrote into tracefs
     assert (tracefs / "buffer_size_kb").read_text() == "4096\n"
+    set_class, downgrade = capture.map_probe_definitions("x86_64")
     assert (tracefs / "kprobe_events").read_text().splitlines() == [
-        "-:lockcheck/lock_acquire_args", capture.probe_definition("x86_64"), "-:lockcheck/lock_acquire_args"]
+        "-:lockcheck/lock_acquire_args",
+        capture.probe_definition("x86_64", map_fields=capture.has_map_fields(platform.release())),
+        "-:lockcheck/lock_set_class_args", set_class, "-:lockcheck/lock_downgrade_args", downgrade,
+        "-:lockcheck/lock_acquire_args", "-:lockcheck/lock_set_class_args", "-:lockcheck/lock_downgrade_args"]
     assert (tracefs / "tracing_on").read_text() == "0\n"  # stopped again
     assert (tracefs / "events/lock/enable").read_text() == "0\n"
     assert (tracefs / "trace_marker").read_text() == "lockcheck: capture end\n"

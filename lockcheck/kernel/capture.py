@@ -118,6 +118,30 @@ def has_map_fields(release: str) -> bool:
     return (major, minor) >= (5, 16)
 
 
+#: the probes on lockdep's calls that change a held lock: (event, function, [(argument, index of
+#: the function's argument, fetch type)]); the ftrace reader applies them to the lock (`MAP_OPS`)
+MAP_PROBES = (
+    ("lock_set_class_args", "lock_set_class",  # (lock, name, key, subclass, ip); lock_set_subclass calls it
+     (("map", 0, "x64"), ("class", 1, "string"), ("subclass", 3, "u32"), ("ip", 4, "symbol"))),
+    ("lock_downgrade_args", "lock_downgrade", (("map", 0, "x64"), ("ip", 1, "symbol"))),
+)
+
+
+def map_probe_definitions(arch: str) -> list[str]:
+    """The kprobe_events lines of the lock_set_class and lock_downgrade probes for ARCH.
+
+    >>> map_probe_definitions("x86_64")[0]
+    'p:lockcheck/lock_set_class_args lock_set_class map=%di:x64 class=+0(%si):string subclass=%cx:u32 ip=%r8:symbol'
+    """
+    registers = ARG_REGISTERS[arch]
+    lines = []
+    for event, function, args in MAP_PROBES:
+        fetched = [f"{name}=+0({registers[at]}):string" if kind == "string" else f"{name}={registers[at]}:{kind}"
+                   for name, at, kind in args]
+        lines.append(f"p:{PROBE_GROUP}/{event} {function} " + " ".join(fetched))
+    return lines
+
+
 def machine_arch() -> str:
     machine = platform.machine()
     return ARCH_ALIASES.get(machine, machine)
@@ -162,6 +186,15 @@ def setup_steps(options: CaptureOptions) -> list[Step]:
                  f"lockdep's arguments of every lock_acquire() ({options.arch} registers)", append=True),
             Step(f"events/{PROBE_GROUP}/{PROBE_EVENT}/enable", "1", "record the probe"),
         ]
+        for (event, function, _), definition in zip(MAP_PROBES, map_probe_definitions(options.arch)):
+            steps += [
+                Step("kprobe_events", f"-:{PROBE_GROUP}/{event}", "remove a probe left by an earlier capture",
+                     append=True, may_fail=True),
+                # optional: a kernel that refuses them still gives every acquisition's arguments
+                Step("kprobe_events", definition, f"{function}(): a held lock's new class, or its downgrade",
+                     append=True, may_fail=True),
+                Step(f"events/{PROBE_GROUP}/{event}/enable", "1", "record the probe", may_fail=True),
+            ]
     steps += [
         Step("events/lock/enable", "1", "lock_acquire, lock_release, lock_contended, lock_acquired"),
         Step("trace_marker", "lockcheck: capture begin", "a marker in the trace"),
@@ -178,8 +211,11 @@ def stop_steps() -> list[Step]:
 def cleanup_steps(options: CaptureOptions) -> list[Step]:
     steps = [Step("events/lock/enable", "0", "lock events off")]
     if options.kprobe:
-        steps += [Step(f"events/{PROBE_GROUP}/{PROBE_EVENT}/enable", "0", "probe off"),
-                  Step("kprobe_events", f"-:{PROBE_GROUP}/{PROBE_EVENT}", "remove the probe", append=True)]
+        for event in (PROBE_EVENT, *(probe[0] for probe in MAP_PROBES)):
+            optional = event != PROBE_EVENT
+            steps += [Step(f"events/{PROBE_GROUP}/{event}/enable", "0", "probe off", may_fail=optional),
+                      Step("kprobe_events", f"-:{PROBE_GROUP}/{event}", "remove the probe", append=True,
+                           may_fail=optional)]
     return steps
 
 

@@ -392,7 +392,12 @@ class FtraceReader(ProbePairing):
                 if len(body) > 5:  # a kprobe line
                     args = lock_args(body[6])
                     if args is None:
-                        skipped[body[0]] += 1
+                        ts = float(timestamp) if timestamp is not None and len(timestamp) <= 40 else None
+                        event = self.map_op(make, body[0], dict(body[6]), self._task(*head), ts, lineno)
+                        if event is None:
+                            skipped[body[0]] += 1
+                        elif event:
+                            yield event
                         continue
                     if not 0 <= args.subclass <= MAX_SUBCLASS:  # the kernel: "looking up invalid subclass"
                         at = line.find("subclass=") + len("subclass=") + 1

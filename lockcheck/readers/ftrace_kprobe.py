@@ -26,7 +26,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Optional
 
-from lockcheck.events import ACQUIRE, READ, RREAD, WRITE
+from lockcheck.events import ACQUIRE, DOWNGRADE, MAX_SUBCLASS, READ, RREAD, SET_CLASS, WRITE
 from lockcheck.readers.lockdep_keys import LOCK_TYPE_NAMES, MAX_WAIT_TYPE
 
 #: class given to a nameless release/contended/acquired whose address no task holds
@@ -228,6 +228,43 @@ class ProbePairing:
         self.stats.unknown += 1  # type: ignore[attr-defined]
         return make(task, ACQUIRE, name, instance, mode, trylock, 0, None, False, None, ts, cpu, self.file, lineno,
                     display, False, {UNKNOWN_KEY: True})
+
+
+    def map_op(self, make, event: str, values: dict, task_info: tuple, ts: Optional[float], lineno: int):
+        """The event of a `lock_set_class`/`lock_downgrade` probe line (`lockcheck capture`), None
+        for another probe.  The held lock is found by its map's address; one held since before the
+        capture began is counted (`map_ops_unknown`) and left as it was."""
+        op = MAP_OPS.get(event.rpartition(":")[2])
+        if op is None:
+            return None
+        address = _number(values.get("map", ""))
+        held = self.by_map.get(address) if address is not None else None
+        if held is None:
+            self.stats.map_ops_unknown += 1  # type: ignore[attr-defined]
+            return ()
+        name, instance = held
+        task, display, cpu = task_info
+        self.stats.map_ops += 1  # type: ignore[attr-defined]
+        if op == DOWNGRADE:
+            return make(task, op, name, instance, WRITE, False, 0, None, True, values.get("ip"), ts, cpu, self.file,
+                        lineno, display, True)
+        subclass = _number(values.get("subclass", "0"))
+        new = values.get("class", "")
+        new = new[1:-1] if len(new) >= 2 and new[0] == new[-1] == '"' else ""
+        if subclass is None or not 0 <= subclass <= MAX_SUBCLASS or not new:
+            self.stats.map_ops_unknown += 1  # type: ignore[attr-defined]
+            return ()
+        self.by_map[address] = (new, instance)  # lock_set_class() renames the map: later lines print NEW
+        entry = self.held.get((task, instance))  # type: ignore[attr-defined]
+        if entry is not None:
+            entry[0] = new
+        return make(task, SET_CLASS, name, instance, WRITE, False, subclass, None, True, values.get("ip"), ts, cpu,
+                    self.file, lineno, display, True, {"class": new})
+
+
+#: the probes on lockdep's calls that change a held lock (`lockcheck capture`), by event name;
+#: `lock_set_subclass()` is `lock_set_class()` with the map's own name and key
+MAP_OPS = {"lock_set_class_args": SET_CLASS, "lock_downgrade_args": DOWNGRADE}
 
 
 # -- scanning a probe line (the fast scanner's half; the grammar's `probe_event`) ----------

@@ -34,6 +34,8 @@ class ReaderStats:
     nest_unknown: int = 0  #: nest_locks not held in the capture (taken before it began)
     unknown: int = 0  #: acquisitions read as unknown: the probe was installed but their line is missing
     restarts: int = 0  #: trace restarts inside the file (a `# tracer:` header again, a CPU's clock going back)
+    map_ops: int = 0  #: lock_set_class/lock_downgrade probe lines applied to a held lock
+    map_ops_unknown: int = 0  #: such lines whose lock was not held in the capture (taken before it began)
 
     @property
     def skipped_lines(self) -> int:
@@ -42,7 +44,8 @@ class ReaderStats:
     def merge(self, other: "ReaderStats") -> None:
         for name in ("lines", "events", "context_events", "contention", "hardirq_lines", "softirq_lines",
                      "names_resolved", "names_unresolved", "lost_markers", "slow_lines", "acquisitions",
-                     "probe_lines", "args_paired", "args_unpaired", "nest_unknown", "unknown", "restarts"):
+                     "probe_lines", "args_paired", "args_unpaired", "nest_unknown", "unknown", "restarts",
+                     "map_ops", "map_ops_unknown"):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.skipped.update(other.skipped)
 
@@ -69,6 +72,11 @@ class ReaderStats:
                          "in a capture without arguments")
             if self.args_unpaired:
                 text += f"; {self.args_unpaired} argument lines had no lock_acquire line after them"
+            out.append(text)
+        if self.map_ops or self.map_ops_unknown:
+            text = f"{count(self.map_ops, 'lock_set_class/lock_downgrade call')} applied to the held lock"
+            if self.map_ops_unknown:
+                text += f"; {self.map_ops_unknown} more were about a lock not held in the capture and were left out"
             out.append(text)
         if self.lost_markers:
             out.append(f"{count(self.lost_markers, 'lost-events marker')}: the stacks of those CPUs were reset")
