@@ -85,6 +85,14 @@ LAYOUTS = {
     "commit message": lambda lines: [f"    {line}" for line in raw(lines)],
     "indented dmesg": lambda lines: [f"  {line}" for line in stamped(raw(lines))],
     "tabbed": lambda lines: [f"\t{line}" for line in raw(lines)],
+    # journalctl -o short-monotonic, caller ids spaced from the stamp, a quote three deep
+    "journal monotonic": lambda lines: [f"[{149 + i / 1e6:12.6f}] host kernel: {line}"
+                                        for i, line in enumerate(raw(lines))],
+    "spaced caller": lambda lines: [f"[{149 + i / 1e6:12.6f}] [{'C1':>6}] {line}" for i, line in enumerate(raw(lines))],
+    "quoted thrice": lambda lines: [f"> > > {line}" for line in with_callers(raw(lines))],
+    # a serial console's or a CI runner's own prefix before every line, a clock in it or not
+    "console junk": lambda lines: [f"serial0 {i % 60:02d}:00 | {line}" for i, line in enumerate(stamped(raw(lines)))],
+    "runner junk": lambda lines: [f"[ci-runner-7] console: {line}" for line in raw(lines)],
 }
 
 

@@ -51,7 +51,7 @@ from typing import Any, Iterable, Iterator, Optional
 from lockcheck.lockdep import findings as F
 from lockcheck.events import Event
 from lockcheck.readers.log_builder import ReportBuilder
-from lockcheck.readers.log_lines import Parsed, classify, split_prefix, unquote
+from lockcheck.readers.log_lines import Parsed, classify, junk_prefix, split_prefix, unquote
 from lockcheck.readers.log_warnings import WarningWatcher, may_hold
 from lockcheck.readers.splat import Splat
 
@@ -107,6 +107,11 @@ def _report_only(text: str) -> Optional[str]:
     if not any(sentence in text for sentence in _REPORT_ONLY.values()):
         return None
     return _REPORT_ONLY.get(classify(split_prefix(text)[2]).tag)
+
+
+def _is_title(text: str) -> bool:
+    """A report's title line, prefix and all (`junk_prefix` asks where one starts inside a line)."""
+    return classify(split_prefix(text)[2]).tag in _TITLE_KINDS
 
 
 def _may_start(text: str) -> bool:
@@ -168,6 +173,8 @@ class _LogReader:
         self.width: dict[Optional[str], int] = {}
         self.last_caller: Optional[str] = None
         self.last_ts: Optional[float] = None
+        #: the console's own prefix before each line of the open reports (`junk_prefix`), if any
+        self.junk: Optional[re.Pattern[str]] = None
         #: line of the last report-only sentence met outside a report (one note per headless part)
         self.headless_at: Optional[int] = None
         #: lockdep's WARNs and capacity BUGs, read outside reports (lockcheck.readers.log_warnings)
@@ -199,6 +206,15 @@ class _LogReader:
                 yield self._close(caller, f"nothing more of it in the {_MAX_IDLE} lines that follow")
 
     def _line(self, line: str, lineno: int) -> Iterator[Splat]:
+        if not self.open:
+            self.junk = None
+            if _may_start(line):
+                self.junk = junk_prefix(line, _is_title)
+        if self.junk is not None:
+            text = unquote(line)
+            match = self.junk.match(text)
+            if match is not None:
+                line = text[match.end():]
         ts, caller, body, width = split_prefix(line)
         if width:
             self.width[caller] = width
@@ -338,7 +354,7 @@ def sniff(lines: list[str]) -> bool:
         if _LOG_LINE.match(text) or (i < 3 and text.startswith(KERNEL_LOG_WORDS)):
             return True
         body = split_prefix(line)[2]
-        if _may_start(body) and classify(body).tag in _TITLE_KINDS:
+        if _may_start(body) and (classify(body).tag in _TITLE_KINDS or junk_prefix(line, _is_title) is not None):
             return True
     return False
 
