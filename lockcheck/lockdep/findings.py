@@ -202,6 +202,8 @@ class ReportOrigin:
     #: parts of the report the log does not hold (`held`: the held lock it conflicts with,
     #: `chain`: the dependency chain, `held_locks`: the held-lock list), so nothing stands in for them
     missing: tuple[str, ...] = ()
+    #: the report's start (title, task, header locks) is not in the log: only its chain entries were read
+    partial: bool = False
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"from_report": True, "count": self.count,
@@ -210,6 +212,8 @@ class ReportOrigin:
             doc["kernel"] = self.kernel
         if self.notes:
             doc["report_notes"] = list(self.notes)
+        if self.partial:
+            doc["partial"] = True
         return doc
 
 

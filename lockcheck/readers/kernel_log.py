@@ -20,9 +20,11 @@ time, streaming:
   `stack backtrace:`), or one that lost lines (a gap in `-> #N`, fewer held
   locks than `N locks held by` said), still gives what it holds, with a note;
 - the rest of a report whose title the log does not hold (a ring buffer
-  that wrapped, a paste of a report's middle) gives nothing to read, but
-  where a sentence only lockdep prints (`*** DEADLOCK ***`...) shows it, a
-  note says so, so that such a log does not pass unremarked;
+  that wrapped, a paste of a report's middle) gives the dependencies of the
+  circular chain entries (`-> #N (CLASS){..}:`) it holds, as a report
+  flagged `partial`; without any, it gives nothing to read, but where a
+  sentence only lockdep prints (`*** DEADLOCK ***`...) shows it, a note says
+  so, so that such a log does not pass unremarked;
 - lockdep's own capacity BUGs (`BUG: MAX_LOCKDEP_KEYS too low!` and the
   like), `DEBUG_LOCKS_WARN_ON(...)` and the other WARNs raised in lockdep.c
   are `lockdep-warning` reports (`lockcheck.readers.log_warnings`);
@@ -114,6 +116,15 @@ def _is_title(text: str) -> bool:
     return classify(split_prefix(text)[2]).tag in _TITLE_KINDS
 
 
+#: lines that open a circular report's chain: met outside a report, they start a partial one
+_CHAIN_TAGS = ("chain_entry", "chain_head")
+
+
+def _may_chain(text: str) -> bool:
+    """Cheap test: can this line be a chain entry or the chain's heading?"""
+    return "-> #" in text or "existing dependency chain" in text
+
+
 def _may_start(text: str) -> bool:
     """Cheap test: can this line be a title or capacity line?  (Held to the grammar by a test.)
 
@@ -177,6 +188,7 @@ class _LogReader:
         self.junk: Optional[re.Pattern[str]] = None
         #: line of the last report-only sentence met outside a report (one note per headless part)
         self.headless_at: Optional[int] = None
+        self._noted_headless: Optional[str] = None  #: that part's note, taken back if its chain is read
         #: lockdep's WARNs and capacity BUGs, read outside reports (lockcheck.readers.log_warnings)
         self.warnings = WarningWatcher(file)
 
@@ -185,7 +197,8 @@ class _LogReader:
         for lineno, raw in enumerate(lines, 1):
             stats.lines += 1
             line = raw.rstrip("\r\n")
-            if not self.open and not _may_start(line) and self.warnings.pending is None and not may_hold(line):
+            if (not self.open and not _may_start(line) and self.warnings.pending is None and not may_hold(line)
+                    and not _may_chain(line)):
                 if line.strip():
                     stats.other_lines += 1
                     self._headless(line, lineno)
@@ -234,6 +247,11 @@ class _LogReader:
             done = self.warnings.line(body, lineno, ts)
             if done is not None:
                 yield done
+        if builder is None and _may_chain(body):
+            parsed = classify(body, lineno)
+            if parsed.tag in _CHAIN_TAGS:
+                self._start_headless(parsed, caller, ts, lineno)
+                return
         if builder is None and not _may_start(body):
             self.stats.other_lines += 1
             self._headless(body, lineno)
@@ -273,8 +291,9 @@ class _LogReader:
         if last is not None and lineno - last < _MAX_IDLE:
             return
         self.stats.headless += 1
-        self.stats.notes.append(f"{self.file}:{lineno}: part of a lockdep report whose start is not in the log "
+        self._noted_headless = (f"{self.file}:{lineno}: part of a lockdep report whose start is not in the log "
                                 f"({sentence!r}: the log begins, or lost lines, inside it); nothing read from it")
+        self.stats.notes.append(self._noted_headless)
 
     def _start(self, parsed: Parsed, caller: Optional[str], ts: Optional[float], lineno: int) -> Iterator[Splat]:
         self.headless_at = None
@@ -299,6 +318,29 @@ class _LogReader:
         self.open[caller] = ReportBuilder(splat, parsed)
         return
         yield  # pragma: no cover - a generator
+
+    def _start_headless(self, parsed: Parsed, caller: Optional[str], ts: Optional[float], lineno: int) -> None:
+        """A circular report's chain whose title the log does not hold (it starts, or lost lines, inside it).
+
+        The `-> #N (CLASS){..}:` entries still name the dependencies lockdep
+        had recorded, so they are read, as a circular report flagged
+        `partial`: its title, task and the two locks of the header are not
+        in the log (`ReportBuilder.finish` takes the lock being acquired from
+        `-> #0`, and the held one from the first entry when the chain's
+        heading line shows the chain is whole).
+        """
+        last, self.headless_at = self.headless_at, None
+        if last is not None and lineno - last < _MAX_IDLE and self.stats.headless and self._noted_headless:
+            # a sentence of this report met before its chain: noted as unread, but it is read now
+            self.stats.headless -= 1
+            self.stats.notes.remove(self._noted_headless)
+        self._noted_headless = None
+        splat = Splat(kind=F.CIRCULAR, file=self.file, line=lineno, title="", ts=ts, end=lineno,
+                      details={"partial": True})
+        builder = ReportBuilder(splat, parsed)
+        builder.ident_next = False
+        self.open[caller] = builder
+        builder.feed(parsed, lineno)
 
     def _close(self, caller: Optional[str], why: str) -> Splat:
         builder = self.open.pop(caller)

@@ -179,6 +179,7 @@ class ReportBuilder:
         self.splat.details["dependency"] = (prev, nxt)
 
     def _on_chain_head(self, parsed: Parsed, lineno: int) -> None:
+        self.splat.details["chain_head"] = True  # the first entry that follows is `-> #N`, the held lock
         self._set_expect(None)
 
     def _on_chain_entry(self, parsed: Parsed, lineno: int) -> None:
@@ -352,6 +353,19 @@ class ReportBuilder:
     _on_inverse_ordering = _on_turning_off = _on_turned_off = _on_lockdep_internal = _ignore
     _on_no_locks = _ignore
 
+    def _partial(self) -> None:
+        """A chain read without its report's header: the locks of the header, from the chain where it says."""
+        splat = self.splat
+        links = splat.links_by_depth()
+        splat.notes.insert(0, "partial: the start of this report (its title, task and locks) is not in the log; "
+                              "what it gives is the dependencies of the chain entries it holds")
+        if links and links[0].depth == 0 and splat.lock is None:
+            splat.lock = SplatLock(links[0].lock.name, links[0].lock.usage, line=links[0].lock.line,
+                                   waits=links[0].lock.waits)
+        if splat.details.get("chain_head") and splat.chain and splat.held is None:
+            top = splat.chain[0].lock  # printed first: `-> #N`, the class the task already held
+            splat.held = SplatLock(top.name, top.usage, line=top.line, waits=top.waits)
+
     # the end ---------------------------------------------------------------------------
     def finish(self, why: Optional[str]) -> Splat:
         """The report as read; `why` says what cut it short (None: it ended as printed)."""
@@ -359,6 +373,8 @@ class ReportBuilder:
         if not self.complete and why is not None:
             splat.notes.append(f"cut short at {splat.file}:{splat.end} ({why}): "
                                f"it gives what it printed before")
+        if splat.details.get("partial"):
+            self._partial()
         if splat.kind == F.CIRCULAR:
             depths = sorted(link.depth for link in splat.chain)
             expected = set(range((max(depths) + 1) if depths else 0))
