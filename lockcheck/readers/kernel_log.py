@@ -243,6 +243,15 @@ class _LogReader:
         if not body.strip():
             return
         builder = self.open.get(caller)
+        if builder is not None and builder.dumping:
+            taken = builder.dump_line(body, lineno)
+            if taken and builder.dumping:
+                return
+            del self.open[caller]
+            yield builder.finish(None)
+            if taken:
+                return  # `</TASK>`: the dump's last line
+            builder = None
         if builder is None:
             done = self.warnings.line(body, lineno, ts)
             if done is not None:
@@ -271,7 +280,7 @@ class _LogReader:
             self.stats.other_lines += 1
         else:
             builder.advanced = lineno
-        if builder.complete:
+        if builder.complete and not builder.dumping:
             del self.open[caller]
             yield builder.finish(None)
         elif builder.idle >= _MAX_IDLE:
