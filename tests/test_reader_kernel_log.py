@@ -93,6 +93,9 @@ LAYOUTS = {
     # a serial console's or a CI runner's own prefix before every line, a clock in it or not
     "console junk": lambda lines: [f"serial0 {i % 60:02d}:00 | {line}" for i, line in enumerate(stamped(raw(lines)))],
     "runner junk": lambda lines: [f"[ci-runner-7] console: {line}" for line in raw(lines)],
+    # /dev/kmsg records (`LEVEL,SEQ,USEC,FLAGS;`, `c` on a continued one) behind a syslog header
+    "kmsg records": lambda lines: [f"Mar 31 19:37:52 host 4,{1072 + i},{209927860 + i},{'c' if i % 3 else '-'};{line}"
+                                   for i, line in enumerate(raw(lines))],
 }
 
 

@@ -25,7 +25,7 @@ _DUMP_FRAME = re.compile(r"^(?:\? )?(?:\[<[0-9a-fA-Fx]+>\] )?(?:\? )?(?:[\w.$]+(
                          r"[\w.$]+\+0x[0-9a-f]+/0x[0-9a-f]+(?: \([A-Z]\))?(?: \S+:\d+)?(?: \[\w+\])?$"
                          r"|^[\w.$]+ \S+:\d+ \[inline\]$"
                          r"|^</?(?:TASK|IRQ|SOFTIRQ|NMI|EOI|#DF|DB|MCE)>$|^[0-9a-f]{8,16}(?: [0-9a-f]{8,16})*$")
-_DUMP_HEAD = re.compile(r"^(?:[A-Z][A-Z0-9]{1,3}: |Hardware name: |Tainted: |Call [Tt]race:|Workqueue: |Code: |Sched_ext: "
+_DUMP_HEAD = re.compile(r"^(?:[A-Z][A-Z0-9]{1,3}: |Pid: \d+, comm: |Hardware name: |Tainted: |Call [Tt]race:|Workqueue: |Code: |Sched_ext: "
                         r"|Exception stack|Stack:|Backtrace:)")
 _TITLE_WORDS = ("WARNING: ", "BUG: ", "INFO: ")
 #: print_collision(): `pr_warn("%s/%d: ", ...)` then "Hash chain already cached but the contents don't match!"

@@ -25,6 +25,8 @@ _PREFIX = re.compile(
     r"(?:(?:(?:(?:[A-Z][a-z]{2} )?[A-Z][a-z]{2} {1,2}\d?\d \d\d:\d\d:\d\d(?: \d{4})?"
     r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
     r" \S+ )?kernel: )?"
+    # a /dev/kmsg record as journalctl -o export or a syslog relay passes it: `LEVEL,SEQ,USEC,FLAGS;`
+    r"(?:(?:[A-Z][a-z]{2} {1,2}\d?\d \d\d:\d\d:\d\d \S+ )?\d+,\d+,\d+,[-c+][^;]*;)?"
     # a second stamp before the kernel's (a test harness's own clock): the kernel's is the last
     r"(?:\[ *\d+\.\d+\] (?=\[ *\d+\.\d+\]))?"
     r"(?:\[ *(?P<ts>\d+\.\d+)\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\])?"
