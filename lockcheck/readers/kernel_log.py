@@ -193,6 +193,23 @@ class _LogReader:
         self.warnings = WarningWatcher(file)
 
     def lines(self, lines: Iterable[str]) -> Iterator[Splat]:
+        try:
+            yield from self._walk(lines)
+        except Exception:
+            # the input failed (a bad byte...): a report read to its `stack backtrace:` is whole though
+            # its dump was still being read, as it was given before dumps were kept
+            for caller, builder in list(self.open.items()):
+                if builder.complete:
+                    del self.open[caller]
+                    yield builder.finish(None)
+            raise
+        for caller in list(self.open):
+            yield self._close(caller, "the log ends there")
+        done = self.warnings.flush()
+        if done is not None:
+            yield done
+
+    def _walk(self, lines: Iterable[str]) -> Iterator[Splat]:
         stats = self.stats
         for lineno, raw in enumerate(lines, 1):
             stats.lines += 1
@@ -206,11 +223,6 @@ class _LogReader:
             yield from self._line(line, lineno)
             if self.open:
                 yield from self._abandoned(lineno)
-        for caller in list(self.open):
-            yield self._close(caller, "the log ends there")
-        done = self.warnings.flush()
-        if done is not None:
-            yield done
 
     def _abandoned(self, lineno: int) -> Iterator[Splat]:
         """Reports whose caller printed nothing of them for _MAX_IDLE lines: the rest was lost."""
