@@ -178,6 +178,9 @@ PREFIXES = {
     "kernel: without a date or host": lambda i, line: f"kernel: [{149 + i / 10:9.1f}] {line}",
     "syslog with a one-blank day": lambda i, line: f"Mar 3 10:00:01 host kernel: [{149 + i / 10:9.1f}] {line}",
     "printk level, blank, stamp": lambda i, line: f"<4> [{222 + i / 1e6:.6f}] {line}",
+    "journalctl -o short-monotonic": lambda i, line: f"[{149 + i / 1e6:12.6f}] host kernel: {line}",
+    "/dev/kmsg records": lambda i, line: f"4,{1072 + i},{209927860 + i},-;{line}",
+    "serial console junk": lambda i, line: f"ttyS0@{i % 60:02d}s > [{149 + i / 1e6:12.6f}][  T99] {line}",
 }
 
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Optional
 
 from lockcheck.kernel.grouping import Groups
 from lockcheck.lockdep import findings as F
-from lockcheck.lockdep.findings import Finding, group_key
+from lockcheck.lockdep.findings import Finding, class_key, group_key
 from lockcheck.readers.kernel_log import LogStats, ReportSink
 from lockcheck.kernel.splat_deps import add_splat
 from lockcheck.readers.splat import Splat, to_finding
@@ -42,6 +42,8 @@ class ReportCollector(ReportSink):
         self.groups = Groups()
         self.stats = LogStats()
         self.derived: set = set()  #: group keys of cycles found by joining reports
+        #: class name without its per-boot `#N` -> the spelling first read: one class in counts and graphs
+        self.spellings: dict[str, str] = {}
 
     def report(self, splat: Splat) -> None:
         finding = to_finding(splat)
@@ -54,12 +56,22 @@ class ReportCollector(ReportSink):
             self.found.append(finding)
         if self.checker is None or warning:
             return
-        for joined in add_splat(splat, self.checker):
+        for joined in add_splat(splat, self.checker, self.spelling):
             key = group_key(joined)
             if key in self.groups or key in self.derived:
                 continue
             self.derived.add(key)
             self.found.append(joined)
+
+    def spelling(self, name: str) -> str:
+        """The one spelling of a class across reports: `X#14` and `X#7` of two boots are the first read.
+
+        Within one boot the numbers tell apart classes of one name with
+        different keys; across boots they are registration order, which
+        changes, so reports are joined by the name without them (as they
+        are grouped, `grouping`).
+        """
+        return self.spellings.setdefault(class_key(name), name)
 
     def log_done(self, file: str, stats: LogStats) -> None:
         self.stats.merge(stats)

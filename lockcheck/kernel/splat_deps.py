@@ -30,7 +30,7 @@ which lockdep does not chain; the report does not say which.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.findings import Evidence, Finding
@@ -103,8 +103,15 @@ def printed_locks(splat: Splat) -> Iterator[SplatLock]:
             yield lock
 
 
-def add_splat(splat: Splat, checker: "Checker") -> list[Finding]:
-    """Put a report's usage bits and dependencies into the checker's graph; the cycles that closed."""
+def add_splat(splat: Splat, checker: "Checker", spelling: Optional[Callable[[str], str]] = None) -> list[Finding]:
+    """Put a report's usage bits and dependencies into the checker's graph; the cycles that closed.
+
+    `spelling` names each class's node: the collector gives every class that
+    differs only in its per-boot `#N` (`events#14` in one boot, `events#7`
+    in another) the spelling first seen, so reports of many boots count and
+    graph one class, not one per numbering.
+    """
+    same = spelling or (lambda name: name)
     from lockcheck.kernel.state import usage_bits
     from lockcheck.lockdep.observed import add_checked_dependency
     from lockcheck.lockdep.tasks import TaskState
@@ -112,12 +119,13 @@ def add_splat(splat: Splat, checker: "Checker") -> list[Finding]:
     graph = checker.graph
     for lock in printed_locks(splat):
         if lock.usage:
-            graph.add_class(lock.name)
+            name = same(lock.name)
+            graph.add_class(name)
             where = splat.evidence(lock.line, lock.at)
             for bit in usage_bits(lock.usage):
-                graph.set_usage(lock.name, bit, where)
+                graph.set_usage(name, bit, where)
     task = TaskState(f"{splat.file}:{splat.line}", splat.task or REPORT_TASK)
     found: list[Finding] = []
     for before, after, evidence in dependencies(splat):
-        found.extend(add_checked_dependency(checker, task, before, after, evidence, origin=splat.file))
+        found.extend(add_checked_dependency(checker, task, same(before), same(after), evidence, origin=splat.file))
     return found

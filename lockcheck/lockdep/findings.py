@@ -180,6 +180,9 @@ class ChainLink:
     usage: str
     evidence: Evidence
     dep: int = 0
+    #: a kernel report's entry: every frame it printed under `-> #N`, and its `-{n:n}` wait types
+    frames: tuple[str, ...] = ()
+    waits: Optional[str] = None
 
 
 @dataclass
@@ -202,6 +205,10 @@ class ReportOrigin:
     #: parts of the report the log does not hold (`held`: the held lock it conflicts with,
     #: `chain`: the dependency chain, `held_locks`: the held-lock list), so nothing stands in for them
     missing: tuple[str, ...] = ()
+    #: the report's start (title, task, header locks) is not in the log: only its chain entries were read
+    partial: bool = False
+    #: the lines of the report's `stack backtrace:` dump as printed (`CPU: ...`, `Call Trace:`, frames)
+    backtrace: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"from_report": True, "count": self.count,
@@ -210,6 +217,10 @@ class ReportOrigin:
             doc["kernel"] = self.kernel
         if self.notes:
             doc["report_notes"] = list(self.notes)
+        if self.partial:
+            doc["partial"] = True
+        if self.backtrace:
+            doc["backtrace"] = list(self.backtrace)
         return doc
 
 
@@ -302,9 +313,7 @@ class Finding:
         if self.cycle is not None:
             doc["cycle"] = list(self.cycle)
         if self.chain:
-            doc["chain"] = [
-                {"class": link.cls, "depth": link.depth, "evidence": link.evidence.to_json()} for link in self.chain
-            ]
+            doc["chain"] = [_chain_link_json(link) for link in self.chain]
         if self.site is not None:
             doc["at"] = self.site
         if self.uncertain is not None:
@@ -319,6 +328,16 @@ class Finding:
         if details:
             doc["details"] = to_plain(details)
         return doc
+
+
+def _chain_link_json(link: ChainLink) -> dict[str, Any]:
+    """A chain entry in JSON; a kernel report's keeps its wait types and all its frames."""
+    doc: dict[str, Any] = {"class": link.cls, "depth": link.depth, "evidence": link.evidence.to_json()}
+    if link.waits:
+        doc["waits"] = link.waits
+    if link.frames:
+        doc["frames"] = list(link.frames)
+    return doc
 
 
 def to_plain(value: Any) -> Any:

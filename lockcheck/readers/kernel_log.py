@@ -20,9 +20,11 @@ time, streaming:
   `stack backtrace:`), or one that lost lines (a gap in `-> #N`, fewer held
   locks than `N locks held by` said), still gives what it holds, with a note;
 - the rest of a report whose title the log does not hold (a ring buffer
-  that wrapped, a paste of a report's middle) gives nothing to read, but
-  where a sentence only lockdep prints (`*** DEADLOCK ***`...) shows it, a
-  note says so, so that such a log does not pass unremarked;
+  that wrapped, a paste of a report's middle) gives the dependencies of the
+  circular chain entries (`-> #N (CLASS){..}:`) it holds, as a report
+  flagged `partial`; without any, it gives nothing to read, but where a
+  sentence only lockdep prints (`*** DEADLOCK ***`...) shows it, a note says
+  so, so that such a log does not pass unremarked;
 - lockdep's own capacity BUGs (`BUG: MAX_LOCKDEP_KEYS too low!` and the
   like), `DEBUG_LOCKS_WARN_ON(...)` and the other WARNs raised in lockdep.c
   are `lockdep-warning` reports (`lockcheck.readers.log_warnings`);
@@ -51,7 +53,7 @@ from typing import Any, Iterable, Iterator, Optional
 from lockcheck.lockdep import findings as F
 from lockcheck.events import Event
 from lockcheck.readers.log_builder import ReportBuilder
-from lockcheck.readers.log_lines import Parsed, classify, split_prefix, unquote
+from lockcheck.readers.log_lines import Parsed, classify, junk_prefix, split_prefix, unquote
 from lockcheck.readers.log_warnings import WarningWatcher, may_hold
 from lockcheck.readers.splat import Splat
 
@@ -107,6 +109,20 @@ def _report_only(text: str) -> Optional[str]:
     if not any(sentence in text for sentence in _REPORT_ONLY.values()):
         return None
     return _REPORT_ONLY.get(classify(split_prefix(text)[2]).tag)
+
+
+def _is_title(text: str) -> bool:
+    """A report's title line, prefix and all (`junk_prefix` asks where one starts inside a line)."""
+    return classify(split_prefix(text)[2]).tag in _TITLE_KINDS
+
+
+#: lines that open a circular report's chain: met outside a report, they start a partial one
+_CHAIN_TAGS = ("chain_entry", "chain_head")
+
+
+def _may_chain(text: str) -> bool:
+    """Cheap test: can this line be a chain entry or the chain's heading?"""
+    return "-> #" in text or "existing dependency chain" in text
 
 
 def _may_start(text: str) -> bool:
@@ -168,17 +184,38 @@ class _LogReader:
         self.width: dict[Optional[str], int] = {}
         self.last_caller: Optional[str] = None
         self.last_ts: Optional[float] = None
+        #: the console's own prefix before each line of the open reports (`junk_prefix`), if any
+        self.junk: Optional[re.Pattern[str]] = None
         #: line of the last report-only sentence met outside a report (one note per headless part)
         self.headless_at: Optional[int] = None
+        self._noted_headless: Optional[str] = None  #: that part's note, taken back if its chain is read
         #: lockdep's WARNs and capacity BUGs, read outside reports (lockcheck.readers.log_warnings)
         self.warnings = WarningWatcher(file)
 
     def lines(self, lines: Iterable[str]) -> Iterator[Splat]:
+        try:
+            yield from self._walk(lines)
+        except Exception:
+            # the input failed (a bad byte...): a report read to its `stack backtrace:` is whole though
+            # its dump was still being read, as it was given before dumps were kept
+            for caller, builder in list(self.open.items()):
+                if builder.complete:
+                    del self.open[caller]
+                    yield builder.finish(None)
+            raise
+        for caller in list(self.open):
+            yield self._close(caller, "the log ends there")
+        done = self.warnings.flush()
+        if done is not None:
+            yield done
+
+    def _walk(self, lines: Iterable[str]) -> Iterator[Splat]:
         stats = self.stats
         for lineno, raw in enumerate(lines, 1):
             stats.lines += 1
             line = raw.rstrip("\r\n")
-            if not self.open and not _may_start(line) and self.warnings.pending is None and not may_hold(line):
+            if (not self.open and not _may_start(line) and self.warnings.pending is None and not may_hold(line)
+                    and not _may_chain(line)):
                 if line.strip():
                     stats.other_lines += 1
                     self._headless(line, lineno)
@@ -186,11 +223,6 @@ class _LogReader:
             yield from self._line(line, lineno)
             if self.open:
                 yield from self._abandoned(lineno)
-        for caller in list(self.open):
-            yield self._close(caller, "the log ends there")
-        done = self.warnings.flush()
-        if done is not None:
-            yield done
 
     def _abandoned(self, lineno: int) -> Iterator[Splat]:
         """Reports whose caller printed nothing of them for _MAX_IDLE lines: the rest was lost."""
@@ -199,6 +231,15 @@ class _LogReader:
                 yield self._close(caller, f"nothing more of it in the {_MAX_IDLE} lines that follow")
 
     def _line(self, line: str, lineno: int) -> Iterator[Splat]:
+        if not self.open:
+            self.junk = None
+            if _may_start(line):
+                self.junk = junk_prefix(line, _is_title)
+        if self.junk is not None:
+            text = unquote(line)
+            match = self.junk.match(text)
+            if match is not None:
+                line = text[match.end():]
         ts, caller, body, width = split_prefix(line)
         if width:
             self.width[caller] = width
@@ -214,10 +255,24 @@ class _LogReader:
         if not body.strip():
             return
         builder = self.open.get(caller)
+        if builder is not None and builder.dumping:
+            taken = builder.dump_line(body, lineno)
+            if taken and builder.dumping:
+                return
+            del self.open[caller]
+            yield builder.finish(None)
+            if taken:
+                return  # `</TASK>`: the dump's last line
+            builder = None
         if builder is None:
             done = self.warnings.line(body, lineno, ts)
             if done is not None:
                 yield done
+        if builder is None and _may_chain(body):
+            parsed = classify(body, lineno)
+            if parsed.tag in _CHAIN_TAGS:
+                self._start_headless(parsed, caller, ts, lineno)
+                return
         if builder is None and not _may_start(body):
             self.stats.other_lines += 1
             self._headless(body, lineno)
@@ -237,7 +292,7 @@ class _LogReader:
             self.stats.other_lines += 1
         else:
             builder.advanced = lineno
-        if builder.complete:
+        if builder.complete and not builder.dumping:
             del self.open[caller]
             yield builder.finish(None)
         elif builder.idle >= _MAX_IDLE:
@@ -257,8 +312,9 @@ class _LogReader:
         if last is not None and lineno - last < _MAX_IDLE:
             return
         self.stats.headless += 1
-        self.stats.notes.append(f"{self.file}:{lineno}: part of a lockdep report whose start is not in the log "
+        self._noted_headless = (f"{self.file}:{lineno}: part of a lockdep report whose start is not in the log "
                                 f"({sentence!r}: the log begins, or lost lines, inside it); nothing read from it")
+        self.stats.notes.append(self._noted_headless)
 
     def _start(self, parsed: Parsed, caller: Optional[str], ts: Optional[float], lineno: int) -> Iterator[Splat]:
         self.headless_at = None
@@ -283,6 +339,29 @@ class _LogReader:
         self.open[caller] = ReportBuilder(splat, parsed)
         return
         yield  # pragma: no cover - a generator
+
+    def _start_headless(self, parsed: Parsed, caller: Optional[str], ts: Optional[float], lineno: int) -> None:
+        """A circular report's chain whose title the log does not hold (it starts, or lost lines, inside it).
+
+        The `-> #N (CLASS){..}:` entries still name the dependencies lockdep
+        had recorded, so they are read, as a circular report flagged
+        `partial`: its title, task and the two locks of the header are not
+        in the log (`ReportBuilder.finish` takes the lock being acquired from
+        `-> #0`, and the held one from the first entry when the chain's
+        heading line shows the chain is whole).
+        """
+        last, self.headless_at = self.headless_at, None
+        if last is not None and lineno - last < _MAX_IDLE and self.stats.headless and self._noted_headless:
+            # a sentence of this report met before its chain: noted as unread, but it is read now
+            self.stats.headless -= 1
+            self.stats.notes.remove(self._noted_headless)
+        self._noted_headless = None
+        splat = Splat(kind=F.CIRCULAR, file=self.file, line=lineno, title="", ts=ts, end=lineno,
+                      details={"partial": True})
+        builder = ReportBuilder(splat, parsed)
+        builder.ident_next = False
+        self.open[caller] = builder
+        builder.feed(parsed, lineno)
 
     def _close(self, caller: Optional[str], why: str) -> Splat:
         builder = self.open.pop(caller)
@@ -338,7 +417,7 @@ def sniff(lines: list[str]) -> bool:
         if _LOG_LINE.match(text) or (i < 3 and text.startswith(KERNEL_LOG_WORDS)):
             return True
         body = split_prefix(line)[2]
-        if _may_start(body) and classify(body).tag in _TITLE_KINDS:
+        if _may_start(body) and (classify(body).tag in _TITLE_KINDS or junk_prefix(line, _is_title) is not None):
             return True
     return False
 

@@ -19,6 +19,15 @@ from lockcheck.util.wording import count
 
 #: lockdep_rcu_suspicious(): `pr_err("%s:%d %s!\n", file, line, s)`
 _RCU_SITE = re.compile(r"^(\S+\.[ch]:\d+) (.+!)$")
+#: a line of the `dump_stack()` after `stack backtrace:`: a frame (`func+0x1/0x2`, `? f+...`, `[<addr>] f+...`,
+#: a module in brackets after it), the stack's markers, the dump's header lines and registers
+_DUMP_FRAME = re.compile(r"^(?:\? )?(?:\[<[0-9a-fA-Fx]+>\] )?(?:\? )?(?:[\w.$]+(?:\+0x[0-9a-f]+/0x[0-9a-f]+)? from )?"
+                         r"[\w.$]+\+0x[0-9a-f]+/0x[0-9a-f]+(?: \([A-Z]\))?(?: \S+:\d+)?(?: \[\w+\])?$"
+                         r"|^[\w.$]+ \S+:\d+ \[inline\]$"
+                         r"|^</?(?:TASK|IRQ|SOFTIRQ|NMI|EOI|#DF|DB|MCE)>$|^[0-9a-f]{8,16}(?: [0-9a-f]{8,16})*$")
+_DUMP_HEAD = re.compile(r"^(?:[A-Z][A-Z0-9]{1,3}: |Pid: \d+, comm: |Hardware name: |Tainted: |Call [Tt]race:|Workqueue: |Code: |Sched_ext: "
+                        r"|Exception stack|Stack:|Backtrace:)")
+_TITLE_WORDS = ("WARNING: ", "BUG: ", "INFO: ")
 #: print_collision(): `pr_warn("%s/%d: ", ...)` then "Hash chain already cached but the contents don't match!"
 _COLLISION_TASK = re.compile(r"^(\S(?:.*?\S)?/-?\d+): Hash chain already cached")
 
@@ -34,6 +43,7 @@ class ReportBuilder:
         self.ident_next = True
         self.complete = False
         self.backtraces = 0
+        self.dumping = False  #: the report is read; the lines of its `stack backtrace:` dump follow
         self.idle = 0
         self.last_lock: Optional[SplatLock] = None
         self.advanced = splat.line  #: the last line that added to the report
@@ -179,6 +189,7 @@ class ReportBuilder:
         self.splat.details["dependency"] = (prev, nxt)
 
     def _on_chain_head(self, parsed: Parsed, lineno: int) -> None:
+        self.splat.details["chain_head"] = True  # the first entry that follows is `-> #N`, the held lock
         self._set_expect(None)
 
     def _on_chain_entry(self, parsed: Parsed, lineno: int) -> None:
@@ -238,6 +249,7 @@ class ReportBuilder:
             self._set_expect(None)
             return
         self.complete = True
+        self._start_dump([])
 
     def _on_call_trace(self, parsed: Parsed, lineno: int) -> None:
         """`Call Trace:` after the whole held-lock list: the dump_stack() of a report whose
@@ -245,6 +257,25 @@ class ReportBuilder:
         splat = self.splat
         if splat.held_count is not None and len(splat.held_locks) >= splat.held_count:
             self.complete = True
+            self._start_dump([parsed.text])
+
+    def _start_dump(self, lines: list[str]) -> None:
+        self.splat.details["backtrace"] = lines
+        self.dumping = True
+
+    def dump_line(self, body: str, lineno: int) -> bool:
+        """One more line of the report's stack dump, kept as printed; False: the dump ended before it
+        (the walker then reads that line as any other).  `</TASK>` is the dump's last line."""
+        text = body.rstrip()
+        bare = text.strip()
+        if bare.startswith(_TITLE_WORDS) or not (_DUMP_FRAME.match(bare) or _DUMP_HEAD.match(bare)):
+            self.dumping = False
+            return False
+        self.splat.details["backtrace"].append(text)
+        self.splat.end = self.advanced = lineno
+        if bare == "</TASK>":
+            self.dumping = False
+        return True
 
     # print_usage_bug
     def _on_usage_change(self, parsed: Parsed, lineno: int) -> None:
@@ -352,6 +383,19 @@ class ReportBuilder:
     _on_inverse_ordering = _on_turning_off = _on_turned_off = _on_lockdep_internal = _ignore
     _on_no_locks = _ignore
 
+    def _partial(self) -> None:
+        """A chain read without its report's header: the locks of the header, from the chain where it says."""
+        splat = self.splat
+        links = splat.links_by_depth()
+        splat.notes.insert(0, "partial: the start of this report (its title, task and locks) is not in the log; "
+                              "what it gives is the dependencies of the chain entries it holds")
+        if links and links[0].depth == 0 and splat.lock is None:
+            splat.lock = SplatLock(links[0].lock.name, links[0].lock.usage, line=links[0].lock.line,
+                                   waits=links[0].lock.waits)
+        if splat.details.get("chain_head") and splat.chain and splat.held is None:
+            top = splat.chain[0].lock  # printed first: `-> #N`, the class the task already held
+            splat.held = SplatLock(top.name, top.usage, line=top.line, waits=top.waits)
+
     # the end ---------------------------------------------------------------------------
     def finish(self, why: Optional[str]) -> Splat:
         """The report as read; `why` says what cut it short (None: it ended as printed)."""
@@ -359,6 +403,8 @@ class ReportBuilder:
         if not self.complete and why is not None:
             splat.notes.append(f"cut short at {splat.file}:{splat.end} ({why}): "
                                f"it gives what it printed before")
+        if splat.details.get("partial"):
+            self._partial()
         if splat.kind == F.CIRCULAR:
             depths = sorted(link.depth for link in splat.chain)
             expected = set(range((max(depths) + 1) if depths else 0))

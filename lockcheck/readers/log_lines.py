@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from lockcheck.util.grammar import grammar_text
 from lockcheck.readers.splat import SplatLock
@@ -25,10 +25,15 @@ _PREFIX = re.compile(
     r"(?:(?:(?:(?:[A-Z][a-z]{2} )?[A-Z][a-z]{2} {1,2}\d?\d \d\d:\d\d:\d\d(?: \d{4})?"
     r"|\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d+)?(?:Z|[+-]\d\d:?\d\d)?)"
     r" \S+ )?kernel: )?"
+    # a /dev/kmsg record as journalctl -o export or a syslog relay passes it: `LEVEL,SEQ,USEC,FLAGS;`
+    r"(?:(?:[A-Z][a-z]{2} {1,2}\d?\d \d\d:\d\d:\d\d \S+ )?\d+,\d+,\d+,[-c+][^;]*;)?"
     # a second stamp before the kernel's (a test harness's own clock): the kernel's is the last
     r"(?:\[ *\d+\.\d+\] (?=\[ *\d+\.\d+\]))?"
     r"(?:\[ *(?P<ts>\d+\.\d+)\]|\[[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}\])?"
-    r"(?:\[ *(?P<caller>[TC]\d+)\])?"
+    # journalctl -o short-monotonic: `[  149.123456] host kernel: ` (the stamp first, then the host)
+    r"(?:(?<=\]) \S+ kernel:(?= ))?"
+    # the caller id, right after the stamp or after a blank (a paste that spaced them)
+    r"(?:(?<=\]) ?\[ *(?P<caller>[TC]\d+)\])?"
 )
 
 
@@ -87,6 +92,55 @@ def split_prefix(line: str) -> tuple[Optional[float], Optional[str], str, int]:
         end += 1
     ts = match.group("ts")
     return (float(ts) if ts else None), match.group("caller"), line[end:], end
+
+
+#: where a title may start inside a line: lockdep's titles (4.14+ and the older `[ INFO: ` / `[ BUG: `)
+_TITLE_AT = re.compile(r"(?:\[ )?(?:WARNING|BUG|INFO): ")
+_DIGITS_OR_BLANKS = re.compile(r"(\d+)|( +)")
+
+
+def junk_prefix(line: str, is_title: Callable[[str], bool]) -> Optional["re.Pattern[str]"]:
+    """The per-line prefix a serial console or a CI runner put before this title line, as a pattern.
+
+    A console server or a CI log adds its own text before each line
+    (`serial0: `, `[runner-7] console | `), which `split_prefix` does not know;
+    seen before a report's title, the same shape is before every line of that
+    report.  The pattern takes what precedes the title up to where
+    `split_prefix` takes over (so a dmesg stamp after the junk stays the
+    kernel's), with its digits and runs of blanks generalised (a host's own
+    clock changes from line to line).  None when this line is no title behind
+    junk (`is_title` says what a title is: the grammar, in the walker).
+
+    >>> pat = junk_prefix("ttyS0 12:00:01 | [  1.5] WARNING: possible recursive locking detected",
+    ...                   lambda body: body.startswith("WARNING: possible"))
+    >>> pat.match("ttyS0 12:00:02 | [  1.6] other").end()
+    16
+    """
+    text = unquote(line)
+    for match in _TITLE_AT.finditer(text):
+        pos = match.start()
+        if pos == 0 or not is_title(text[pos:]):
+            continue
+        k = next(k for k in range(pos + 1) if len(text) - len(split_prefix(text[k:])[2]) == pos)
+        if not k:
+            return None  # split_prefix reads the whole prefix: no junk
+        junk = text[:k]
+        pattern = "".join(re.escape(part) if part is not None else (r"\d+" if digits else " +")
+                          for part, digits in _junk_parts(junk))
+        return re.compile(pattern)
+    return None
+
+
+def _junk_parts(junk: str) -> Iterator[tuple[Optional[str], bool]]:
+    """(literal, _) or (None, digits?) pieces of a junk prefix: digits and blank runs are classes."""
+    last = 0
+    for match in _DIGITS_OR_BLANKS.finditer(junk):
+        if match.start() > last:
+            yield junk[last:match.start()], False
+        yield None, match.group(1) is not None
+        last = match.end()
+    if last < len(junk):
+        yield junk[last:], False
 
 
 # -- the grammar ------------------------------------------------------------------------

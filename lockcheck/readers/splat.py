@@ -167,8 +167,10 @@ def to_finding(splat: Splat) -> Finding:
     if splat.kind == F.CIRCULAR:
         for link in splat.chain:
             at = pick_site(link.frames)
-            chain.append(ChainLink(link.depth, link.lock.name, link.lock.usage, splat.evidence(link.lock.line, at)))
-        cycle = splat.cycle()
+            chain.append(ChainLink(link.depth, link.lock.name, link.lock.usage, splat.evidence(link.lock.line, at),
+                                   frames=tuple(link.frames), waits=link.lock.waits))
+        # a partial chain (no header) is the whole cycle only when its heading line shows the chain whole
+        cycle = splat.cycle() if not d.get("partial") or d.get("chain_head") else None
         if lock is not None:
             nxt = _snapshot(lock, splat, _read_mode(splat, lock.name, False))
         if splat.held is not None:
@@ -226,7 +228,8 @@ def to_finding(splat: Splat) -> Finding:
         next=nxt, prev=prv, held_locks=[_snapshot(h, splat) for h in splat.held_locks], chain=chain, site=site,
         details=details,
         report=ReportOrigin(kernel=splat.kernel, first=first, last=first, count=1, notes=list(splat.notes),
-                            missing=missing_parts(splat)),
+                            missing=missing_parts(splat), partial=bool(d.get("partial")),
+                            backtrace=tuple(d.get("backtrace", ()))),
     )
 
 

@@ -133,6 +133,10 @@ def dump_stack(pr: _Out, finding: Finding, title: str = "stack backtrace:") -> N
     pr("", title)
     if pr.backtrace(finding):
         return
+    if finding.report is not None and finding.report.backtrace:  # the kernel's own dump, as it printed it
+        for line in finding.report.backtrace:
+            pr(line)
+        return
     pr(f" {finding.location} ({finding.task})")
     site = _site(finding)
     if site is not None and site != finding.location:

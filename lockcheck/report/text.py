@@ -242,7 +242,11 @@ def print_circular_bug_header(
 
 def print_circular_bug_entry(pr: _Out, link: ChainLink) -> None:
     """`print_circular_bug_entry(e, depth)`: `-> #N (CLASS){usage}:` and where the dependency was first seen."""
-    pr("", f"-> #{link.depth}{print_lock_name(link.cls, link.usage)}:")
+    pr("", f"-> #{link.depth}{print_lock_name(link.cls, link.usage, link.waits)}:")
+    if link.frames:  # a kernel report's entry: its frames as the kernel printed them (`%*c%pS`, 7 blanks)
+        for frame in link.frames:
+            pr(f"{' ' * 7}{frame}")
+        return
     print_lock_trace(pr, link.evidence, 6)
 
 
