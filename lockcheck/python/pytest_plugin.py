@@ -89,6 +89,7 @@ import pytest
 from lockcheck.lockdep.checker import Checker
 from lockcheck.lockdep.findings import Finding
 from lockcheck.python import plugin_options
+from lockcheck.python.plugin_marker import MARKER, Request, check_items, read as read_marker, set_test_order
 from lockcheck.python.plugin_children import ForkedChildren
 from lockcheck.python.plugin_fixture import lockcheck_fixture  # noqa: F401 - the `lockcheck` fixture
 from lockcheck.python.plugin_options import (
@@ -105,7 +106,6 @@ from lockcheck.python.plugin_xdist import (  # noqa: F401 - replay_graph: re-exp
 from lockcheck.util.wording import count as _count
 
 PLUGIN_NAME = "lockcheck-session"
-MARKER = "lockcheck(skip=False): skip=True records this test's lock operations without checking them"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -176,6 +176,16 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         self.mode = session_mode(config)
         self.hang: Optional[Any] = None
         self.stack_depth = read_stack_depth(config)
+        self.style = plugin_options.report_style(config)
+        self.report_path = plugin_options.report_path(config)
+        self.requests: dict[str, Request] = {}
+        #: findings a test's marker expected (`expect=KIND`): not failures, but in the JSON report
+        self.expected: list[tuple[Finding, Optional[str]]] = []
+        #: the JSON report's entries sent by xdist workers (`lockcheck.python.plugin_json`)
+        self.worker_entries: list[dict] = []
+        from lockcheck.python.stacks import set_helper_modules
+
+        set_helper_modules(list(config.getini("lockcheck_helper_modules")))
         if self._is_controller(config):
             self._become_controller()
             return
@@ -271,14 +281,20 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
             self.child_dir = None
 
     # -- per test ---------------------------------------------------------
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Every test's `@pytest.mark.lockcheck(...)` checked before any runs (`lockcheck.python.plugin_marker`)."""
+        self.requests = check_items(items)
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Any:
         rec = self.recorder
         if rec is None:
             return (yield)
-        marker = item.get_closest_marker("lockcheck")
-        check = not (marker is not None and (marker.kwargs.get("skip") or marker.kwargs.get("enabled") is False))
-        rec.set_context(item.nodeid, check)
+        request = self.requests.get(item.nodeid) or read_marker(item)
+        rec.set_context(item.nodeid, request.check)
+        rec.test_rules = request.rules
+        if request.order is not None or getattr(rec.checker, "test_order", None) is not None:
+            set_test_order(rec.checker, request.order)
         if self.hang is not None:
             self.hang.install()  # pytest-timeout is loaded by now, if it is there
             self.hang.test_started(item)
@@ -291,6 +307,9 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
                 self.hang.test_ended()
             rec.end_context(item.nodeid)
             rec.set_context(None)
+            rec.test_rules = ()
+            if request.order is not None:
+                set_test_order(rec.checker, None)
             if self.trace_file is not None and rec.trace is self.trace_file:
                 with rec._feed_lock:  # a run that dies later (os._exit, a crash) keeps this test's events
                     self.trace_file.flush()
@@ -302,7 +321,10 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         if rec is None:
             return report
         found = rec.take(item.nodeid)
-        texts = [self._render(found)] if found else []
+        expect = self.requests.get(item.nodeid, Request()).expect
+        if expect is not None:
+            found = self._expected(item.nodeid, found, expect, call.when, report)
+        texts = [self._render(found, item.nodeid)] if found else []
         kinds = {f.message for f in found}
         for context, head, report_text, message in self._read_children():
             if context == item.nodeid:
@@ -329,10 +351,34 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         one-line summary message."""
         report.longrepr = headlined(report.longrepr)
 
-    def _render(self, findings: list[Finding]) -> str:
-        """The Python-flavoured kernel report of each finding (`lockcheck.python.report`)."""
+    def _expected(self, nodeid: str, found: list[Finding], kind: str, when: str, report: pytest.TestReport) -> list[Finding]:
+        """`expect=KIND`: the findings of that kind are the test's point, not failures; by the end of
+        its call, none made fails the test."""
+        import fnmatch
+
+        rec = self.recorder
+        assert rec is not None
+        hits = [f for f in found if fnmatch.fnmatchcase(f.kind, kind)]
+        for finding in hits:
+            self.expected.append((finding, nodeid))
+            rec.findings[:] = [(f, ctx) for f, ctx in rec.findings if f is not finding]
+        if when == "call" and not any(ctx == nodeid for _, ctx in self.expected) and self.mode != WARN:
+            report.outcome = "failed"
+            text = (f"lockcheck: expected a {kind} finding (@pytest.mark.lockcheck(expect={kind!r})), "
+                    f"but this test made none")
+            report.longrepr = headlined(f"{text}\n\n{report.longrepr}" if report.longrepr else text)
+        return [f for f in found if not any(f is hit for hit in hits)]
+
+    def _render(self, findings: list[Finding], test: Optional[str] = None) -> str:
+        """Each finding's report: the short layout (`lockcheck.python.report_short`, the default) or
+        the Python-flavoured kernel layout (`lockcheck.python.report`, `--lockcheck-report-style=kernel`)."""
         from lockcheck.python import report as python
 
+        if self.style != "kernel":
+            from lockcheck.python import report_short as short
+
+            paths = short.Paths(str(self.config.rootpath))
+            return "\n\n".join(short.render(f, self.stack_depth, paths, suppression_key, test) for f in findings)
         out = io.StringIO()
         summary = self.recorder.summary() if self.recorder is not None else empty_summary()
         for finding in findings:
@@ -363,6 +409,24 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         graph_path = self.config.getoption("lockcheck_graph")
         if graph_path and self.worker_id is None:
             self._save_graph(graph_path)
+        if self.report_path and self.worker_id is None:
+            from lockcheck.python import plugin_json
+
+            plugin_json.write(self.report_path, self.json_entries())
+
+    def json_entries(self) -> list[dict]:
+        """This process's findings as `--lockcheck-report` entries (a worker's go to the controller)."""
+        from lockcheck.python import plugin_json
+
+        root = str(self.config.rootpath)
+        entries = list(self.worker_entries)
+        rec = self.recorder
+        if rec is not None:
+            entries += [plugin_json.entry(f, ctx, root) for f, ctx in rec.findings]
+            entries += [plugin_json.entry(f, ctx, root, expected=True) for f, ctx in self.expected]
+            entries += [plugin_json.entry(f, ctx, root, suppressed=True) for f, ctx in rec.suppressed_findings]
+        entries += [plugin_json.entry(f, None, root) for f in self.merged]
+        return entries
 
     def _session_failures(self) -> list[str]:
         """Why lockcheck fails the session beyond the tests it failed (empty: it does not).
