@@ -324,8 +324,12 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         expect = self.requests.get(item.nodeid, Request()).expect
         if expect is not None:
             found = self._expected(item.nodeid, found, expect, call.when, report)
-        texts = [self._render(found, item.nodeid)] if found else []
         kinds = {f.message for f in found}
+        raised = getattr(call.excinfo, "value", None) if call.excinfo is not None else None
+        if self.style != "kernel" and getattr(raised, "finding", None) is not None:
+            # the test's own traceback ends in the DeadlockError, whose message is this report
+            found = [f for f in found if f is not raised.finding]
+        texts = [self._render(found, item.nodeid)] if found else []
         for context, head, report_text, message in self._read_children():
             if context == item.nodeid:
                 texts.append(report_text)
@@ -333,7 +337,7 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
                 self.child_headlines.append(head)
             else:
                 self.child_findings.append((context, head, report_text))
-        if texts:
+        if texts or kinds:
             text = f"lockcheck: {', '.join(sorted(kinds))}\n" + "\n\n".join(texts)
             if self.mode == WARN:
                 # reported (the section, and the terminal summary), but the outcome is the test's own

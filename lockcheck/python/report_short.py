@@ -153,11 +153,16 @@ def _circular(finding: Finding, depth: int, paths: Paths, test: Optional[str]) -
 def _deadlock(finding: Finding, depth: int, paths: Paths, test: Optional[str]) -> list[str]:
     contexts = finding.details.get("contexts", [])
     held = [str(ctx["holds"]).rpartition("@")[0] or str(ctx["holds"]) for ctx in contexts]
-    lines = [f"{' -> '.join(held + held[:1])}  (each holds a lock the one before waits for)" if held
-             else f"{finding.lock}  {_in_test(finding.task, test)}"]
+    if finding.details.get("mixed") or finding.details.get("ended"):
+        lines = [f"{finding.lock}  {_in_test(finding.task, test)}"]
+    elif held:
+        lines = [f"{' -> '.join(held + held[:1])}  (each holds a lock the one before waits for)"]
+    else:
+        lines = [f"{finding.lock}  {_in_test(finding.task, test)}"]
     for i, ctx in enumerate(contexts):
         holds = str(ctx["holds"]).rpartition("@")[0] or ctx["holds"]
-        lines.append(f"  #{i} {ctx['task']}: holds {holds} (taken at {paths.site(ctx.get('holds_at'))})")
+        taken = f" (taken at {paths.site(ctx['holds_at'])})" if ctx.get("holds_at") else ""
+        lines.append(f"  #{i} {ctx['task']}: holds {holds}{taken}")
         if ctx.get("waits_for"):
             wants = str(ctx["waits_for"]).rpartition("@")[0] or ctx["waits_for"]
             lines.append(f"     waits for {wants} at {paths.site(ctx.get('waits_at'))}")
@@ -205,9 +210,17 @@ def hint(finding: Finding) -> str:
         if any(is_event(link.cls) for link in finding.chain) or is_event(lock):
             return f"do not wait while holding {held}: release it before the wait"
         order = [link.cls for link in reversed(finding.chain)] if len(finding.chain) >= 2 else [lock, held]
-        return (f"take {lock} before {held} here (or release {held} first), so every test takes them "
-                f"in the order seen first, {' < '.join(order)}; declare it in a lockcheck_order file")
+        return (f"take {lock} before {held} here (or release {held} first); "
+                f"declare the order `{' < '.join(order)}` in a lockcheck_order file")
     if kind == DEADLOCK:
+        contexts = finding.details.get("contexts", [])
+        other = contexts[1] if len(contexts) > 1 else {}
+        taken = str(other.get("holds", lock)).rpartition("@")[0] or lock
+        if finding.details.get("ended"):
+            return f"{other.get('task')} ended holding {taken}: release it on every path out (`with`, try/finally)"
+        if finding.details.get("mixed"):
+            return (f"do not hold the threading lock {taken} across an await: use an asyncio.Lock in "
+                    f"coroutines, or release it before awaiting")
         return "take these locks in one order everywhere, or release the held lock before taking the next"
     if kind == RECURSIVE:
         nxt, prv = finding.next, finding.prev
