@@ -8,8 +8,9 @@ Enabled, it starts a `lockcheck.python.instrument.Recorder` at configure time (b
 collection, so module-level locks of test modules are tracked from their
 creation) and stops it at unconfigure.  One dependency graph serves the whole
 session, so an order inversion between `test_a` and `test_b` is found; the
-test whose lock operation raised a finding fails with the kernel-format
-report as its failure text, and the terminal summary lists every finding.
+test whose lock operation raised a finding fails with the report as its
+failure text (`lockcheck.python.report_short`, or the kernel's layout with
+`--lockcheck-report-style=kernel`), and the terminal summary lists every finding.
 Each event's task name carries the current test id (`MainThread/1
 [tests/test_x.py::test_a]`), so a report's dependency chain says in which test
 and at which `file:LINE` each dependency was first seen.
@@ -57,13 +58,19 @@ Options (command line / ini):
 - `--lockcheck-max-depth=N` / `lockcheck_max_depth` (default 10000): a thread
   holding more locks at once is noted in the summary, never failed (no kernel
   table limits Python; `concurrent.futures.wait()` holds one per future);
+- `--lockcheck-report-style=python|kernel` / `lockcheck_report_style`: the
+  short report (default) or lockdep's layout; `lockcheck_helper_modules`
+  (ini lines): modules whose frames reports skip, as `__tracebackhide__` does;
+- `--lockcheck-report=FILE.json` / `lockcheck_report`: every finding of the
+  session as JSON at its end (`lockcheck.python.plugin_json`);
 - `lockcheck_interrupts` (ini, default true): signal handlers and
   finalizers run as interrupt contexts, so lockdep's irq checks apply
   (`lockcheck.python.interrupts`); `false` switches that off.
 
 Marker: `@pytest.mark.lockcheck(skip=True)` switches checking off for one
 test: its lock operations are still recorded (so holds stay balanced) but
-`nocheck`, adding no dependencies and raising no findings.
+`nocheck`, adding no dependencies and raising no findings; `expect=KIND`,
+`order=[...]` and `suppress=[...]` are in `lockcheck.python.plugin_marker`.
 
 pytest-xdist: each worker records its own graph and sends it (as graphio
 JSON) to the controller, which replays every worker's dependencies into one
