@@ -139,15 +139,37 @@ def _circular(finding: Finding, depth: int, paths: Paths, test: Optional[str]) -
             where = held_at[0] if held_at else paths.site(finding.prev.at if finding.prev else None)
             lines.append(f"    {held} held, taken at {where}")
         shown = frames(stack, depth, paths) if depth else []
+        taken = _taken(held, link.cls)
         if shown:
-            lines.append(f"    {link.cls} taken at:")
+            lines.append(f"    {taken} at:")
             lines += [f"      {frame}" for frame in shown]
         else:
             site = finding.site or finding.location if last else (ev.at or f"{ev.file}:{ev.line}")
-            lines.append(f"    {link.cls} taken at {paths.site(site)}")
+            lines.append(f"    {taken} at {paths.site(site)}")
+    lines += _events(finding)
     if not chain:
         lines += _generic(finding, depth, paths, test)
     return lines
+
+
+def _taken(held: str, cls: str) -> str:
+    """How `cls` is taken with `held` held: a lock taken, an event waited for (`--lockcheck-waits`),
+    or a lock that completing an event needs."""
+    from lockcheck.python.event_classes import is_event
+
+    if is_event(cls):
+        return f"waits for completion of {cls}"
+    if is_event(held):
+        return f"completing {held} takes {cls}"
+    return f"{cls} taken"
+
+
+def _events(finding: Finding) -> list[str]:
+    """What each event class of the cycle stands for (`Thread(t)`: the end of the thread made at ...)."""
+    from lockcheck.python.event_classes import describe, is_event
+
+    names = dict.fromkeys(link.cls for link in finding.chain)
+    return [f"  ({cls}: {describe(cls)})" for cls in names if is_event(cls)]
 
 
 def _deadlock(finding: Finding, depth: int, paths: Paths, test: Optional[str]) -> list[str]:
@@ -192,7 +214,19 @@ def _generic(finding: Finding, depth: int, paths: Paths, test: Optional[str]) ->
         lines += [f"      {frame}" for frame in shown]
     else:
         lines.append(f"    {finding.lock} at {paths.site(finding.site or finding.location)}")
+    bit = finding.details.get("prev_bit")
+    usage = finding.details.get("usage_traces", {}).get(bit) if bit else None
+    if usage is not None:  # inconsistent-lock-state: where the other use (a handler's, say) was
+        shown = frames(usage.stack, depth, paths) if depth else []
+        lines.append(f"    {finding.lock} also taken {_irq_words(str(bit))} ({bit}) at:")
+        lines += [f"      {frame}" for frame in shown] or [f"      {paths.site(usage.at or usage.location)}"]
     return lines
+
+
+def _irq_words(bit: str) -> str:
+    """lockdep's usage bit in a Python program's words (`lockcheck.python.interrupts`)."""
+    who = "a signal handler" if "SOFTIRQ" in bit else "a finalizer" if "HARDIRQ" in bit else "an interrupt"
+    return f"in {who}" if bit.startswith("IN-") else f"where {who} may interrupt"
 
 
 _BODIES: dict[str, Callable[[Finding, int, Paths, Optional[str]], list[str]]] = {
