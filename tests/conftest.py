@@ -39,3 +39,16 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
             reporter.write_line("")
             reporter.write_sep("=", f"the tests wrote into the repository root: {', '.join(new)}", red=True)
         session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+@pytest.fixture
+def kernel_report_style(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tests of the kernel layout's content: the pytest runs they make use it
+    (`--lockcheck-report-style=kernel`; the short Python layout is the plugin's default).
+    An ini override, so a run without the plugin only ignores it.  Set after pytester's
+    set-up, which clears PYTEST_ADDOPTS."""
+    if "pytester" not in request.fixturenames:
+        return
+    request.getfixturevalue("pytester")
+    addopts = os.environ.get("PYTEST_ADDOPTS", "")
+    monkeypatch.setenv("PYTEST_ADDOPTS", f"{addopts} -o lockcheck_report_style=kernel".strip())

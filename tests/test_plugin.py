@@ -16,6 +16,9 @@ from lockcheck.lockdep.checker import Checker
 from lockcheck.events import Event
 from lockcheck.python.pytest_plugin import replay_graph
 
+#: these tests read the kernel layout (the plugin's default is the short one)
+pytestmark = pytest.mark.usefixtures("kernel_report_style")
+
 pytest_plugins = ["pytester"]
 
 TIMEOUT = 120

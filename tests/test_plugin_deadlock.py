@@ -20,6 +20,9 @@ import pytest
 import lockcheck
 from lockcheck.python import instrument as pylocks
 
+#: these tests read the kernel layout (the plugin's default is the short one)
+pytestmark = pytest.mark.usefixtures("kernel_report_style")
+
 pytest_plugins = ["pytester"]
 
 TIMEOUT = 120

@@ -17,6 +17,9 @@ import pytest
 from lockcheck.readers.source import open_lines
 from lockcheck.util.traceout import TraceOutput, compression_of, open_trace_output
 
+#: these tests read the kernel layout (the plugin's default is the short one)
+pytestmark = pytest.mark.usefixtures("kernel_report_style")
+
 pytest_plugins = ["pytester"]
 
 TIMEOUT = 120

@@ -8,6 +8,9 @@ import re
 
 import pytest
 
+#: these tests read the kernel layout (the plugin's default is the short one)
+pytestmark = pytest.mark.usefixtures("kernel_report_style")
+
 pytest_plugins = ["pytester"]
 
 LOGGING_ABBA = """

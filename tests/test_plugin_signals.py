@@ -20,6 +20,9 @@ import pytest
 from lockcheck.python import instrument as pylocks
 from lockcheck.readers.lt import parse
 
+#: these tests read the kernel layout (the plugin's default is the short one)
+pytestmark = pytest.mark.usefixtures("kernel_report_style")
+
 pytest_plugins = ["pytester"]
 
 TIMEOUT = 120

@@ -201,6 +201,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--lockcheck", *args, timeout=TIMEOUT)
 
 
+@pytest.mark.usefixtures("kernel_report_style")  # reads the kernel layout
 def test_join_future_queue_event_condition_asyncio_cycles_found_with_waits_only(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_waits=WAITS)
     without = run(pytester)
@@ -332,6 +333,7 @@ SIGNALS = """
 
 
 @pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="needs SIGUSR1")
+@pytest.mark.usefixtures("kernel_report_style")  # reads the kernel layout
 def test_signal_handlers_and_finalizers_are_interrupt_contexts(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_signals=SIGNALS)
     pytester.makeini("[pytest]\nlockcheck_grace = 0.2\n")

@@ -28,11 +28,47 @@ MODES = (FAIL, WARN)
 
 def add_options(group: Any, parser: pytest.Parser) -> None:
     """The options this module owns (`pytest_addoption`)."""
+    group.addoption("--lockcheck-report-style", choices=("python", "kernel"), default=None,
+                    help="python (default): a short report per finding in the program's terms; "
+                         "kernel: the kernel lockdep splat's layout")
+    parser.addini("lockcheck_report_style", default="python", help="python (default) or kernel "
+                  "(as --lockcheck-report-style)")
+    group.addoption("--lockcheck-report", metavar="FILE.json", default=None,
+                    help="write every finding (tests, kind, classes, frames, suppressed) as JSON at the session's end")
+    parser.addini("lockcheck_report", default="", help="as --lockcheck-report")
+    parser.addini("lockcheck_helper_modules", type="linelist", default=[],
+                  help="modules whose frames reports skip (as `__tracebackhide__ = True` does), "
+                       "so the caller is the reported site")
     group.addoption("--lockcheck-max-depth", metavar="N", type=int, default=None,
                     help=f"locks one thread may hold at once before the session notes it (default "
                          f"{DEFAULT_MAX_DEPTH}; a note, never a failure: no kernel table limits Python)")
     parser.addini("lockcheck_max_depth", default=str(DEFAULT_MAX_DEPTH),
                   help="as --lockcheck-max-depth")
+
+
+def report_style(config: pytest.Config) -> str:
+    """`--lockcheck-report-style` / `lockcheck_report_style`: `python` (the default) or `kernel`."""
+    style = option(config, "lockcheck_report_style") or str(config.getini("lockcheck_report_style")).strip().lower()
+    if style not in ("python", "kernel"):
+        raise pytest.UsageError(f"lockcheck_report_style: expected `python` or `kernel`, not {style!r}")
+    return style
+
+
+def report_path(config: pytest.Config) -> Optional[str]:
+    """`--lockcheck-report FILE.json` (relative to the working directory) or the ini's (to the rootdir),
+    in a directory that exists -- known now, not after every test ran."""
+    path = option(config, "lockcheck_report")
+    if not path:
+        ini = str(config.getini("lockcheck_report")).strip()
+        if not ini:
+            return None
+        path = str(config.rootpath / ini)
+    if os.path.isdir(path) or path.endswith(os.sep):
+        raise pytest.UsageError(f"--lockcheck-report: {path}: is a directory (give a .json file)")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise pytest.UsageError(f"--lockcheck-report: {path}: no such directory {parent}")
+    return os.path.abspath(path)
 
 
 def seconds(name: str, value: Any) -> float:
@@ -207,7 +243,7 @@ def build_settings(config: pytest.Config) -> Settings:
     return Settings(grace=seconds("lockcheck_grace", config.getini("lockcheck_grace")),
                     timed_is_try=timed == "try", stack_depth=read_stack_depth(config),
                     max_depth=max_depth(option(config, "lockcheck_max_depth"), config.getini("lockcheck_max_depth")),
-                    deadlock=deadlock_mode(config))
+                    deadlock=deadlock_mode(config), report_style=report_style(config))
 
 
 def suppress_rules(config: pytest.Config) -> list[Rule]:

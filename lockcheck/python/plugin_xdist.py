@@ -59,6 +59,7 @@ class XdistSession:
     child_findings: list
     trace_path: Optional[str]
     mode: str
+    worker_entries: list
 
     def _worker_output(self) -> dict:
         rec = self.recorder
@@ -76,6 +77,8 @@ class XdistSession:
             "children": [[headline, text] for _, headline, text in self.child_findings],
             "preexisting": [[p.name, p.where, p.tracked, p.stdlib] for p in rec.preexisting],
             "rule_hits": rec.rule_hits,
+            # --lockcheck-report: the controller writes the session's file
+            "entries": self.json_entries() if getattr(self, "report_path", None) else [],
         }
 
     @pytest.hookimpl(optionalhook=True)
@@ -86,6 +89,7 @@ class XdistSession:
         if not output:
             return
         self.worker_reports.append(output)
+        self.worker_entries.extend(output.get("entries", ()))
         graph = graph_from_text(output["graph"])
         rules, hits = self._merge_rules()
         for finding in replay_graph(self.merger, graph):

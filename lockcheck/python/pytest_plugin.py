@@ -8,8 +8,9 @@ Enabled, it starts a `lockcheck.python.instrument.Recorder` at configure time (b
 collection, so module-level locks of test modules are tracked from their
 creation) and stops it at unconfigure.  One dependency graph serves the whole
 session, so an order inversion between `test_a` and `test_b` is found; the
-test whose lock operation raised a finding fails with the kernel-format
-report as its failure text, and the terminal summary lists every finding.
+test whose lock operation raised a finding fails with the report as its
+failure text (`lockcheck.python.report_short`, or the kernel's layout with
+`--lockcheck-report-style=kernel`), and the terminal summary lists every finding.
 Each event's task name carries the current test id (`MainThread/1
 [tests/test_x.py::test_a]`), so a report's dependency chain says in which test
 and at which `file:LINE` each dependency was first seen.
@@ -57,13 +58,19 @@ Options (command line / ini):
 - `--lockcheck-max-depth=N` / `lockcheck_max_depth` (default 10000): a thread
   holding more locks at once is noted in the summary, never failed (no kernel
   table limits Python; `concurrent.futures.wait()` holds one per future);
+- `--lockcheck-report-style=python|kernel` / `lockcheck_report_style`: the
+  short report (default) or lockdep's layout; `lockcheck_helper_modules`
+  (ini lines): modules whose frames reports skip, as `__tracebackhide__` does;
+- `--lockcheck-report=FILE.json` / `lockcheck_report`: every finding of the
+  session as JSON at its end (`lockcheck.python.plugin_json`);
 - `lockcheck_interrupts` (ini, default true): signal handlers and
   finalizers run as interrupt contexts, so lockdep's irq checks apply
   (`lockcheck.python.interrupts`); `false` switches that off.
 
 Marker: `@pytest.mark.lockcheck(skip=True)` switches checking off for one
 test: its lock operations are still recorded (so holds stay balanced) but
-`nocheck`, adding no dependencies and raising no findings.
+`nocheck`, adding no dependencies and raising no findings; `expect=KIND`,
+`order=[...]` and `suppress=[...]` are in `lockcheck.python.plugin_marker`.
 
 pytest-xdist: each worker records its own graph and sends it (as graphio
 JSON) to the controller, which replays every worker's dependencies into one
@@ -89,6 +96,7 @@ import pytest
 from lockcheck.lockdep.checker import Checker
 from lockcheck.lockdep.findings import Finding
 from lockcheck.python import plugin_options, plugin_threads
+from lockcheck.python.plugin_marker import MARKER, Request, check_items, read as read_marker, set_test_order
 from lockcheck.python.plugin_children import ForkedChildren
 from lockcheck.python.plugin_fixture import lockcheck_fixture  # noqa: F401 - the `lockcheck` fixture
 from lockcheck.python.plugin_options import (
@@ -105,7 +113,6 @@ from lockcheck.python.plugin_xdist import (  # noqa: F401 - replay_graph: re-exp
 from lockcheck.util.wording import count as _count
 
 PLUGIN_NAME = "lockcheck-session"
-MARKER = "lockcheck(skip=False): skip=True records this test's lock operations without checking them"
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -180,6 +187,16 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         self.thread_wait = plugin_options.seconds("lockcheck_thread_wait", config.getini("lockcheck_thread_wait"))
         #: (threads waited for at the end that ended, threads still running after the wait)
         self.lingering: tuple[list[str], list[str]] = ([], [])
+        self.style = plugin_options.report_style(config)
+        self.report_path = plugin_options.report_path(config)
+        self.requests: dict[str, Request] = {}
+        #: findings a test's marker expected (`expect=KIND`): not failures, but in the JSON report
+        self.expected: list[tuple[Finding, Optional[str]]] = []
+        #: the JSON report's entries sent by xdist workers (`lockcheck.python.plugin_json`)
+        self.worker_entries: list[dict] = []
+        from lockcheck.python.stacks import set_helper_modules
+
+        set_helper_modules(list(config.getini("lockcheck_helper_modules")))
         if self._is_controller(config):
             self._become_controller()
             return
@@ -275,14 +292,20 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
             self.child_dir = None
 
     # -- per test ---------------------------------------------------------
+    def pytest_collection_modifyitems(self, items: list[pytest.Item]) -> None:
+        """Every test's `@pytest.mark.lockcheck(...)` checked before any runs (`lockcheck.python.plugin_marker`)."""
+        self.requests = check_items(items)
+
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_protocol(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> Any:
         rec = self.recorder
         if rec is None:
             return (yield)
-        marker = item.get_closest_marker("lockcheck")
-        check = not (marker is not None and (marker.kwargs.get("skip") or marker.kwargs.get("enabled") is False))
-        rec.set_context(item.nodeid, check)
+        request = self.requests.get(item.nodeid) or read_marker(item)
+        rec.set_context(item.nodeid, request.check)
+        rec.test_rules = request.rules
+        if request.order is not None or getattr(rec.checker, "test_order", None) is not None:
+            set_test_order(rec.checker, request.order)
         if self.hang is not None:
             self.hang.install()  # pytest-timeout is loaded by now, if it is there
             self.hang.test_started(item)
@@ -295,6 +318,9 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
                 self.hang.test_ended()
             rec.end_context(item.nodeid)
             rec.set_context(None)
+            rec.test_rules = ()
+            if request.order is not None:
+                set_test_order(rec.checker, None)
             if self.trace_file is not None and rec.trace is self.trace_file:
                 with rec._feed_lock:  # a run that dies later (os._exit, a crash) keeps this test's events
                     self.trace_file.flush()
@@ -306,8 +332,15 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         if rec is None:
             return report
         found = rec.take(item.nodeid)
-        texts = [self._render(found)] if found else []
+        expect = self.requests.get(item.nodeid, Request()).expect
+        if expect is not None:
+            found = self._expected(item.nodeid, found, expect, call.when, report)
         kinds = {f.message for f in found}
+        raised = getattr(call.excinfo, "value", None) if call.excinfo is not None else None
+        if self.style != "kernel" and getattr(raised, "finding", None) is not None:
+            # the test's own traceback ends in the DeadlockError, whose message is this report
+            found = [f for f in found if f is not raised.finding]
+        texts = [self._render(found, item.nodeid)] if found else []
         for context, head, report_text, message in self._read_children():
             if context == item.nodeid:
                 texts.append(report_text)
@@ -315,7 +348,7 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
                 self.child_headlines.append(head)
             else:
                 self.child_findings.append((context, head, report_text))
-        if texts:
+        if texts or kinds:
             text = f"lockcheck: {', '.join(sorted(kinds))}\n" + "\n\n".join(texts)
             if self.mode == WARN:
                 # reported (the section, and the terminal summary), but the outcome is the test's own
@@ -333,10 +366,34 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         one-line summary message."""
         report.longrepr = headlined(report.longrepr)
 
-    def _render(self, findings: list[Finding]) -> str:
-        """The Python-flavoured kernel report of each finding (`lockcheck.python.report`)."""
+    def _expected(self, nodeid: str, found: list[Finding], kind: str, when: str, report: pytest.TestReport) -> list[Finding]:
+        """`expect=KIND`: the findings of that kind are the test's point, not failures; by the end of
+        its call, none made fails the test."""
+        import fnmatch
+
+        rec = self.recorder
+        assert rec is not None
+        hits = [f for f in found if fnmatch.fnmatchcase(f.kind, kind)]
+        for finding in hits:
+            self.expected.append((finding, nodeid))
+            rec.findings[:] = [(f, ctx) for f, ctx in rec.findings if f is not finding]
+        if when == "call" and not any(ctx == nodeid for _, ctx in self.expected) and self.mode != WARN:
+            report.outcome = "failed"
+            text = (f"lockcheck: expected a {kind} finding (@pytest.mark.lockcheck(expect={kind!r})), "
+                    f"but this test made none")
+            report.longrepr = headlined(f"{text}\n\n{report.longrepr}" if report.longrepr else text)
+        return [f for f in found if not any(f is hit for hit in hits)]
+
+    def _render(self, findings: list[Finding], test: Optional[str] = None) -> str:
+        """Each finding's report: the short layout (`lockcheck.python.report_short`, the default) or
+        the Python-flavoured kernel layout (`lockcheck.python.report`, `--lockcheck-report-style=kernel`)."""
         from lockcheck.python import report as python
 
+        if self.style != "kernel":
+            from lockcheck.python import report_short as short
+
+            paths = short.Paths(str(self.config.rootpath))
+            return "\n\n".join(short.render(f, self.stack_depth, paths, suppression_key, test) for f in findings)
         out = io.StringIO()
         summary = self.recorder.summary() if self.recorder is not None else empty_summary()
         for finding in findings:
@@ -368,6 +425,24 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         graph_path = self.config.getoption("lockcheck_graph")
         if graph_path and self.worker_id is None:
             self._save_graph(graph_path)
+        if self.report_path and self.worker_id is None:
+            from lockcheck.python import plugin_json
+
+            plugin_json.write(self.report_path, self.json_entries())
+
+    def json_entries(self) -> list[dict]:
+        """This process's findings as `--lockcheck-report` entries (a worker's go to the controller)."""
+        from lockcheck.python import plugin_json
+
+        root = str(self.config.rootpath)
+        entries = list(self.worker_entries)
+        rec = self.recorder
+        if rec is not None:
+            entries += [plugin_json.entry(f, ctx, root) for f, ctx in rec.findings]
+            entries += [plugin_json.entry(f, ctx, root, expected=True) for f, ctx in self.expected]
+            entries += [plugin_json.entry(f, ctx, root, suppressed=True) for f, ctx in rec.suppressed_findings]
+        entries += [plugin_json.entry(f, None, root) for f in self.merged]
+        return entries
 
     def _session_failures(self) -> list[str]:
         """Why lockcheck fails the session beyond the tests it failed (empty: it does not).

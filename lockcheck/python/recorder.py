@@ -77,6 +77,8 @@ class Recorder(ForkHandling):
         #: or parsed `Rule`s -- and how many findings each accepted (`stale` lists those at 0)
         self.rules = parse_rules(DEFAULT_SUPPRESS, DEFAULT) + _rules(suppress or [])
         self.rule_hits = [0] * len(self.rules)
+        #: the running test's own rules (`@pytest.mark.lockcheck(suppress=[...])`), set by the plugin
+        self.test_rules: tuple[Rule, ...] = ()
         self.trace = trace
         self.task_prefix = task_prefix
         self.on_finding = on_finding
@@ -450,7 +452,7 @@ class Recorder(ForkHandling):
         """Whether a rule of `rules` (`lockcheck.python.suppression_rules`) accepts the finding (counted)."""
         i = match(self.rules, finding)
         if i is None:
-            return False
+            return bool(self.test_rules) and match(list(self.test_rules), finding) is not None
         self.rule_hits[i] += 1
         return True
 

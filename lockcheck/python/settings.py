@@ -32,7 +32,9 @@ class Settings:
     - `stack_depth`: Python frames kept per new dependency and per finding (0: sites only);
     - `max_depth`: locks one thread may hold at once before a note;
     - `deadlock`: what a cycle of waits does: `raise` (`DeadlockError`), `report`, `off`;
-    - `report_fd`: where mode `report` writes (None: `sys.stderr`).
+    - `report_fd`: where mode `report` writes (None: `sys.stderr`);
+    - `report_style`: the layout of a `DeadlockError`'s report: `kernel` (lockdep's) or `python`
+      (`lockcheck.python.report_short`, the pytest plugin's default).
     """
 
     grace: float = 1.0
@@ -41,6 +43,7 @@ class Settings:
     max_depth: int = DEFAULT_MAX_DEPTH
     deadlock: str = RAISE
     report_fd: Optional[int] = None
+    report_style: str = "kernel"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.grace, (int, float)) and math.isfinite(self.grace) and self.grace >= 0):

@@ -70,6 +70,35 @@ SHOWN, HIDDEN, RUNNER, LIBRARY = 0, 1, 2, 3
 #: the `file` of a frame that stands for folded library frames (its `function` says how many, where)
 FOLDED = "..."
 _kinds: dict = {}  # code object -> kind: a stack is walked rarely, but each walk sees the same frames
+#: modules whose frames are helpers (`lockcheck_helper_modules`): skipped, so their caller is the site
+_helper_modules: tuple[str, ...] = ()
+
+
+def set_helper_modules(names: list[str]) -> None:
+    """The plugin's `lockcheck_helper_modules`: frames of these modules (and their submodules) are
+    skipped like lockcheck's own, so a report names the code that called the helper."""
+    global _helper_modules
+    _helper_modules = tuple(name.strip() for name in names if name.strip())
+    _kinds.clear()
+
+
+def _kind(frame: Any) -> int:
+    """The kind of `frame`'s code (cached), a helper module's frames HIDDEN."""
+    code = frame.f_code
+    kind = _kinds.get(code)
+    if kind is None:
+        kind = kind_of(code.co_filename)
+        if kind == SHOWN and _helper_modules:
+            module = str(frame.f_globals.get("__name__", ""))
+            if any(module == name or module.startswith(name + ".") for name in _helper_modules):
+                kind = HIDDEN
+        _kinds[code] = kind
+    return kind
+
+
+def _hides(frame: Any) -> bool:
+    """pytest's own convention: a function with `__tracebackhide__ = True` is not the site."""
+    return "__tracebackhide__" in frame.f_code.co_varnames and bool(frame.f_locals.get("__tracebackhide__"))
 
 
 def kind_of(filename: str) -> int:
@@ -123,9 +152,9 @@ def capture(frame: Optional[Any], depth: int = DEFAULT_DEPTH) -> Optional[tuple[
     start = frame
     while frame is not None and shown < depth:
         code = frame.f_code
-        kind = _kinds.get(code)
-        if kind is None:
-            kind = _kinds[code] = kind_of(code.co_filename)
+        kind = _kind(frame)
+        if kind == SHOWN and _hides(frame):
+            kind = HIDDEN
         if kind == RUNNER:
             break  # what called pytest (runpy, a console script) is not the program either
         if kind == LIBRARY:

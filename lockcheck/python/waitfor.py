@@ -433,7 +433,12 @@ def _taken_at(rec: RecorderRef, task: str, lock: Any) -> Optional[str]:
 
 
 def render(finding: F.Finding, rec: RecorderRef) -> str:
-    """The finding as the plugin shows it (`lockcheck.python.deadlock_report`)."""
+    """The finding as the plugin shows it (`lockcheck.python.report_short`, or with the kernel's
+    layout `lockcheck.python.deadlock_report`)."""
+    if getattr(rec.settings, "report_style", "kernel") == "python":
+        from lockcheck.python import report_short as short
+
+        return short.render(finding, rec.settings.stack_depth, short.Paths())
     out = io.StringIO()
     python.print_finding(finding, rec.summary(), out, rec.settings.stack_depth)
     return out.getvalue().strip("\n")
