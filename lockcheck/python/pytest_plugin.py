@@ -88,7 +88,7 @@ import pytest
 
 from lockcheck.lockdep.checker import Checker
 from lockcheck.lockdep.findings import Finding
-from lockcheck.python import plugin_options
+from lockcheck.python import confirm_run, plugin_options
 from lockcheck.python.plugin_children import ForkedChildren
 from lockcheck.python.plugin_fixture import lockcheck_fixture  # noqa: F401 - the `lockcheck` fixture
 from lockcheck.python.plugin_options import (
@@ -110,6 +110,7 @@ MARKER = "lockcheck(skip=False): skip=True records this test's lock operations w
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     plugin_options.add_all(parser)
+    confirm_run.add_options(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -176,6 +177,8 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         self.mode = session_mode(config)
         self.hang: Optional[Any] = None
         self.stack_depth = read_stack_depth(config)
+        #: Finding.key() -> True (confirmed) / False (replayed, no deadlock) / None (`lockcheck.python.confirm_run`)
+        self.verdicts: dict = {}
         if self._is_controller(config):
             self._become_controller()
             return
@@ -229,6 +232,7 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         if workerinput is not None:
             self.worker_id = workerinput.get("workerid", "gw")
             rec.task_prefix = f"{self.worker_id}:"  # tasks made from now on (conftest's ran before)
+        self.verdicts = confirm_run.install(self.config, rec) or self.verdicts
         if self._trace_spec and isinstance(self.trace_file, io.StringIO):
             from lockcheck.util.traceout import open_trace_output
 

@@ -1,0 +1,136 @@
+"""`--lockcheck-confirm` (`lockcheck.python.confirm_run`): a lock-order cycle made by the threads
+of one test is replayed under the directed scheduler until it deadlocks (confirmed) or the
+runs end (potential, with why); a cycle across tests gets a reproducer sketch.
+
+Every suite runs in a subprocess with a timeout: a confirmed deadlock is broken by
+`DeadlockError`, and none of them can hang this suite.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TIMEOUT = 120
+
+#: two threads take A -> B and B -> A; the second sleeps first and the test joins them in
+#: turn, so the plain run never deadlocks (and lockdep reports the inversion)
+HIDDEN = """
+    import threading
+    import time
+
+    def test_ab_ba():
+        A = threading.Lock()
+        B = threading.Lock()
+
+        def one():
+            with A:
+                with B:
+                    pass
+
+        def two():
+            time.sleep(0.2)
+            with B:
+                with A:
+                    pass
+
+        t1 = threading.Thread(target=one, name="one")
+        t2 = threading.Thread(target=two, name="two")
+        t1.start()
+        t2.start()
+        t1.join()
+        t2.join()
+"""
+
+#: the same inversion, but the second half waits for the first to end: it cannot deadlock
+ORDERED = """
+    import threading
+
+    def test_ordered():
+        A = threading.Lock()
+        B = threading.Lock()
+        done = threading.Event()
+
+        def one():
+            with A:
+                with B:
+                    pass
+            done.set()
+
+        def two():
+            done.wait(10)
+            with B:
+                with A:
+                    pass
+
+        t1 = threading.Thread(target=one, name="one")
+        t2 = threading.Thread(target=two, name="two")
+        t2.start()
+        t1.start()
+        t1.join()
+        t2.join()
+"""
+
+PLAIN = """
+    import threading
+
+    RUNS = []
+
+    def test_plain():
+        lock = threading.Lock()
+        with lock:
+            RUNS.append(1)
+        print("ran", len(RUNS))
+"""
+
+
+def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--lockcheck", "--lockcheck-confirm", *args,
+                                         timeout=TIMEOUT)
+
+
+def test_hidden_deadlock_is_confirmed_with_its_interleaving(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_hidden=HIDDEN)
+    started = time.monotonic()
+    result = run(pytester, "-rA")
+    took = time.monotonic() - started
+    out = result.stdout.str()
+    assert took < 30, took
+    result.assert_outcomes(failed=1)  # the original outcome: failed by the circular dependency
+    assert "lockcheck confirm: CONFIRMED: " in out, out
+    assert "re-run 1 deadlocked" in out
+    # the interleaving: each thread, what it held, where it waited
+    assert re.search(r"one/\d+ holding test_ab_ba\.A, about to take test_ab_ba\.B at test_hidden\.py:10", out), out
+    assert re.search(r"two/\d+ holding test_ab_ba\.B, about to take test_ab_ba\.A at test_hidden\.py:16", out), out
+    assert re.search(r"one/\d+ holds test_ab_ba\.A@\w+ \(taken at test_hidden\.py:9\), "
+                     r"waits for test_ab_ba\.B@\w+ at test_hidden\.py:10", out), out
+    # the verdict is in the test's own failure text, and in the summary's section
+    failure = out.split("FAILURES")[1].split("= lockcheck confirm =")[0]
+    assert "CONFIRMED" in failure
+    # the re-runs were not logged as tests, nor their deadlock filed as another finding
+    assert "1 finding (1 circular-dependency)" in out
+    assert "deadlock:" not in out
+
+
+def test_ordered_halves_stay_potential(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_ordered=ORDERED)
+    result = run(pytester, "--lockcheck-confirm-runs=2")
+    out = result.stdout.str()
+    result.assert_outcomes(failed=1)
+    assert "lockcheck confirm: POTENTIAL: " in out, out
+    assert "CONFIRMED" not in out
+    assert "no deadlock in 2 re-runs" in out
+    assert "something else orders them" in out, out
+
+
+def test_test_without_findings_is_not_rerun(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_plain=PLAIN)
+    result = run(pytester, "-s")
+    result.assert_outcomes(passed=1)
+    assert result.stdout.str().count("ran 1") == 1
+    assert "ran 2" not in result.stdout.str()
+    assert "lockcheck confirm" not in result.stdout.str()
