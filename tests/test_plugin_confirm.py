@@ -134,3 +134,100 @@ def test_test_without_findings_is_not_rerun(pytester: pytest.Pytester) -> None:
     assert result.stdout.str().count("ran 1") == 1
     assert "ran 2" not in result.stdout.str()
     assert "lockcheck confirm" not in result.stdout.str()
+
+
+ACROSS = """
+    import threading
+
+    A = threading.Lock()
+    B = threading.Lock()
+
+
+    def take_ab():
+        with A:
+            with B:
+                pass
+
+
+    def take_ba():
+        with B:
+            with A:
+                pass
+
+
+    def test_first():
+        take_ab()
+
+
+    def test_second():
+        take_ba()
+"""
+
+OPTED_OUT = """
+    import threading
+
+    import pytest
+
+
+    @pytest.mark.lockcheck(confirm=False)
+    def test_opted_out():
+        A = threading.Lock()
+        B = threading.Lock()
+        with A:
+            with B:
+                pass
+
+        def other():
+            with B:
+                with A:
+                    pass
+
+        thread = threading.Thread(target=other)
+        thread.start()
+        thread.join()
+"""
+
+#: what a report (the JSON report) reads: the plugin's one mapping, Finding.key() -> verdict
+VERDICTS = """
+    def pytest_terminal_summary(config):
+        plugin = config.pluginmanager.get_plugin("lockcheck-session")
+        rec = plugin.recorder
+        for finding, ctx in rec.findings:
+            print("VERDICT", ctx, plugin.verdicts.get(finding.key(), "absent"))
+"""
+
+
+def test_cycle_across_tests_says_who_made_each_half_and_sketches_a_reproducer(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_across=ACROSS)
+    result = run(pytester)
+    out = result.stdout.str()
+    result.assert_outcomes(passed=1, failed=1)
+    assert "its edges come from different tests, so no one re-run can replay it" in out, out
+    assert "at test_across.py:9 by MainThread/1 in test_across.py::test_first" in out
+    assert "at test_across.py:15 by MainThread/1 in test_across.py::test_second" in out
+    assert "reproducer sketch (a sketch, not a tested program" in out
+    assert "take_ab(...)" in out and "take_ba(...)" in out
+    assert "CONFIRMED" not in out
+
+
+def test_verdicts_mapping_and_marker_opt_out(pytester: pytest.Pytester) -> None:
+    pytester.makeconftest(VERDICTS)
+    pytester.makepyfile(test_hidden=HIDDEN, test_ordered=ORDERED, test_optout=OPTED_OUT, test_across=ACROSS)
+    result = run(pytester, "-s", "-p", "no:randomly", "--lockcheck-confirm-runs=1")
+    out = result.stdout.str()
+    result.assert_outcomes(passed=1, failed=4)
+    verdicts = dict(re.findall(r"^VERDICT (\S+) (\S+)$", out, re.M))
+    assert verdicts == {
+        "test_hidden.py::test_ab_ba": "True",
+        "test_ordered.py::test_ordered": "False",
+        "test_optout.py::test_opted_out": "absent",  # not replayed: @pytest.mark.lockcheck(confirm=False)
+        "test_across.py::test_second": "None",  # not replayable: edges of two tests
+    }, out
+    assert "test_opted_out: " not in out.split("= lockcheck confirm =")[1].split("= lockcheck =")[0]
+
+
+def test_off_by_default(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_hidden=HIDDEN)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--lockcheck", timeout=TIMEOUT)
+    result.assert_outcomes(failed=1)
+    assert "lockcheck confirm" not in result.stdout.str()

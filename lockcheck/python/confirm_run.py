@@ -56,10 +56,11 @@ def add_options(parser: pytest.Parser) -> None:
                   help="seconds of one re-run after which the scheduler holds no thread any more")
 
 
-def install(config: pytest.Config, rec: Any) -> Optional[dict]:
-    """Register the confirmer when `--lockcheck-confirm` (or the ini value) asks; its verdicts."""
+def install(config: pytest.Config, rec: Any, verdicts: dict) -> dict:
+    """Register the confirmer when `--lockcheck-confirm` (or the ini value) asks; the mapping its
+    verdicts go to (`verdicts`, the plugin's, which stays empty when confirmation is off)."""
     if not (config.getoption("lockcheck_confirm", None) or config.getini("lockcheck_confirm")):
-        return None
+        return verdicts
     existing = config.pluginmanager.get_plugin(NAME)
     if existing is not None:
         return existing.verdicts
@@ -75,6 +76,7 @@ def install(config: pytest.Config, rec: Any) -> Optional[dict]:
         raise pytest.UsageError(f"--lockcheck-confirm-runs: expected 1 or more runs, not {runs}")
     confirmer = Confirmer(rec, runs, seconds("lockcheck_confirm_pause", config.getini("lockcheck_confirm_pause")),
                           seconds("lockcheck_confirm_timeout", config.getini("lockcheck_confirm_timeout")))
+    confirmer.verdicts = verdicts
     config.pluginmanager.register(confirmer, NAME)
     return confirmer.verdicts
 
@@ -271,9 +273,12 @@ def across_tests(title: str, edges: list[Edge]) -> list[str]:
 
 
 def _calls(edge: Edge) -> list[str]:
-    """The recorded call path of an edge, outermost first, as comments and the outermost call."""
+    """The recorded call path of an edge, outermost first, as a comment, and the call to make:
+    the first function below the test's own (the code under test), else the outermost."""
     frames = list(reversed(edge.stack or ()))
     if not frames:
         return [f"...  # the code that takes {edge.held}, then {edge.cls} at {edge.site}"]
     path = " -> ".join(f"{frame.function}() at {frame.file}:{frame.line}" for frame in frames)
-    return [f"# call path: {path}", f"{frames[0].function}(...)  # takes {edge.held}, then {edge.cls} at {edge.site}"]
+    entry = frames[1] if len(frames) > 1 and frames[0].function.rpartition(".")[2].startswith("test") else frames[0]
+    name = entry.function.replace(".<locals>.", "_")
+    return [f"# call path: {path}", f"{name}(...)  # takes {edge.held}, then {edge.cls} at {edge.site}"]

@@ -52,7 +52,7 @@ def cycle_edges(finding: Finding) -> list[Edge]:
     if len(links) < 2:
         return []
     return [Edge(links[i - 1].cls, link.cls, link.evidence.at or link.evidence.location, link.evidence.task,
-                 link.evidence.stack)
+                 link.evidence.stack or (finding.details.get("stack") if link.depth == 0 else None))
             for i, link in enumerate(links)]
 
 

@@ -232,7 +232,7 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         if workerinput is not None:
             self.worker_id = workerinput.get("workerid", "gw")
             rec.task_prefix = f"{self.worker_id}:"  # tasks made from now on (conftest's ran before)
-        self.verdicts = confirm_run.install(self.config, rec) or self.verdicts
+        self.verdicts = confirm_run.install(self.config, rec, self.verdicts)
         if self._trace_spec and isinstance(self.trace_file, io.StringIO):
             from lockcheck.util.traceout import open_trace_output
 
