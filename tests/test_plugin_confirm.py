@@ -9,6 +9,7 @@ Every suite runs in a subprocess with a timeout: a confirmed deadlock is broken 
 from __future__ import annotations
 
 import re
+import sys
 import time
 
 import pytest
@@ -231,3 +232,49 @@ def test_off_by_default(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--lockcheck", timeout=TIMEOUT)
     result.assert_outcomes(failed=1)
     assert "lockcheck confirm" not in result.stdout.str()
+
+
+API = """
+    import threading
+    import time
+
+    import lockcheck
+
+
+    def hidden():
+        A = threading.Lock()
+        B = threading.Lock()
+
+        def one():
+            with A:
+                with B:
+                    pass
+
+        def two():
+            time.sleep(0.2)
+            with B:
+                with A:
+                    pass
+
+        threads = [threading.Thread(target=one), threading.Thread(target=two)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+
+
+    outcome = lockcheck.confirm(hidden, cycle=["A", "B"])
+    print("VERDICT", outcome.confirmed)
+    print(outcome.text)
+    print("NONE", lockcheck.confirm(lambda: None).confirmed)
+"""
+
+
+def test_confirm_api_outside_pytest(pytester: pytest.Pytester) -> None:
+    script = pytester.makepyfile(api=API)
+    result = pytester.run(sys.executable, str(script), timeout=TIMEOUT)
+    out = result.stdout.str()
+    assert result.ret == 0, out + result.stderr.str()
+    assert "VERDICT True" in out, out
+    assert "then the cycle of waits:" in out
+    assert "NONE None" in out

@@ -19,25 +19,21 @@ during re-runs are dropped (the session has them already).  `verdicts` maps a
 finding's key (`Finding.key()`) to True (confirmed), False (replayed, no
 deadlock) or None (not replayed): the one place reports read it (`verdict`).
 
+The replay itself (shared with `lockcheck.confirm`) is `lockcheck.python.confirm_replay`.
 Registered by the lockcheck plugin (`install`) as a plugin of its own, so the
-plugin module gains one line; `@pytest.mark.lockcheck(confirm=False)` opts a test out.
+plugin module gains a few lines; `@pytest.mark.lockcheck(confirm=False)` opts a test out.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from typing import Any, Optional
 
 import pytest
 
-from lockcheck.lockdep.findings import CIRCULAR, DEADLOCK, Finding
-from lockcheck.python.confirm_scheduler import DirectedScheduler, Edge, cycle_edges, test_of, thread_of
+from lockcheck.lockdep.findings import CIRCULAR, Finding
+from lockcheck.python.confirm_replay import DEFAULT_PAUSE, DEFAULT_RUNS, DEFAULT_TIMEOUT, Outcome, replay
 
 NAME = "lockcheck-confirm"
-DEFAULT_RUNS = 3
-DEFAULT_PAUSE = 0.5
-DEFAULT_TIMEOUT = 10.0
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -86,16 +82,6 @@ def verdict(config: pytest.Config, finding: Finding) -> Optional[bool]:
     (confirmation off, a cycle across tests, or an opted-out test)."""
     confirmer = config.pluginmanager.get_plugin(NAME)
     return None if confirmer is None else confirmer.verdicts.get(finding.key())
-
-
-@dataclasses.dataclass
-class Outcome:
-    """What confirming one finding found: the verdict, and the lines that say it."""
-
-    finding: Finding
-    test: str
-    confirmed: Optional[bool]
-    lines: list[str]
 
 
 class Confirmer:
@@ -157,75 +143,31 @@ class Confirmer:
             _annotate(report, "\n\n".join(texts))
 
     def _one(self, item: pytest.Item, nextitem: Optional[pytest.Item], finding: Finding) -> Outcome:
-        title = f"{' -> '.join(finding.cycle or [])} in {item.nodeid}"
-        edges = cycle_edges(finding)
-        if not edges:
-            return Outcome(finding, item.nodeid, None,
-                           [f"lockcheck confirm: POTENTIAL: {title}: the report kept no chain to replay"])
-        tests = {test_of(edge.task) for edge in edges}
-        if tests != {item.nodeid}:
-            return Outcome(finding, item.nodeid, None, across_tests(title, edges))
-        if len({thread_of(edge.task) for edge in edges}) < 2:
-            return Outcome(finding, item.nodeid, False, [
-                f"lockcheck confirm: POTENTIAL: {title}: one thread made every edge of the cycle, so this "
-                f"test has no second thread to deadlock with (another caller of the same code would)"])
-        why = ""
-        for run in range(1, self.runs + 1):
-            scheduler, deadlock, took = self._rerun(item, nextitem, edges, finding)
-            if deadlock is not None:
-                return Outcome(finding, item.nodeid, True, confirmed_lines(title, run, scheduler, deadlock))
-            why = scheduler.why_not()
-            if took >= self.timeout:
-                why += f" (the re-run took {took:.1f}s, over its limit of {self.timeout:g}s: no more re-runs)"
-                break
-        return Outcome(finding, item.nodeid, False, [
-            f"lockcheck confirm: POTENTIAL: {title}: no deadlock in {run} re-run{'s' if run > 1 else ''} "
-            f"under the directed scheduler: {why}"])
+        return replay(self.rec, finding, lambda: self._rerun(item, nextitem), item.nodeid, self.runs, self.pause,
+                      self.timeout)
 
-    def _rerun(self, item: pytest.Item, nextitem: Optional[pytest.Item], edges: list[Edge],
-               finding: Finding) -> tuple[DirectedScheduler, Optional[Finding], float]:
-        """One re-run with the scheduler on; the deadlock finding of the cycle, if one was made.
-        Whatever the re-run recorded is taken out of the session's findings again."""
+    def _rerun(self, item: pytest.Item, nextitem: Optional[pytest.Item]) -> None:
+        """The test once more, by pytest's protocol, its reports not logged; its context opened and
+        closed again around it, and its report sections as they were."""
         from _pytest.runner import runtestprotocol
 
         from lockcheck.python.plugin_summary import ReportedOnce
-        from lockcheck.python.settings import RAISE
 
         rec = self.rec
-        start = time.monotonic()
-        scheduler = DirectedScheduler(rec, edges, self.pause, start + self.timeout)
-        n_found, n_suppressed = len(rec.findings), len(rec.suppressed_findings)
         sections = list(getattr(item, "_report_sections", []))
-        settings = rec.settings
-        rec.settings = dataclasses.replace(settings, deadlock=RAISE)  # a deadlock must end, never hang
         rec.set_context(item.nodeid)
         ReportedOnce.install()  # a DeadlockError that ends a thread: one captured line, no warning
-        scheduler.install()
         self.rerunning = True
         try:
             runtestprotocol(item, log=False, nextitem=nextitem)
         finally:
             self.rerunning = False
-            scheduler.uninstall()
             ReportedOnce.uninstall()
-            rec.settings = settings
             rec.end_context(item.nodeid)
             rec.take(item.nodeid)
             rec.set_context(None)
-            made = rec.findings[n_found:]
-            del rec.findings[n_found:]
-            del rec.suppressed_findings[n_suppressed:]
             if hasattr(item, "_report_sections"):
                 item._report_sections[:] = sections
-        cycle = {_base(name) for name in finding.cycle or []}
-        for found, _ in made:
-            if found.kind == DEADLOCK and found.cycle and {_base(name) for name in found.cycle} <= cycle:
-                return scheduler, found, time.monotonic() - start
-        return scheduler, None, time.monotonic() - start
-
-
-def _base(cls: str) -> str:
-    return cls.partition("/")[0]
 
 
 def _annotate(report: pytest.TestReport, text: str) -> None:
@@ -236,49 +178,3 @@ def _annotate(report: pytest.TestReport, text: str) -> None:
         report.longrepr = headlined(f"{report.longrepr}\n\n{text}")
     else:
         report.sections.append(("lockcheck confirm", text))
-
-
-def confirmed_lines(title: str, run: int, scheduler: DirectedScheduler, deadlock: Finding) -> list[str]:
-    """The verdict, and the interleaving that deadlocked: who held what and waited where."""
-    lines = [f"lockcheck confirm: CONFIRMED: {title}: re-run {run} deadlocked under the directed scheduler "
-             f"(broken by DeadlockError, the session went on); the interleaving:",
-             "  held at their sites until every edge of the cycle had a thread:"]
-    for task, edge in scheduler.meeting:
-        lines.append(f"    {thread_of(task)} holding {edge.held}, about to take {edge.cls} at {edge.site}")
-    lines.append("  then the cycle of waits:")
-    for ctx in deadlock.details.get("contexts", []):
-        taken = f" (taken at {ctx['holds_at']})" if ctx.get("holds_at") else ""
-        lines.append(f"    {thread_of(ctx['task'])} holds {ctx['holds']}{taken}, waits for {ctx['waits_for']} "
-                     f"at {ctx['waits_at']}")
-    return lines
-
-
-def across_tests(title: str, edges: list[Edge]) -> list[str]:
-    """A cycle whose edges come from different tests: which test made each, and a sketch of a
-    program that runs the halves at once."""
-    lines = [f"lockcheck confirm: POTENTIAL: {title}: its edges come from different tests, so no one re-run "
-             f"can replay it:"]
-    for edge in edges:
-        lines.append(f"  {edge.cls} taken while holding {edge.held} at {edge.site} by {thread_of(edge.task)} "
-                     f"in {test_of(edge.task) or 'no test'}")
-    lines.append("  reproducer sketch (a sketch, not a tested program: fill in the calls' arguments):")
-    lines.append("    import threading")
-    for i, edge in enumerate(edges, 1):
-        lines.append(f"    def half_{i}():  # as {test_of(edge.task) or 'outside any test'} did")
-        lines.extend(f"        {call}" for call in _calls(edge))
-    lines.append(f"    threads = [threading.Thread(target=f) for f in ({', '.join(f'half_{i}' for i in range(1, len(edges) + 1))},)]")
-    lines.append("    for t in threads: t.start()")
-    lines.append("    for t in threads: t.join()  # a deadlock hangs here (under pytest --lockcheck: DeadlockError)")
-    return lines
-
-
-def _calls(edge: Edge) -> list[str]:
-    """The recorded call path of an edge, outermost first, as a comment, and the call to make:
-    the first function below the test's own (the code under test), else the outermost."""
-    frames = list(reversed(edge.stack or ()))
-    if not frames:
-        return [f"...  # the code that takes {edge.held}, then {edge.cls} at {edge.site}"]
-    path = " -> ".join(f"{frame.function}() at {frame.file}:{frame.line}" for frame in frames)
-    entry = frames[1] if len(frames) > 1 and frames[0].function.rpartition(".")[2].startswith("test") else frames[0]
-    name = entry.function.replace(".<locals>.", "_")
-    return [f"# call path: {path}", f"{name}(...)  # takes {edge.held}, then {edge.cls} at {edge.site}"]
