@@ -102,7 +102,7 @@ def test_hidden_deadlock_is_confirmed_with_its_interleaving(pytester: pytest.Pyt
     out = result.stdout.str()
     assert took < 30, took
     result.assert_outcomes(failed=1)  # the original outcome: failed by the circular dependency
-    assert "lockcheck confirm: CONFIRMED: " in out, out
+    assert "lockcheck: CONFIRMED: " in out, out
     assert "re-run 1 deadlocked" in out
     # the interleaving: each thread, what it held, where it waited
     assert re.search(r"one/\d+ holding test_ab_ba\.A, about to take test_ab_ba\.B at test_hidden\.py:10", out), out
@@ -122,7 +122,7 @@ def test_ordered_halves_stay_potential(pytester: pytest.Pytester) -> None:
     result = run(pytester, "--lockcheck-confirm-runs=2")
     out = result.stdout.str()
     result.assert_outcomes(failed=1)
-    assert "lockcheck confirm: POTENTIAL: " in out, out
+    assert "lockcheck: POTENTIAL: " in out, out
     assert "CONFIRMED" not in out
     assert "no deadlock in 2 re-runs" in out
     assert "something else orders them" in out, out

@@ -43,7 +43,7 @@ def confirm(func: Callable[[], Any], cycle: Optional[Sequence[str]] = None, *, r
             _pick([f for f, _ in rec.findings[:first]], cycle) if cycle else None)
         if finding is None:
             wanted = f" of {' -> '.join(cycle)}" if cycle else ""
-            return Outcome(None, None, None, [f"lockcheck confirm: no circular dependency{wanted} was recorded"])
+            return Outcome(None, None, None, [f"lockcheck: no circular dependency{wanted} was recorded"])
         return replay(rec, finding, func, _context_of(finding), runs, pause, timeout)
     finally:
         threading.excepthook = previous_hook

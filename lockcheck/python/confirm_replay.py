@@ -44,12 +44,12 @@ def replay(rec: Any, finding: Finding, run_once: Callable[[], None], test: Optio
     edges = cycle_edges(finding)
     if not edges:
         return Outcome(finding, test, None,
-                       [f"lockcheck confirm: POTENTIAL: {title}: the report kept no chain to replay"])
+                       [f"lockcheck: POTENTIAL: {title}: the report kept no chain to replay"])
     if {test_of(edge.task) for edge in edges} != {test}:
         return Outcome(finding, test, None, across_tests(title, edges))
     if len({thread_of(edge.task) for edge in edges}) < 2:
         return Outcome(finding, test, False, [
-            f"lockcheck confirm: POTENTIAL: {title}: one thread made every edge of the cycle, so this "
+            f"lockcheck: POTENTIAL: {title}: one thread made every edge of the cycle, so this "
             f"code has no second thread to deadlock with (another caller of the same code would)"])
     why = ""
     for run in range(1, runs + 1):
@@ -61,7 +61,7 @@ def replay(rec: Any, finding: Finding, run_once: Callable[[], None], test: Optio
             why += f" (the re-run took {took:.1f}s, over its limit of {timeout:g}s: no more re-runs)"
             break
     return Outcome(finding, test, False, [
-        f"lockcheck confirm: POTENTIAL: {title}: no deadlock in {run} re-run{'s' if run > 1 else ''} "
+        f"lockcheck: POTENTIAL: {title}: no deadlock in {run} re-run{'s' if run > 1 else ''} "
         f"under the directed scheduler: {why}"])
 
 
@@ -102,7 +102,7 @@ def _base(cls: str) -> str:
 
 def confirmed_lines(title: str, run: int, scheduler: DirectedScheduler, deadlock: Finding) -> list[str]:
     """The verdict, and the interleaving that deadlocked: who held what and waited where."""
-    lines = [f"lockcheck confirm: CONFIRMED: {title}: re-run {run} deadlocked under the directed scheduler "
+    lines = [f"lockcheck: CONFIRMED: {title}: re-run {run} deadlocked under the directed scheduler "
              f"(broken by DeadlockError, so nothing hung); the interleaving:",
              "  held at their sites until every edge of the cycle had a thread:"]
     for task, edge in scheduler.meeting:
@@ -118,7 +118,7 @@ def confirmed_lines(title: str, run: int, scheduler: DirectedScheduler, deadlock
 def across_tests(title: str, edges: list[Edge]) -> list[str]:
     """A cycle whose edges come from different tests: which test made each, and a sketch of a
     program that runs the halves at once."""
-    lines = [f"lockcheck confirm: POTENTIAL: {title}: its edges come from different tests, so no one re-run "
+    lines = [f"lockcheck: POTENTIAL: {title}: its edges come from different tests, so no one re-run "
              f"can replay it:"]
     for edge in edges:
         lines.append(f"  {edge.cls} taken while holding {edge.held} at {edge.site} by {thread_of(edge.task)} "
