@@ -136,6 +136,7 @@ class Confirmer:
         for finding in found:
             outcome = self._one(item, nextitem, finding)
             self.verdicts[finding.key()] = outcome.confirmed
+            finding.details["confirmed"] = outcome.confirmed  # what the JSON report reads (plugin_json)
             self.outcomes.append(outcome)
             texts.append("\n".join(outcome.lines))
         report = self._reports.get(item.nodeid)
