@@ -10,6 +10,7 @@ from lockcheck.util.version import __version__ as __version__
 
 def __getattr__(attr: str):
     """Lazy exports: `lockcheck.name`, `lockcheck.nested` (annotations), `lockcheck.instrument`,
+    `lockcheck.confirm` (replay a lock-order cycle until it deadlocks, `lockcheck.python.confirm_api`),
     `lockcheck.DeadlockError` (a blocking acquire that closes a cycle of waits)."""
     if attr in ("name", "nested"):
         from lockcheck.python import hints as annotate
@@ -20,6 +21,10 @@ def __getattr__(attr: str):
         from lockcheck.python.waitfor import DeadlockError
 
         return DeadlockError
+    if attr == "confirm":
+        from lockcheck.python.confirm_api import confirm
+
+        return confirm
     if attr == "instrument":
         from lockcheck.python.instrument import instrument
 

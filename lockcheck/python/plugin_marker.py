@@ -22,11 +22,11 @@ from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.order import OrderFile, parse_order
 from lockcheck.python.suppression_rules import Rule, RuleError, check_kind, parse_rules
 
-KEYWORDS = ("skip", "enabled", "expect", "order", "suppress")
-MARKER = ("lockcheck(skip=False, expect=None, order=None, suppress=None): skip=True records this test's "
-          "lock operations without checking them; expect=KIND: the test must make a finding of that kind "
-          "(and passes); order=[A, B]: a lock order for this test; suppress=[RULE]: lockcheck_suppress "
-          "lines for this test")
+KEYWORDS = ("skip", "enabled", "expect", "order", "suppress", "confirm")
+MARKER = ("lockcheck(skip=False, expect=None, order=None, suppress=None, confirm=True): skip=True records "
+          "this test's lock operations without checking them; expect=KIND: the test must make a finding of "
+          "that kind (and passes); order=[A, B]: a lock order for this test; suppress=[RULE]: "
+          "lockcheck_suppress lines for this test; confirm=False: never re-run it for --lockcheck-confirm")
 
 
 class Request(NamedTuple):
@@ -58,7 +58,7 @@ def read(item: pytest.Item) -> Request:
     if unknown or marker.args:
         what = f"keyword {unknown[0]!r}" if unknown else f"positional argument {marker.args[0]!r}"
         raise pytest.UsageError(f"{where}: @pytest.mark.lockcheck: unknown {what} "
-                                f"(it takes skip, expect, order and suppress)")
+                                f"(it takes skip, expect, order, suppress and confirm)")
     check = not (kwargs.get("skip") or kwargs.get("enabled") is False)
     expect = kwargs.get("expect")
     if expect is not None:

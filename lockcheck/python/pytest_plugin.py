@@ -95,7 +95,7 @@ import pytest
 
 from lockcheck.lockdep.checker import Checker
 from lockcheck.lockdep.findings import Finding
-from lockcheck.python import plugin_options, plugin_threads
+from lockcheck.python import confirm_run, plugin_options, plugin_threads
 from lockcheck.python.plugin_marker import MARKER, Request, check_items, read as read_marker, set_test_order
 from lockcheck.python.plugin_children import ForkedChildren
 from lockcheck.python.plugin_fixture import lockcheck_fixture  # noqa: F401 - the `lockcheck` fixture
@@ -117,6 +117,7 @@ PLUGIN_NAME = "lockcheck-session"
 
 def pytest_addoption(parser: pytest.Parser) -> None:
     plugin_options.add_all(parser)
+    confirm_run.add_options(parser)
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -197,6 +198,8 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         from lockcheck.python.stacks import set_helper_modules
 
         set_helper_modules(list(config.getini("lockcheck_helper_modules")))
+        #: Finding.key() -> True (confirmed) / False (replayed, no deadlock) / None (`lockcheck.python.confirm_run`)
+        self.verdicts: dict = {}
         if self._is_controller(config):
             self._become_controller()
             return
@@ -250,6 +253,7 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         if workerinput is not None:
             self.worker_id = workerinput.get("workerid", "gw")
             rec.task_prefix = f"{self.worker_id}:"  # tasks made from now on (conftest's ran before)
+        self.verdicts = confirm_run.install(self.config, rec, self.verdicts)
         if self._trace_spec and isinstance(self.trace_file, io.StringIO):
             from lockcheck.util.traceout import open_trace_output
 

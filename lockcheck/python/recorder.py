@@ -82,6 +82,9 @@ class Recorder(ForkHandling):
         self.trace = trace
         self.task_prefix = task_prefix
         self.on_finding = on_finding
+        #: called as (task, cls, site) before each acquire that may block (`lockcheck.python.confirm_scheduler`
+        #: pauses a thread there); None -- the rule -- costs one check.  Set: the compiled hit path stands aside
+        self.pre_acquire: Optional[Callable[[str, str, str], None]] = None
         self.findings: list[tuple[Finding, Optional[str]]] = []
         self.suppressed_findings: list[tuple[Finding, Optional[str]]] = []
         self.by_context: dict[Optional[str], list[Finding]] = {}
@@ -222,6 +225,8 @@ class Recorder(ForkHandling):
         frame = user_frame(frame)
         site = self._sites.get((frame.f_code, frame.f_lineno))
         file, line, at = site if site is not None else self.site(frame)
+        if self.pre_acquire is not None and not trylock:
+            self.pre_acquire(task, cls, at)
         ev = Event(task, ACQUIRE, cls, inst, mode, trylock, subclass, None, self.check, at, None, None,
                    file, line, comm)
         if self._pending:

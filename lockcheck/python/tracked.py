@@ -548,6 +548,8 @@ def _c_refresh(rec: RecorderRef) -> Optional[tuple]:
     from lockcheck.lockdep.checker import Checker
 
     checker = rec.checker
+    if getattr(rec, "pre_acquire", None) is not None:
+        return None  # a directed scheduler sees every acquire (lockcheck.python.confirm_scheduler)
     kind = type(rec)
     # `Recorder` itself, looked up (not imported: the recorder module is above this one, and is
     # loaded, since `rec` is one of its recorders or of a look-alike)
