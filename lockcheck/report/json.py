@@ -50,3 +50,31 @@ def document(findings: list[Finding], summary: "Summary") -> dict[str, Any]:
         doc["errors"] = list(summary.errors)
     return doc
 
+
+
+class JsonStream:
+    """The same document as `render`, byte for byte, each finding written as it comes (issue 30).
+
+    A run with hundreds of thousands of findings must not hold them: each is
+    turned into JSON and written, then dropped.  The findings come before
+    `stats` in the document, so only what follows them waits for the end.
+    """
+
+    _HEAD = '{\n  "version": %d,\n  "findings": [' % FORMAT_VERSION
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.count = 0
+
+    def add(self, finding: Finding) -> None:
+        """Write one finding (the document's head first, before the first one)."""
+        text = json.dumps(finding.to_json(), indent=2, allow_nan=False).replace("\n", "\n    ")
+        self.out.write(("%s\n    " % self._HEAD if not self.count else ",\n    ") + text)
+        self.count += 1
+
+    def close(self, summary: "Summary") -> None:
+        """Close the findings and write the rest of the document."""
+        rest = json.dumps(document([], summary), indent=2, allow_nan=False)
+        head, marker, tail = rest.partition('"findings": []')
+        assert marker and head.endswith('"version": %d,\n  ' % FORMAT_VERSION)
+        self.out.write((self._HEAD + "]" if not self.count else "\n  ]") + tail + "\n")
