@@ -4,7 +4,8 @@
 checker raises it and calls `close(summary)` once the run is over, so a
 trace with hundreds of thousands of findings needs memory for its graph,
 not for its findings: `json` writes each finding at once
-(`report.json.JsonStream`), `text` groups circular findings by strongly
+(`report.json.JsonStream`), `sarif` spools its results to a temporary
+file until the rules are known (`report.sarif.SarifStream`), `text` groups circular findings by strongly
 connected set past a threshold (`report.text_groups`).  The other formats
 (`Buffered`) keep the findings and call their `render` at the end.
 """
@@ -56,6 +57,10 @@ def open_writer(fmt: str, out: TextIO, max_per_group: int) -> FindingWriter:
         from lockcheck.report.json import JsonStream
 
         return JsonStream(out)
+    if fmt == "sarif":
+        from lockcheck.report.sarif import SarifStream
+
+        return SarifStream(out)
     if fmt == "text":
         from lockcheck.report.text_groups import GroupedText
 
