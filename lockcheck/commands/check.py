@@ -231,6 +231,7 @@ class CheckSession:
         else:
             checker = Checker(graph, options)
         checker.reported |= reported  # a cycle the baselines closed is not reported again by a trace
+        checker.keep_findings = False  # the session keeps (or streams) what `run` yields: no second list
         self.context = ReadContext(on_open=lambda name, module: self._opened(checker, name, module),
                                    parallel=True, errors=self.errors)
         findings: list[Finding] = list(baseline_findings)
