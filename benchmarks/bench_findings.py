@@ -64,13 +64,15 @@ def trace_path(classes: int) -> tuple[Path, int]:
 def measure(trace: Path, fmt: str, extra: list[str]) -> tuple[float, float, int, int]:
     """(wall s, peak RSS MB, exit status, bytes written) of one check in a child process."""
     cmd = [sys.executable, "-m", "lockcheck", "check", "--no-progress", "--format", fmt, *extra, str(trace)]
-    sink = OUT / f"{trace.stem}.{fmt}.out"
+    sink = OUT / f"{trace.stem}.{fmt}.{os.getpid()}.out"
     start = time.perf_counter()
     with open(sink, "w") as stdout:
         proc = subprocess.Popen(cmd, stdout=stdout, stderr=subprocess.DEVNULL, cwd=ROOT)
         _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - start
-    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), sink.stat().st_size
+    size = sink.stat().st_size
+    sink.unlink()  # hundreds of MB for JSON
+    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), size
 
 
 def main(argv: list[str] | None = None) -> int:
