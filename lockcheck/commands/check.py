@@ -55,6 +55,9 @@ class SessionOptions:
     dask: Optional[str] = None
     #: `--dask-timeout SECONDS`: how long the scheduler may take to answer (None: `jobs.cluster.DASK_TIMEOUT`)
     dask_timeout: Optional[float] = None
+    #: `--max-per-group N`: a text report prints up to N circular findings of one strongly connected
+    #: set in full, more as one block (None: `[tool.lockcheck] max-per-group`, else `text_groups.MAX_PER_GROUP`)
+    max_per_group: Optional[int] = None
 
 
 class CheckSession:
@@ -79,6 +82,12 @@ class CheckSession:
         #: why the split's summaries could not serve (`lockcheck.jobs.Unsure`: the check was then done in one
         #: process, or on a cluster replayed exactly), or None
         self.parallel_unsure: Optional[str] = None
+        #: `run`'s report writer, as `(format, out)` until `_check` opens it; the writer itself once
+        #: open: the findings go to it as they are found (`lockcheck.commands.streaming`)
+        self._stream_to: Optional[tuple[str, TextIO]] = None
+        self.writer = None
+        #: findings suppressed on their way to `writer`
+        self.streamed_suppressed = 0
 
     def run(self, paths: list[str], out: TextIO) -> int:
         from lockcheck.report import RENDERERS, Summary
@@ -86,7 +95,11 @@ class CheckSession:
         renderer = RENDERERS.get(self.options.output_format)
         if renderer is None:
             raise UsageError(f"unknown --format {self.options.output_format!r} (choose from {', '.join(RENDERERS)})")
+        self._stream_to = (self.options.output_format, out) if not self.options.save_graph else None
         checker, findings, suppressed = self.check(paths)
+        writer = self.writer if self.writer is not None else self._open_writer(self.options.output_format, out)
+        for finding in findings:  # what was not streamed (all of it, in a run that was not)
+            writer.add(finding)
         summary = Summary(
             events=checker.stats.events,
             tasks=checker.task_count,
@@ -95,19 +108,36 @@ class CheckSession:
             files=list(paths),
             version=__version__,
             notes=self._notes(checker),
-            suppressed=len(suppressed),
+            suppressed=len(suppressed) + self.streamed_suppressed,
             errors=[err.format() for err in self.errors],
             annotations=self.annotator.source_counts() if self.annotator is not None else {},
         )
         if self.options.quiet:
             summary.notes = []
             summary.quiet = True
-        renderer.render(findings, summary, out)
+        writer.close(summary)
         if self.options.save_graph:
             from lockcheck.store.graphfile import save_graph
 
             save_graph(checker.graph, self.options.save_graph, findings)
-        return self._finish(findings)
+        return self._finish(writer.count)
+
+    def _open_writer(self, fmt: str, out: TextIO):
+        """The report writer of `--format fmt` (`lockcheck.report.stream`)."""
+        from lockcheck.report.stream import open_writer
+        from lockcheck.report.text_groups import MAX_PER_GROUP
+
+        limit = self.options.max_per_group
+        if limit is None:
+            limit = self.config.max_per_group if self.config is not None else None
+        return open_writer(fmt, out, MAX_PER_GROUP if limit is None else limit)
+
+    def _emit(self, finding: Finding) -> None:
+        """A finding on its way to the open writer, unless a suppression accepts it."""
+        if self.config.suppression_for(finding) is None:
+            self.writer.add(finding)
+        else:
+            self.streamed_suppressed += 1
 
     def write_graph(self, paths: list[str], output: str, fmt: Optional[str] = None,
                     stdout: Optional[TextIO] = None, view: Optional[GraphView] = None) -> int:
@@ -170,6 +200,8 @@ class CheckSession:
         """Forget what a check that is done again reported on the way."""
         self.errors.clear()
         self.dump_notes.clear()
+        self.writer = None
+        self.streamed_suppressed = 0
         self.no_irq_files.clear()
         self.progress_line = None
 
@@ -199,6 +231,7 @@ class CheckSession:
         else:
             checker = Checker(graph, options)
         checker.reported |= reported  # a cycle the baselines closed is not reported again by a trace
+        checker.keep_findings = False  # the session keeps (or streams) what `run` yields: no second list
         self.context = ReadContext(on_open=lambda name, module: self._opened(checker, name, module),
                                    parallel=True, errors=self.errors)
         findings: list[Finding] = list(baseline_findings)
@@ -219,6 +252,14 @@ class CheckSession:
                 # --first stops at the first finding: one process reads no further than that
                 raise Fallback("no traces, a declared order, or --first")
             annotator.add_boots(traces, annotation_options)
+            if self._stream_to is not None and not split and not options.first and not dumps:
+                from lockcheck.commands.streaming import plain_traces
+
+                if plain_traces(traces, self.options.input_format, annotator):
+                    self.writer = self._open_writer(*self._stream_to)
+                    for finding in findings:
+                        self._emit(finding)
+                    findings.clear()
             if dumps:
                 findings.extend(self._check_dumps(checker, dumps))
             if traces:
@@ -229,8 +270,9 @@ class CheckSession:
                     self.context.fast = self._fast_path(checker)
                     self.checker_stats = checker.stats
                     events = self.config.apply_aliases(read_all(traces, self.options.input_format, self.context))
+                    emit = self._emit if self.writer is not None else findings.append
                     for finding in checker.run(self._progress(events, traces)):
-                        findings.append(finding)
+                        emit(finding)
                 annotator.mark_uncertain(findings)
                 findings[:] = annotator.fold_kernel_reports(findings)
         except TraceError as err:
@@ -409,7 +451,8 @@ class CheckSession:
                                    f"{count(n_edges, 'dependency', 'dependencies')} of {', '.join(state.files)}")
         return found
 
-    def _finish(self, findings: list[Finding]) -> int:
+    def _finish(self, findings: "list[Finding] | int") -> int:
+        """The exit status; `findings` may be how many there were."""
         for err in self.errors:
             print(visible(err.format()), file=self.stderr)
         if self.errors:

@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--format", help="text (default), json, sarif, github or html (the default for -o FILE.html)")
     check.add_argument("--first", action="store_true", help="stop after the first finding, like the kernel")
     check.add_argument("--quiet", "-q", action="store_true", help="no summary or notes, findings only")
+    check.add_argument("--max-per-group", metavar="N", type=_whole(0, 1 << 30, "a number of findings"),
+                       help="text: print up to N circular findings of one set of classes that depend on each other "
+                            "in full, more as one block with its 3 shortest cycles (default 20; 0: never group)")
     check.add_argument("--save-graph", metavar="GRAPH", help="write the dependency graph (.json, .graphml, .dot)")
     check.add_argument("--baseline", metavar="GRAPH", action="append", default=[],
                        help="merge a saved graph in before checking (repeatable)")
@@ -396,7 +399,8 @@ def _annotation_options(args: argparse.Namespace):
 
 def cmd_check(args: argparse.Namespace, stdout: TextIO, stderr: TextIO) -> int:
     fmt = args.format or ("html" if (args.output or "").lower().endswith((".html", ".htm")) else "text")
-    options = _session_options(args, output_format=fmt, first=args.first, save_graph=args.save_graph)
+    options = _session_options(args, output_format=fmt, first=args.first, save_graph=args.save_graph,
+                               max_per_group=args.max_per_group)
     if args.save_graph and args.output and args.save_graph not in ("-",) and \
             os.path.abspath(args.save_graph) == os.path.abspath(args.output):
         raise UsageError(f"{args.output}: given as both --output and --save-graph")

@@ -105,6 +105,9 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
         self.chain_cache: set[int] = set()
         self.reported: set[tuple] = set()
         self.findings: list[Finding] = []
+        #: whether `findings` keeps every finding (a caller that takes them from `run`, as `lockcheck
+        #: check` does, turns it off: kept, 499,500 findings of an all-pairs trace took 1.8 GB; issue 30)
+        self.keep_findings = True
         self.stats = CheckerStats()
         #: the depth limit, and the depth the fast paths hold without asking the checker (`rules.limits`;
         #: the pytest plugin raises the limit: no kernel table limits Python code)
@@ -208,7 +211,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
         if self.options.first and new:
             self.stopped = True
             new = new[:1]
-        self.findings.extend(new)
+        if self.keep_findings:
+            self.findings.extend(new)
         return new
 
     def run(self, events: Iterable[Event]) -> Iterator[Finding]:

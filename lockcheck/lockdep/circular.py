@@ -34,6 +34,9 @@ class CircularSearch:
         if scls == tcls and (exclusive_target or src.read != 2):
             return BfsEntry(scls, None, src.read == 2, 0, None)
         succ = self.graph._succ
+        direct = succ[scls].get(tcls)
+        if direct is not None:
+            return _direct_match(src, direct, tcls, exclusive_target)
         # a path into the target needs a dependency into it; one out of the source, one out of it
         if _only_self(self.graph._pred[tcls], tcls) or _only_self(succ[scls], scls):
             return None
@@ -80,6 +83,25 @@ class CircularSearch:
                         push((ncls, nattrs, entry))
         return None
 
+
+def _direct_match(src: HeldLock, attrs: dict, tcls: str, exclusive_target: bool) -> Optional["BfsEntry"]:
+    """The BFS's answer when the source has a dependency straight into the target, without the search.
+
+    The root's dependencies are queued first, so that one is the target's
+    first entry in the queue; the first entry of a class to be dequeued marks
+    it visited whatever its strength, so it alone decides: a match, or no
+    match at all.  The search would visit every other successor of the
+    source before dequeuing it (O(out-degree) per check: with every pair of
+    1,000 classes taken both ways, most of the run's time).
+    """
+    root = BfsEntry(src.cls, None, src.read == 2, 0, None)
+    dep = attrs["dep"]
+    if root.only_xr:
+        dep &= DEP_E_MASK  # -(*R)-> -(S*)-> is not a strong path
+        if not dep:
+            return None
+    entry = BfsEntry(tcls, root, not (dep & DEP_N_MASK), dep, attrs)
+    return entry if exclusive_target or not entry.only_xr else None
 
 
 class BfsEntry:

@@ -50,3 +50,60 @@ def document(findings: list[Finding], summary: "Summary") -> dict[str, Any]:
         doc["errors"] = list(summary.errors)
     return doc
 
+
+
+class JsonStream:
+    """The same document as `render`, byte for byte, each finding written as it comes (issue 30).
+
+    A run with hundreds of thousands of findings must not hold them: each is
+    turned into JSON and written, then dropped.  The findings come before
+    `stats` in the document, so only what follows them waits for the end.
+    """
+
+    _HEAD = '{\n  "version": %d,\n  "findings": [' % FORMAT_VERSION
+
+    def __init__(self, out: TextIO) -> None:
+        self.out = out
+        self.count = 0
+
+    def add(self, finding: Finding) -> None:
+        """Write one finding (the document's head first, before the first one)."""
+        text = indented(finding.to_json(), 2)
+        self.out.write(("%s\n    " % self._HEAD if not self.count else ",\n    ") + text)
+        self.count += 1
+
+    def close(self, summary: "Summary") -> None:
+        """Close the findings and write the rest of the document."""
+        rest = json.dumps(document([], summary), indent=2, allow_nan=False)
+        head, marker, tail = rest.partition('"findings": []')
+        assert marker and head.endswith('"version": %d,\n  ' % FORMAT_VERSION)
+        self.out.write((self._HEAD + "]" if not self.count else "\n  ]") + tail + "\n")
+
+
+def indented(value: Any, level: int = 0) -> str:
+    """`json.dumps(value, indent=2)` as if `value` sat `level` deep in a document, without reference cycles.
+
+    The findings are written while the fast path (`engine.fast_lt`) has the
+    cyclic garbage collector off; `json.dumps` with an indent builds its
+    encoder from closures that refer to each other, so each call left a cycle
+    that only a full collection frees: 499,500 findings grew the JSON run by
+    hundreds of MB.  Here the scalars go through the C encoder, which makes
+    none, and the nesting is plain recursion.
+    """
+    if isinstance(value, dict) and all(isinstance(key, str) for key in value):
+        if not value:
+            return "{}"
+        pad = "\n" + "  " * (level + 1)
+        items = [pad + json.dumps(key) + ": " + indented(item, level + 1) for key, item in value.items()]
+        return "{" + ",".join(items) + "\n" + "  " * level + "}"
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "[]"
+        pad = "\n" + "  " * (level + 1)
+        return "[" + ",".join(pad + indented(item, level + 1) for item in value) + "\n" + "  " * level + "]"
+    if isinstance(value, (dict, float)) or value is None or isinstance(value, (str, int)):
+        text = json.dumps(value, allow_nan=False)
+        if isinstance(value, dict):  # keys json turns into strings: its own layout, indented here
+            text = json.dumps(value, indent=2, allow_nan=False).replace("\n", "\n" + "  " * level)
+        return text
+    return json.dumps(value, indent=2, allow_nan=False).replace("\n", "\n" + "  " * level)

@@ -51,6 +51,10 @@ def render(findings: list[Finding], summary: "Summary", out: TextIO) -> None:
 def document(findings: list[Finding], summary: "Summary") -> dict[str, Any]:
     kinds = sorted({f.kind for f in findings})
     rule_index = {kind: i for i, kind in enumerate(kinds)}
+    return _document(kinds, [_result(f, rule_index[f.kind]) for f in findings], summary)
+
+
+def _document(kinds: list[str], results: list[dict[str, Any]], summary: "Summary") -> dict[str, Any]:
     run: dict[str, Any] = {
         "tool": {
             "driver": {
@@ -61,7 +65,7 @@ def document(findings: list[Finding], summary: "Summary") -> dict[str, Any]:
                 "rules": [_rule(kind) for kind in kinds],
             }
         },
-        "results": [_result(f, rule_index[f.kind]) for f in findings],
+        "results": results,
         "columnKind": "unicodeCodePoints",
         "properties": {
             "events": summary.events,
@@ -208,3 +212,44 @@ def _code_flow(finding: Finding) -> dict[str, Any]:
         "message": {"text": "the existing dependency chain (in reverse order)"},
         "threadFlows": [{"locations": steps}],
     }
+
+
+class SarifStream:
+    """The same document as `render`, byte for byte, without the findings in memory (issue 30).
+
+    The rules (one per kind, sorted) come before the results and each result
+    names its rule's index, so the results wait in a temporary file, one
+    compact JSON line each, until the kinds are all known; `close` writes
+    the document around them.
+    """
+
+    def __init__(self, out: TextIO) -> None:
+        import tempfile
+
+        self.out = out
+        self.count = 0
+        self.kinds: set[str] = set()
+        self._spool = tempfile.TemporaryFile("w+", encoding="utf-8")
+
+    def add(self, finding: Finding) -> None:
+        self.kinds.add(finding.kind)
+        self._spool.write(json.dumps(_result(finding, -1), allow_nan=False) + "\n")
+        self.count += 1
+
+    def close(self, summary: "Summary") -> None:
+        kinds = sorted(self.kinds)
+        rule_index = {kind: i for i, kind in enumerate(kinds)}
+        text = json.dumps(_document(kinds, [], summary), indent=2, allow_nan=False)
+        head, marker, tail = text.partition('"results": []')
+        assert marker
+        out = self.out
+        out.write(head + '"results": [')
+        spool = self._spool
+        spool.seek(0)
+        for i, line in enumerate(spool):
+            result = json.loads(line)
+            result["ruleIndex"] = rule_index[result["ruleId"]]
+            out.write(("\n        " if not i else ",\n        ")
+                      + json.dumps(result, indent=2, allow_nan=False).replace("\n", "\n        "))
+        spool.close()
+        out.write(("\n      ]" if self.count else "]") + tail + "\n")

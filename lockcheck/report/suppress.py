@@ -110,11 +110,14 @@ class Config:
     aliases: list[Alias] = field(default_factory=list)
     order: Optional[str] = None
     files: list[str] = field(default_factory=list)
+    #: `max-per-group`: circular findings of one strongly connected set a text report prints in full
+    max_per_group: Optional[int] = None
 
     def extend(self, other: "Config") -> None:
         self.suppressions.extend(other.suppressions)
         self.aliases.extend(other.aliases)
         self.order = self.order or other.order
+        self.max_per_group = other.max_per_group if other.max_per_group is not None else self.max_per_group
         self.files.extend(other.files)
 
     # -- findings -----------------------------------------------------------
@@ -261,9 +264,10 @@ def config_from_table(table: Any, file: str, text: str = "") -> Config:
     if not isinstance(table, dict):
         raise bad("lockcheck", "[tool.lockcheck] must be a table")
     config = Config(files=[file])
-    unknown = sorted(set(table) - {"suppress", "alias", "order"})
+    unknown = sorted(set(table) - {"suppress", "alias", "order", "max-per-group"})
     if unknown:
-        raise bad(unknown[0], f"unknown lockcheck setting {unknown[0]!r} (expected suppress, alias, order)")
+        raise bad(unknown[0], f"unknown lockcheck setting {unknown[0]!r} "
+                              "(expected suppress, alias, order, max-per-group)")
     rules = table.get("suppress", [])
     if not isinstance(rules, list):
         raise bad("suppress", "suppress: expected a list of {kind=..., classes=[...]} tables")
@@ -297,6 +301,10 @@ def config_from_table(table: Any, file: str, text: str = "") -> Config:
     if order is not None and not isinstance(order, str):
         raise bad("order", "order: expected the path of a lockcheck.order file")
     config.order = order
+    limit = table.get("max-per-group")
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 0):
+        raise bad("max-per-group", "max-per-group: expected a whole number >= 0 (0: never group)")
+    config.max_per_group = limit
     return config
 
 

@@ -392,10 +392,13 @@ def print_generic_bug(finding: Finding, summary: "Summary", pr: _Out) -> None:
 # -- summary -----------------------------------------------------------------------
 
 
-def print_summary(findings: list[Finding], summary: "Summary", out: TextIO, blank_first: bool = False) -> None:
+def print_summary(findings: "list[Finding] | Counter", summary: "Summary", out: TextIO,
+                  blank_first: bool = False) -> None:
     """One line for the run (after a blank line if `blank_first`), then `lockcheck: note: ...` lines.
 
-    When an input could not be read the line never says "no problems found": what was read is
+    `findings` may be the findings or, for a report that did not keep them
+    (`text_groups`), how many there were of each kind.  When an input could
+    not be read the line never says "no problems found": what was read is
     only part of the answer (the errors follow on stderr).
     """
     pr = _Out(out)
@@ -407,10 +410,11 @@ def print_summary(findings: list[Finding], summary: "Summary", out: TextIO, blan
         f"{count(summary.dependencies, 'dependency', 'dependencies')}"
     )
     failed = count(len(summary.errors), "input")
-    if findings:
-        kinds = Counter(finding.kind for finding in findings)
+    kinds = findings if isinstance(findings, Counter) else Counter(finding.kind for finding in findings)
+    total = sum(kinds.values())
+    if total:
         per_kind = ", ".join(f"{kinds[kind]} {kind}" for kind in sorted(kinds))
-        line = f"lockcheck: {count(len(findings), 'finding')} ({per_kind}) in {scope}"
+        line = f"lockcheck: {count(total, 'finding')} ({per_kind}) in {scope}"
         if summary.errors:
             line += f"; incomplete: {failed} could not be read"
     elif summary.errors:
