@@ -72,7 +72,7 @@ static int flush(Translator *self) {
 
 /* -- reading one flat JSON object ------------------------------------------------------------- */
 
-enum { J_STR, J_NUM, J_TRUE, J_FALSE, J_NULL };
+enum { J_STR, J_NUM, J_TRUE, J_FALSE, J_NULL, J_OBJ };
 
 typedef struct {
     int kind;
@@ -146,8 +146,50 @@ static const char *read_literal(const char *p, const char *end, const char *word
     return p + n;
 }
 
-/* The values of a flat object (`values[key]`, `seen` bits); 0: not a line read here. */
-static int read_object(const char *p, const char *end, Value *values, unsigned *seen) {
+/* `nest` as an object, `{"lock": CLASS, "instance": INSTANCE}`: each key at most once, a string or
+ * null each (`nest[0]`, `nest[1]`, J_NULL when not given): its end, or NULL. */
+static const char *read_nest(const char *p, const char *end, Value *v, Value *nest) {
+    nest[0].kind = nest[1].kind = J_NULL;
+    int seen = 0;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == '}')
+        return NULL; /* (no lock: the reader's error) */
+    for (;;) {
+        Value key;
+        if (p >= end || *p != '"' || (p = read_string(p, end, &key)) == NULL)
+            return NULL;
+        int k = key.n == 4 && memcmp(key.p, "lock", 4) == 0 ? 0 : key.n == 8 && memcmp(key.p, "instance", 8) == 0 ? 1 : -1;
+        if (k < 0 || seen & (1 << k))
+            return NULL;
+        seen |= 1 << k;
+        p = skip_ws(p, end);
+        if (p >= end || *p != ':')
+            return NULL;
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == '"')
+            p = read_string(p, end, &nest[k]);
+        else if (p < end && *p == 'n')
+            p = read_literal(p, end, "null", J_NULL, &nest[k]);
+        else
+            return NULL;
+        if (p == NULL)
+            return NULL;
+        p = skip_ws(p, end);
+        if (p < end && *p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        if (p < end && *p == '}')
+            break;
+        return NULL;
+    }
+    v->kind = J_OBJ;
+    return p + 1;
+}
+
+/* The values of a flat object (`values[key]`, `seen` bits; `nest` the parts of a `nest` object);
+ * 0: not a line read here. */
+static int read_object(const char *p, const char *end, Value *values, unsigned *seen, Value *nest) {
     *seen = 0;
     if (p >= end || *p != '{')
         return 0;
@@ -179,6 +221,7 @@ static int read_object(const char *p, const char *end, Value *values, unsigned *
             case 't': p = read_literal(p, end, "true", J_TRUE, v); break;
             case 'f': p = read_literal(p, end, "false", J_FALSE, v); break;
             case 'n': p = read_literal(p, end, "null", J_NULL, v); break;
+            case '{': p = k == K_NEST ? read_nest(p, end, v, nest) : NULL; break;
             default: p = read_number(p, end, v); break;
             }
             if (p == NULL)
@@ -255,9 +298,9 @@ static int put(Translator *self, const char *p, Py_ssize_t n) {
  * translated here (nothing written), -1 error.  Accepts only what the JSON Lines reader accepts, as
  * the event lt_write.format_event writes: tests/test_jsonl_translate.py holds the two together. */
 static int translate(Translator *self, const char *data, Py_ssize_t n) {
-    Value values[K_COUNT];
+    Value values[K_COUNT], nest_parts[2];
     unsigned seen;
-    if (!read_object(data, data + n, values, &seen))
+    if (!read_object(data, data + n, values, &seen, nest_parts))
         return 0;
     if (!given(seen, values, K_TASK) || !bare_token(&values[K_TASK], 1) || !given(seen, values, K_OP))
         return 0;
@@ -307,20 +350,34 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
             return 0;
         subclass = v->p[0];
     }
-    const Value *nest = NULL;
+    const Value *nest = NULL, *nest_instance = NULL;
     if (given(seen, values, K_NEST)) {
         nest = &values[K_NEST];
-        if (!acquire || nest->kind != J_STR || nest->n == 0 || nest->p[0] == '#')
+        if (!acquire)
             return 0;
-        /* CLASS or CLASS@INSTANCE: one `@` at most (the reader splits at the last, `.lt` at the first) */
-        const char *at_sign = memchr(nest->p, '@', (size_t)nest->n);
-        Py_ssize_t class_len = at_sign ? at_sign - nest->p : nest->n;
-        if (class_len == 0 || (at_sign && (class_len == nest->n - 1 ||
-                                            memchr(at_sign + 1, '@', (size_t)(nest->n - class_len - 1)))))
-            return 0;
-        for (Py_ssize_t i = 0; i < nest->n; i++)
-            if (nest->p[i] == ' ' || (i < class_len && nest->p[i] == '='))
+        if (nest->kind == J_OBJ) {
+            /* {"lock": CLASS, "instance": INSTANCE or null}: `nest=CLASS[@INSTANCE]` */
+            nest = &nest_parts[0];
+            if (!bare_name(nest))
                 return 0;
+            if (nest_parts[1].kind != J_NULL) {
+                nest_instance = &nest_parts[1];
+                if (!bare_token(nest_instance, 0))
+                    return 0;
+            }
+        } else {
+            if (nest->kind != J_STR || nest->n == 0 || nest->p[0] == '#')
+                return 0;
+            /* CLASS or CLASS@INSTANCE: one `@` at most (the reader splits at the last, `.lt` at the first) */
+            const char *at_sign = memchr(nest->p, '@', (size_t)nest->n);
+            Py_ssize_t class_len = at_sign ? at_sign - nest->p : nest->n;
+            if (class_len == 0 || (at_sign && (class_len == nest->n - 1 ||
+                                                memchr(at_sign + 1, '@', (size_t)(nest->n - class_len - 1)))))
+                return 0;
+            for (Py_ssize_t i = 0; i < nest->n; i++)
+                if (nest->p[i] == ' ' || (i < class_len && nest->p[i] == '='))
+                    return 0;
+        }
     }
     int nocheck = 0;
     if (given(seen, values, K_NOCHECK) && given(seen, values, K_CHECK))
@@ -373,6 +430,10 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
     if (nest != NULL) {
         PUTS(" nest=");
         PUT(nest->p, nest->n);
+        if (nest_instance != NULL) {
+            PUTS("@");
+            PUT(nest_instance->p, nest_instance->n);
+        }
     }
     if (nocheck)
         PUTS(" nocheck");
