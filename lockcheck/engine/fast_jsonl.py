@@ -89,7 +89,8 @@ def jsonl_lt_events(checker: Checker, tick: Optional[Callable[[str], None]], lin
     `fast_lt.lt_events`).  `context` is the session's `ReadContext`, for the
     old way if the translation stops.
     """
-    translator = _translator()(lines, slow_line(file))
+    source = iter(lines)  # (the old way goes on from where the translator stopped)
+    translator = _translator()(source, slow_line(file))
     give_bytes = getattr(lines, "give_bytes", None)
     if give_bytes is not None:
         # ASCII blocks as bytes: translated a block at a time, and the `.lt` engine splits
@@ -99,14 +100,14 @@ def jsonl_lt_events(checker: Checker, tick: Optional[Callable[[str], None]], lin
     stopped = translator.stopped_at()
     if not stopped:
         return
-    yield from _old_way(checker, tick, lines, file, stopped, translator.rest(), give_bytes is not None)
+    yield from _old_way(checker, tick, source, lines, file, stopped, translator.rest(), give_bytes is not None)
 
 
-def _old_way(checker: Checker, tick, lines, file: str, start: int, rest: list, bytes_given: bool
-             ) -> Iterator[Event]:
+def _old_way(checker: Checker, tick, source: Iterator, lines, file: str, start: int, rest: list,
+             bytes_given: bool) -> Iterator[Event]:
     """The file from line `start` on, the old way (`fast_capture.jsonl_events`): `rest` holds that
-    line and the rest of its block, `lines` the rest of the source (blocks of bytes among its str
-    lines when `bytes_given`)."""
+    line and the rest of its block, `source` the rest of the file (blocks of bytes among its str
+    lines when `bytes_given`: `lines.give_bytes` was called)."""
     from lockcheck.engine import fast_capture
 
     for task in checker.tasks.values():
@@ -115,7 +116,7 @@ def _old_way(checker: Checker, tick, lines, file: str, start: int, rest: list, b
     counted = [start - 1]
 
     def numbered_lines() -> Iterator[str]:
-        for line in itertools.chain(rest, lines):
+        for line in itertools.chain(rest, source):
             if line.__class__ is bytes:
                 for piece in line.decode("ascii").split("\n"):
                     counted[0] += 1
