@@ -26,9 +26,9 @@ pytestmark = pytest.mark.skipif(not fast_jsonl.available(), reason="the compiled
 EXAMPLES = int(os.environ.get("LOCKCHECK_EXAMPLES", "150"))
 #: tasks and locks: mostly plain, some the translator leaves to the reader (unicode, quoting), a few `.lt`
 #: cannot carry (a task with a blank or starting a comment: the rest of the file goes the old way)
-TASKS = ["T1", "T2", "kworker/0:1/7"] * 15 + ["t\u00e9", "{x", "a=b"] + ["a b", "#x"]
+TASKS = ["T1", "T2", "kworker/0:1/7"] * 15 + ["t\u00e9", "{x", "a=b", "\u4efb\u52a1", "a\u3000b", "a\x85"] + ["a b", "#x"]
 LOCKS = [("A", None), ("B", "0x1"), ("A", "0x2"), ("&mm->lock", None)] * 3 + [
-    ("l\u00f6ck", None), ("a@b", None), ("x=y", "1"), ("sp ace", "0x3"), ("#h", None), ("C", "i@j")]
+    ("l\u00f6ck", None), ("\u9501\U0001f512", "0x\u00e9"), ("l\u2028k", None), ("l\xa0k", "\u2003"), ("a@b", None), ("x=y", "1"), ("sp ace", "0x3"), ("#h", None), ("C", "i@j")]
 LOCK_OPS = ["acquire", "release", "contended", "acquired", "free", "set-subclass", "downgrade", "sync", "pin",
             "unpin", "assert-held", "assert-not-held", "set-class"]
 OPS = ["acquire"] * 12 + ["release"] * 12 + ["contended", "acquired"] * 2 + [
@@ -45,7 +45,7 @@ ACQUIRE_VALUES = {
 DEFAULTS = {"mode": ["write", None], "try": [False, None], "subclass": [0, None], "nest": [None],
             "nocheck": [False, None], "check": [True, None]}
 COMMON_VALUES = {
-    "at": ["f+0x1/0x2", "x.py:3", "", "a b", "a=b", "#s", "s@t", "\u00e0", None],
+    "at": ["f+0x1/0x2", "x.py:3", "", "a b", "a=b", "#s", "s@t", "\u00e0", "\u00e0\ufeff", None],
     "ts": [1.5, 2, 3.25, 0, -1.0, -0.0, 10**20, 1e300, 12345.678901, None], "cpu": [0, 1, 17, 10**9 - 1, None]}
 #: values the reader rejects (a bad line: the error, after the lines before it took effect)
 BAD = [("mode", "reed"), ("subclass", 8), ("subclass", 1.0), ("subclass", True), ("cpu", -1), ("cpu", 10**9),
@@ -199,11 +199,12 @@ def test_common_shapes_are_translated_in_c_and_the_rest_by_the_reader() -> None:
              '"subclass": 2, "nest": {"lock": "N", "instance": null}, "at": "f+0x1/0x2", "ts": 1.25, "cpu": 3}',
              '{"task": "T1", "op": "acquire", "lock": "l\\u00f6ck"}',
              "",
-             '{"task": "T1", "op": "irqs-off", "at": "x.py:3"}']
+             '{"task": "T1", "op": "irqs-off", "at": "x.py:3"}',
+             '{"task": "T1", "op": "release", "lock": "l\u00f6ck"}', '{"task": "T1", "op": "release", "lock": "l\u3000k"}']
     out = [item.decode() if isinstance(item, bytes) else item for item in fast_jsonl._translator()(lines, slow)]
     assert out == ["T1 acquire A@0x1 read try subclass=2 nest=N at=f+0x1/0x2 ts=1.25 cpu=3",
-                   "T1 acquire l\u00f6ck", "", "T1 irqs-off at=x.py:3"]
-    assert seen == [2, 3]
+                   "T1 acquire l\u00f6ck", "", "T1 irqs-off at=x.py:3", "T1 release l\u00f6ck", "T1 release l\u3000k"]
+    assert seen == [2, 3, 6]  # (an escape, a blank line, a white space character Python's str.split() cuts at)
 
 
 @settings(max_examples=max(EXAMPLES // 6, 10), deadline=None,

@@ -92,11 +92,38 @@ static inline const char *skip_ws(const char *p, const char *end) {
     return p;
 }
 
-/* A string without escapes, of printable ASCII: its end (after the closing quote), or NULL. */
-static const char *read_string(const char *p, const char *end, Value *v) {
+/* Whether a code point may stand in a name written to `.lt` from a str line: none that Python calls
+ * white space or a line boundary (`str.split()`, `strip()`, `splitlines()` would cut the name there), no
+ * C1 control, format character or byte order mark; the rest goes to the reader (`slow`). */
+static inline int plain_code_point(unsigned long c) {
+    return c >= 0xa1 && c != 0x1680 && !(c >= 0x2000 && c <= 0x206f) && c != 0x3000 && c != 0xfeff &&
+           !(c >= 0xfff0 && c <= 0xffff) && !(c >= 0xd800 && c <= 0xdfff);
+}
+
+/* A string without escapes, of printable ASCII (and, with `utf8`, plain_code_point characters of valid
+ * UTF-8, as a str line's UTF-8 is): its end (after the closing quote), or NULL. */
+static const char *read_string_utf8(const char *p, const char *end, Value *v, int utf8) {
     const char *start = ++p;
     while (p < end && *p != '"') {
         unsigned char c = (unsigned char)*p;
+        if (c >= 0x80) {
+            if (!utf8)
+                return NULL;
+            int more = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc0 ? 1 : -1;
+            if (more < 0 || end - p <= more)
+                return NULL;
+            unsigned long cp = c & (0x3f >> more);
+            for (int i = 1; i <= more; i++) {
+                unsigned char cc = (unsigned char)p[i];
+                if ((cc & 0xc0) != 0x80)
+                    return NULL;
+                cp = (cp << 6) | (cc & 0x3f);
+            }
+            if (!plain_code_point(cp))
+                return NULL;
+            p += more + 1;
+            continue;
+        }
         if (c < 0x20 || c > 0x7e || c == '\\')
             return NULL;
         p++;
@@ -107,6 +134,13 @@ static const char *read_string(const char *p, const char *end, Value *v) {
     v->p = start;
     v->n = p - start;
     return p + 1;
+}
+
+/* whether strings may hold UTF-8 (a str line being translated); set around translate() */
+static int utf8_strings = 0;
+
+static const char *read_string(const char *p, const char *end, Value *v) {
+    return read_string_utf8(p, end, v, utf8_strings);
 }
 
 /* A number as RFC 8259 writes it: its end, or NULL. */
@@ -568,17 +602,44 @@ static int translate_block(Translator *self, PyObject *block) {
     return flush(self);
 }
 
-/* One str line (a block that is not all ASCII comes decoded, a line at a time). */
+/* One str line (a block that is not all ASCII comes decoded, a line at a time): ASCII translated as in a
+ * block; other text translated from its UTF-8 into a str line of its own (LineFilter hands non-ASCII lines
+ * to the Python loop, as it does in a `.lt` file). */
 static int translate_str(Translator *self, PyObject *line) {
-    const char *data = NULL;
-    Py_ssize_t n = 0;
+    int r;
     if (PyUnicode_IS_COMPACT_ASCII(line)) {
-        data = (const char *)PyUnicode_1BYTE_DATA(line);
-        n = PyUnicode_GET_LENGTH(line);
+        const char *data = (const char *)PyUnicode_1BYTE_DATA(line);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(line);
         while (n && (data[n - 1] == '\n' || data[n - 1] == '\r'))
             n--;
+        r = one_line(self, data, n, line);
+    } else {
+        Py_ssize_t n;
+        const char *data = PyUnicode_AsUTF8AndSize(line, &n);
+        if (data == NULL) {
+            PyErr_Clear(); /* (a lone surrogate: the reader's to name) */
+            r = one_line(self, NULL, 0, line);
+        } else {
+            while (n && (data[n - 1] == '\n' || data[n - 1] == '\r'))
+                n--;
+            utf8_strings = 1;
+            int done = translate(self, data, n);
+            utf8_strings = 0;
+            if (done < 0)
+                return -1;
+            if (done > 0) {
+                self->lineno++;
+                PyObject *text = PyUnicode_DecodeUTF8(self->buf, self->len - 1, NULL); /* (its `\n` off) */
+                self->len = 0;
+                if (text == NULL)
+                    return -1;
+                r = PyList_Append(self->out, text);
+                Py_DECREF(text);
+                return r;
+            }
+            r = one_line(self, NULL, 0, line);
+        }
     }
-    int r = one_line(self, data, n, line);
     if (r < 0) {
         if (PyErr_Occurred())
             keep_error(self);
