@@ -195,8 +195,8 @@ def test_common_shapes_are_translated_in_c_and_the_rest_by_the_reader() -> None:
         seen.append(lineno)
         return fast_jsonl.slow_line("f")(line, lineno)
 
-    lines = ['{"task": "T1", "op": "acquire", "lock": "A", "instance": "0x1", "mode": "read", "try": true, '
-             '"subclass": 2, "nest": {"lock": "N", "instance": null}, "at": "f+0x1/0x2", "ts": 1.25, "cpu": 3}',
+    lines = [('{"task": "T1", "op": "acquire", "lock": "A", "instance": "0x1", "mode": "read", "try": true, '
+              '"subclass": 2, "nest": {"lock": "N", "instance": null}, "at": "f+0x1/0x2", "ts": 1.25, "cpu": 3}'),
              '{"task": "T1", "op": "acquire", "lock": "l\\u00f6ck"}',
              "",
              '{"task": "T1", "op": "irqs-off", "at": "x.py:3"}',

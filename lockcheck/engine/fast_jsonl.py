@@ -86,8 +86,10 @@ def jsonl_lt_events(checker: Checker, tick: Optional[Callable[[str], None]], lin
     """The events of JSON Lines that need the full checker; the others applied by the `.lt` engine.
 
     Feed what this yields to the checker before asking for the next one (as
-    `fast_lt.lt_events`).  `context` is the session's `ReadContext`, for the
-    old way if the translation stops.
+    `fast_lt.lt_events`).  `context` (the session's `ReadContext`) is not used:
+    the translation is cheaper than handing the JSON decoding to a second
+    process (`fast_capture.jsonl_events` with `context.parallel`), and the old
+    way after a stop reads in this process.
     """
     source = iter(lines)  # (the old way goes on from where the translator stopped)
     translator = _translator()(source, slow_line(file))
