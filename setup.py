@@ -1,4 +1,4 @@
-"""The optional compiled cores (lockcheck/engine/_speedups.c, lockcheck/python/_tracked.c); everything else is in pyproject.toml.
+"""The optional compiled cores (lockcheck/engine/_speedups.c, _jsonlt.c, lockcheck/python/_tracked.c); everything else is in pyproject.toml.
 
 Built by `pip install` where a C compiler exists.  `optional=True`: when
 the build fails (no compiler, no Python headers), the install goes on
@@ -11,6 +11,8 @@ from setuptools import Extension, setup
 setup(ext_modules=[
     Extension("lockcheck.engine._speedups", ["lockcheck/engine/_speedups.c"], depends=["lockcheck/engine/_tuplehash.h"],
               optional=True),
+    # JSON Lines translated to `.lt` lines (lockcheck.engine.fast_jsonl): the `.lt` engine checks them
+    Extension("lockcheck.engine._jsonlt", ["lockcheck/engine/_jsonlt.c"], optional=True),
     # the tracked locks' hit path (the pytest plugin); LOCKCHECK_PURE=1 forces its fallback too
     Extension("lockcheck.python._trackedcore", ["lockcheck/python/_tracked.c"], depends=["lockcheck/engine/_tuplehash.h"],
               include_dirs=["lockcheck/engine"], optional=True),

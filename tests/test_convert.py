@@ -162,3 +162,16 @@ def test_the_reader_yields_directives_between_events(tmp_path):
                     "#lockcheck-lost-events cpu=1\nT1 release A\n")
     assert [(ev.op, ev.line) for ev in read(str(path))] == [(RUN, 2), ("acquire", 3), (LOST_EVENTS, 5),
                                                              ("release", 6)]
+
+
+def test_a_json_lines_acquisition_keeps_its_options():
+    """A JSON Lines event's op is the decoded string, not the interned constant: format_event wrote
+    its acquisition without mode, try, subclass, nest and nocheck (`is ACQUIRE`)."""
+    from lockcheck.readers import jsonl
+
+    line = ('{"task": "T", "op": "acquire", "lock": "B", "mode": "read", "try": true, "subclass": 2, '
+            '"nest": {"lock": "A", "instance": "0x1"}, "nocheck": true}')
+    event = next(jsonl.parse([line], "t.jsonl"))
+    written = format_event(event)
+    assert written == "T acquire B read try subclass=2 nest=A@0x1 nocheck"
+    assert parse_line(written, "t.jsonl", 1) == event

@@ -375,6 +375,13 @@ class CheckSession:
                 # annotated (a capture): the capture fast path keeps the annotator's state itself
                 return capturepath.parser(module, rules_module, checker, annotator, self.context.stats, tick,
                                           annotated=True, context=self.context)
+            if getattr(module, "NAME", None) == "jsonl" and rules_module is module:
+                import functools
+
+                from lockcheck.engine import fast_jsonl
+
+                if fast_jsonl.available():  # JSON Lines as `.lt` lines, through the `.lt` engine
+                    return functools.partial(fast_jsonl.jsonl_lt_events, checker, tick, context=self.context)
             return (hotpath.parser(module, checker, tick)
                     or capturepath.parser(module, rules_module, checker, annotator, self.context.stats, tick,
                                           context=self.context))

@@ -1416,8 +1416,12 @@ static inline int may_apply(const char *data, Py_ssize_t n) {
  * error.  A line of a block decodes to its bytes without the `\r` of a `\r\n` ending (what
  * source.Lines would have yielded for it). */
 static int next_in_chunk(LineFilter *self, PyObject **out) {
-    const char *base = PyBytes_AS_STRING(self->chunk);
-    Py_ssize_t size = PyBytes_GET_SIZE(self->chunk);
+    /* the block stays referenced here until its line is done: its last line clears self->chunk,
+     * and the block's producer (a translator: lockcheck.engine._jsonlt) may hold it no longer */
+    PyObject *chunk = self->chunk;
+    Py_INCREF(chunk);
+    const char *base = PyBytes_AS_STRING(chunk);
+    Py_ssize_t size = PyBytes_GET_SIZE(chunk);
     const char *data = base + self->pos;
     const char *newline = memchr(data, '\n', (size_t)(size - self->pos));
     Py_ssize_t len = newline ? newline - data : size - self->pos;
@@ -1431,19 +1435,20 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
         len--;
     Py_ssize_t n = len;
     if (!self->passthrough && (self->tick < 0 || (self->lineno & self->tick) != 0)) {
-        if (blank_line(data, n))
+        if (blank_line(data, n)) {
+            Py_DECREF(chunk);
             return 0; /* a blank line */
+        }
         if (may_apply(data, n)) {
-            /* the line's bytes stay valid while it is applied: the block is referenced here */
-            PyObject *chunk = self->chunk;
-            Py_XINCREF(chunk);
             int applied = apply_line(self, NULL, data, n);
-            Py_XDECREF(chunk);
-            if (applied != 0)
+            if (applied != 0) {
+                Py_DECREF(chunk);
                 return applied < 0 ? -1 : 0;
+            }
         }
     }
     *out = PyUnicode_FromStringAndSize(data, len);
+    Py_DECREF(chunk);
     return *out == NULL ? -1 : 1;
 }
 

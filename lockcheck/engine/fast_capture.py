@@ -330,20 +330,22 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
 
 
 def jsonl_events(checker: Checker, tick: Optional[Callable[[str], None]], lines: Iterable[str],
-                 file: str = "<trace>", context=None) -> Iterator[Event]:
+                 file: str = "<trace>", context=None, start: int = 1) -> Iterator[Event]:
     """The events of JSON Lines that need the checker's full path; the other lines applied here.
 
     Feed what this yields to the checker before asking for the next one
-    (a large file read in parallel: as `ftrace_events`).
+    (a large file read in parallel: as `ftrace_events`).  `start`: the number
+    of the first line (`lockcheck.engine.fast_jsonl` hands on the rest of a
+    file whose events `.lt` cannot carry).
     """
     from lockcheck.readers import jsonl
 
-    batches = _worker_batches(jsonl, context, None, lines, file)
+    batches = _worker_batches(jsonl, context, None, lines, file) if start == 1 else None
     if batches is not None:
         yield from fields_events(checker, None, batches, tick, file)
         return
 
-    misses = _jsonl_misses(checker, tick, lines, file)
+    misses = _jsonl_misses(checker, tick, lines, file, start)
     collecting = gc.isenabled()
     gc.disable()  # as ftrace_events
     try:
@@ -354,7 +356,8 @@ def jsonl_events(checker: Checker, tick: Optional[Callable[[str], None]], lines:
             gc.enable()
 
 
-def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str) -> Iterator[tuple[int, str]]:
+def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str, start: int = 1
+                  ) -> Iterator[tuple[int, str]]:
     """The numbered lines the JSON Lines reader must read; the common hits applied to the checker."""
     from lockcheck.util.jsontext import JsonError, loads
     from lockcheck.readers.jsonl import common_fields
@@ -363,7 +366,7 @@ def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str) -> It
     cstats = checker.stats
     partial = functools.partial
     views: dict = {}
-    for lineno, line in enumerate(lines, 1):
+    for lineno, line in enumerate(lines, start):
         if tick is not None and not lineno & TICK:
             tick(file)
         fields = None

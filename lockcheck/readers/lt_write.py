@@ -27,7 +27,7 @@ def format_event(event: Event) -> str:
     if event.op in LOCK_OPS:
         parts.append(_lockfield_at(event.lock, event.instance))
     allowed = _ALLOWED[event.op]
-    if event.op is ACQUIRE or event.op == "sync":
+    if event.op == ACQUIRE or event.op == "sync":  # (==: a JSON Lines event's op is not the interned constant)
         parts.extend(word for word in _acquire_fields(event) if word.partition("=")[0] in allowed)
     parts.extend(more.format_words(event, quote_token))
     if event.at is not None and "at" in allowed:

@@ -1,0 +1,800 @@
+/*
+ * lockcheck.engine._jsonlt: JSON Lines translated, line for line, into `.lt` lines (issue 23).
+ *
+ * Why: one engine for every reader.  The `.lt` fast path (fast_lt.py and its compiled filter,
+ * _speedups.LineFilter) is the fastest way lockcheck checks events; a JSON Lines file whose lines
+ * are turned into the `.lt` lines of the same events goes through that very engine, so JSON Lines
+ * need no fast path of their own to keep equal to the plain pipeline.
+ *
+ * `Translator(lines, slow)` is an iterator over the `.lt` text of `lines` (what source.Lines
+ * yields: str lines, or blocks of whole ASCII lines as `bytes` once `give_bytes` was asked for).
+ * It yields blocks of `.lt` lines as `bytes` (LineFilter splits them itself) and single str lines,
+ * and keeps line numbers 1:1: the n-th line out is the n-th JSON line's translation (a blank or
+ * comment line, or a line it cannot translate, an empty line), so evidence and errors name the JSON
+ * file's own lines.  Here it translates only the common flat objects it is sure of: ASCII, no
+ * escape, each key once, the keys task, op, lock, instance, mode, try, subclass, nest, nocheck,
+ * check, at, ts, cpu with values of the right type, names the `.lt` format writes bare.  Every
+ * other line goes to `slow(line, lineno)` (fast_jsonl._slow_line: the JSON Lines reader's own code
+ * and lt_write.format_event), which returns its `.lt` text, raises the reader's error for a bad
+ * line, or returns None for an event `.lt` cannot carry (a `comm`): the translation stops there
+ * (`stopped_at()`, `rest()`), and the caller reads the rest of the file the old way.  An error is
+ * raised only after the lines before it were yielded (the lines before a bad line take effect).
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *lines;      /* the source iterator */
+    PyObject *slow;       /* callable(line: str, lineno: int) -> str | None */
+    long long lineno;     /* lines translated so far */
+    PyObject *out;        /* list: items ready to yield */
+    Py_ssize_t out_pos;
+    PyObject *exc_type, *exc_value, *exc_tb; /* an error to raise once `out` is empty */
+    long long stopped_at; /* the line `.lt` cannot carry (0: none) */
+    PyObject *rest;       /* list of str: that line and the rest of its block */
+    char *buf;            /* the block being written */
+    Py_ssize_t len, cap;
+} Translator;
+
+/* -- the output buffer ---------------------------------------------------------------------- */
+
+static int buf_reserve(Translator *self, Py_ssize_t more) {
+    if (self->len + more <= self->cap)
+        return 0;
+    Py_ssize_t cap = self->cap ? self->cap : 1 << 16;
+    while (cap < self->len + more)
+        cap *= 2;
+    char *grown = PyMem_Realloc(self->buf, (size_t)cap);
+    if (grown == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    self->buf = grown;
+    self->cap = cap;
+    return 0;
+}
+
+/* The lines written so far as one `bytes` block (joined by `\n`, the last without it). */
+static int flush(Translator *self) {
+    if (self->len == 0)
+        return 0;
+    PyObject *block = PyBytes_FromStringAndSize(self->buf, self->len - 1); /* (its last `\n` off) */
+    self->len = 0;
+    if (block == NULL)
+        return -1;
+    int r = PyList_Append(self->out, block);
+    Py_DECREF(block);
+    return r;
+}
+
+/* -- reading one flat JSON object ------------------------------------------------------------- */
+
+enum { J_STR, J_NUM, J_TRUE, J_FALSE, J_NULL, J_OBJ };
+
+typedef struct {
+    int kind;
+    const char *p; /* a string's characters (without quotes), a number's text */
+    Py_ssize_t n;
+    int integer;   /* a number without fraction or exponent */
+} Value;
+
+enum { K_TASK, K_OP, K_LOCK, K_INSTANCE, K_MODE, K_TRY, K_SUBCLASS, K_NEST, K_NOCHECK, K_CHECK, K_AT, K_TS,
+       K_CPU, K_COUNT };
+static const char *const key_names[K_COUNT] = {"task", "op", "lock", "instance", "mode", "try", "subclass", "nest",
+                                             "nocheck", "check", "at", "ts", "cpu"};
+
+static inline const char *skip_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/* Whether a code point may stand in a name written to `.lt` from a str line: none that Python calls
+ * white space or a line boundary (`str.split()`, `strip()`, `splitlines()` would cut the name there), no
+ * C1 control, format character or byte order mark; the rest goes to the reader (`slow`). */
+static inline int plain_code_point(unsigned long c) {
+    return c >= 0xa1 && c != 0x1680 && !(c >= 0x2000 && c <= 0x206f) && c != 0x3000 && c != 0xfeff &&
+           !(c >= 0xfff0 && c <= 0xffff) && !(c >= 0xd800 && c <= 0xdfff);
+}
+
+/* A string without escapes, of printable ASCII (and, with `utf8`, plain_code_point characters of valid
+ * UTF-8, as a str line's UTF-8 is): its end (after the closing quote), or NULL. */
+static const char *read_string_utf8(const char *p, const char *end, Value *v, int utf8) {
+    const char *start = ++p;
+    while (p < end && *p != '"') {
+        unsigned char c = (unsigned char)*p;
+        if (c >= 0x80) {
+            if (!utf8)
+                return NULL;
+            int more = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc0 ? 1 : -1;
+            if (more < 0 || end - p <= more)
+                return NULL;
+            unsigned long cp = c & (0x3f >> more);
+            for (int i = 1; i <= more; i++) {
+                unsigned char cc = (unsigned char)p[i];
+                if ((cc & 0xc0) != 0x80)
+                    return NULL;
+                cp = (cp << 6) | (cc & 0x3f);
+            }
+            if (!plain_code_point(cp))
+                return NULL;
+            p += more + 1;
+            continue;
+        }
+        if (c < 0x20 || c > 0x7e || c == '\\')
+            return NULL;
+        p++;
+    }
+    if (p >= end)
+        return NULL;
+    v->kind = J_STR;
+    v->p = start;
+    v->n = p - start;
+    return p + 1;
+}
+
+/* whether strings may hold UTF-8 (a str line being translated); set around translate() */
+static int utf8_strings = 0;
+
+static const char *read_string(const char *p, const char *end, Value *v) {
+    return read_string_utf8(p, end, v, utf8_strings);
+}
+
+/* A number as RFC 8259 writes it: its end, or NULL. */
+static const char *read_number(const char *p, const char *end, Value *v) {
+    const char *start = p;
+    if (p < end && *p == '-')
+        p++;
+    if (p >= end || *p < '0' || *p > '9')
+        return NULL;
+    if (*p == '0')
+        p++;
+    else
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+    v->integer = 1;
+    if (p < end && *p == '.') {
+        p++;
+        if (p >= end || *p < '0' || *p > '9')
+            return NULL;
+        while (p < end && *p >= '0' && *p <= '9')
+            p++;
+        v->integer = 0;
+    }
+    if (p < end && (*p == 'e' || *p == 'E'))
+        return NULL; /* (an exponent: left to the reader, which knows when it overflows) */
+    v->kind = J_NUM;
+    v->p = start;
+    v->n = p - start;
+    return p;
+}
+
+static const char *read_literal(const char *p, const char *end, const char *word, int kind, Value *v) {
+    size_t n = strlen(word);
+    if ((size_t)(end - p) < n || memcmp(p, word, n) != 0)
+        return NULL;
+    v->kind = kind;
+    return p + n;
+}
+
+/* `nest` as an object, `{"lock": CLASS, "instance": INSTANCE}`: each key at most once, a string or
+ * null each (`nest[0]`, `nest[1]`, J_NULL when not given): its end, or NULL. */
+static const char *read_nest(const char *p, const char *end, Value *v, Value *nest) {
+    nest[0].kind = nest[1].kind = J_NULL;
+    int seen = 0;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == '}')
+        return NULL; /* (no lock: the reader's error) */
+    for (;;) {
+        Value key;
+        if (p >= end || *p != '"' || (p = read_string(p, end, &key)) == NULL)
+            return NULL;
+        int k = key.n == 4 && memcmp(key.p, "lock", 4) == 0 ? 0 : key.n == 8 && memcmp(key.p, "instance", 8) == 0 ? 1 : -1;
+        if (k < 0 || seen & (1 << k))
+            return NULL;
+        seen |= 1 << k;
+        p = skip_ws(p, end);
+        if (p >= end || *p != ':')
+            return NULL;
+        p = skip_ws(p + 1, end);
+        if (p < end && *p == '"')
+            p = read_string(p, end, &nest[k]);
+        else if (p < end && *p == 'n')
+            p = read_literal(p, end, "null", J_NULL, &nest[k]);
+        else
+            return NULL;
+        if (p == NULL)
+            return NULL;
+        p = skip_ws(p, end);
+        if (p < end && *p == ',') {
+            p = skip_ws(p + 1, end);
+            continue;
+        }
+        if (p < end && *p == '}')
+            break;
+        return NULL;
+    }
+    v->kind = J_OBJ;
+    return p + 1;
+}
+
+/* The values of a flat object (`values[key]`, `seen` bits; `nest` the parts of a `nest` object);
+ * 0: not a line read here. */
+static int read_object(const char *p, const char *end, Value *values, unsigned *seen, Value *nest) {
+    *seen = 0;
+    if (p >= end || *p != '{')
+        return 0;
+    p = skip_ws(p + 1, end);
+    if (p < end && *p == '}') {
+        p++;
+    } else {
+        for (;;) {
+            if (p >= end || *p != '"')
+                return 0;
+            Value key;
+            p = read_string(p, end, &key);
+            if (p == NULL)
+                return 0;
+            int k = 0;
+            while (k < K_COUNT && !((Py_ssize_t)strlen(key_names[k]) == key.n && memcmp(key_names[k], key.p, key.n) == 0))
+                k++;
+            if (k == K_COUNT || *seen & (1u << k))
+                return 0; /* an unknown key (maybe the reader's error), a repeated one */
+            p = skip_ws(p, end);
+            if (p >= end || *p != ':')
+                return 0;
+            p = skip_ws(p + 1, end);
+            if (p >= end)
+                return 0;
+            Value *v = &values[k];
+            switch (*p) {
+            case '"': p = read_string(p, end, v); break;
+            case 't': p = read_literal(p, end, "true", J_TRUE, v); break;
+            case 'f': p = read_literal(p, end, "false", J_FALSE, v); break;
+            case 'n': p = read_literal(p, end, "null", J_NULL, v); break;
+            case '{': p = k == K_NEST ? read_nest(p, end, v, nest) : NULL; break;
+            default: p = read_number(p, end, v); break;
+            }
+            if (p == NULL)
+                return 0;
+            *seen |= 1u << k;
+            p = skip_ws(p, end);
+            if (p < end && *p == ',') {
+                p = skip_ws(p + 1, end);
+                continue;
+            }
+            if (p < end && *p == '}') {
+                p++;
+                break;
+            }
+            return 0;
+        }
+    }
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
+        p++;
+    return p == end;
+}
+
+/* -- what the `.lt` format writes bare ------------------------------------------------------- */
+
+/* A class name or site written bare (events.quote_token leaves it as it is); `at_ok`: `@` allowed. */
+static int bare_name(const Value *v) {
+    if (v->kind != J_STR || v->n == 0 || v->p[0] == '#')
+        return 0;
+    for (Py_ssize_t i = 0; i < v->n; i++) {
+        char c = v->p[i];
+        if (c == ' ' || c == '@' || c == '=')
+            return 0; /* (quotes, tabs and backslashes never reach here) */
+    }
+    return 1;
+}
+
+/* A task or an instance: a non-empty token without blanks (a task not starting a comment). */
+static int bare_token(const Value *v, int task) {
+    if (v->kind != J_STR || v->n == 0 || (task && v->p[0] == '#'))
+        return 0;
+    return memchr(v->p, ' ', (size_t)v->n) == NULL;
+}
+
+static inline int given(unsigned seen, const Value *values, int k) {
+    return (seen & (1u << k)) && values[k].kind != J_NULL;
+}
+
+static inline int str_is(const Value *v, const char *word) {
+    return v->kind == J_STR && (Py_ssize_t)strlen(word) == v->n && memcmp(v->p, word, v->n) == 0;
+}
+
+/* The ops translated here: lock ops (with a lock), irq-state ops and exit (without). */
+enum { OP_LOCK = 1, OP_SITE = 2, OP_ACQUIRE = 4 };
+static const struct {
+    const char *name;
+    int flags;
+} ops[] = {{"acquire", OP_LOCK | OP_SITE | OP_ACQUIRE}, {"release", OP_LOCK | OP_SITE}, {"contended", OP_LOCK | OP_SITE},
+           {"acquired", OP_LOCK}, {"hardirq-enter", 0}, {"hardirq-exit", 0}, {"softirq-enter", 0},
+           {"softirq-exit", 0}, {"irqs-on", OP_SITE}, {"irqs-off", OP_SITE}, {"softirqs-on", OP_SITE},
+           {"softirqs-off", OP_SITE}, {"exit", 0}, {NULL, 0}};
+
+static int put(Translator *self, const char *p, Py_ssize_t n) {
+    if (buf_reserve(self, n) < 0)
+        return -1;
+    memcpy(self->buf + self->len, p, (size_t)n);
+    self->len += n;
+    return 0;
+}
+
+#define PUT(p, n) do { if (put(self, (p), (n)) < 0) return -1; } while (0)
+#define PUTS(s) PUT((s), (Py_ssize_t)strlen(s))
+
+/* The `.lt` line of one JSON line, appended to the buffer with its `\n`: 1 written, 0 not a line
+ * translated here (nothing written), -1 error.  Accepts only what the JSON Lines reader accepts, as
+ * the event lt_write.format_event writes: tests/test_jsonl_translate.py holds the two together. */
+static int translate(Translator *self, const char *data, Py_ssize_t n) {
+    Value values[K_COUNT], nest_parts[2];
+    unsigned seen;
+    if (!read_object(data, data + n, values, &seen, nest_parts))
+        return 0;
+    if (!given(seen, values, K_TASK) || !bare_token(&values[K_TASK], 1) || !given(seen, values, K_OP))
+        return 0;
+    int flags = -1;
+    const char *op = NULL;
+    for (int i = 0; ops[i].name != NULL; i++)
+        if (str_is(&values[K_OP], ops[i].name)) {
+            flags = ops[i].flags;
+            op = ops[i].name;
+            break;
+        }
+    if (flags < 0)
+        return 0;
+    int acquire = flags & OP_ACQUIRE;
+    /* the lock and instance: a lock op's, no other op's */
+    if (flags & OP_LOCK) {
+        if (!given(seen, values, K_LOCK) || !bare_name(&values[K_LOCK]))
+            return 0;
+        if (given(seen, values, K_INSTANCE) && !bare_token(&values[K_INSTANCE], 0))
+            return 0;
+    } else if (given(seen, values, K_LOCK) || given(seen, values, K_INSTANCE)) {
+        return 0;
+    }
+    /* acquire's options; on another op only their defaults (the reader's error otherwise) */
+    const char *mode = NULL;
+    if (given(seen, values, K_MODE)) {
+        const Value *v = &values[K_MODE];
+        if (str_is(v, "read") || str_is(v, "rread")) {
+            if (!acquire)
+                return 0;
+            mode = str_is(v, "read") ? "read" : "rread";
+        } else if (!str_is(v, "write")) {
+            return 0;
+        }
+    }
+    int trylock = 0;
+    if (given(seen, values, K_TRY)) {
+        if (values[K_TRY].kind == J_TRUE && acquire)
+            trylock = 1;
+        else if (values[K_TRY].kind != J_FALSE)
+            return 0;
+    }
+    char subclass = '0';
+    if (given(seen, values, K_SUBCLASS)) {
+        const Value *v = &values[K_SUBCLASS];
+        if (v->kind != J_NUM || v->n != 1 || v->p[0] < '0' || v->p[0] > '7' || (!acquire && v->p[0] != '0'))
+            return 0;
+        subclass = v->p[0];
+    }
+    const Value *nest = NULL, *nest_instance = NULL;
+    if (given(seen, values, K_NEST)) {
+        nest = &values[K_NEST];
+        if (!acquire)
+            return 0;
+        if (nest->kind == J_OBJ) {
+            /* {"lock": CLASS, "instance": INSTANCE or null}: `nest=CLASS[@INSTANCE]` */
+            nest = &nest_parts[0];
+            if (!bare_name(nest))
+                return 0;
+            if (nest_parts[1].kind != J_NULL) {
+                nest_instance = &nest_parts[1];
+                if (!bare_token(nest_instance, 0))
+                    return 0;
+            }
+        } else {
+            if (nest->kind != J_STR || nest->n == 0 || nest->p[0] == '#')
+                return 0;
+            /* CLASS or CLASS@INSTANCE: one `@` at most (the reader splits at the last, `.lt` at the first) */
+            const char *at_sign = memchr(nest->p, '@', (size_t)nest->n);
+            Py_ssize_t class_len = at_sign ? at_sign - nest->p : nest->n;
+            if (class_len == 0 || (at_sign && (class_len == nest->n - 1 ||
+                                                memchr(at_sign + 1, '@', (size_t)(nest->n - class_len - 1)))))
+                return 0;
+            for (Py_ssize_t i = 0; i < nest->n; i++)
+                if (nest->p[i] == ' ' || (i < class_len && nest->p[i] == '='))
+                    return 0;
+        }
+    }
+    int nocheck = 0;
+    if (given(seen, values, K_NOCHECK) && given(seen, values, K_CHECK))
+        return 0;
+    if (given(seen, values, K_NOCHECK) || given(seen, values, K_CHECK)) {
+        int k = given(seen, values, K_NOCHECK) ? K_NOCHECK : K_CHECK;
+        int kind = values[k].kind;
+        if (kind != J_TRUE && kind != J_FALSE)
+            return 0;
+        nocheck = (k == K_NOCHECK) == (kind == J_TRUE);
+        if (nocheck && !acquire)
+            return 0;
+    }
+    if ((seen & (1u << K_NOCHECK)) && (seen & (1u << K_CHECK)))
+        return 0; /* (one of them null: the reader's own words on it) */
+    if (given(seen, values, K_AT) && (!(flags & OP_SITE) || !bare_name(&values[K_AT])))
+        return 0;
+    if (given(seen, values, K_TS)) {
+        const Value *v = &values[K_TS];
+        if (v->kind != J_NUM || v->p[0] == '-' || v->n > 40)
+            return 0; /* (-0 is 0.0 to the reader, -0.0 to `.lt`: negative time stamps go the slow way) */
+    }
+    if (given(seen, values, K_CPU)) {
+        const Value *v = &values[K_CPU];
+        if (v->kind != J_NUM || !v->integer || v->p[0] == '-' || v->n > 9)
+            return 0;
+    }
+    /* -- the line, in lt_write.format_event's order ---------------------------------------- */
+    PUT(values[K_TASK].p, values[K_TASK].n);
+    PUTS(" ");
+    PUTS(op);
+    if (flags & OP_LOCK) {
+        PUTS(" ");
+        PUT(values[K_LOCK].p, values[K_LOCK].n);
+        if (given(seen, values, K_INSTANCE)) {
+            PUTS("@");
+            PUT(values[K_INSTANCE].p, values[K_INSTANCE].n);
+        }
+    }
+    if (mode != NULL) {
+        PUTS(" ");
+        PUTS(mode);
+    }
+    if (trylock)
+        PUTS(" try");
+    if (subclass != '0') {
+        PUTS(" subclass=");
+        PUT(&subclass, 1);
+    }
+    if (nest != NULL) {
+        PUTS(" nest=");
+        PUT(nest->p, nest->n);
+        if (nest_instance != NULL) {
+            PUTS("@");
+            PUT(nest_instance->p, nest_instance->n);
+        }
+    }
+    if (nocheck)
+        PUTS(" nocheck");
+    if (given(seen, values, K_AT)) {
+        PUTS(" at=");
+        PUT(values[K_AT].p, values[K_AT].n);
+    }
+    if (given(seen, values, K_TS)) {
+        PUTS(" ts=");
+        PUT(values[K_TS].p, values[K_TS].n);
+    }
+    if (given(seen, values, K_CPU)) {
+        PUTS(" cpu=");
+        PUT(values[K_CPU].p, values[K_CPU].n);
+    }
+    PUTS("\n");
+    return 1;
+}
+
+/* -- the slow way ------------------------------------------------------------------------------ */
+
+/* `slow(line, lineno)` for a line not translated here: 1 its text written (or queued), 0 the
+ * translation stops at it (`.lt` cannot carry it), -1 error (the reader's, kept for later by the
+ * caller).  `line` is a new str reference (stolen). */
+static int slow_line(Translator *self, PyObject *line) {
+    PyObject *result = PyObject_CallFunction(self->slow, "NL", line, self->lineno);
+    if (result == NULL)
+        return -1;
+    if (result == Py_None) {
+        Py_DECREF(result);
+        return 0;
+    }
+    if (!PyUnicode_Check(result)) {
+        Py_DECREF(result);
+        PyErr_SetString(PyExc_TypeError, "slow() must return a str or None");
+        return -1;
+    }
+    if (PyUnicode_IS_COMPACT_ASCII(result)) {
+        int r = put(self, (const char *)PyUnicode_1BYTE_DATA(result), PyUnicode_GET_LENGTH(result));
+        Py_DECREF(result);
+        if (r < 0 || put(self, "\n", 1) < 0)
+            return -1;
+        return 1;
+    }
+    /* a line of its own, as a str (LineFilter passes non-ASCII lines to the Python loop) */
+    int r = flush(self);
+    if (r == 0)
+        r = PyList_Append(self->out, result);
+    Py_DECREF(result);
+    return r < 0 ? -1 : 1;
+}
+
+/* Keep the current error to raise once the lines before it are out. */
+static void keep_error(Translator *self) {
+    PyErr_Fetch(&self->exc_type, &self->exc_value, &self->exc_tb);
+}
+
+/* Translate one line (`data`, `n`: ASCII, without its ending), or hand it to `slow`: 1 go on,
+ * 0 stopped (`.lt` cannot carry it), -1 error kept or raised. */
+static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *str_line) {
+    self->lineno++;
+    if (data != NULL) {
+        int r = translate(self, data, n);
+        if (r != 0)
+            return r;
+    }
+    PyObject *line = str_line;
+    if (line == NULL) {
+        line = PyUnicode_FromStringAndSize(data, n);
+        if (line == NULL)
+            return -1;
+    } else {
+        Py_INCREF(line);
+    }
+    int r = slow_line(self, line);
+    if (r == 0)
+        self->stopped_at = self->lineno;
+    return r;
+}
+
+/* A block of whole ASCII lines joined by `\n` (each perhaps with the `\r` of a `\r\n`). */
+static int translate_block(Translator *self, PyObject *block) {
+    const char *base = PyBytes_AS_STRING(block);
+    Py_ssize_t size = PyBytes_GET_SIZE(block);
+    Py_ssize_t pos = 0;
+    for (;;) {
+        const char *data = base + pos;
+        const char *newline = memchr(data, '\n', (size_t)(size - pos));
+        Py_ssize_t len = newline ? newline - data : size - pos;
+        Py_ssize_t n = len && data[len - 1] == '\r' ? len - 1 : len;
+        int r = one_line(self, data, n, NULL);
+        if (r < 0) {
+            if (PyErr_Occurred())
+                keep_error(self);
+            return flush(self);
+        }
+        if (r == 0) {
+            /* the rest of the block, from that line, as str lines for the old way */
+            /* (split at `\n` only, as source.Lines does, each `\r` ending dropped) */
+            PyObject *nl = PyUnicode_FromString("\n");
+            PyObject *text = PyUnicode_DecodeASCII(data, size - pos, NULL);
+            if (nl == NULL || text == NULL) {
+                Py_XDECREF(nl);
+                Py_XDECREF(text);
+                return -1;
+            }
+            PyObject *rest = PyUnicode_Split(text, nl, -1);
+            Py_DECREF(nl);
+            Py_DECREF(text);
+            if (rest == NULL)
+                return -1;
+            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rest); i++) {
+                PyObject *item = PyList_GET_ITEM(rest, i);
+                Py_ssize_t m = PyUnicode_GET_LENGTH(item);
+                if (m && PyUnicode_READ_CHAR(item, m - 1) == '\r') {
+                    PyObject *cut = PyUnicode_Substring(item, 0, m - 1);
+                    if (cut == NULL) {
+                        Py_DECREF(rest);
+                        return -1;
+                    }
+                    PyList_SET_ITEM(rest, i, cut);
+                    Py_DECREF(item);
+                }
+            }
+            self->rest = rest;
+            return flush(self);
+        }
+        if (newline == NULL)
+            break;
+        pos += len + 1;
+    }
+    return flush(self);
+}
+
+/* One str line (a block that is not all ASCII comes decoded, a line at a time): ASCII translated as in a
+ * block; other text translated from its UTF-8 into a str line of its own (LineFilter hands non-ASCII lines
+ * to the Python loop, as it does in a `.lt` file). */
+static int translate_str(Translator *self, PyObject *line) {
+    int r;
+    if (PyUnicode_IS_COMPACT_ASCII(line)) {
+        const char *data = (const char *)PyUnicode_1BYTE_DATA(line);
+        Py_ssize_t n = PyUnicode_GET_LENGTH(line);
+        while (n && (data[n - 1] == '\n' || data[n - 1] == '\r'))
+            n--;
+        r = one_line(self, data, n, line);
+    } else {
+        Py_ssize_t n;
+        const char *data = PyUnicode_AsUTF8AndSize(line, &n);
+        if (data == NULL) {
+            PyErr_Clear(); /* (a lone surrogate: the reader's to name) */
+            r = one_line(self, NULL, 0, line);
+        } else {
+            while (n && (data[n - 1] == '\n' || data[n - 1] == '\r'))
+                n--;
+            utf8_strings = 1;
+            int done = translate(self, data, n);
+            utf8_strings = 0;
+            if (done < 0)
+                return -1;
+            if (done > 0) {
+                self->lineno++;
+                PyObject *text = PyUnicode_DecodeUTF8(self->buf, self->len - 1, NULL); /* (its `\n` off) */
+                self->len = 0;
+                if (text == NULL)
+                    return -1;
+                r = PyList_Append(self->out, text);
+                Py_DECREF(text);
+                return r;
+            }
+            r = one_line(self, NULL, 0, line);
+        }
+    }
+    if (r < 0) {
+        if (PyErr_Occurred())
+            keep_error(self);
+        return flush(self);
+    }
+    if (r == 0) {
+        self->rest = PyList_New(1);
+        if (self->rest == NULL)
+            return -1;
+        Py_INCREF(line);
+        PyList_SET_ITEM(self->rest, 0, line);
+    }
+    return flush(self);
+}
+
+/* -- the type ---------------------------------------------------------------------------------- */
+
+static int Translator_init(Translator *self, PyObject *args, PyObject *kwds) {
+    PyObject *lines, *slow;
+    static char *kwlist[] = {"lines", "slow", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO", kwlist, &lines, &slow))
+        return -1;
+    PyObject *it = PyObject_GetIter(lines);
+    if (it == NULL)
+        return -1;
+    Py_XSETREF(self->lines, it);
+    Py_INCREF(slow);
+    Py_XSETREF(self->slow, slow);
+    Py_XSETREF(self->out, PyList_New(0));
+    if (self->out == NULL)
+        return -1;
+    self->out_pos = 0;
+    self->lineno = 0;
+    self->stopped_at = 0;
+    return 0;
+}
+
+static void Translator_dealloc(Translator *self) {
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->lines);
+    Py_CLEAR(self->slow);
+    Py_CLEAR(self->out);
+    Py_CLEAR(self->exc_type);
+    Py_CLEAR(self->exc_value);
+    Py_CLEAR(self->exc_tb);
+    Py_CLEAR(self->rest);
+    PyMem_Free(self->buf);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Translator_traverse(Translator *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lines);
+    Py_VISIT(self->slow);
+    Py_VISIT(self->out);
+    Py_VISIT(self->exc_type);
+    Py_VISIT(self->exc_value);
+    Py_VISIT(self->exc_tb);
+    Py_VISIT(self->rest);
+    return 0;
+}
+
+static PyObject *Translator_next(Translator *self) {
+    for (;;) {
+        if (self->out_pos < PyList_GET_SIZE(self->out)) {
+            PyObject *item = PyList_GET_ITEM(self->out, self->out_pos);
+            Py_INCREF(item);
+            if (++self->out_pos == PyList_GET_SIZE(self->out)) {
+                if (PyList_SetSlice(self->out, 0, PyList_GET_SIZE(self->out), NULL) < 0) {
+                    Py_DECREF(item);
+                    return NULL;
+                }
+                self->out_pos = 0;
+            }
+            return item;
+        }
+        if (self->exc_type != NULL) {
+            PyErr_Restore(self->exc_type, self->exc_value, self->exc_tb);
+            self->exc_type = self->exc_value = self->exc_tb = NULL;
+            return NULL;
+        }
+        if (self->stopped_at)
+            return NULL;
+        PyObject *item = PyIter_Next(self->lines);
+        if (item == NULL)
+            return NULL;
+        int r;
+        if (PyBytes_CheckExact(item))
+            r = translate_block(self, item);
+        else if (PyUnicode_Check(item))
+            r = translate_str(self, item);
+        else {
+            PyErr_SetString(PyExc_TypeError, "lines must be str or bytes");
+            r = -1;
+        }
+        Py_DECREF(item);
+        if (r < 0)
+            return NULL;
+    }
+}
+
+static PyObject *Translator_lines_read(Translator *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromLongLong(self->lineno);
+}
+
+static PyObject *Translator_stopped_at(Translator *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromLongLong(self->stopped_at);
+}
+
+static PyObject *Translator_rest(Translator *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->rest == NULL)
+        return PyList_New(0);
+    PyObject *rest = self->rest;
+    self->rest = NULL;
+    return rest;
+}
+
+static PyMethodDef Translator_methods[] = {
+    {"lines_read", (PyCFunction)Translator_lines_read, METH_NOARGS,
+     "The JSON lines translated (or handed to `slow`) so far: a line number."},
+    {"stopped_at", (PyCFunction)Translator_stopped_at, METH_NOARGS,
+     "The number of the line `.lt` cannot carry, where the translation stopped (0: none)."},
+    {"rest", (PyCFunction)Translator_rest, METH_NOARGS,
+     "That line and the rest of its block, as str lines (once; the source iterator holds the rest)."},
+    {NULL}};
+
+static PyTypeObject TranslatorType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lockcheck.engine._jsonlt.Translator",
+    .tp_basicsize = sizeof(Translator),
+    .tp_dealloc = (destructor)Translator_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "JSON Lines as the `.lt` lines of the same events, line for line (blocks of bytes, str lines).",
+    .tp_traverse = (traverseproc)Translator_traverse,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)Translator_next,
+    .tp_methods = Translator_methods,
+    .tp_init = (initproc)Translator_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static struct PyModuleDef jsonlt_module = {
+    PyModuleDef_HEAD_INIT, "lockcheck.engine._jsonlt",
+    "JSON Lines translated to `.lt` lines in C (optional: lockcheck.engine.fast_jsonl runs without it).", -1, NULL};
+
+PyMODINIT_FUNC PyInit__jsonlt(void) {
+    if (PyType_Ready(&TranslatorType) < 0)
+        return NULL;
+    PyObject *module = PyModule_Create(&jsonlt_module);
+    if (module == NULL)
+        return NULL;
+    Py_INCREF(&TranslatorType);
+    if (PyModule_AddObject(module, "Translator", (PyObject *)&TranslatorType) < 0) {
+        Py_DECREF(&TranslatorType);
+        Py_DECREF(module);
+        return NULL;
+    }
+    return module;
+}
