@@ -60,16 +60,9 @@ def install(config: pytest.Config, rec: Any, verdicts: dict) -> dict:
     existing = config.pluginmanager.get_plugin(NAME)
     if existing is not None:
         return existing.verdicts
-    from lockcheck.python.plugin_options import seconds
+    from lockcheck.python.plugin_options import seconds, whole_number
 
-    runs = config.getoption("lockcheck_confirm_runs", None)
-    if runs is None:
-        try:
-            runs = int(str(config.getini("lockcheck_confirm_runs")).strip())
-        except ValueError:
-            raise pytest.UsageError("lockcheck_confirm_runs: expected a number of runs") from None
-    if runs < 1:
-        raise pytest.UsageError(f"--lockcheck-confirm-runs: expected 1 or more runs, not {runs}")
+    runs = whole_number(config, "lockcheck_confirm_runs", "runs", 1)
     confirmer = Confirmer(rec, runs, seconds("lockcheck_confirm_pause", config.getini("lockcheck_confirm_pause")),
                           seconds("lockcheck_confirm_timeout", config.getini("lockcheck_confirm_timeout")))
     confirmer.verdicts = verdicts

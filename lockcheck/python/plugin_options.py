@@ -223,16 +223,22 @@ def session_mode(config: pytest.Config) -> str:
     return mode
 
 
-def read_stack_depth(config: pytest.Config) -> int:
-    depth = option(config, "lockcheck_stack_depth")
-    if depth is None:
+def whole_number(config: pytest.Config, name: str, what: str, minimum: int) -> int:
+    """A count given as `--NAME` or as the ini value NAME, checked now: a usage error names the
+    option and what it counts."""
+    value = option(config, name)
+    if value is None:
         try:
-            depth = int(str(config.getini("lockcheck_stack_depth")).strip())
+            value = int(str(config.getini(name)).strip())
         except ValueError:
-            raise pytest.UsageError("lockcheck_stack_depth: expected a number of frames") from None
-    if depth < 0:
-        raise pytest.UsageError("--lockcheck-stack-depth: expected 0 or more frames")
-    return depth
+            raise pytest.UsageError(f"{name}: expected a number of {what}") from None
+    if value < minimum:
+        raise pytest.UsageError(f"--{name.replace('_', '-')}: expected {minimum} or more {what}, not {value}")
+    return value
+
+
+def read_stack_depth(config: pytest.Config) -> int:
+    return whole_number(config, "lockcheck_stack_depth", "frames", 0)
 
 
 def build_settings(config: pytest.Config) -> Settings:
