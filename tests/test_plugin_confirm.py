@@ -278,3 +278,20 @@ def test_confirm_api_outside_pytest(pytester: pytest.Pytester) -> None:
     assert "VERDICT True" in out, out
     assert "then the cycle of waits:" in out
     assert "NONE None" in out
+
+
+def test_the_verdict_is_in_the_json_report(pytester: pytest.Pytester) -> None:
+    # issue 25: "both in the JSON report": confirmed true for the hidden cycle, false for the
+    # ordered one (replayed, no deadlock), null without --lockcheck-confirm
+    import json
+
+    pytester.makepyfile(test_hidden=HIDDEN, test_ordered=ORDERED)
+    result = run(pytester, "--lockcheck-confirm-runs=2", "--lockcheck-report=report.json")
+    result.assert_outcomes(failed=2)
+    doc = json.loads((pytester.path / "report.json").read_text())
+    by_test = {tuple(f["tests"])[0].split("::")[0]: f["confirmed"] for f in doc["findings"]}
+    assert by_test == {"test_hidden.py": True, "test_ordered.py": False}, doc["findings"]
+    plain = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--lockcheck", "--lockcheck-report=plain.json",
+                                          timeout=TIMEOUT)
+    plain.assert_outcomes(failed=2)
+    assert [f["confirmed"] for f in json.loads((pytester.path / "plain.json").read_text())["findings"]] == [None, None]
