@@ -6,15 +6,24 @@ over), no `--save-graph` (the graph file keeps the findings), no kernel
 state dumps or boots, and only traces that are neither captures nor
 kernel logs and that no annotation rule rewrites (`mark_uncertain` and
 `fold_kernel_reports` then change nothing).  Each trace's format is sniffed
-here from its first lines, as the reader will; standard input cannot be
-looked at twice, so a run reading it is not streamed.  A run that is not
+here from its first lines, as the reader will; standard input and a named
+pipe cannot be looked at twice, so a run reading one is not streamed.  A run that is not
 streamed keeps its findings and hands them to the same writer at the end:
 the output is the same either way.
 """
 
 from __future__ import annotations
 
+import os
+import stat
 from typing import Any
+
+
+def _regular(path: str) -> bool:
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def plain_traces(traces: list, input_format: str, annotator: Any) -> bool:
@@ -31,8 +40,8 @@ def plain_traces(traces: list, input_format: str, annotator: Any) -> bool:
     for item in traces:
         if item.kind in (inputs.SKIP, inputs.DUMP, inputs.LOCK_STAT):
             continue
-        if item.kind != inputs.TRACE or item.path == source.STDIN:
-            return False
+        if item.kind != inputs.TRACE or item.path == source.STDIN or not _regular(item.path):
+            return False  # a pipe (`<(zcat trace.gz)`) is read once, by the reader
         try:
             _, lines = source.open_lines(item.path, [])
             try:
