@@ -295,3 +295,18 @@ def test_the_verdict_is_in_the_json_report(pytester: pytest.Pytester) -> None:
                                           timeout=TIMEOUT)
     plain.assert_outcomes(failed=2)
     assert [f["confirmed"] for f in json.loads((pytester.path / "plain.json").read_text())["findings"]] == [None, None]
+
+
+def test_under_xdist_the_controller_prints_the_verdicts(pytester: pytest.Pytester) -> None:
+    # a worker's reports are sent before its re-runs: the verdicts reach the controller with the
+    # worker's output at the end, for the `lockcheck confirm` section and the JSON report
+    import json
+
+    pytester.makepyfile(test_hidden=HIDDEN, test_ordered=ORDERED)
+    result = run(pytester, "-n", "2", "--lockcheck-confirm-runs=2", "--lockcheck-report=report.json")
+    result.assert_outcomes(failed=2)
+    section = result.stdout.str().split("= lockcheck confirm =")[1]
+    assert "lockcheck: CONFIRMED: test_ab_ba.A -> test_ab_ba.B in test_hidden.py::test_ab_ba" in section
+    assert "lockcheck: POTENTIAL: test_ordered.A -> test_ordered.B in test_ordered.py::test_ordered" in section
+    doc = json.loads((pytester.path / "report.json").read_text())
+    assert sorted(f["confirmed"] for f in doc["findings"]) == [False, True]

@@ -77,6 +77,20 @@ def verdict(config: pytest.Config, finding: Finding) -> Optional[bool]:
     return None if confirmer is None else confirmer.verdicts.get(finding.key())
 
 
+def outcome_lines(config: pytest.Config) -> list[str]:
+    """What the `lockcheck confirm` section says (an xdist worker sends it to the controller,
+    whose terminal prints the session's summary)."""
+    confirmer = config.pluginmanager.get_plugin(NAME)
+    return [line for outcome in confirmer.outcomes for line in outcome.lines] if confirmer is not None else []
+
+
+def write_section(tr: Any, lines: list[str]) -> None:
+    if lines:
+        tr.section("lockcheck confirm")
+        for line in lines:
+            tr.write_line(line)
+
+
 class Confirmer:
     """The plugin object: re-runs each test that made an in-test cycle, after its own run."""
 
@@ -112,13 +126,7 @@ class Confirmer:
             self._reports.setdefault(report.nodeid, report)
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        if not self.outcomes:
-            return
-        tr = terminalreporter
-        tr.section("lockcheck confirm")
-        for outcome in self.outcomes:
-            for line in outcome.lines:
-                tr.write_line(line)
+        write_section(terminalreporter, [line for outcome in self.outcomes for line in outcome.lines])
 
     # -- confirming ------------------------------------------------------------
     def _confirm(self, item: pytest.Item, nextitem: Optional[pytest.Item], found: list[Finding]) -> None:

@@ -15,6 +15,7 @@ from lockcheck.events import ACQUIRE, RELEASE, Event
 from lockcheck.lockdep.checker import Checker
 from lockcheck.lockdep.findings import Evidence, Finding
 from lockcheck.lockdep.graph import DEP_EN, DEP_ER, DEP_SN, DEP_SR, DepGraph
+from lockcheck.python import confirm_run
 from lockcheck.python.plugin_options import WARN, option, suppress_rules
 from lockcheck.python.plugin_summary import (
     headline, summary_line, write_nothing_seen, write_preexisting, write_stale,
@@ -79,6 +80,8 @@ class XdistSession:
             "rule_hits": rec.rule_hits,
             # --lockcheck-report: the controller writes the session's file
             "entries": self.json_entries() if getattr(self, "report_path", None) else [],
+            # --lockcheck-confirm: the verdicts' lines, for the controller's `lockcheck confirm` section
+            "confirm": confirm_run.outcome_lines(self.config),
         }
 
     @pytest.hookimpl(optionalhook=True)
@@ -147,6 +150,7 @@ class XdistSession:
             tr.write_line(self._render(self.merged))
         self._write_verdict(tr, len(headlines) + len(merged))
         self._write_paths(tr, [report["trace"] for report in self.worker_reports if report.get("trace")])
+        confirm_run.write_section(tr, [line for report in self.worker_reports for line in report.get("confirm", ())])
 
 
 def per_worker(path: str, worker_id: Optional[str]) -> str:
