@@ -178,6 +178,7 @@ def _outcome(lines: list[str], fast, with_state: bool, first: bool = False) -> d
     }
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "150")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(captures(), st.booleans())
@@ -266,6 +267,7 @@ def _check(args: list[str], fastpath: str, fmt: str, monkeypatch, capsys, tmp_pa
     return status, json.loads(out) if fmt == "json" else out, err, graph.read_text()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,args", _inputs(), ids=[name for name, _ in _inputs()])
 def test_every_shipped_capture_checks_the_same_on_the_fast_path(name, args, monkeypatch, capsys, tmp_path) -> None:
     """The JSON document, the kernel-layout report (evidence text) and the saved graph alike."""
@@ -274,6 +276,7 @@ def test_every_shipped_capture_checks_the_same_on_the_fast_path(name, args, monk
                                                                              tmp_path)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name,args", _inputs(), ids=[name for name, _ in _inputs()])
 def test_every_shipped_capture_checks_the_same_read_in_a_second_process(name, args, monkeypatch, capsys,
                                                                          tmp_path) -> None:
@@ -373,6 +376,7 @@ def _json_outcome(lines: list[str], fast) -> dict:
     }
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "150")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(json_traces())

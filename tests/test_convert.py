@@ -80,6 +80,7 @@ def test_all_shipped_traces_converted_together_check_as_the_directory(tmp_path):
     assert again["stats"]["events"] == original["stats"]["events"]
 
 
+@pytest.mark.slow
 def test_a_converted_kernel_capture_checks_as_the_original(tmp_path):
     # a capture's rules (releases of locks taken before it began, the built-in no-check
     # rules of kernel captures) follow the run into the .lt file

@@ -29,6 +29,7 @@ needs_atheris = pytest.mark.skipif(
     reason="atheris has no wheel for this platform")
 
 
+@pytest.mark.slow
 @needs_atheris
 def test_fuzzing_every_input_keeps_the_contract(tmp_path: Path) -> None:
     corpus = tmp_path / "corpus"

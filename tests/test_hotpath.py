@@ -191,6 +191,7 @@ def fast(lines: list[str], capture: bool = False, core: str = "pure", block: int
         source.BLOCK = saved_block
 
 
+@pytest.mark.slow
 @settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "120")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])
 @given(traces(), st.booleans())
@@ -209,6 +210,7 @@ def test_fast_path_is_the_plain_path(lines, capture) -> None:
         assert fast(lines * 3, capture, core) == expected, core
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hotpath.compiled(), reason="the compiled core is not built here")
 @settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "120")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow])

@@ -91,6 +91,7 @@ def _splits(path: Path) -> bool:
     return path.suffix in (".lt", ".jsonl") and path.name != "malformed.lt" and "lost" not in path.name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", _suite_inputs(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_suite_input_gives_the_same_findings_split(path, monkeypatch) -> None:
     session = _same([str(path)], monkeypatch, pure_too=path.suffix == ".lt")
@@ -322,6 +323,7 @@ def ordered_traces(draw) -> list[str]:
     return [queues[task].pop(0) for task in order]
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(lines=ordered_traces())
 def test_generated_multi_task_traces_give_the_same_result_split(lines, tmp_path_factory) -> None:
@@ -505,6 +507,7 @@ def test_runs_inside_one_file_stay_runs_split(tmp_path, monkeypatch, capsys) -> 
     assert doc["stats"]["tasks"] == _check([str(out)], 1)[1]["stats"]["tasks"]
 
 
+@pytest.mark.slow
 def test_a_capture_is_checked_in_one_process_and_its_idle_tasks_forget_alike(monkeypatch) -> None:
     """A capture's reader and annotator follow every task (docs/cli.md says why it is not split):
     `--jobs 2` checks it in one process, with the reason, and gives what `--jobs 1` gives -- here

@@ -158,6 +158,7 @@ COMMON = ['{"task": "T1", "op": "acquire", "lock": "A"}', '{"task": "T1", "op": 
           '{"task": "T1", "op": "release", "lock": "B", "cpu": 1}', '{"task": "T1", "op": "release", "lock": "A"}']
 
 
+@pytest.mark.slow
 @settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(json_traces())
 @example(COMMON * 3)

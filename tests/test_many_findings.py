@@ -91,6 +91,7 @@ def test_200_classes_text_is_one_block(trace200: Path) -> None:
     assert len(out) < 20_000  # readable: the 19,900 findings in full are ~3 MB
 
 
+@pytest.mark.slow
 def test_200_classes_json_has_every_finding_and_is_valid(trace200: Path) -> None:
     status, out = run("--format", "json", str(trace200))
     assert status == 1

@@ -9,6 +9,8 @@ import sys
 import zipfile
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -21,6 +23,7 @@ def _clean_copy(tmp_path: Path) -> Path:
     return source
 
 
+@pytest.mark.slow
 def test_wheel_ships_the_grammars_and_entry_points(tmp_path):
     source = _clean_copy(tmp_path)
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
@@ -39,6 +42,7 @@ def test_wheel_ships_the_grammars_and_entry_points(tmp_path):
         assert any(Path(n).name.startswith("_trackedcore") for n in names), sorted(names)  # the plugin's
 
 
+@pytest.mark.slow
 def test_without_a_compiler_the_wheel_is_pure_python(tmp_path):
     """The compiled core is optional: a failing compiler leaves it out, and the install goes on."""
     source = _clean_copy(tmp_path)

@@ -44,6 +44,7 @@ def test_same_findings_stats_and_notes(tmp_path, monkeypatch, always_parallel):
     assert forked[1]["findings"][0]["kind"] == "circular-dependency"
 
 
+@pytest.mark.slow
 def test_capture_with_annotations_gives_the_same_result(monkeypatch, always_parallel):
     args = ["--lockdep-state", str(CAPTURE), str(CAPTURE / "trace.ftrace.xz")]
     alone, forked = both(monkeypatch, args)

@@ -324,6 +324,7 @@ def test_ini_suppression(pytester: pytest.Pytester) -> None:
     result.stdout.fnmatch_lines(["*lockcheck: 0 findings, 1 suppressed*"])
 
 
+@pytest.mark.slow
 def test_xdist_workers_graphs_are_merged(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(shared_locks="""
         import threading

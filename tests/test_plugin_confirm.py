@@ -211,6 +211,7 @@ def test_cycle_across_tests_says_who_made_each_half_and_sketches_a_reproducer(py
     assert "CONFIRMED" not in out
 
 
+@pytest.mark.slow
 def test_verdicts_mapping_and_marker_opt_out(pytester: pytest.Pytester) -> None:
     pytester.makeconftest(VERDICTS)
     pytester.makepyfile(test_hidden=HIDDEN, test_ordered=ORDERED, test_optout=OPTED_OUT, test_across=ACROSS)
@@ -280,6 +281,7 @@ def test_confirm_api_outside_pytest(pytester: pytest.Pytester) -> None:
     assert "NONE None" in out
 
 
+@pytest.mark.slow
 def test_the_verdict_is_in_the_json_report(pytester: pytest.Pytester) -> None:
     # issue 25: "both in the JSON report": confirmed true for the hidden cycle, false for the
     # ordered one (replayed, no deadlock), null without --lockcheck-confirm

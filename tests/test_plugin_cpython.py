@@ -36,6 +36,7 @@ def _outcomes(path: Path) -> dict[str, str]:
     return outcomes
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(importlib.util.find_spec("test.test_threading") is None,
                     reason="this Python was installed without its test suite (Lib/test)")
 def test_cpython_threading_tests_give_the_same_results_with_the_plugin(tmp_path: Path) -> None:

@@ -202,6 +202,7 @@ def _schema() -> dict:
     return json.loads(Path(SCHEMA).read_text())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["plain", "xdist"])
 def test_json_report(pytester: pytest.Pytester, workers: list[str]) -> None:
     pytester.makepyfile(test_logabba=LOGGING_ABBA, test_other='''

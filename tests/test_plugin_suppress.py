@@ -78,6 +78,7 @@ def test_a_misspelled_kind_is_a_usage_error_naming_the_nearest_kind(pytester: py
                                  "'circular-dependency'?)*"])
 
 
+@pytest.mark.slow
 def test_stale_rules_are_summed_over_xdist_workers(pytester: pytest.Pytester) -> None:
     pytest.importorskip("xdist")
     pytester.makepyfile(test_abba=ABBA)

@@ -201,6 +201,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", "--lockcheck", *args, timeout=TIMEOUT)
 
 
+@pytest.mark.slow
 @pytest.mark.usefixtures("kernel_report_style")  # reads the kernel layout
 def test_join_future_queue_event_condition_asyncio_cycles_found_with_waits_only(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_waits=WAITS)
@@ -332,6 +333,7 @@ SIGNALS = """
 """
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="needs SIGUSR1")
 @pytest.mark.usefixtures("kernel_report_style")  # reads the kernel layout
 def test_signal_handlers_and_finalizers_are_interrupt_contexts(pytester: pytest.Pytester) -> None:
@@ -467,6 +469,7 @@ def _readme_examples() -> tuple[dict[str, str], list[str]]:
     return files, re.findall(r"^```text\n(.*?)^```", section, re.M | re.S)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="needs SIGUSR1")
 def test_readme_waits_and_interrupts_examples_print_what_the_readme_shows(pytester: pytest.Pytester) -> None:
     files, shown = _readme_examples()

@@ -42,6 +42,7 @@ def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
     return pytester.runpytest_subprocess("-p", "no:cacheprovider", *args, timeout=TIMEOUT)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("xdist_args", [("-n", "2"), ("-n", "auto"), ("-n", "0"), ("--dist", "load")],
                          ids=["n2", "nauto", "n0", "dist-load-without-n"])
 def test_a_cycle_fails_the_run_however_xdist_is_asked_for(pytester: pytest.Pytester, xdist_args: tuple) -> None:
@@ -57,6 +58,7 @@ def test_a_cycle_fails_the_run_however_xdist_is_asked_for(pytester: pytest.Pytes
     assert outcomes.get("failed", 0) + outcomes.get("errors", outcomes.get("error", 0)) == 1, outcomes
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("xdist_args", [("-n", "2"), ("-n", "auto")], ids=["n2", "nauto"])
 def test_warn_mode_under_xdist_reports_the_finding(pytester: pytest.Pytester, xdist_args: tuple) -> None:
     pytester.makepyfile(test_abba=ABBA)

@@ -122,6 +122,7 @@ def test_both_boot_directories_at_once_are_clean():
                "state of this boot's capture)" in notes
 
 
+@pytest.mark.slow
 def test_diffing_the_two_clean_boots_finds_nothing_new():
     out, err = io.StringIO(), io.StringIO()
     status = main(["diff", "--format", "json", "--no-config", str(CAPTURES / "clean"), str(CAPTURES / "clean-nohash")],

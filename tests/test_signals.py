@@ -144,6 +144,7 @@ def test_interrupt_at_any_moment_is_one_line_and_130(tmp_path, long_trace, delay
     assert not list(tmp_path.glob(".*.tmp"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("ignored", [signal.SIGHUP, signal.SIGINT])
 def test_a_signal_ignored_at_start_stays_ignored(long_trace, ignored):
     """`nohup lockcheck ...` (SIGHUP ignored) and a shell's background job (SIGINT ignored) must not die of

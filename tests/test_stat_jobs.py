@@ -36,6 +36,7 @@ def _same(args: list[str]) -> tuple[int, str, str]:
     return one
 
 
+@pytest.mark.slow
 def test_every_suite_input_alone_and_all_together() -> None:
     every = [str(p) for p in _suite_inputs()]
     # what stat reads alone without an error (a /proc/lockdep_stats dump named alone is no trace for it)
