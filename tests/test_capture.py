@@ -30,10 +30,10 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize(("arch", "expected"), [
     ("x86_64", "p:lockcheck/lock_acquire_args lock_acquire map=%di:x64 subclass=%si:u32 trylock=%dx:s32 "
                "read=%cx:s32 check=%r8:s32 nest_lock=%r9:x64 ip=$stack1:symbol name=+0(+24(%di)):string "
-               "wait_outer=+32(%di):u8 wait_inner=+33(%di):u8 lock_type=+34(%di):u8"),
+               "key=+0(%di):x64 wait_outer=+32(%di):u8 wait_inner=+33(%di):u8 lock_type=+34(%di):u8"),
     ("arm64", "p:lockcheck/lock_acquire_args lock_acquire map=%x0:x64 subclass=%x1:u32 trylock=%x2:s32 "
               "read=%x3:s32 check=%x4:s32 nest_lock=%x5:x64 ip=%x6:symbol name=+0(+24(%x0)):string "
-              "wait_outer=+32(%x0):u8 wait_inner=+33(%x0):u8 lock_type=+34(%x0):u8"),
+              "key=+0(%x0):x64 wait_outer=+32(%x0):u8 wait_inner=+33(%x0):u8 lock_type=+34(%x0):u8"),
 ])
 def test_the_probe_reads_lock_acquires_seven_arguments(arch, expected):
     assert capture.probe_definition(arch) == expected
@@ -141,12 +141,18 @@ def test_run_against_a_fake_kernel_collects_a_boot(tmp_path):
     assert status == 0, err
     # what it wrote into tracefs
     assert (tracefs / "buffer_size_kb").read_text() == "4096\n"
-    set_class, downgrade = capture.map_probe_definitions("x86_64")
+    events = [probe[0] for probe in capture.MAP_PROBES]
+    defined = [line for event, definition in zip(events, capture.map_probe_definitions("x86_64"))
+               for line in (f"-:lockcheck/{event}", definition)]
     assert (tracefs / "kprobe_events").read_text().splitlines() == [
         "-:lockcheck/lock_acquire_args",
         capture.probe_definition("x86_64", map_fields=capture.has_map_fields(platform.release())),
-        "-:lockcheck/lock_set_class_args", set_class, "-:lockcheck/lock_downgrade_args", downgrade,
-        "-:lockcheck/lock_acquire_args", "-:lockcheck/lock_set_class_args", "-:lockcheck/lock_downgrade_args"]
+        *defined, "-:lockcheck/lock_acquire_args", *(f"-:lockcheck/{event}" for event in events)]
+    assert capture.map_probe_definitions("x86_64")[2] == (
+        "p:lockcheck/lock_sync_args lock_sync map=%di:x64 subclass=%si:u32 read=%dx:s32 check=%cx:s32 "
+        "nest_lock=%r8:x64 ip=%r9:symbol name=+0(+24(%di)):string")
+    assert capture.map_probe_definitions("x86_64")[3] == (
+        "p:lockcheck/lockdep_unregister_key_args lockdep_unregister_key key=%di:x64")
     assert (tracefs / "tracing_on").read_text() == "0\n"  # stopped again
     assert (tracefs / "events/lock/enable").read_text() == "0\n"
     assert (tracefs / "trace_marker").read_text() == "lockcheck: capture end\n"

@@ -24,13 +24,16 @@ def line(task: str, body: str, cpu: int = 0, flags: str = "...1.") -> str:
 
 
 def probe(task: str, name: str, map_: int, subclass=0, trylock=0, read=0, check=1, nest=0, ip="f+0x1/0x2",
-          cpu: int = 0, event: str = "lock_acquire_args", flags: str = "...1.", order=None, wait=None) -> str:
+          cpu: int = 0, event: str = "lock_acquire_args", flags: str = "...1.", order=None, wait=None,
+          key=None) -> str:
     """The kprobe line (x86_64 definition of `lockcheck capture`), arguments in ORDER; WAIT:
     (wait_outer, wait_inner, lock_type), the map's u8 fields the capture records on 5.16+."""
     args = {"map": f"0x{map_:x}", "subclass": subclass, "trylock": trylock, "read": read, "check": check,
             "nest_lock": f"0x{nest:x}", "ip": ip, "name": f'"{name}"'}
     if wait is not None:
         args.update(zip(("wait_outer", "wait_inner", "lock_type"), wait))
+    if key is not None:
+        args["key"] = f"0x{key:x}"
     text = " ".join(f"{key}={args[key]}" for key in (order or args))
     return line(task, f"{event}: (lock_acquire+0x0/0x212) {text}", cpu, flags)
 
@@ -320,3 +323,39 @@ def test_lock_downgrade_from_the_capture(tmp_path):
     downgrade = line(me, f"lock_downgrade_args: (lock_downgrade+0x0/0x100) map=0x{R1:x} ip=f+0x1/0x2")
     trace = text(take(me, "&mm->mmap_lock", R1), downgrade, release(me, "&mm->mmap_lock", R1))
     assert [ev.op for ev in ftrace.parse(trace.splitlines(), "t.ftrace")] == ["acquire", "downgrade", "release"]
+
+
+
+KEY_A, KEY_B = 0xffffffffc0a01000, 0xffffffffc0a02000
+
+
+def unregister(task: str, key: int) -> str:
+    return line(task, f"lockdep_unregister_key_args: (lockdep_unregister_key+0x0/0x200) key=0x{key:x}")
+
+
+def test_a_module_reloaded_is_new_classes_not_a_cycle(tmp_path):
+    # the module's locks A -> B, the module unloaded (its keys unregistered: zap_class()),
+    # loaded again and taking B -> A: new classes of the same names, no cycle
+    me = "insmod-300"
+    first = [take(me, "mod_a", R1, key=KEY_A), take(me, "mod_b", R2, key=KEY_B),
+             release(me, "mod_b", R2), release(me, "mod_a", R1)]
+    again = [take(me, "mod_b", R2, key=KEY_B), take(me, "mod_a", R1, key=KEY_A),
+             release(me, "mod_a", R1), release(me, "mod_b", R2)]
+    status, doc = check(tmp_path, text(*first, *again))
+    assert status == 1 and [f["kind"] for f in doc["findings"]] == ["circular-dependency"]
+    status, doc = check(tmp_path, text(*first, unregister(me, KEY_A), unregister(me, KEY_B), *again))
+    assert (status, doc["findings"]) == (0, [])
+
+
+def test_lock_sync_is_validated_never_held(tmp_path):
+    me = "kworker/1:2-90"
+    sync = line(me, f"lock_sync_args: (lock_sync+0x0/0x100) map=0x{R3:x} subclass=0 read=0 check=1 "
+                    f'nest_lock=0x0 ip=synchronize_srcu+0x2a/0x100 name="&ssp->srcu_gp_mutex"')
+    events = [ev.op for ev in ftrace.parse(text(take(me, "&rq->__lock", R1), sync,
+                                                release(me, "&rq->__lock", R1)).splitlines(), "t.ftrace")]
+    assert events == ["acquire", "sync", "release"]
+    # a sync under a lock it depends on the other way round closes a cycle, as an acquisition would
+    status, doc = check(tmp_path, text(take(me, "&ssp->srcu_gp_mutex", R3), take(me, "&rq->__lock", R1),
+                                       release(me, "&rq->__lock", R1), release(me, "&ssp->srcu_gp_mutex", R3),
+                                       take(me, "&rq->__lock", R1), sync, release(me, "&rq->__lock", R1)))
+    assert status == 1 and [f["kind"] for f in doc["findings"]] == ["circular-dependency"]

@@ -96,12 +96,13 @@ def probe_definition(arch: str, name_offset: int = NAME_OFFSET, map_fields: bool
 
     >>> probe_definition("arm64")  # doctest: +NORMALIZE_WHITESPACE
     'p:lockcheck/lock_acquire_args lock_acquire map=%x0:x64 subclass=%x1:u32 trylock=%x2:s32 read=%x3:s32
-     check=%x4:s32 nest_lock=%x5:x64 ip=%x6:symbol name=+0(+24(%x0)):string wait_outer=+32(%x0):u8
-     wait_inner=+33(%x0):u8 lock_type=+34(%x0):u8'
+     check=%x4:s32 nest_lock=%x5:x64 ip=%x6:symbol name=+0(+24(%x0)):string key=+0(%x0):x64
+     wait_outer=+32(%x0):u8 wait_inner=+33(%x0):u8 lock_type=+34(%x0):u8'
     """
     registers = ARG_REGISTERS[arch]
     args = [f"{name}={register}:{kind}" for (name, kind), register in zip(ARG_TYPES, registers)]
     args.append(f"name=+0(+{name_offset}({registers[0]})):string")
+    args.append(f"key=+0({registers[0]}):x64")  # struct lockdep_map's first member, in every kernel
     if map_fields:
         args.extend(f"{name}=+{name_offset + 8 + at}({registers[0]}):u8" for at, name in enumerate(MAP_CLASS_FIELDS))
     return f"p:{PROBE_GROUP}/{PROBE_EVENT} lock_acquire " + " ".join(args)
@@ -118,16 +119,23 @@ def has_map_fields(release: str) -> bool:
     return (major, minor) >= (5, 16)
 
 
-#: the probes on lockdep's calls that change a held lock: (event, function, [(argument, index of
-#: the function's argument, fetch type)]); the ftrace reader applies them to the lock (`MAP_OPS`)
+#: the probes on lockdep's other calls about a lock: (event, function, [(argument, index of the
+#: function's argument, fetch type; "name": the name of the map it points to)]); the ftrace
+#: reader applies them to the lock (`lockcheck.readers.ftrace_kprobe.MAP_OPS`)
 MAP_PROBES = (
     ("lock_set_class_args", "lock_set_class",  # (lock, name, key, subclass, ip); lock_set_subclass calls it
      (("map", 0, "x64"), ("class", 1, "string"), ("subclass", 3, "u32"), ("ip", 4, "symbol"))),
     ("lock_downgrade_args", "lock_downgrade", (("map", 0, "x64"), ("ip", 1, "symbol"))),
+    # 6.4+ (synchronize_srcu(), lock_map_sync()): validated as an acquisition, never held
+    ("lock_sync_args", "lock_sync", (("map", 0, "x64"), ("subclass", 1, "u32"), ("read", 2, "s32"),
+                                     ("check", 3, "s32"), ("nest_lock", 4, "x64"), ("ip", 5, "symbol"),
+                                     ("name", 0, "name"))),
+    # a module's keys unregistered (zap_class() of every class made with that key)
+    ("lockdep_unregister_key_args", "lockdep_unregister_key", (("key", 0, "x64"),)),
 )
 
 
-def map_probe_definitions(arch: str) -> list[str]:
+def map_probe_definitions(arch: str, name_offset: int = NAME_OFFSET) -> list[str]:
     """The kprobe_events lines of the lock_set_class and lock_downgrade probes for ARCH.
 
     >>> map_probe_definitions("x86_64")[0]
@@ -136,8 +144,9 @@ def map_probe_definitions(arch: str) -> list[str]:
     registers = ARG_REGISTERS[arch]
     lines = []
     for event, function, args in MAP_PROBES:
-        fetched = [f"{name}=+0({registers[at]}):string" if kind == "string" else f"{name}={registers[at]}:{kind}"
-                   for name, at, kind in args]
+        fetched = [f"{name}=+0({registers[at]}):string" if kind == "string"
+                   else f"{name}=+0(+{name_offset}({registers[at]})):string" if kind == "name"
+                   else f"{name}={registers[at]}:{kind}" for name, at, kind in args]
         lines.append(f"p:{PROBE_GROUP}/{event} {function} " + " ".join(fetched))
     return lines
 
@@ -186,7 +195,7 @@ def setup_steps(options: CaptureOptions) -> list[Step]:
                  f"lockdep's arguments of every lock_acquire() ({options.arch} registers)", append=True),
             Step(f"events/{PROBE_GROUP}/{PROBE_EVENT}/enable", "1", "record the probe"),
         ]
-        for (event, function, _), definition in zip(MAP_PROBES, map_probe_definitions(options.arch)):
+        for (event, function, _), definition in zip(MAP_PROBES, map_probe_definitions(options.arch, options.name_offset)):
             steps += [
                 Step("kprobe_events", f"-:{PROBE_GROUP}/{event}", "remove a probe left by an earlier capture",
                      append=True, may_fail=True),

@@ -304,6 +304,7 @@ class FtraceReader(ProbePairing):
         self.comms: dict[str, str] = {}  # task -> last display name
         self.pending: dict[str, list[LockArgs]] = {}  # cpu -> probe records awaiting their lock_acquire
         self.by_map: dict[int, tuple[str, str]] = {}  # a held lock's map address -> (name, instance)
+        self.keys: dict[int, set[str]] = {}  # a lock_class_key's address -> the names acquired with it
         self.clocks: dict[Optional[int], float] = {}  # cpu -> last time stamp (kprobe captures)
 
     def _task(self, comm: Optional[str], pid: Optional[str], cpu: Optional[str]) -> tuple[str, str, Optional[int]]:
@@ -393,11 +394,11 @@ class FtraceReader(ProbePairing):
                     args = lock_args(body[6])
                     if args is None:
                         ts = float(timestamp) if timestamp is not None and len(timestamp) <= 40 else None
-                        event = self.map_op(make, body[0], dict(body[6]), self._task(*head), ts, lineno)
-                        if event is None:
+                        made = self.map_op(make, body[0], dict(body[6]), self._task(*head), ts, lineno)
+                        if made is None:
                             skipped[body[0]] += 1
-                        elif event:
-                            yield event
+                        else:
+                            yield from made
                         continue
                     if not 0 <= args.subclass <= MAX_SUBCLASS:  # the kernel: "looking up invalid subclass"
                         at = line.find("subclass=") + len("subclass=") + 1

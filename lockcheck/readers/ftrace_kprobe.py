@@ -26,7 +26,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Optional
 
-from lockcheck.events import ACQUIRE, DOWNGRADE, MAX_SUBCLASS, READ, RREAD, SET_CLASS, WRITE
+from lockcheck.events import ACQUIRE, DOWNGRADE, MAX_SUBCLASS, READ, RREAD, SET_CLASS, SYNC, UNREGISTER, WRITE
 from lockcheck.readers.lockdep_keys import LOCK_TYPE_NAMES, MAX_WAIT_TYPE
 
 #: class given to a nameless release/contended/acquired whose address no task holds
@@ -57,6 +57,8 @@ class LockArgs:
     #: the class keys the map carries (`wait_outer`/`wait_inner`/`lock_type` of the probe):
     #: `Event.props` `wait` and `type` (`lockcheck.readers.lockdep_keys`); None: not recorded
     props: Optional[dict] = None
+    #: the map's lock_class_key (`key=`): which classes `lockdep_unregister_key()` zaps
+    key: Optional[int] = None
 
 
 #: the map's wait types and lock type, as `lockcheck capture` records them (u8 fields after `name`)
@@ -104,7 +106,8 @@ def lock_args(args: tuple) -> Optional[LockArgs]:
     nest = values.get("nest_lock", values.get("nest"))
     return LockArgs(_number(lock) if lock is not None else None, numbers["subclass"], numbers["trylock"],  # type: ignore[arg-type]
                     numbers["read"], numbers["check"], (_number(nest) or None) if nest is not None else None,  # type: ignore[arg-type]
-                    values.get("ip"), name, _class_props(values) if "wait_inner" in values else None)
+                    values.get("ip"), name, _class_props(values) if "wait_inner" in values else None,
+                    _number(values["key"]) if "key" in values else None)
 
 
 #: pending probe lines kept per CPU (more means lock_acquire lines are not being traced)
@@ -215,6 +218,8 @@ class ProbePairing:
             if len(entry) == 2:
                 entry.append(args.map)
             self.by_map[args.map] = (name, instance)
+        if args.key:
+            self.keys.setdefault(args.key, set()).add(name)
         mode = RREAD if args.read >= 2 else READ if args.read else WRITE
         if args.props:
             return make(task, ACQUIRE, name, instance, mode, bool(args.trylock), args.subclass, nest,
@@ -231,40 +236,58 @@ class ProbePairing:
 
 
     def map_op(self, make, event: str, values: dict, task_info: tuple, ts: Optional[float], lineno: int):
-        """The event of a `lock_set_class`/`lock_downgrade` probe line (`lockcheck capture`), None
-        for another probe.  The held lock is found by its map's address; one held since before the
-        capture began is counted (`map_ops_unknown`) and left as it was."""
+        """The events of a `lock_set_class`/`lock_downgrade`/`lock_sync`/`lockdep_unregister_key`
+        probe line (`lockcheck capture`), None for another probe.  A held lock is found by its
+        map's address; one held since before the capture began is counted (`map_ops_unknown`)
+        and left as it was."""
         op = MAP_OPS.get(event.rpartition(":")[2])
         if op is None:
             return None
+        task, display, cpu = task_info
+        if op == UNREGISTER:  # every class seen with that key: zap_class() of each
+            names = sorted(self.keys.pop(_number(values.get("key", "")) or 0, ()))
+            self.stats.map_ops += len(names)  # type: ignore[attr-defined]
+            return [make(task, UNREGISTER, name, None, WRITE, False, 0, None, True, None, ts, cpu, self.file,
+                         lineno, display, True) for name in names]
         address = _number(values.get("map", ""))
+        if op == SYNC:
+            args = lock_args(tuple(values.items()) + (("trylock", "0"),))
+            if args is None or args.name is None or not 0 <= args.subclass <= MAX_SUBCLASS:
+                self.stats.map_ops_unknown += 1  # type: ignore[attr-defined]
+                return []
+            nest = self.by_map.get(args.nest_lock) if args.nest_lock else None
+            mode = RREAD if args.read >= 2 else READ if args.read else WRITE
+            self.stats.map_ops += 1  # type: ignore[attr-defined]
+            return [make(task, SYNC, args.name, f"0x{address or 0:x}", mode, False, args.subclass, nest,
+                         bool(args.check), args.ip, ts, cpu, self.file, lineno, display, True)]
         held = self.by_map.get(address) if address is not None else None
         if held is None:
             self.stats.map_ops_unknown += 1  # type: ignore[attr-defined]
-            return ()
+            return []
         name, instance = held
-        task, display, cpu = task_info
-        self.stats.map_ops += 1  # type: ignore[attr-defined]
         if op == DOWNGRADE:
-            return make(task, op, name, instance, WRITE, False, 0, None, True, values.get("ip"), ts, cpu, self.file,
-                        lineno, display, True)
+            self.stats.map_ops += 1  # type: ignore[attr-defined]
+            return [make(task, op, name, instance, WRITE, False, 0, None, True, values.get("ip"), ts, cpu, self.file,
+                         lineno, display, True)]
         subclass = _number(values.get("subclass", "0"))
         new = values.get("class", "")
         new = new[1:-1] if len(new) >= 2 and new[0] == new[-1] == '"' else ""
         if subclass is None or not 0 <= subclass <= MAX_SUBCLASS or not new:
             self.stats.map_ops_unknown += 1  # type: ignore[attr-defined]
-            return ()
+            return []
+        self.stats.map_ops += 1  # type: ignore[attr-defined]
         self.by_map[address] = (new, instance)  # lock_set_class() renames the map: later lines print NEW
         entry = self.held.get((task, instance))  # type: ignore[attr-defined]
         if entry is not None:
             entry[0] = new
-        return make(task, SET_CLASS, name, instance, WRITE, False, subclass, None, True, values.get("ip"), ts, cpu,
-                    self.file, lineno, display, True, {"class": new})
+        return [make(task, SET_CLASS, name, instance, WRITE, False, subclass, None, True, values.get("ip"), ts, cpu,
+                     self.file, lineno, display, True, {"class": new})]
 
 
 #: the probes on lockdep's calls that change a held lock (`lockcheck capture`), by event name;
 #: `lock_set_subclass()` is `lock_set_class()` with the map's own name and key
-MAP_OPS = {"lock_set_class_args": SET_CLASS, "lock_downgrade_args": DOWNGRADE}
+MAP_OPS = {"lock_set_class_args": SET_CLASS, "lock_downgrade_args": DOWNGRADE, "lock_sync_args": SYNC,
+           "lockdep_unregister_key_args": UNREGISTER}
 
 
 # -- scanning a probe line (the fast scanner's half; the grammar's `probe_event`) ----------
