@@ -298,3 +298,49 @@ def test_a_report_the_capture_cannot_be_cut_at_proves_no_repeat(tmp_path):
     [finding] = doc["findings"]
     assert finding["kind"] == "recursive-locking" and finding["lock"] == OBJ
     assert not any("given nest_lock" in n for n in doc["notes"])
+
+
+# -- a cycle closed after the report, judged by the dependencies /proc/lockdep still lists ----
+
+def _after_report_cycle(tmp_path, a_after: list[str], b_after: list[str]) -> dict:
+    """AFTER's boot with &a->lock and &b->lock given those dependencies in /proc/lockdep."""
+    classes = [(OUTER, [OBJ]), (OBJ, []), ("&a->lock", a_after), ("&b->lock", b_after), ("&c->lock", [])]
+    log = report_log(5.0025, "possible recursive locking detected", "demo_ba/72", OBJ)
+    folder = boot(tmp_path, classes, AFTER_STATE[1], debug_locks=0, log=log)
+    status, doc = check(tmp_path, AFTER, "--lockdep-state", str(folder))
+    assert status == 1
+    [finding] = [f for f in doc["findings"] if f["kind"] == "circular-dependency"]
+    assert finding["lock"] == "&a->lock"
+    return finding
+
+
+def test_a_cycle_the_dump_lacks_a_dependency_of_was_made_with_lockdep_off(tmp_path):
+    """/proc/lockdep has &a->lock -> &b->lock but not the &b->lock -> &a->lock that closed the
+    cycle: it was made after lockdep stopped recording, so the kernel could not report it."""
+    finding = _after_report_cycle(tmp_path, ["&b->lock"], [])
+    assert "uncertain" not in finding
+    off = finding["details"]["lockdep_off"]
+    assert "not reported by the kernel" in off and "dmesg.txt:3" in off
+    assert "&b->lock -> &a->lock is not in" in off and "&a->lock -> &b->lock" not in off
+
+
+def test_a_cycle_the_dump_has_every_dependency_of_was_checked_by_the_kernel(tmp_path):
+    """Both dependencies are in /proc/lockdep: lockdep added the second only after
+    check_noncircular() found no cycle, so it judged this one no deadlock: uncertain."""
+    finding = _after_report_cycle(tmp_path, ["&b->lock"], ["&a->lock"])
+    assert "lists every dependency of this cycle" in finding["uncertain"]
+    assert "lockdep_off" not in finding.get("details", {})
+
+
+def test_without_proc_lockdep_the_chains_do_not_judge_a_later_cycle(tmp_path):
+    """Only /proc/lockdep's list is exact (a chain's last pair may be the reported, never added,
+    dependency): with the chains alone the cycle is neither marked nor labelled."""
+    folder = tmp_path / "boot"
+    folder.mkdir()
+    _, chains = proc_dumps(AFTER_STATE[0], AFTER_STATE[1])
+    (folder / "lockdep_chains.txt").write_text(chains)
+    (folder / "lockdep_stats.txt").write_text(" lock-classes:   5 [max: 8192]\n debug_locks:    0\n")
+    (folder / "dmesg.txt").write_text(report_log(5.0025, "possible recursive locking detected", "demo_ba/72", OBJ))
+    status, doc = check(tmp_path, AFTER, "--lockdep-state", str(folder))
+    [finding] = [f for f in doc["findings"] if f["kind"] == "circular-dependency"]
+    assert "uncertain" not in finding and "lockdep_off" not in finding.get("details", {})
