@@ -241,10 +241,10 @@ def test_kprobe_profile_in_meta_and_alone():
 def test_docstring_examples():
     import doctest
 
-    from lockcheck.kernel import annotation_file, boot, capture
+    from lockcheck.kernel import after_report, annotation_file, boot, capture
     from lockcheck.readers import ftrace
 
-    for module in (kboot, kstate, annotation_file, boot, capture, ftrace):
+    for module in (kboot, kstate, after_report, annotation_file, boot, capture, ftrace):
         failed, tried = doctest.testmod(module)
         assert tried and not failed, module.__name__
 
@@ -343,4 +343,4 @@ def test_without_proc_lockdep_the_chains_do_not_judge_a_later_cycle(tmp_path):
     (folder / "dmesg.txt").write_text(report_log(5.0025, "possible recursive locking detected", "demo_ba/72", OBJ))
     status, doc = check(tmp_path, AFTER, "--lockdep-state", str(folder))
     [finding] = [f for f in doc["findings"] if f["kind"] == "circular-dependency"]
-    assert "uncertain" not in finding and "lockdep_off" not in finding.get("details", {})
+    assert status == 1 and "uncertain" not in finding and "lockdep_off" not in finding.get("details", {})
