@@ -344,3 +344,27 @@ def test_without_proc_lockdep_the_chains_do_not_judge_a_later_cycle(tmp_path):
     status, doc = check(tmp_path, AFTER, "--lockdep-state", str(folder))
     [finding] = [f for f in doc["findings"] if f["kind"] == "circular-dependency"]
     assert status == 1 and "uncertain" not in finding and "lockdep_off" not in finding.get("details", {})
+
+
+def test_a_missing_dependency_made_while_lockdep_was_on_makes_the_cycle_uncertain():
+    """`after_report.judge` on its own: the cycle [A, B] (A -> B made at t:5, B -> A closing it at
+    t:50); /proc/lockdep lists neither.  With the cut at t:10 lockdep was on at t:5 and did not take
+    A -> B: uncertain; with the cut before t:5 both were made with lockdep off: labelled."""
+    from lockcheck.kernel import after_report
+    from lockcheck.lockdep.findings import ChainLink, Evidence, Finding
+
+    def finding() -> Finding:
+        links = [ChainLink(1, "B", "", Evidence("t", 5, "T1")), ChainLink(0, "A", "", Evidence("t", 50, "T2"))]
+        return Finding(kind="circular-dependency", task="T2", lock="A", held="B", location="t:50",
+                       cycle=["A", "B"], chain=links)
+
+    state = kstate.LockdepState(classes=[], edges=[kstate.Dependency("1", "A", "3", "C")], files=["lockdep.txt"])
+    early = finding()
+    reason = after_report.judge(early, state, "dmesg.txt:3", lambda file, line: line < 10)
+    assert reason and "A -> B was made at t:5" in reason and "lockdep_off" not in early.details
+    late = finding()
+    assert after_report.judge(late, state, "dmesg.txt:3", lambda file, line: line < 2) is None
+    assert "A -> B, B -> A is not in lockdep.txt" in late.details["lockdep_off"]
+    # with B -> A and A -> B both listed, lockdep checked the cycle itself
+    state.edges += [kstate.Dependency("1", "A", "2", "B"), kstate.Dependency("2", "B/0", "1", "A")]
+    assert "lists every dependency" in after_report.judge(finding(), state, "dmesg.txt:3")

@@ -18,7 +18,7 @@ dependency that closes a reported cycle is never added), so:
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from lockcheck.kernel.state import LockdepState, split_class_name
 from lockcheck.lockdep import findings as F
@@ -42,11 +42,14 @@ def cycle_dependencies(cycle: list[str]) -> list[tuple[str, str]]:
     return [(cycle[i], cycle[(i + 1) % len(cycle)]) for i in range(len(cycle))]
 
 
-def judge(finding: Finding, state: LockdepState, report_at: str) -> Optional[str]:
+def judge(finding: Finding, state: LockdepState, report_at: str,
+          lockdep_on: Callable[[str, int], bool] = lambda file, line: False) -> Optional[str]:
     """Decide a circular finding made after the kernel's report from `state`'s dependencies.
 
-    Returns the uncertainty reason when every dependency was in /proc/lockdep;
-    else sets `details["lockdep_off"]` and returns None.  Other kinds, and a state without
+    Returns the uncertainty reason when every dependency was in /proc/lockdep,
+    or when one it lacks was made where `lockdep_on(file, line)` (before the cut at
+    the report: lockdep was on and did not take it as a dependency, a trylock or
+    check=0 acquisition the capture lost); else sets `details["lockdep_off"]` and returns None.  Other kinds, and a state without
     /proc/lockdep (only its dependency list is exact), are left alone.
     """
     if finding.kind != F.CIRCULAR or not finding.cycle or len(finding.cycle) < 2:
@@ -60,8 +63,25 @@ def judge(finding: Finding, state: LockdepState, report_at: str) -> Optional[str
         return (f"{where} lists every dependency of this cycle: lockdep added each of them before its "
                 f"report at {report_at} and checked the cycle then (check_prev_add), and did not report "
                 "it (a recursive read, trylock or annotation the capture does not show)")
+    made = _made_at(finding)
+    seen_on = [(a, b) for a, b in missing if (a, b) in made and lockdep_on(*made[(a, b)])]
+    if seen_on:
+        (a, b) = seen_on[0]
+        file, line = made[(a, b)]
+        return (f"{a} -> {b} was made at {file}:{line}, before the kernel's report, and {where} does not list "
+                "it: lockdep, still on, did not take it as a dependency (a trylock or check=0 acquisition "
+                "the capture does not show)")
     shown = ", ".join(f"{a} -> {b}" for a, b in missing)
     finding.details["lockdep_off"] = (f"not reported by the kernel: lockdep was off after its report at "
                                       f"{report_at}, and {shown} is not in {where} (made after it stopped "
                                       "recording)")
     return None
+
+
+def _made_at(finding: Finding) -> dict[tuple[str, str], tuple[str, int]]:
+    """Where each dependency of a circular finding's cycle was first made, from its chain: a link's
+    evidence is where its class was taken under the class before it in the cycle (`next`'s link,
+    the current event, made the closing `prev -> next`)."""
+    cycle = finding.cycle or []
+    into = {link.cls: (link.evidence.file, link.evidence.line) for link in finding.chain}
+    return {(a, b): into[b] for a, b in cycle_dependencies(cycle) if b in into}

@@ -60,7 +60,8 @@ class AnnotatorVerdicts:
                 reasons.append(f"{', '.join(lost)} has no trylock at all: the capture lost the `try ` flag "
                                "(6.1 with hash-ptr off prints none), so trylocks look like blocking acquisitions")
             if self.validity == UNTIL_REPORT and self.state is not None and self._stateless(finding):
-                checked = after_report.judge(finding, self.state, self.report.location)  # type: ignore[union-attr]
+                checked = after_report.judge(finding, self.state, self.report.location,  # type: ignore[union-attr]
+                                             lambda file, line: not self._untrusted_at(file, line))
                 if checked:
                     reasons.append(checked)
             if reasons:
@@ -75,6 +76,11 @@ class AnnotatorVerdicts:
         file, _, line = finding.location.rpartition(":")
         start = self.untrusted_from.get(file)
         return start is not None and line.isdigit() and int(line) >= start
+
+    def _untrusted_at(self, file: str, line: int) -> bool:
+        """Whether FILE:LINE is at or after the cut (where the state stopped being used)."""
+        start = self.untrusted_from.get(file)
+        return start is not None and line >= start
 
     def _kernel_reported(self, finding: Finding) -> bool:
         """Whether the kernel's own report (from the boot's log) is this finding: same kind and lock."""
