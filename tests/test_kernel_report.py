@@ -241,10 +241,10 @@ def test_kprobe_profile_in_meta_and_alone():
 def test_docstring_examples():
     import doctest
 
-    from lockcheck.kernel import annotation_file, boot, capture
+    from lockcheck.kernel import after_report, annotation_file, boot, capture
     from lockcheck.readers import ftrace
 
-    for module in (kboot, kstate, annotation_file, boot, capture, ftrace):
+    for module in (kboot, kstate, after_report, annotation_file, boot, capture, ftrace):
         failed, tried = doctest.testmod(module)
         assert tried and not failed, module.__name__
 
@@ -298,3 +298,73 @@ def test_a_report_the_capture_cannot_be_cut_at_proves_no_repeat(tmp_path):
     [finding] = doc["findings"]
     assert finding["kind"] == "recursive-locking" and finding["lock"] == OBJ
     assert not any("given nest_lock" in n for n in doc["notes"])
+
+
+# -- a cycle closed after the report, judged by the dependencies /proc/lockdep still lists ----
+
+def _after_report_cycle(tmp_path, a_after: list[str], b_after: list[str]) -> dict:
+    """AFTER's boot with &a->lock and &b->lock given those dependencies in /proc/lockdep."""
+    classes = [(OUTER, [OBJ]), (OBJ, []), ("&a->lock", a_after), ("&b->lock", b_after), ("&c->lock", [])]
+    log = report_log(5.0025, "possible recursive locking detected", "demo_ba/72", OBJ)
+    folder = boot(tmp_path, classes, AFTER_STATE[1], debug_locks=0, log=log)
+    status, doc = check(tmp_path, AFTER, "--lockdep-state", str(folder))
+    assert status == 1
+    [finding] = [f for f in doc["findings"] if f["kind"] == "circular-dependency"]
+    assert finding["lock"] == "&a->lock"
+    return finding
+
+
+def test_a_cycle_the_dump_lacks_a_dependency_of_was_made_with_lockdep_off(tmp_path):
+    """/proc/lockdep has &a->lock -> &b->lock but not the &b->lock -> &a->lock that closed the
+    cycle: it was made after lockdep stopped recording, so the kernel could not report it."""
+    finding = _after_report_cycle(tmp_path, ["&b->lock"], [])
+    assert "uncertain" not in finding
+    off = finding["details"]["lockdep_off"]
+    assert "not reported by the kernel" in off and "dmesg.txt:3" in off
+    assert "&b->lock -> &a->lock is not in" in off and "&a->lock -> &b->lock" not in off
+
+
+def test_a_cycle_the_dump_has_every_dependency_of_was_checked_by_the_kernel(tmp_path):
+    """Both dependencies are in /proc/lockdep: lockdep added the second only after
+    check_noncircular() found no cycle, so it judged this one no deadlock: uncertain."""
+    finding = _after_report_cycle(tmp_path, ["&b->lock"], ["&a->lock"])
+    assert "lists every dependency of this cycle" in finding["uncertain"]
+    assert "lockdep_off" not in finding.get("details", {})
+
+
+def test_without_proc_lockdep_the_chains_do_not_judge_a_later_cycle(tmp_path):
+    """Only /proc/lockdep's list is exact (a chain's last pair may be the reported, never added,
+    dependency): with the chains alone the cycle is neither marked nor labelled."""
+    folder = tmp_path / "boot"
+    folder.mkdir()
+    _, chains = proc_dumps(AFTER_STATE[0], AFTER_STATE[1])
+    (folder / "lockdep_chains.txt").write_text(chains)
+    (folder / "lockdep_stats.txt").write_text(" lock-classes:   5 [max: 8192]\n debug_locks:    0\n")
+    (folder / "dmesg.txt").write_text(report_log(5.0025, "possible recursive locking detected", "demo_ba/72", OBJ))
+    status, doc = check(tmp_path, AFTER, "--lockdep-state", str(folder))
+    [finding] = [f for f in doc["findings"] if f["kind"] == "circular-dependency"]
+    assert status == 1 and "uncertain" not in finding and "lockdep_off" not in finding.get("details", {})
+
+
+def test_a_missing_dependency_made_while_lockdep_was_on_makes_the_cycle_uncertain():
+    """`after_report.judge` on its own: the cycle [A, B] (A -> B made at t:5, B -> A closing it at
+    t:50); /proc/lockdep lists neither.  With the cut at t:10 lockdep was on at t:5 and did not take
+    A -> B: uncertain; with the cut before t:5 both were made with lockdep off: labelled."""
+    from lockcheck.kernel import after_report
+    from lockcheck.lockdep.findings import ChainLink, Evidence, Finding
+
+    def finding() -> Finding:
+        links = [ChainLink(1, "B", "", Evidence("t", 5, "T1")), ChainLink(0, "A", "", Evidence("t", 50, "T2"))]
+        return Finding(kind="circular-dependency", task="T2", lock="A", held="B", location="t:50",
+                       cycle=["A", "B"], chain=links)
+
+    state = kstate.LockdepState(classes=[], edges=[kstate.Dependency("1", "A", "3", "C")], files=["lockdep.txt"])
+    early = finding()
+    reason = after_report.judge(early, state, "dmesg.txt:3", lambda file, line: line < 10)
+    assert reason and "A -> B was made at t:5" in reason and "lockdep_off" not in early.details
+    late = finding()
+    assert after_report.judge(late, state, "dmesg.txt:3", lambda file, line: line < 2) is None
+    assert "A -> B, B -> A is not in lockdep.txt" in late.details["lockdep_off"]
+    # with B -> A and A -> B both listed, lockdep checked the cycle itself
+    state.edges += [kstate.Dependency("1", "A", "2", "B"), kstate.Dependency("2", "B/0", "1", "A")]
+    assert "lists every dependency" in after_report.judge(finding(), state, "dmesg.txt:3")

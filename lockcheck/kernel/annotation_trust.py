@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 
+from lockcheck.kernel import after_report
 from lockcheck.kernel.annotation_file import BUILTIN_RULES
 from lockcheck.kernel.state import split_class_name
 from lockcheck.lockdep import findings as F
@@ -35,7 +36,9 @@ class AnnotatorVerdicts:
 
         Only what was checked without a trusted state can be uncertain (the
         doubts are recorded there).  A finding the kernel's own report made
-        too is certain: it gets `details["kernel_report"]` instead.
+        too is certain: it gets `details["kernel_report"]` instead.  A cycle
+        closed after that report is judged by the dump (`after_report`): uncertain
+        when lockdep had every dependency of it, else `details["lockdep_off"]`.
         """
         lost = self.lost_try_files()
         marked = 0
@@ -56,6 +59,11 @@ class AnnotatorVerdicts:
                                                                       F.IRQ_INVERSION):
                 reasons.append(f"{', '.join(lost)} has no trylock at all: the capture lost the `try ` flag "
                                "(6.1 with hash-ptr off prints none), so trylocks look like blocking acquisitions")
+            if self.validity == UNTIL_REPORT and self.state is not None and self._stateless(finding):
+                checked = after_report.judge(finding, self.state, self.report.location,  # type: ignore[union-attr]
+                                             lambda file, line: not self._untrusted_at(file, line))
+                if checked:
+                    reasons.append(checked)
             if reasons:
                 finding.uncertain = "; ".join(reasons)
                 marked += 1
@@ -68,6 +76,11 @@ class AnnotatorVerdicts:
         file, _, line = finding.location.rpartition(":")
         start = self.untrusted_from.get(file)
         return start is not None and line.isdigit() and int(line) >= start
+
+    def _untrusted_at(self, file: str, line: int) -> bool:
+        """Whether FILE:LINE is at or after the cut (where the state stopped being used)."""
+        start = self.untrusted_from.get(file)
+        return start is not None and line >= start
 
     def _kernel_reported(self, finding: Finding) -> bool:
         """Whether the kernel's own report (from the boot's log) is this finding: same kind and lock."""
