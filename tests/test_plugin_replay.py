@@ -103,3 +103,36 @@ def test_clean_session_replays_clean(pytester: pytest.Pytester) -> None:
     replay = check(trace)
     assert replay.returncode == 0, replay.stdout + replay.stderr
     assert "no problems found" in replay.stdout and "1 suppressed" in replay.stdout
+
+
+def _abba(task: str, a: str, b: str) -> list[str]:
+    return [f"{task} acquire {a}", f"{task} acquire {b}", f"{task} release {b}", f"{task} release {a}"]
+
+
+def test_a_tests_own_rule_applies_to_that_test_only(tmp_path) -> None:
+    """`#lockcheck-plugin suppress-test` (the marker's suppress=) accepts the findings made in its test."""
+    lines = ["#lockcheck-trace v1", "#lockcheck-plugin v1",
+             "# context t.py::test_first", *_abba("T1", "A", "B"),
+             "# context t.py::test_accepted",
+             "#lockcheck-plugin suppress-test circular-dependency A B", *_abba("T1", "B", "A"),
+             "#lockcheck-plugin no-context",
+             "# context t.py::test_reported", *_abba("T1", "C", "D"), *_abba("T1", "D", "C")]
+    trace = tmp_path / "rules.lt"
+    trace.write_text("\n".join(lines) + "\n")
+    result = check(str(trace))
+    assert result.returncode == 1, result.stderr
+    assert "1 finding (1 circular-dependency)" in result.stdout and "1 suppressed" in result.stdout
+    assert "T1 [t.py::test_reported]" in result.stdout
+    assert "(A)" not in result.stdout
+
+
+def test_a_plugin_trace_deeper_than_lockdeps_limit_is_no_finding(tmp_path) -> None:
+    """The plugin holds as many locks as Python does (its summary notes a depth past lockdep's
+    48): the replay does not report it either -- but a trace not recorded by the plugin does."""
+    held = [f"T1 acquire L{i}" for i in range(60)] + [f"T1 release L{i}" for i in reversed(range(60))]
+    plugin = tmp_path / "deep.lt"
+    plugin.write_text("\n".join(["#lockcheck-trace v1", "#lockcheck-plugin v1", *held]) + "\n")
+    other = tmp_path / "other.lt"
+    other.write_text("\n".join(["#lockcheck-trace v1", *held]) + "\n")
+    assert check(str(plugin)).returncode == 0
+    assert check(str(other)).returncode == 1

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from lockcheck.errors import TraceError
+from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.findings import Finding
 from lockcheck.readers import plugin_meta
 from lockcheck.readers.plugin_meta import PluginMeta
@@ -108,6 +109,9 @@ class Replay:
         rules: list[Suppression] = []
         for path, meta in self.metas.items():
             rules += [PluginSuppression(kind, globs, ORIGIN, meta=meta, file=path) for kind, globs in meta.rules]
+            # the plugin holds as many locks as Python does: a depth past lockdep's limit is a note
+            # of its summary (`Recorder.too_deep`), never a finding
+            rules.append(PluginSuppression(F.MAX_DEPTH, (), ORIGIN, meta=meta, file=path))
             for test, own in meta.tests:
                 rules += [PluginSuppression(kind, globs, ORIGIN, meta=meta, file=path, test=test) for kind, globs in own]
         config.suppressions[:0] = rules
