@@ -91,7 +91,10 @@ def test_replay_finds_what_the_plugin_found(pytester: pytest.Pytester) -> None:
         ("circular-dependency", ["test_suite.A", "test_suite.B"])]
     text = check(trace)
     assert text.returncode == 1
-    assert "test_suite.py::test_ba" in text.stdout  # the test that closed the cycle
+    assert findings[0]["details"]["test"] == "test_suite.py::test_ba"  # the test that closed the cycle
+    assert findings[0]["details"]["stack"][-1]["function"] == "test_ba"  # and where it was
+    assert "MainThread/1 [test_suite.py::test_ba]" in text.stdout
+    assert " in test_ba" in text.stdout.partition("stack backtrace:")[2]
     assert "logging._lock" not in text.stdout  # the stdlib's inversion: accepted, as by the plugin
     assert "1 suppressed" in text.stdout
 

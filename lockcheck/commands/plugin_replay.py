@@ -17,7 +17,7 @@ from typing import Optional
 
 from lockcheck.errors import TraceError
 from lockcheck.lockdep import findings as F
-from lockcheck.lockdep.findings import Finding
+from lockcheck.lockdep.findings import Finding, Frame
 from lockcheck.readers import plugin_meta
 from lockcheck.readers.plugin_meta import PluginMeta
 from lockcheck.report.suppress import Config, Suppression
@@ -121,7 +121,11 @@ class Replay:
         where = _where(finding)
         if where is None or where[0] not in self.metas:
             return
-        test = self.metas[where[0]].test_at(where[1])[0]
+        meta = self.metas[where[0]]
+        stack = meta.stacks.get(where[1])
+        if stack and "stack" not in finding.details:
+            finding.details["stack"] = tuple(Frame(*frame) for frame in stack)
+        test = meta.test_at(where[1])[0]
         if test is not None:
             finding.details["test"] = test
             if not finding.task.endswith(f" [{test}]"):

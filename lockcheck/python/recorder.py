@@ -373,6 +373,8 @@ class Recorder(ForkHandling):
                 trace_meta.write_class(self.trace, ev.lock)
             self.trace.write(self._format_event(ev))
             self.trace.write("\n")
+            if found:
+                trace_meta.write_stack(self.trace, found)
         if found:
             found = self._file(found)
             if self.trace is not None:

@@ -29,3 +29,13 @@ def write_class(trace: TextIO, cls: str) -> None:
     qualified = registry.qualified.get(cls.partition("/")[0])
     if qualified is not None and " " not in qualified and "\n" not in cls:
         trace.write(plugin_meta.class_line(cls.partition("/")[0], qualified) + "\n")
+
+
+def write_stack(trace: TextIO, found: list) -> None:
+    """After the event that made findings: the program's stack there (the first finding's), so the
+    replay shows where the program was, as the plugin's report does."""
+    for finding in found:
+        stack = finding.details.get("stack")
+        if stack:
+            trace.write(plugin_meta.stack_line(stack) + "\n")
+            return

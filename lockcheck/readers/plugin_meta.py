@@ -22,6 +22,7 @@ Both sides use this module: the recorder writes these lines, the check command r
 from __future__ import annotations
 
 import bisect
+import json
 from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
@@ -43,6 +44,12 @@ def class_line(name: str, qualified: str) -> str:
     return f"{MARK} class {name} {qualified}"
 
 
+def stack_line(frames: Iterable[tuple[str, int, str]]) -> str:
+    """The line after an event that made a finding: the program's stack there, innermost first
+    (`Frame`s: file, line, function), as JSON."""
+    return f"{MARK} stack " + json.dumps([list(frame) for frame in frames])
+
+
 Rule = tuple[str, tuple[str, ...]]
 
 
@@ -55,6 +62,8 @@ class PluginMeta:
     #: line numbers where a test (or no test: None) begins, and the tests with their own rules
     starts: list[int] = field(default_factory=lambda: [0])
     tests: list[tuple[Optional[str], list[Rule]]] = field(default_factory=lambda: [(None, [])])
+    #: line of an event that made a finding -> the program's stack there ((file, line, function), ...)
+    stacks: dict[int, tuple[tuple[str, int, str], ...]] = field(default_factory=dict)
 
     def test_at(self, line: int) -> tuple[Optional[str], list[Rule]]:
         """The test that ran when line `line` was written, and its own rules."""
@@ -74,8 +83,10 @@ def _rule(text: str) -> Optional[Rule]:
 def scan(lines: Iterable[str]) -> PluginMeta:
     """The plugin's lines of a trace (every other line is skipped: only `#` lines are looked at)."""
     meta = PluginMeta()
+    event = 0  # the line of the last event
     for lineno, line in enumerate(lines, 1):
         if not line.startswith("#"):
+            event = lineno
             continue
         line = line.rstrip("\r\n")
         if line.startswith(CONTEXT):
@@ -92,7 +103,18 @@ def scan(lines: Iterable[str]) -> PluginMeta:
                 meta.rules.append(_rule(rest))  # type: ignore[arg-type]
             elif word == "suppress-test" and _rule(rest):
                 meta.tests[-1][1].append(_rule(rest))  # type: ignore[arg-type]
+            elif word == "stack" and event and event not in meta.stacks:
+                meta.stacks[event] = _frames(rest)
             elif word == "class" and " " in rest:
                 name, _, qualified = rest.rpartition(" ")
                 meta.qualified.setdefault(name, qualified)
     return meta
+
+
+def _frames(text: str) -> tuple[tuple[str, int, str], ...]:
+    """The frames of a `stack` line; none when it is not the JSON the recorder writes."""
+    try:
+        frames = json.loads(text)
+        return tuple((str(f[0]), int(f[1]), str(f[2])) for f in frames)
+    except (ValueError, TypeError, IndexError):
+        return ()
