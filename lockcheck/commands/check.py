@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 import sys
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Optional, TextIO
+from typing import Any, Iterable, Iterator, Optional, TextIO
 
 from lockcheck.util.version import __version__
 from lockcheck.lockdep.checker import Checker, CheckerOptions
@@ -68,6 +68,7 @@ class CheckSession:
         self.stderr = stderr
         self.errors: list[LockcheckError] = []
         self.config = None
+        self.replay: Any = None
         self.context = None
         self.annotator = None
         self.dump_notes: list[str] = []
@@ -135,6 +136,7 @@ class CheckSession:
     def _emit(self, finding: Finding) -> None:
         """A finding on its way to the open writer, unless a suppression accepts it."""
         if self.config.suppression_for(finding) is None:
+            self.replay.label(finding)
             self.writer.add(finding)
         else:
             self.streamed_suppressed += 1
@@ -217,6 +219,10 @@ class CheckSession:
         from lockcheck.report.suppress import load_config
 
         self.config = load_config(self.options.suppress, use_pyproject=self.options.use_pyproject)
+        from lockcheck.commands.plugin_replay import Replay
+
+        self.replay = Replay(paths)  # a session the pytest plugin recorded: its rules and test ids
+        self.replay.install(self.config)
         graph, baseline_findings, reported = self._baseline_graph()
         options = CheckerOptions(first=self.options.first, strict_start=self.options.strict_start,
                                  preempt_rt=self.options.preempt_rt)
@@ -286,6 +292,8 @@ class CheckSession:
             names = ", ".join(STDIN_NAME if path == STDIN else path for path in paths)
             print(visible(f"lockcheck: {names}: empty trace (no events)"), file=self.stderr)
         kept, suppressed = self.config.filter(findings)
+        for finding in kept:
+            self.replay.label(finding)
         return checker, kept, suppressed
 
     def _check_split(self, checker: Checker, traces: list, summary: bool = False) -> list[Finding]:

@@ -29,7 +29,9 @@ from lockcheck.python.forks import ForkHandling
 from lockcheck.python.settings import DEFAULT_MAX_DEPTH, Settings  # noqa: F401 - DEFAULT_MAX_DEPTH re-exported
 from lockcheck.python.sites import relpath, user_frame
 from lockcheck.python.stacks import capture, capture_earlier
+from lockcheck.python import trace_meta
 from lockcheck.python.suppression_rules import DEFAULT, DEFAULT_SUPPRESS, Rule, match, parse_rules
+from lockcheck.readers import plugin_meta
 
 _get_ident = _thread.get_ident
 _NOTHING: list = []
@@ -78,8 +80,10 @@ class Recorder(ForkHandling):
         self.rules = parse_rules(DEFAULT_SUPPRESS, DEFAULT) + _rules(suppress or [])
         self.rule_hits = [0] * len(self.rules)
         #: the running test's own rules (`@pytest.mark.lockcheck(suppress=[...])`), set by the plugin
-        self.test_rules: tuple[Rule, ...] = ()
+        self._test_rules: tuple[Rule, ...] = ()
         self.trace = trace
+        #: classes whose qualified name the trace has said (`lockcheck.python.trace_meta`)
+        self._traced_classes: set = set()
         self.task_prefix = task_prefix
         self.on_finding = on_finding
         #: called as (task, cls, site) before each acquire that may block (`lockcheck.python.confirm_scheduler`
@@ -131,6 +135,20 @@ class Recorder(ForkHandling):
 
             self._format_event = format_event
             trace.write("#lockcheck-trace v1\n")
+            trace_meta.write_header(trace, self.rules)
+
+    @property
+    def test_rules(self) -> tuple[Rule, ...]:
+        """The running test's own rules (`@pytest.mark.lockcheck(suppress=[...])`), set by the
+        plugin; written to the trace, so its replay applies them to that test's findings."""
+        return self._test_rules
+
+    @test_rules.setter
+    def test_rules(self, rules: tuple[Rule, ...]) -> None:
+        self._test_rules = rules
+        if rules and self.trace is not None:
+            with self._feed_lock:
+                trace_meta.write_test_rules(self.trace, rules)
 
     # -- context ------------------------------------------------------------
     def set_context(self, context: Optional[str], check: bool = True) -> None:
@@ -141,6 +159,8 @@ class Recorder(ForkHandling):
             self._gen += 1
             if self.trace is not None and context is not None:
                 self.trace.write(f"# context {context}{'' if check else ' (lockcheck off)'}\n")
+            elif self.trace is not None:
+                self.trace.write(plugin_meta.NO_CONTEXT + "\n")  # what follows is no test's
 
     def end_context(self, context: str) -> None:
         """The test `context` is over: what its thread still holds from it is dropped.
@@ -163,11 +183,14 @@ class Recorder(ForkHandling):
             for hlock in list(state.held):
                 comm = hlock.event.comm or ""
                 if comm.endswith(suffix):
-                    self.checker.feed(Event(task, RELEASE, hlock.lock, hlock.instance))
+                    ev = Event(task, RELEASE, hlock.lock, hlock.instance)
+                    self.checker.feed(ev)
                     self._left.add((task, hlock.lock, hlock.instance))
                     self.left_held.append((hlock.cls, context))
                     if self.trace is not None:
+                        # the release is an event of the trace too: its replay drops the lock as here
                         self.trace.write(f"# left held by {context}: {hlock.cls}\n")
+                        self.trace.write(self._format_event(ev) + "\n")
 
     def _comm(self, task: str) -> str:
         return f"{task} [{self.context}]" if self.context else task
@@ -345,8 +368,13 @@ class Recorder(ForkHandling):
                 self._add_stacks(finding, frame)
         self._frame = None
         if self.trace is not None:
+            if ev.lock is not None and ev.lock not in self._traced_classes:
+                self._traced_classes.add(ev.lock)
+                trace_meta.write_class(self.trace, ev.lock)
             self.trace.write(self._format_event(ev))
             self.trace.write("\n")
+            if found:
+                trace_meta.write_stack(self.trace, found)
         if found:
             found = self._file(found)
             if self.trace is not None:

@@ -138,6 +138,11 @@ def dump_stack(pr: _Out, finding: Finding, title: str = "stack backtrace:") -> N
             pr(line)
         return
     pr(f" {finding.location} ({finding.task})")
+    stack = finding.details.get("stack")
+    if stack:  # a program's own stack (a trace the pytest plugin recorded: lockcheck.commands.plugin_replay)
+        for frame in stack:
+            pr(f" {frame}")
+        return
     site = _site(finding)
     if site is not None and site != finding.location:
         pr(f" {site}")

@@ -64,6 +64,8 @@ class Suppression:
     origin: str
     reason: Optional[str] = None
     hits: int = 0
+    #: listed by `Config.stale_notes` when it matched nothing (not a rule a recorded session chose)
+    stale_listed = True
 
     def matches(self, finding: Finding) -> bool:
         if not fnmatch.fnmatchcase(finding.kind, self.kind):
@@ -184,7 +186,7 @@ class Config:
         """One note per suppression or alias that matched nothing in this run."""
         notes = []
         for rule in self.suppressions:
-            if not rule.hits:
+            if not rule.hits and rule.stale_listed:
                 notes.append(f"{rule.origin} ({rule.describe()}) matched nothing; remove it if stale")
         for alias in self.aliases:
             if not alias.hits:

@@ -1,0 +1,132 @@
+"""`lockcheck check` on a trace the pytest plugin recorded: the plugin's findings, no others.
+
+A recorded session (`pytest --lockcheck --lockcheck-trace=run.lt`) carries, in comment lines
+(`lockcheck.readers.plugin_meta`), what the plugin decided with besides the events: its
+suppression rules (the standard library's lock orders it accepts by default, the user's
+`lockcheck_suppress`, each test's own), the qualified names they name classes by, and the test
+each event ran in.  Here they become suppressions of the check and the test id after each
+finding's task, as the plugin prints it (`MainThread/1 [test_x.py::test_a]`).
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+from lockcheck.errors import TraceError
+from lockcheck.lockdep import findings as F
+from lockcheck.lockdep.findings import Finding, Frame
+from lockcheck.readers import plugin_meta
+from lockcheck.readers.plugin_meta import PluginMeta
+from lockcheck.report.suppress import Config, Suppression
+
+ORIGIN = "the pytest plugin's rules (recorded in the trace)"
+
+
+@dataclass
+class PluginSuppression(Suppression):
+    """A rule of the plugin, matched as the plugin matches it (`lockcheck.python.suppression_rules.match`):
+    every glob matches a class of the finding, by its name or its qualified name; a test's own
+    rule only for findings made in that test.  Never listed as stale: the recording session chose them."""
+
+    stale_listed = False
+
+    meta: Optional[PluginMeta] = None
+    file: str = ""
+    test: Optional[str] = None
+
+    def matches(self, finding: Finding) -> bool:
+        if self.meta is None or not fnmatch.fnmatchcase(finding.kind, self.kind):
+            return False
+        where = _where(finding)
+        if where is None or where[0] != self.file:
+            return False
+        if self.test is not None and self.meta.test_at(where[1])[0] != self.test:
+            return False
+        names = classes(finding, self.meta.qualified)
+        return all(any(fnmatch.fnmatchcase(name, glob) for name in names) for glob in self.classes)
+
+
+def classes(finding: Finding, qualified: dict[str, str]) -> set[str]:
+    """The finding's classes and, for those the trace gave one, their qualified names."""
+    names = {finding.lock, finding.held, *(finding.cycle or ())} - {None}
+    for name in list(names):
+        base, slash, subclass = name.partition("/")
+        if base in qualified:
+            names.add(qualified[base] + slash + subclass)
+    return names  # type: ignore[return-value]
+
+
+def _where(finding: Finding) -> Optional[tuple[str, int]]:
+    """(file, line) of the event that made the finding (`Finding.location`, `FILE:LINE`)."""
+    file, _, line = (finding.location or "").rpartition(":")
+    return (file, int(line)) if file and line.isdigit() else None
+
+
+def read_meta(path: str) -> Optional[PluginMeta]:
+    """The plugin's lines of trace `path` (a regular file, maybe compressed), or None when the
+    plugin did not write it.  Read once more before the check: the rules apply from its first finding."""
+    if not os.path.isfile(path):
+        return None  # standard input, a pipe: not read twice
+    from lockcheck.readers.source import open_lines
+
+    try:
+        _, lines = open_lines(path)
+    except (OSError, TraceError):  # unreadable: the check itself reports it
+        return None
+    try:
+        head = [next(lines, ""), next(lines, "")]
+        if not plugin_meta.is_plugin_trace(head):
+            return None
+        return plugin_meta.scan(_chain(head, lines))
+    except (OSError, TraceError, UnicodeDecodeError, EOFError):  # the check reports what is wrong
+        return None
+    finally:
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
+
+
+def _chain(head: list[str], rest):  # type: ignore[no-untyped-def]
+    yield from head
+    yield from rest
+
+
+class Replay:
+    """The plugin traces among a check's paths, their rules put into the check's `Config`."""
+
+    def __init__(self, paths: list[str]) -> None:
+        self.metas: dict[str, PluginMeta] = {}
+        for path in paths:
+            meta = read_meta(path)
+            if meta is not None:
+                self.metas[path] = meta
+
+    def install(self, config: Config) -> None:
+        """The rules first (the plugin applies them before the user's own of a `--suppress` file)."""
+        rules: list[Suppression] = []
+        for path, meta in self.metas.items():
+            rules += [PluginSuppression(kind, globs, ORIGIN, meta=meta, file=path) for kind, globs in meta.rules]
+            # the plugin holds as many locks as Python does: a depth past lockdep's limit is a note
+            # of its summary (`Recorder.too_deep`), never a finding
+            rules.append(PluginSuppression(F.MAX_DEPTH, (), ORIGIN, meta=meta, file=path))
+            for test, own in meta.tests:
+                rules += [PluginSuppression(kind, globs, ORIGIN, meta=meta, file=path, test=test) for kind, globs in own]
+        config.suppressions[:0] = rules
+
+    def label(self, finding: Finding) -> None:
+        """The test that made `finding` after its task, as the plugin names the task."""
+        where = _where(finding)
+        if where is None or where[0] not in self.metas:
+            return
+        meta = self.metas[where[0]]
+        stack = meta.stacks.get(where[1])
+        if stack and "stack" not in finding.details:
+            finding.details["stack"] = tuple(Frame(*frame) for frame in stack)
+        test = meta.test_at(where[1])[0]
+        if test is not None:
+            finding.details["test"] = test
+            if not finding.task.endswith(f" [{test}]"):
+                finding.task = f"{finding.task} [{test}]"

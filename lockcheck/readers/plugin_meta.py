@@ -1,0 +1,120 @@
+"""What a `.lt` trace recorded by the pytest plugin says besides its events.
+
+The plugin decides with more than the events: the suppression rules it applies (the standard
+library's own lock orders, `lockcheck.python.suppression_rules.DEFAULT_SUPPRESS`, and the user's
+`lockcheck_suppress`), the module-qualified names those rules may name a class by, and the test
+each event ran in.  The trace format has no field for any of that, so the recorder writes it as
+comment lines -- `#lockcheck-plugin ...` and its `# context TEST` lines -- which every reader of
+the format skips as comments, and `lockcheck check` reads back (`scan`) so that replaying the
+trace gives the plugin's findings:
+
+    #lockcheck-trace v1
+    #lockcheck-plugin v1
+    #lockcheck-plugin suppress circular-dependency logging._lock logging.*Handler.lock
+    #lockcheck-plugin class FileHandler.lock logging.FileHandler.lock
+    # context test_x.py::test_a
+    #lockcheck-plugin suppress-test recursive-locking Foo.lock
+    #lockcheck-plugin no-context
+
+Both sides use this module: the recorder writes these lines, the check command reads them.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from dataclasses import dataclass, field
+from typing import Iterable, Optional
+
+MARK = "#lockcheck-plugin"
+#: the second line of a trace the plugin wrote
+HEADER = f"{MARK} v1"
+CONTEXT = "# context "
+_OFF = " (lockcheck off)"
+NO_CONTEXT = f"{MARK} no-context"
+
+
+def suppress_line(rule: str, test: bool = False) -> str:
+    """The line of one rule (`KIND CLASSGLOB...`): for the session, or (`test`) for the running test only."""
+    return f"{MARK} {'suppress-test' if test else 'suppress'} {rule}"
+
+
+def class_line(name: str, qualified: str) -> str:
+    """The line that says class `name` is `qualified` by its module-qualified name."""
+    return f"{MARK} class {name} {qualified}"
+
+
+def stack_line(frames: Iterable[tuple[str, int, str]]) -> str:
+    """The line after an event that made a finding: the program's stack there, innermost first
+    (`Frame`s: file, line, function), as JSON."""
+    return f"{MARK} stack " + json.dumps([list(frame) for frame in frames])
+
+
+Rule = tuple[str, tuple[str, ...]]
+
+
+@dataclass
+class PluginMeta:
+    """What `scan` read: session rules, qualified names, and the test of each range of lines."""
+
+    rules: list[Rule] = field(default_factory=list)
+    qualified: dict[str, str] = field(default_factory=dict)
+    #: line numbers where a test (or no test: None) begins, and the tests with their own rules
+    starts: list[int] = field(default_factory=lambda: [0])
+    tests: list[tuple[Optional[str], list[Rule]]] = field(default_factory=lambda: [(None, [])])
+    #: line of an event that made a finding -> the program's stack there ((file, line, function), ...)
+    stacks: dict[int, tuple[tuple[str, int, str], ...]] = field(default_factory=dict)
+
+    def test_at(self, line: int) -> tuple[Optional[str], list[Rule]]:
+        """The test that ran when line `line` was written, and its own rules."""
+        return self.tests[bisect.bisect_right(self.starts, line) - 1]
+
+
+def is_plugin_trace(first_lines: list[str]) -> bool:
+    """A trace whose second line is the plugin's `#lockcheck-plugin v1`."""
+    return len(first_lines) >= 2 and first_lines[1].rstrip("\r\n") == HEADER
+
+
+def _rule(text: str) -> Optional[Rule]:
+    parts = text.split()
+    return (parts[0], tuple(parts[1:])) if parts else None
+
+
+def scan(lines: Iterable[str]) -> PluginMeta:
+    """The plugin's lines of a trace (every other line is skipped: only `#` lines are looked at)."""
+    meta = PluginMeta()
+    event = 0  # the line of the last event
+    for lineno, line in enumerate(lines, 1):
+        if not line.startswith("#"):
+            event = lineno
+            continue
+        line = line.rstrip("\r\n")
+        if line.startswith(CONTEXT):
+            test = line[len(CONTEXT):]
+            test = test.removesuffix(_OFF)
+            meta.starts.append(lineno)
+            meta.tests.append((test, []))
+        elif line == NO_CONTEXT:
+            meta.starts.append(lineno)
+            meta.tests.append((None, []))
+        elif line.startswith(MARK + " "):
+            word, _, rest = line[len(MARK) + 1:].partition(" ")
+            if word == "suppress" and _rule(rest):
+                meta.rules.append(_rule(rest))  # type: ignore[arg-type]
+            elif word == "suppress-test" and _rule(rest):
+                meta.tests[-1][1].append(_rule(rest))  # type: ignore[arg-type]
+            elif word == "stack" and event and event not in meta.stacks:
+                meta.stacks[event] = _frames(rest)
+            elif word == "class" and " " in rest:
+                name, _, qualified = rest.rpartition(" ")
+                meta.qualified.setdefault(name, qualified)
+    return meta
+
+
+def _frames(text: str) -> tuple[tuple[str, int, str], ...]:
+    """The frames of a `stack` line; none when it is not the JSON the recorder writes."""
+    try:
+        frames = json.loads(text)
+        return tuple((str(f[0]), int(f[1]), str(f[2])) for f in frames)
+    except (ValueError, TypeError, IndexError):
+        return ()

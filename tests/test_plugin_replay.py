@@ -1,0 +1,141 @@
+"""`lockcheck check` on a trace the plugin recorded gives the plugin's own findings (issue 24,
+"replay = plugin"): the standard library's lock orders the plugin accepts by default are
+accepted on replay too (the trace carries the rules and the qualified class names they match),
+and each finding names the test that made it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+TIMEOUT = 120
+
+SUITE = """
+    import logging
+    import logging.config
+    import threading
+
+    A = threading.Lock()
+    B = threading.Lock()
+
+
+    def test_file_handler_closed_then_logging_reconfigured(tmp_path):
+        handler = logging.FileHandler(tmp_path / "app.log")
+        handler.close()  # its lock, then logging's module lock (Handler.close)
+        logging.config.dictConfig({"version": 1, "disable_existing_loggers": False})  # the other way
+        del handler
+
+
+    def test_ab():
+        with A:
+            with B:
+                pass
+
+
+    def test_ba():
+        with B:
+            with A:
+                pass
+"""
+
+CLEAN = """
+    import logging
+    import logging.config
+    import threading
+
+    A = threading.Lock()
+    B = threading.Lock()
+
+
+    def test_file_handler_closed_then_logging_reconfigured(tmp_path):
+        handler = logging.FileHandler(tmp_path / "app.log")
+        handler.close()
+        logging.config.dictConfig({"version": 1, "disable_existing_loggers": False})
+        del handler
+
+
+    def test_ab_twice():
+        for _ in range(2):
+            with A:
+                with B:
+                    pass
+"""
+
+
+def record(pytester: pytest.Pytester, source: str) -> tuple[pytest.RunResult, str]:
+    pytester.makepyfile(test_suite=source)
+    trace = str(pytester.path / "run.lt")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:logging", "--lockcheck",
+                                           f"--lockcheck-trace={trace}", timeout=TIMEOUT)
+    return result, trace
+
+
+def check(trace: str, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "lockcheck", "check", "--no-config", *args, trace],
+                          check=False, capture_output=True, text=True, timeout=TIMEOUT)
+
+
+def test_replay_finds_what_the_plugin_found(pytester: pytest.Pytester) -> None:
+    result, trace = record(pytester, SUITE)
+    result.assert_outcomes(passed=2, failed=1)
+    result.stdout.fnmatch_lines(["lockcheck: 1 finding (1 circular-dependency), 1 suppressed in *"])
+    replay = check(trace, "--format", "json")
+    assert replay.returncode == 1, replay.stderr
+    findings = json.loads(replay.stdout)["findings"]
+    assert [(f["kind"], sorted(f["cycle"])) for f in findings] == [
+        ("circular-dependency", ["test_suite.A", "test_suite.B"])]
+    text = check(trace)
+    assert text.returncode == 1
+    assert findings[0]["details"]["test"] == "test_suite.py::test_ba"  # the test that closed the cycle
+    assert findings[0]["details"]["stack"][-1]["function"] == "test_ba"  # and where it was
+    assert "MainThread/1 [test_suite.py::test_ba]" in text.stdout
+    assert " in test_ba" in text.stdout.partition("stack backtrace:")[2]
+    assert "logging._lock" not in text.stdout  # the stdlib's inversion: accepted, as by the plugin
+    assert "1 suppressed" in text.stdout
+
+
+def test_clean_session_replays_clean(pytester: pytest.Pytester) -> None:
+    result, trace = record(pytester, CLEAN)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["lockcheck: 0 findings, 1 suppressed in *"])
+    replay = check(trace)
+    assert replay.returncode == 0, replay.stdout + replay.stderr
+    assert "no problems found" in replay.stdout and "1 suppressed" in replay.stdout
+
+
+def _abba(task: str, a: str, b: str) -> list[str]:
+    return [f"{task} acquire {a}", f"{task} acquire {b}", f"{task} release {b}", f"{task} release {a}"]
+
+
+def test_a_tests_own_rule_applies_to_that_test_only(tmp_path) -> None:
+    """`#lockcheck-plugin suppress-test` (the marker's suppress=) accepts the findings made in its test."""
+    lines = ["#lockcheck-trace v1", "#lockcheck-plugin v1",
+             "# context t.py::test_first", *_abba("T1", "A", "B"),
+             "# context t.py::test_accepted",
+             "#lockcheck-plugin suppress-test circular-dependency A B", *_abba("T1", "B", "A"),
+             "#lockcheck-plugin no-context",
+             "# context t.py::test_reported", *_abba("T1", "C", "D"), *_abba("T1", "D", "C")]
+    trace = tmp_path / "rules.lt"
+    trace.write_text("\n".join(lines) + "\n")
+    result = check(str(trace))
+    assert result.returncode == 1, result.stderr
+    assert "1 finding (1 circular-dependency)" in result.stdout and "1 suppressed" in result.stdout
+    assert "T1 [t.py::test_reported]" in result.stdout
+    assert "(A)" not in result.stdout
+
+
+def test_a_plugin_trace_deeper_than_lockdeps_limit_is_no_finding(tmp_path) -> None:
+    """The plugin holds as many locks as Python does (its summary notes a depth past lockdep's
+    48): the replay does not report it either -- but a trace not recorded by the plugin does."""
+    held = [f"T1 acquire L{i}" for i in range(60)] + [f"T1 release L{i}" for i in reversed(range(60))]
+    plugin = tmp_path / "deep.lt"
+    plugin.write_text("\n".join(["#lockcheck-trace v1", "#lockcheck-plugin v1", *held]) + "\n")
+    other = tmp_path / "other.lt"
+    other.write_text("\n".join(["#lockcheck-trace v1", *held]) + "\n")
+    assert check(str(plugin)).returncode == 0
+    assert check(str(other)).returncode == 1
