@@ -282,6 +282,13 @@ def _check_number(text: str, line: str, file: str, lineno: int, what: str, limit
         raise TraceError(file, lineno, line.find(text) + 1, f"{what} too long ({len(text)} digits)", source=line)
 
 
+def _seconds(timestamp: Optional[str], line: str, file: str, lineno: int) -> Optional[float]:
+    """A line's time stamp in seconds; 1e40 s and longer is a corrupt line (float() would make it inf)."""
+    if timestamp is None:
+        return None
+    _check_number(timestamp, line, file, lineno, "timestamp", 40)
+    return float(timestamp)
+
 
 class FtraceReader(ProbePairing):
     """Events from the lines of one ftrace capture; `stats` fills as it goes.
@@ -393,7 +400,7 @@ class FtraceReader(ProbePairing):
                 if len(body) > 5:  # a kprobe line
                     args = lock_args(body[6])
                     if args is None:
-                        ts = float(timestamp) if timestamp is not None and len(timestamp) <= 40 else None
+                        ts = _seconds(timestamp, line, file, lineno)
                         made = self.map_op(make, body[0], dict(body[6]), self._task(*head), ts, lineno)
                         if made is None:
                             skipped[body[0]] += 1
@@ -447,12 +454,7 @@ class FtraceReader(ProbePairing):
                     # what `_task` records for a `<...>` line, as if the head were read again: a head
                     # read from the cache says what one read afresh (after a clear) would say
                     comms[task] = display
-                if timestamp is None:
-                    ts = None
-                elif len(timestamp) <= 40:
-                    ts = float(timestamp)
-                else:  # 1e40 s: a corrupt line, and float() would make it inf
-                    _check_number(timestamp, line, file, lineno, "timestamp", 40)
+                ts = _seconds(timestamp, line, file, lineno)
                 in_irq = False
                 if flags is not None:
                     state = flag_states.get(flags)
