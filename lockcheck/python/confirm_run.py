@@ -130,8 +130,9 @@ class Confirmer:
 
     # -- confirming ------------------------------------------------------------
     def _confirm(self, item: pytest.Item, nextitem: Optional[pytest.Item], found: list[Finding]) -> None:
-        marker = item.get_closest_marker("lockcheck")
-        if marker is not None and marker.kwargs.get("confirm") is False:
+        from lockcheck.python.plugin_marker import read
+
+        if not read(item).confirm:
             return  # @pytest.mark.lockcheck(confirm=False)
         texts = []
         for finding in found:

@@ -36,6 +36,7 @@ class Request(NamedTuple):
     expect: Optional[str] = None
     order: Optional[OrderFile] = None
     rules: tuple[Rule, ...] = ()
+    confirm: bool = True  #: False: never re-run for --lockcheck-confirm (`lockcheck.python.confirm_run`)
 
 
 def _strings(name: str, value: Any, where: str) -> list[str]:
@@ -85,7 +86,10 @@ def read(item: pytest.Item) -> Request:
             rules = tuple(parse_rules(_strings("suppress", kwargs["suppress"], where), f"{where} suppress"))
         except RuleError as err:
             raise pytest.UsageError(f"{where}: @pytest.mark.lockcheck(suppress=...): {err}") from None
-    return Request(check, expect, order, rules)
+    confirm = kwargs.get("confirm", True)
+    if not isinstance(confirm, bool):
+        raise pytest.UsageError(f"{where}: @pytest.mark.lockcheck(confirm=...): expected True or False, not {confirm!r}")
+    return Request(check, expect, order, rules, confirm)
 
 
 def check_items(items: list[pytest.Item]) -> dict[str, Request]:
