@@ -178,16 +178,16 @@ def fast(lines: list[str], capture: bool = False, core: str = "pure", block: int
          final: bool = True) -> dict:
     checker = Checker()
     checker.open_trace(capture)
-    saved = hotpath._compiled_filter
-    if core == "pure":
-        hotpath._compiled_filter = lambda: None
     saved_block = source.BLOCK
     source.BLOCK = block
     try:
-        events = hotpath.lt_events(checker, as_read(lines, newline, final) if core == "blocks" else lines, "gen.lt")
-        return _outcome(checker, checker.run(events))
+        with pytest.MonkeyPatch.context() as env:
+            if core == "pure":
+                env.setenv("LOCKCHECK_PURE", "1")  # the user's switch, read at each run
+            events = hotpath.lt_events(checker, as_read(lines, newline, final) if core == "blocks" else lines,
+                                       "gen.lt")
+            return _outcome(checker, checker.run(events))
     finally:
-        hotpath._compiled_filter = saved
         source.BLOCK = saved_block
 
 

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -48,14 +50,11 @@ def _run(lines: list[str], core: str) -> tuple[dict, list[tuple[str, int]]]:
     if core == "plain":
         events = lt.parse(lines, "gen.lt")
     else:
-        saved = hotpath._compiled_filter
-        if core == "pure":
-            hotpath._compiled_filter = lambda: None
-        try:
+        with pytest.MonkeyPatch.context() as env:
+            if core == "pure":
+                env.setenv("LOCKCHECK_PURE", "1")
             events = list(_fed(checker, hotpath.lt_events(checker, as_read(lines) if core == "blocks" else lines,
                                                           "gen.lt"), fed))
-        finally:
-            hotpath._compiled_filter = saved
     outcome = _outcome(checker, checker.run(events) if core == "plain" else iter(events))
     outcome["irq"] = _irq_state(checker)
     return outcome, fed
@@ -125,11 +124,9 @@ def test_a_report_cites_irq_events_taken_on_the_fast_path() -> None:
         assert ops == ["acquire", "acquire", "acquire"], (core, ops)
     checker = Checker()
     checker.open_trace(False)
-    hotpath._compiled_filter, saved = (lambda: None), hotpath._compiled_filter
-    try:
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("LOCKCHECK_PURE", "1")
         findings = list(checker.run(hotpath.lt_events(checker, lines, "gen.lt")))
-    finally:
-        hotpath._compiled_filter = saved
     assert [f.kind for f in findings] == ["inconsistent-lock-state"]
     events = findings[0].details["irq_events"]
     assert events["stamp"] == 4

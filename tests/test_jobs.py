@@ -359,9 +359,9 @@ def _same_state_merged(path: str) -> None:
     assert merged.chain_cache == one.chain_cache
     assert (merged.stats.chains, merged.stats.chain_hits, merged.stats.events) == \
         (one.stats.chains, one.stats.chain_hits, one.stats.events)
-    assert list(merged.graph._node.items()) == list(one.graph._node.items())
-    assert [(cls, list(after.items())) for cls, after in merged.graph._succ.items()] == \
-        [(cls, list(after.items())) for cls, after in one.graph._succ.items()]
+    assert list(merged.graph.nx.nodes(data=True)) == list(one.graph.nx.nodes(data=True))
+    assert [(cls, list(after.items())) for cls, after in merged.graph.nx.adjacency()] == \
+        [(cls, list(after.items())) for cls, after in one.graph.nx.adjacency()]
 
 
 class _InProcess:

@@ -96,7 +96,7 @@ def test_unregister_forgets_usage_and_class_keys() -> None:
                   "T1 unregister A", "T1 acquire A", "T1 release A")
     assert _kinds(text) == []
     _, checker = check_events(parse(_trace("T1 acquire A", "T1 unregister A").splitlines()))
-    assert "A" in checker.graph._succ and any("unregistered while held" in n for n in checker.stats.notes)
+    assert "A" in checker.graph.nx and any("unregistered while held" in n for n in checker.stats.notes)
 
 
 # -- bad contention --------------------------------------------------------------------------------------

@@ -514,7 +514,7 @@ def test_waits_inside_the_library_are_not_the_programs() -> None:
             timer.join()
         finally:
             waits.stop()
-    succ = rec.checker.graph.nx._succ
+    succ = rec.checker.graph.nx.succ
     lock_class = naming._target(held)._cls
     assert sorted(succ[lock_class]) == [f"Event({lock_class[:-5]}.ready)", f"Queue({lock_class[:-5]}.jobs)"], \
         (lock_class, sorted(succ))
@@ -543,7 +543,7 @@ def test_asyncio_signals_outside_a_running_loop_behave_as_without_lockcheck() ->
             waits.stop()
     assert rec.findings == []
     # the signals under the lock were recorded for the thread: event -> lock
-    succ = rec.checker.graph.nx._succ
+    succ = rec.checker.graph.nx.succ
     lock_class = naming._target(lock)._cls
     stem = lock_class[:-len(".lock")]
     assert set(succ[f"asyncio.Event({stem}.done)"]) == {lock_class}, (lock_class, sorted(succ))

@@ -98,7 +98,7 @@ def test_cmp_instance_otherwise_recursive(tmp_path: Path, monkeypatch: pytest.Mo
 def test_cmp_instance_numbers_before_text_and_no_dependency() -> None:
     # 9 < 0x10 as numbers (not as text); the ordered pair adds no A -> A dependency (check_prev_add's return 2)
     found, checker = check_events(parse(_double("9", "0x10").splitlines()))
-    assert found == [] and "&pipe->mutex" not in checker.graph._succ["&pipe->mutex"]
+    assert found == [] and "&pipe->mutex" not in checker.graph.successors("&pipe->mutex")
     found, _ = check_events(parse(_double("0x10", "a").splitlines()))
     assert found == []
 
@@ -118,4 +118,4 @@ def test_set_subclass_keeps_the_class_name(tmp_path: Path, monkeypatch: pytest.M
             "T1 acquire &rwsem_X2 write\nT1 release &rwsem_X2\nT1 release &rwsem_X1\n")
     assert agreed(every_path(tmp_path, text, monkeypatch)) == []
     _, checker = check_events(parse(text.splitlines()))
-    assert "&rwsem_X1/1" in checker.graph._succ and "&rwsem_X2" in checker.graph._succ["&rwsem_X1/1"]
+    assert "&rwsem_X1/1" in checker.graph.nx and "&rwsem_X2" in checker.graph.successors("&rwsem_X1/1")

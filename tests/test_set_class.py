@@ -40,7 +40,7 @@ def test_set_class_renames_the_held_lock_and_revalidates_what_is_above() -> None
             "T2 acquire B\nT2 acquire C\nT2 release C\nT2 release B\n")
     found, checker = check_events(parse(text.splitlines()))
     assert [f.kind for f in found] == ["circular-dependency"]  # C -> B (re-acquired) against B -> C
-    assert "A" in checker.graph._succ and "B" in checker.graph._succ["C"]
+    assert "A" in checker.graph.nx and "B" in checker.graph.successors("C")
 
 
 def test_set_class_of_a_lock_not_held_is_an_unlock_imbalance() -> None:
