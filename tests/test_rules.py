@@ -6,9 +6,11 @@ path), `--jobs 2` (parts and merge), through the command as users run it.  Each 
 mutates a rule with monkeypatch, runs every path, and asserts they agree with each other
 and differ from the unmutated verdict -- so a path that kept a copy of the rule fails.
 
-The compiled `.lt` core implements the boolean rules in C (held to the pure path by the
-differential tests); it reads the depth limit from `rules` and is included where that is
-the rule mutated.
+The compiled `.lt` core reads the boolean rules as tables `fast_lt._rule_tables` makes from
+`rules` at the start of each run, and the depth limit from `rules`; it is included in every
+mutation.  Its traces are built so that the compiled core's own decision matters (a stale table
+makes it disagree: `test_a_stale_table_would_be_seen`).  A chain-key rule it cannot follow in C
+makes it step aside for the pure path.
 """
 
 from __future__ import annotations
@@ -103,7 +105,7 @@ def test_the_trylock_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pyt
     assert kernel == []  # a trylock adds no dependency: no cycle
     # the mutation: trylocks validated like blocking acquisitions (`validate_chain` called)
     monkeypatch.setattr(rules, "validates_chain", lambda trylock, check: bool(check))
-    mutated = agreed(verdicts(tmp_path, TRYLOCK, monkeypatch, compiled=False))
+    mutated = agreed(verdicts(tmp_path, TRYLOCK, monkeypatch, compiled=True))
     assert mutated == ["circular-dependency"]
 
 
@@ -171,3 +173,68 @@ def test_the_softirq_rt_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: 
     assert same(lt_paths(tmp_path, text, monkeypatch)) == []
     monkeypatch.setattr(rules, "softirq_context_tracked", lambda preempt_rt: True)
     assert same(lt_paths(tmp_path, text, monkeypatch)) == ["inconsistent-lock-state", "invalid-wait-context"]
+
+
+# -- the irq-context chain head (`rules.separate_irq_context`), read by the compiled core too -----
+# T5 caches the chain [B] in a hardirq; T1 then takes B in a hardirq above A.  Lockdep starts a
+# new chain there (a hit on T5's chain, no A -> B); without the rule it validates A -> B, and T2's
+# B -> A closes a cycle.
+
+def _irq_head_trace() -> str:
+    return ("T5 hardirq-enter\nT5 acquire B\nT5 release B\nT5 hardirq-exit\n"
+            "T1 acquire A\nT1 hardirq-enter\nT1 acquire B\nT1 release B\nT1 hardirq-exit\nT1 release A\n"
+            "T2 irqs-off\nT2 acquire B\nT2 acquire A\nT2 release A\nT2 release B\nT2 irqs-on\n")
+
+
+def test_the_irq_context_head_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_wait_context import agreed as same, every_path
+
+    assert same(every_path(tmp_path, _irq_head_trace(), monkeypatch)) == ["irq-lock-inversion"]
+    monkeypatch.setattr(rules, "separate_irq_context", lambda top, ctx: False)
+    assert same(every_path(tmp_path, _irq_head_trace(), monkeypatch)) == ["circular-dependency"]
+
+
+@pytest.mark.parametrize("rule", ["validates_chain", "separate_irq_context"])
+def test_a_stale_table_would_be_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, rule: str) -> None:
+    """The two tests above have teeth for the compiled core: given the unmutated tables while the
+    rule is mutated, it disagrees with the other paths."""
+    from lockcheck.engine import fast_lt
+    from test_wait_context import every_path
+
+    if not fast_lt.compiled():
+        pytest.skip("no compiled core to hold")
+    kernel_tables = fast_lt._rule_tables()
+    monkeypatch.setattr(fast_lt, "_rule_tables", lambda: kernel_tables)
+    if rule == "validates_chain":
+        monkeypatch.setattr(rules, "validates_chain", lambda trylock, check: bool(check))
+        text = as_lt(TRYLOCK)
+    else:
+        monkeypatch.setattr(rules, "separate_irq_context", lambda top, ctx: False)
+        text = _irq_head_trace()
+    found = every_path(tmp_path, text, monkeypatch)
+    assert {tuple(kinds) for key, kinds in found.items() if key.endswith("0")} != {tuple(found["checker"])}
+
+
+def test_the_nest_lock_merge_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from test_wait_context import agreed as same, every_path
+
+    def take_all(task: str, n: int) -> str:  # mm_take_all_locks(): n of one class under a nest lock
+        return (f"{task} acquire N\n" + "".join(f"{task} acquire A@{i} nest=N\n" for i in range(n))
+                + "".join(f"{task} release A@{i}\n" for i in range(n)) + f"{task} release N\n")
+
+    text = take_all("T1", 2) + take_all("T2", 60)
+    assert same(every_path(tmp_path, text, monkeypatch)) == []
+    monkeypatch.setattr(rules, "nest_lock_merges", lambda depth, top, cls, nest: False)
+    assert same(every_path(tmp_path, text, monkeypatch)) == ["lock-depth-exceeded"]
+
+
+def test_a_chain_key_rule_the_core_cannot_follow_sends_it_aside(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockcheck.engine import fast_lt
+    from test_wait_context import agreed as same, every_path
+
+    assert same(every_path(tmp_path, _irq_head_trace(), monkeypatch)) == ["irq-lock-inversion"]
+    monkeypatch.setattr(rules, "iterate_chain_key", lambda key, cls, read: hash((key, cls, read, "other")))
+    monkeypatch.setenv("LOCKCHECK_PURE", "0")
+    assert not fast_lt.compiled()
+    assert same(every_path(tmp_path, _irq_head_trace(), monkeypatch)) == ["irq-lock-inversion"]

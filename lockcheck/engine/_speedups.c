@@ -85,7 +85,26 @@ typedef struct {
     PyObject *usage_needs; /* tasks.usage_needs */
     long hard_bits, soft_bits, read_shift;
     int quick;             /* releases below the top applied here (Checker.quick_reacquire) */
+    /* lockdep's boolean rules as `rules` has them at the start of the run, tabled over their
+     * whole domain by fast_lt._rule_tables: this core decides none of them itself */
+    unsigned long validates; /* bit T: rules.validates_chain(trylock=T, check=True) */
+    unsigned long separate;  /* bit 4*TOP+CTX: rules.separate_irq_context(TOP, CTX), contexts 0..3 */
+    unsigned long merges;    /* bit 2*NEST+SAME: rules.nest_lock_merges (depth > 0), by nest given, same class */
 } LineFilter;
+
+/* The tabled rules (see LineFilter). An irq context outside 0..3 is no context lockdep has: the
+ * caller passes such a line on. */
+static inline int rule_validates(const LineFilter *self, int trylock) {
+    return (int)((self->validates >> (trylock ? 1 : 0)) & 1);
+}
+
+static inline int rule_separate(const LineFilter *self, long top, long ctx) {
+    return (int)((self->separate >> ((top & 3) * 4 + (ctx & 3))) & 1);
+}
+
+static inline int rule_merges(const LineFilter *self, int nest, int same) {
+    return (int)((self->merges >> ((nest ? 2 : 0) + (same ? 1 : 0))) & 1);
+}
 
 /* Direct-mapped caches of str keys: a line's task and rest are looked up in the Python dicts
  * by a str already made (its hash kept in it) instead of a new str per line. */
@@ -151,11 +170,16 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
         *usage_needs = NULL;
     Py_ssize_t depth_limit;
     long tick, hard_bits = 0, soft_bits = 0, read_shift = 0;
+    unsigned long validates, separate, merges;
     int quick = 0;
-    if (!PyArg_ParseTuple(args, "OO!O!O!Onl|O!(OOOlllp)", &lines, &PyDict_Type, &views, &PyDict_Type, &tails,
-                          &PySet_Type, &cache, &initial, &depth_limit, &tick, &PyDict_Type, &classes, &file,
-                          &reader, &usage_needs, &hard_bits, &soft_bits, &read_shift, &quick))
+    if (!PyArg_ParseTuple(args, "OO!O!O!Onl(kkk)|O!(OOOlllp)", &lines, &PyDict_Type, &views, &PyDict_Type,
+                          &tails, &PySet_Type, &cache, &initial, &depth_limit, &tick, &validates, &separate,
+                          &merges, &PyDict_Type, &classes, &file, &reader, &usage_needs, &hard_bits, &soft_bits,
+                          &read_shift, &quick))
         return -1;
+    self->validates = validates;
+    self->separate = separate;
+    self->merges = merges;
     self->quick = quick;
     Py_XINCREF(file);
     Py_XSETREF(self->file, file);
@@ -712,18 +736,21 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     int head = 0;
     if (top != NULL) {
         long top_context;
-        int same_class;
+        int nest_given = nest != Py_None;
+        /* the class compared only where the merge rule depends on it */
+        int ask_class = rule_merges(self, nest_given, 0) != rule_merges(self, nest_given, 1);
+        int same_class = 0;
         if (PyTuple_CheckExact(top)) {
             top_context = PyLong_AsLong(PyTuple_GET_ITEM(top, E_IRQ_CONTEXT));
-            same_class = nest != Py_None ? PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_CLS), cls, Py_EQ) : 0;
+            if (ask_class)
+                same_class = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_CLS), cls, Py_EQ);
         } else {
             PyObject *value = PyObject_GetAttr(top, s_irq_context);
             if (value == NULL)
                 return -1;
             top_context = PyLong_AsLong(value);
             Py_DECREF(value);
-            same_class = 0;
-            if (nest != Py_None) {
+            if (ask_class) {
                 value = PyObject_GetAttr(top, s_cls);
                 if (value == NULL)
                     return -1;
@@ -733,7 +760,9 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         }
         if (same_class < 0)
             return -1;
-        if (same_class) {
+        if (top_context < 0 || top_context > 3)
+            return 0;
+        if (rule_merges(self, nest_given, same_class)) {
             /* nest_lock merge: one more reference on the top entry */
             if (merge_reference(held, top) < 0 || set_cpu(task, cpu) < 0 ||
                 remember(view, a->lock, a->instance) < 0)
@@ -741,7 +770,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
             self->events++;
             return 1;
         }
-        head = top_context != PyLong_AsLong(irq_context);
+        head = rule_separate(self, top_context, PyLong_AsLong(irq_context));
     }
     if (nest != Py_None) {
         int holds = holds_lock(held, PyTuple_GET_ITEM(nest, 0), PyTuple_GET_ITEM(nest, 1));
@@ -765,7 +794,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         Py_DECREF(prev_key);
         return -1;
     }
-    if (!a->trylock) {
+    if (rule_validates(self, a->trylock)) {
         int cached = PySet_Contains(self->cache, chain_key);
         if (cached <= 0) {
             Py_DECREF(prev_key);
@@ -827,7 +856,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     Py_DECREF(chain_key);
     if (r < 0 || set_cpu(task, cpu) < 0 || remember(view, a->lock, a->instance) < 0)
         return -1;
-    if (!a->trylock)
+    if (rule_validates(self, a->trylock))
         self->hits++;
     self->events++;
     return 1;
@@ -984,14 +1013,14 @@ static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObj
             r = 0; /* a new usage bit: mark_usage */
             break;
         }
-        Py_hash_t hash = hash3(below_context >= 0 && below_context != irq_context ? self->initial : chain_key, cls,
+        Py_hash_t hash = hash3(below_context >= 0 && rule_separate(self, below_context, irq_context) ? self->initial : chain_key, cls,
                                read);
         PyObject *next_key = hash == -1 ? NULL : PyLong_FromSsize_t(hash);
         if (next_key == NULL) {
             r = -1;
             break;
         }
-        if (!trylock) {
+        if (rule_validates(self, trylock)) {
             int cached = PySet_Contains(self->cache, next_key);
             if (cached <= 0) {
                 Py_DECREF(next_key);
