@@ -9,7 +9,8 @@ from lockcheck.util.version import __version__ as __version__
 
 
 def __getattr__(attr: str):
-    """Lazy exports: `lockcheck.name`, `lockcheck.nested` (annotations), `lockcheck.instrument`,
+    """Lazy exports: `lockcheck.name`, `lockcheck.nested` (annotations), `lockcheck.class_of`,
+    `lockcheck.instrument`,
     `lockcheck.confirm` (replay a lock-order cycle until it deadlocks, `lockcheck.python.confirm_api`),
     `lockcheck.DeadlockError` (a blocking acquire that closes a cycle of waits)."""
     if attr in ("name", "nested"):
@@ -17,6 +18,10 @@ def __getattr__(attr: str):
 
         value = globals()[attr] = getattr(annotate, attr)  # kept: `lockcheck.nested` is called per acquire
         return value
+    if attr == "class_of":
+        from lockcheck.python.hints import class_of
+
+        return class_of
     if attr == "DeadlockError":
         from lockcheck.python.waitfor import DeadlockError
 

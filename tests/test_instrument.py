@@ -72,10 +72,10 @@ def test_class_names_and_sites() -> None:
         local = threading.RLock()
         renamed = lockcheck.name(threading.Lock(), "db.pool")
         cond = threading.Condition()
-    assert cache._lock._cls == "test_class_names_and_sites.Cache._lock"  # qualname of a local class
-    assert local._cls == "test_class_names_and_sites.local"
-    assert renamed._cls == "db.pool"
-    assert cond._lock._cls == "test_class_names_and_sites.cond"
+    assert lockcheck.class_of(cache._lock) == "test_class_names_and_sites.Cache._lock"  # a local class
+    assert lockcheck.class_of(local) == "test_class_names_and_sites.local"
+    assert lockcheck.class_of(renamed) == "db.pool"
+    assert lockcheck.class_of(cond) == "test_class_names_and_sites.cond"  # a Condition: its lock's class
 
 
 def test_behaviour_is_unchanged() -> None:
@@ -263,3 +263,8 @@ def test_isinstance_of_threading_lock_behaves_as_without_instrumentation() -> No
         assert type(tracked) is not type(raw)
         assert check(tracked) == expected
         assert check(raw) == expected
+
+
+def test_class_of_an_untracked_lock_is_none() -> None:
+    assert lockcheck.class_of(threading.Lock()) is None  # made outside instrumentation
+    assert lockcheck.class_of(object()) is None

@@ -19,7 +19,8 @@ import weakref
 
 import pytest
 
-from lockcheck.python import instrument as pylocks, interrupts as pyirq, naming, dept as waits
+import lockcheck
+from lockcheck.python import instrument as pylocks, interrupts as pyirq, dept as waits
 
 pytest_plugins = ["pytester"]
 
@@ -515,7 +516,7 @@ def test_waits_inside_the_library_are_not_the_programs() -> None:
         finally:
             waits.stop()
     succ = rec.checker.graph.nx.succ
-    lock_class = naming._target(held)._cls
+    lock_class = lockcheck.class_of(held)
     assert sorted(succ[lock_class]) == [f"Event({lock_class[:-5]}.ready)", f"Queue({lock_class[:-5]}.jobs)"], \
         (lock_class, sorted(succ))
     assert not [cls for cls in succ if cls.startswith(("Condition(", "Thread("))]
@@ -544,7 +545,7 @@ def test_asyncio_signals_outside_a_running_loop_behave_as_without_lockcheck() ->
     assert rec.findings == []
     # the signals under the lock were recorded for the thread: event -> lock
     succ = rec.checker.graph.nx.succ
-    lock_class = naming._target(lock)._cls
+    lock_class = lockcheck.class_of(lock)
     stem = lock_class[:-len(".lock")]
     assert set(succ[f"asyncio.Event({stem}.done)"]) == {lock_class}, (lock_class, sorted(succ))
     assert set(succ[f"asyncio.Queue({stem}.inbox)"]) == {lock_class}

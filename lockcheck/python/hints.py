@@ -1,4 +1,5 @@
-"""Annotations for legitimate lock patterns: `lockcheck.name` and `lockcheck.nested`.
+"""Annotations for legitimate lock patterns: `lockcheck.name` and `lockcheck.nested`; and
+`lockcheck.class_of`, the class name a lock is reported under.
 
 Safe to call from production code: when lockcheck is not instrumenting
 (`lockcheck.python.naming` never imported), they cost one dict lookup and leave
@@ -13,7 +14,7 @@ the lock alone.
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Optional
 
 
 def name(lock: Any, class_name: str) -> Any:
@@ -27,6 +28,17 @@ def name(lock: Any, class_name: str) -> Any:
     if naming is None:
         return lock
     return naming.name(lock, class_name)
+
+
+def class_of(lock: Any) -> Optional[str]:
+    """The lock class lockcheck reports `lock` under, as suppressions, `order=` and `--order`
+    spell it (`app.db.Pool._lock`); None when the lock is not tracked (no instrumentation, or a
+    lock made before it started).  Lets a test or a suppression file name a class without
+    guessing how lockcheck derives names from creation sites."""
+    naming = sys.modules.get("lockcheck.python.naming")
+    if naming is None:
+        return None
+    return naming.class_of(lock)
 
 
 def nested(lock: Any, subclass: int = 1) -> Any:

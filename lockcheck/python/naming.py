@@ -8,7 +8,7 @@ a lock as subclass N (`mutex_lock_nested`).  Where the compiled core is built, `
 from __future__ import annotations
 
 import sys
-from typing import Any
+from typing import Any, Optional
 
 from lockcheck.python.async_lock import TrackedAsyncLock
 from lockcheck.python.core import CORE as _core
@@ -24,6 +24,17 @@ def _target(lock: Any) -> Any:
     inner = getattr(lock, "_lock", None)
     if isinstance(inner, _Tracked):
         return inner
+    return None
+
+
+def class_of(lock: Any) -> Optional[str]:
+    """The class `lock` is tracked under (`hints.class_of`), or None."""
+    target = _target(lock)
+    if target is not None:
+        return target._cls
+    if isinstance(lock, (_SemaphoreMixin, TrackedAsyncLock)):
+        tracked = getattr(lock, "_lc", None)
+        return tracked[0] if tracked is not None else None
     return None
 
 
