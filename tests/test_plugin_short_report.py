@@ -328,6 +328,40 @@ def test_other_order_elsewhere_is_fine():
     assert "the declared order is b < a" in out
 
 
+def test_marker_order_sees_a_dependency_an_earlier_test_made(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_ordered2='''
+import threading
+import pytest
+
+a = threading.Lock()
+b = threading.Lock()
+
+
+def take_a_then_b():
+    with a:
+        with b:
+            pass
+
+
+def test_first_makes_it():
+    take_a_then_b()
+
+
+@pytest.mark.lockcheck(order=["b", "a"])
+def test_makes_it_again_against_its_order():
+    take_a_then_b()
+
+
+def test_after_it_the_order_is_gone():
+    take_a_then_b()
+''')
+    result = _run(pytester)
+    result.assert_outcomes(passed=2, failed=1)
+    out = result.stdout.str()
+    assert "FAILED test_ordered2.py::test_makes_it_again_against_its_order" in out, out
+    assert "order-violation: test_ordered2.a -> test_ordered2.b" in out, out
+
+
 def test_marker_suppress(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_supp='''
 import threading

@@ -103,8 +103,9 @@ def check_items(items: list[pytest.Item]) -> dict[str, Request]:
 class _TestOrdered:
     """Mixed into the session checker's class when a test declares an order: while `test_order`
     is set, a new dependency against it is an `order-violation` (as `OrderChecker` reports one
-    against `lockcheck_order`).  A dependency seen before the test (in an earlier test) is not
-    new, so not checked again: a whole-session order belongs in `lockcheck_order`."""
+    against `lockcheck_order`).  A dependency this test makes that an earlier test made first is
+    checked too: the chain cache is set aside for the test (`set_test_order`), so every chain the
+    test takes is validated and reaches `check_prev_add`."""
 
     test_order: Optional[OrderFile] = None
 
@@ -136,6 +137,13 @@ def set_test_order(checker: Any, order: Optional[OrderFile]) -> None:
         cls = type(checker)
         checker.__class__ = type(f"TestOrdered{cls.__name__}", (_TestOrdered, cls), {})
     if isinstance(checker, _TestOrdered):
+        cache = checker.chain_cache  # emptied and refilled in place: the compiled core holds this set
+        if order is not None and checker.test_order is None:
+            checker.cache_before_order = set(cache)
+            cache.clear()  # a cached chain would skip check_prev_add, and so the test's order
+        elif order is None and checker.test_order is not None:
+            cache |= getattr(checker, "cache_before_order", set())
+            checker.cache_before_order = set()
         checker.test_order = order
 
 
