@@ -48,13 +48,13 @@ class ReportCollector(ReportSink):
     def report(self, splat: Splat) -> None:
         finding = to_finding(splat)
         warning = splat.kind == F.LOCKDEP_WARNING  # a condition, no lock: nothing for the graph
-        if not warning and splat.lock is None and not splat.held_locks:
+        lockless = not warning and splat.lock is None and not splat.held_locks  # nothing for the graph
+        if lockless and splat.held_count != 0:  # not "no locks held": the report lost its lock lines
             self.stats.notes.append(f"{splat.location}: a {splat.kind} report cut short before its locks "
-                                    f"were printed: nothing to read from it")
-            return
+                                    f"were printed: reported by its title alone")
         if self.groups.add(finding):
             self.found.append(finding)
-        if self.checker is None or warning:
+        if self.checker is None or warning or lockless:  # still a finding: a gate on the log fails
             return
         for joined in add_splat(splat, self.checker, self.spelling):
             key = group_key(joined)
