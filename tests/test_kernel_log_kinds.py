@@ -35,7 +35,8 @@ def write(path: Path, lines: list[str]) -> str:
 def test_the_invalid_wait_context_reports_are_there() -> None:
     # both numberings: kernels with CONFIG_PROVE_RAW_LOCK_NESTING (context-{5:5}) and without ({4:4})
     contexts = {expectations(log)["context"] for log in WAIT_LOGS}
-    assert len(WAIT_LOGS) >= 6 and contexts == {"4:4", "5:5"}
+    # (and a hardirq's own context, {2:2}, where no held lock is the reason)
+    assert len(WAIT_LOGS) >= 11 and {"4:4", "5:5", "2:2"} <= contexts
 
 
 @pytest.mark.parametrize("log", WAIT_LOGS, ids=lambda p: p.stem)
@@ -48,7 +49,7 @@ def test_an_invalid_wait_context_pasted_without_time_stamps_fails_the_run(tmp_pa
     assert (status, err) == (1, "")
     (finding,) = json.loads(out)["findings"]
     assert (finding["kind"], finding["task"], finding["lock"], finding["held"]) == (
-        "invalid-wait-context", expect["task"], expect["lock"], expect["held"])
+        "invalid-wait-context", expect["task"], expect["lock"], expect.get("held"))
     assert finding["details"]["context"] == expect["context"]
     printed = [line for line in lines if "(" + expect["lock"] + "){" in line][0]
     assert finding["waits"] == printed.split("}-{")[1].split("}")[0]
