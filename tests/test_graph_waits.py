@@ -107,6 +107,30 @@ def test_merged_baselines_keep_wait_types(traces: Path) -> None:
     assert run("check", "--baseline", str(merged), str(traces / "b.lt"))[0] == 1
 
 
+@pytest.mark.parametrize("order", ["types first", "dependency first"])
+def test_two_baselines_one_with_the_types_one_with_the_dependency(traces: Path, order: str) -> None:
+    """One graph says the wait types (no offending dependency), the other took sl under raw without
+    them: merged, the union shows the invalid wait context, whichever is given first, once."""
+    typed, untyped = traces / "typed.json", traces / "untyped.json"
+    run("graph", str(traces / "a.lt"), "-o", str(typed))
+    run("graph", str(traces / "b.lt"), "-o", str(untyped))
+    (traces / "other.lt").write_text("T9 acquire z\nT9 release z\n")
+    graphs = [typed, untyped] if order == "types first" else [untyped, typed]
+    status, out, _ = run("check", "--format", "json", "--baseline", str(graphs[0]), "--baseline", str(graphs[1]),
+                         str(traces / "other.lt"))
+    assert status == 1
+    (found,) = findings(out)
+    assert (found["kind"], found["lock"], found["held"]) == ("invalid-wait-context", "sl", "raw")
+    assert found["location"] == f"{traces / 'b.lt'}:2"  # where the dependency was first seen
+    # and with the trace that made the dependency read again: still one finding
+    status, out, _ = run("check", "--format", "json", "--baseline", str(graphs[0]), "--baseline", str(graphs[1]),
+                         str(traces / "b.lt"))
+    assert status == 1 and len(findings(out)) == 1
+    # each graph alone: nothing
+    assert run("check", "--baseline", str(untyped), str(traces / "other.lt"))[0] == 0
+    assert run("check", "--baseline", str(typed), str(traces / "other.lt"))[0] == 0
+
+
 def test_merging_differing_wait_types_does_not_depend_on_order() -> None:
     one, two = DepGraph(), DepGraph()
     for graph, wait in ((one, (3, 3)), (two, (2, 2))):

@@ -481,13 +481,14 @@ class CheckSession:
         the graph, the cycles their union closes, and the keys of those findings."""
         if not self.options.baselines:
             return None, [], set()
-        from lockcheck.store.baseline import merge_checked
+        from lockcheck.store.baseline import check_wait_contexts, merge_checked
         from lockcheck.store.graphfile import load_graph
 
         merger = Checker(DepGraph())
         found: list[Finding] = []
         for path in self.options.baselines:
             found.extend(merge_checked(merger, load_graph(path), origin=path))
+        found.extend(check_wait_contexts(merger))  # wait types one graph says, dependencies another has
         return merger.graph, found, merger.reported
 
     def _notes(self, checker: Checker) -> list[str]:
