@@ -324,6 +324,23 @@ def test_a_cycle_the_dump_lacks_a_dependency_of_was_made_with_lockdep_off(tmp_pa
     assert "&b->lock -> &a->lock is not in" in off and "&a->lock -> &b->lock" not in off
 
 
+def test_the_text_report_says_lockdep_was_off_when_the_kernel_could_not_report_the_cycle(tmp_path):
+    """Not only JSON: the text report of the certain cycle says why the kernel did not report it
+    (issue 26), right under its header; a cycle the kernel checked itself says nothing of the kind."""
+    _after_report_cycle(tmp_path, ["&b->lock"], [])  # builds the boot folder and the trace
+    out = io.StringIO()
+    status = main(["check", "--no-progress", "--no-config", str(tmp_path / "trace.ftrace"),
+                   "--lockdep-state", str(tmp_path / "boot")], stdout=out, stderr=io.StringIO())
+    assert status == 1
+    text = out.getvalue()
+    report = text[text.index("WARNING: possible circular locking dependency detected"):]
+    lines = report.splitlines()
+    note = " ".join(line.removeprefix("NOTE: ").strip() for line in lines[3:7] if not line.startswith("-"))
+    assert lines[3].startswith("NOTE: not reported by the kernel: lockdep was off after its report at")
+    assert "dmesg.txt:3" in note and "&b->lock -> &a->lock is not in" in note
+    assert "uncertain" not in report.split("stack backtrace:")[0]
+
+
 def test_a_cycle_the_dump_has_every_dependency_of_was_checked_by_the_kernel(tmp_path):
     """Both dependencies are in /proc/lockdep: lockdep added the second only after
     check_noncircular() found no cycle, so it judged this one no deadlock: uncertain."""

@@ -252,11 +252,13 @@ class CheckSession:
         self.context.on_dump = lambda name, lines: findings.extend(self._stream_dump(checker, name, lines))
         try:
             traces, dumps = self._split_dumps(paths)
-            if split and not (traces and type(checker) is Checker and not options.first):
+            if split and not (traces and type(checker) is Checker and not options.first and not checker.class_props):
                 from lockcheck.jobs import Fallback
 
-                # --first stops at the first finding: one process reads no further than that
-                raise Fallback("no traces, a declared order, or --first")
+                # --first stops at the first finding: one process reads no further than that; the
+                # wait and lock types of a baseline's classes are checked at every acquisition,
+                # which a part that does not know them cannot leave to the merge (lockdep/waits.py)
+                raise Fallback("no traces, a declared order, a baseline with wait types, or --first")
             annotator.add_boots(traces, annotation_options)
             if self._stream_to is not None and not split and not options.first and not dumps:
                 from lockcheck.commands.streaming import plain_traces
@@ -479,13 +481,14 @@ class CheckSession:
         the graph, the cycles their union closes, and the keys of those findings."""
         if not self.options.baselines:
             return None, [], set()
-        from lockcheck.store.baseline import merge_checked
+        from lockcheck.store.baseline import check_wait_contexts, merge_checked
         from lockcheck.store.graphfile import load_graph
 
         merger = Checker(DepGraph())
         found: list[Finding] = []
         for path in self.options.baselines:
             found.extend(merge_checked(merger, load_graph(path), origin=path))
+        found.extend(check_wait_contexts(merger))  # wait types one graph says, dependencies another has
         return merger.graph, found, merger.reported
 
     def _notes(self, checker: Checker) -> list[str]:

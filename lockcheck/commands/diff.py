@@ -39,7 +39,8 @@ from lockcheck.util.escape import visible
 from lockcheck.events import Event
 from lockcheck.lockdep.findings import Evidence, Finding
 from lockcheck.lockdep.graph import DEP_NAMES, DepGraph, dep_text
-from lockcheck.store.graphfile import is_graph_file, load_graph_with_findings, record_finding, record_key
+from lockcheck.store.graphfile import (class_props_json, is_graph_file, load_graph_with_findings, record_finding,
+                                      record_key)
 from lockcheck.kernel.boot import DIRECTORY_HOOKS
 from lockcheck.store.replay import replay_events
 from lockcheck.util.wording import count, wrap_note
@@ -272,6 +273,8 @@ class DiffResult:
     suppressed: list[Finding] = field(default_factory=list)
     alone_keys: set = field(default_factory=set)
     notes: list[str] = field(default_factory=list)
+    #: classes whose wait or lock type BASE and NEW both know and give differently: (class, base, new)
+    retyped: list[tuple[str, dict, dict]] = field(default_factory=list)
 
     def cross_run(self, finding: Finding) -> bool:
         """True when the finding only exists with BASE's dependencies joined in."""
@@ -339,7 +342,21 @@ def diff_graphs(base: Side, new: Side) -> DiffResult:
         seen.add(key)
         result.findings.append(finding)
     _compare_edges(result, base.graph, new.graph)
+    _compare_classes(result, base.graph, new.graph)
     return result
+
+
+def _compare_classes(result: DiffResult, base: DepGraph, new: DepGraph) -> None:
+    """Classes whose `wait` or `type` changed (a `spinlock_t` made a `raw_spinlock_t`, a mutex made
+    a spinlock): the same dependencies then judge differently in a wait context."""
+    base_nodes = base.nx._node
+    for cls, data in new.nx.nodes(data=True):
+        old = base_nodes.get(cls)
+        if old is None:
+            continue
+        before, after = class_props_json(old), class_props_json(data)
+        if any(key in before and key in after and before[key] != after[key] for key in ("wait", "type")):
+            result.retyped.append((cls, before, after))
 
 
 def _compare_edges(result: DiffResult, base: DepGraph, new: DepGraph) -> None:
@@ -392,6 +409,12 @@ def render_text(result: DiffResult, out: TextIO) -> None:
                     [(p, n, d["dep"] & ~old, d) for p, n, old, d in result.widened])
     _edge_table(w, f"dependencies NEW no longer shows ({len(result.removed)})",
                 [(p, n, d["dep"], d) for p, n, d in result.removed])
+    if result.retyped:
+        w(f"\nclasses whose wait or lock type changed ({len(result.retyped)}):\n")
+        rows = [("CLASS", "BASE", "NEW")]
+        for cls, before, after in result.retyped:
+            rows.append((cls, _props_text(before), _props_text(after)))
+        _table(w, rows)
     w(f"\nfindings NEW adds ({len(result.findings)}):\n")
     if result.findings:
         rows = [("KIND", "CLASSES", "WHERE", "TASK", "NOTE")]
@@ -417,8 +440,9 @@ def render_text(result: DiffResult, out: TextIO) -> None:
 
 def summary_line(result: DiffResult) -> str:
     n = len(result.findings)
+    retyped = f", {count(len(result.retyped), 'class', 'classes')} retyped" if result.retyped else ""
     text = (f"lockcheck diff: {count(len(result.added), 'dependency', 'dependencies')} added, "
-            f"{len(result.widened)} widened, {len(result.removed)} no longer seen; "
+            f"{len(result.widened)} widened, {len(result.removed)} no longer seen{retyped}; "
             f"{count(n, 'new finding')}")
     if result.suppressed:
         text += f" ({len(result.suppressed)} suppressed)"
@@ -443,6 +467,11 @@ def _table(w, rows: list[tuple[str, ...]]) -> None:
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for row in rows:
         w("  " + "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip() + "\n")
+
+
+def _props_text(props: dict) -> str:
+    """`wait 3:3, type percpu` for a class's saved keys."""
+    return ", ".join(f"{key} {value}" for key, value in props.items()) or "-"
 
 
 def _classes_text(finding: Finding) -> str:
@@ -484,6 +513,9 @@ def document(result: DiffResult) -> dict[str, Any]:
             "new_events": result.new.events_read,
         },
     }
+    if result.retyped:  # only when there are: a diff of graphs without wait types reads as before
+        doc["classes"] = {"retyped": [{"class": cls, "base": before, "new": after}
+                                      for cls, before, after in result.retyped]}
     if result.suppressed:
         doc["suppressed"] = len(result.suppressed)
     if result.notes:

@@ -314,6 +314,12 @@ class DepGraph(TopologicalOrder):
             for bit, ev in data.get("usage_traces", {}).items():
                 if bit not in traces or _order(ev) < _order(traces[bit]):
                     traces[bit] = ev
+            for key, shown in (("wait", "waits"), ("lock_type", None)):
+                value = data.get(key)  # of two differing values the least: merging stays order-free
+                if value is not None and (node.get(key) is None or tuple(value) < tuple(node[key])):
+                    node[key] = tuple(value)
+                    if shown is not None:
+                        node[shown] = data.get(shown)
         self._irq_reach = None  # usage bits were or-ed in directly
         self.irq_safe_classes = sum(1 for data in self._node.values() if (data.get("usage") or 0) & _USED_IN_MASK)
 
@@ -342,6 +348,11 @@ class DepGraph(TopologicalOrder):
 
 
 #: bounds of `_region`'s window that leave that side open
+#: what a class's node may keep beyond its usage (set by `lockcheck.lockdep.waits`): `wait`,
+#: `(outer, inner)`; `waits`, its `O:I` text as reports print it; `lock_type`, `(LD_LOCK_*, inner)`
+CLASS_PROPS = ("wait", "waits", "lock_type")
+
+
 def _order(evidence: Evidence) -> tuple:
     """A total order of evidence: earliest file and line first; ties broken by every other field."""
     return (evidence.file, evidence.line, evidence.task, evidence.at or "",

@@ -37,6 +37,12 @@ def hlock_class(lock: str, subclass: int) -> str:
     return f"{lock}/{subclass}" if subclass else lock
 
 
+def class_lock(cls: str) -> str:
+    """The lock a validation class belongs to: `hlock_class` undone (`NAME/N` -> `NAME`, N 1..7)."""
+    base, slash, sub = cls.rpartition("/")
+    return base if slash and base and len(sub) == 1 and "1" <= sub <= "7" else cls
+
+
 def softirq_context_tracked(preempt_rt: bool) -> bool:
     """`lockdep_softirq_enter()`/`_exit()` count `curr->softirq_context` except on PREEMPT_RT
     ("lockdep: Remove softirq accounting on PREEMPT_RT", 5.17), where softirqs run in threads: no

@@ -40,6 +40,23 @@ class WaitContext:
         self._props_noted: set[tuple] = set()
         #: lock names whose class has a comparison function (`cmp=`, `lock_set_cmp_fn()`)
         self.cmp_locks: set[str] = set()
+        self.adopt_graph_props()
+
+    def adopt_graph_props(self) -> None:
+        """The wait and lock types a graph's classes came with (a saved graph read back for
+        `--baseline` or `diff`: `lockcheck.store.graphfile`), as if a trace had given them: a
+        trace that takes those locks without `wait=` is then judged as the one that saved them."""
+        for cls, node in self._nodes.items():
+            wait, lock_type = node.get("wait"), node.get("lock_type")
+            if wait is None and lock_type is None:
+                continue
+            known = self.class_props.setdefault(rules.class_lock(cls), {})
+            if wait is not None and "wait" not in known:
+                known["wait"] = tuple(wait)
+                if wait[1]:
+                    self.wait_locks.add(rules.class_lock(cls))
+            if lock_type is not None and "type" not in known:
+                known["type"] = lock_type[0]
 
     def register_class_props(self, lock: str, props: dict, ev: Event) -> None:
         """`register_lock_class()`'s copy of a map's properties: the first value given for each
@@ -76,6 +93,7 @@ class WaitContext:
             node = self._nodes.get(rules.hlock_class(lock, subclass))
             if node is not None:
                 node["waits"] = text
+                node["wait"] = wait
                 stale = True
         if stale:
             self.chain_cache.clear()
@@ -83,10 +101,12 @@ class WaitContext:
     def init_class_node(self, cls: str, lock: str) -> None:
         """What the graph's node of a class keeps of its lock's properties: `waits` (printed after
         its name) and `lock_type`, `(LD_LOCK_*, wait_type_inner)` of a percpu or override class
-        (the irq-usage searches read it: `rules.usage_skip`)."""
+        (the irq-usage searches read it: `rules.usage_skip`); `wait`, `(outer, inner)` as given,
+        is what a saved graph keeps."""
         node = self._nodes[cls]
         if lock in self.wait_locks:
             node["waits"] = self.class_waits(lock)
+            node["wait"] = self.class_props[lock]["wait"]
         lock_type = self.lock_type(lock)
         if lock_type != rules.LD_LOCK_NORMAL:
             wait = self.class_props[lock].get("wait")

@@ -54,7 +54,7 @@ from lockcheck.lockdep import findings as F
 from lockcheck.events import Event
 from lockcheck.readers.log_builder import ReportBuilder
 from lockcheck.readers.log_lines import Parsed, classify, junk_prefix, split_prefix, unquote
-from lockcheck.readers.log_warnings import WarningWatcher, may_hold
+from lockcheck.readers.log_warnings import WARNING_AT, WarningWatcher, may_hold, starts_warning
 from lockcheck.readers.splat import Splat
 
 __all__ = ["LogStats", "ReportSink", "classify", "read_splats", "sniff", "parse", "split_prefix", "unquote",
@@ -109,6 +109,11 @@ def _report_only(text: str) -> Optional[str]:
     if not any(sentence in text for sentence in _REPORT_ONLY.values()):
         return None
     return _REPORT_ONLY.get(classify(split_prefix(text)[2]).tag)
+
+
+def _split_warning(text: str) -> bool:
+    """A lockdep warning's first line, prefix and all (`junk_prefix`, as `_is_title`)."""
+    return starts_warning(split_prefix(text)[2])
 
 
 def _is_title(text: str) -> bool:
@@ -232,9 +237,17 @@ class _LogReader:
 
     def _line(self, line: str, lineno: int) -> Iterator[Splat]:
         if not self.open:
-            self.junk = None
+            # a console's own prefix, seen before a report's title or a lockdep warning's first line,
+            # is taken off that report's (or warning's: until its dump's `CPU:` line) other lines
+            pending = self.warnings.pending is not None
+            if not pending:
+                self.junk = None
             if _may_start(line):
-                self.junk = junk_prefix(line, _is_title)
+                junk = junk_prefix(line, _is_title)
+                if junk is not None or not pending:
+                    self.junk = junk
+            if self.junk is None and may_hold(line):
+                self.junk = junk_prefix(line, _split_warning, WARNING_AT)
         if self.junk is not None:
             text = unquote(line)
             match = self.junk.match(text)
@@ -419,6 +432,8 @@ def sniff(lines: list[str]) -> bool:
         body = split_prefix(line)[2]
         if _may_start(body) and (classify(body).tag in _TITLE_KINDS or junk_prefix(line, _is_title) is not None):
             return True
+        if may_hold(line) and (starts_warning(body) or junk_prefix(line, _split_warning, WARNING_AT) is not None):
+            return True  # a lockdep warning's first line: a WARN has no title of its own
     return False
 
 

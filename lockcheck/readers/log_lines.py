@@ -99,7 +99,8 @@ _TITLE_AT = re.compile(r"(?:\[ )?(?:WARNING|BUG|INFO): ")
 _DIGITS_OR_BLANKS = re.compile(r"(\d+)|( +)")
 
 
-def junk_prefix(line: str, is_title: Callable[[str], bool]) -> Optional["re.Pattern[str]"]:
+def junk_prefix(line: str, is_title: Callable[[str], bool],
+                titles_at: "re.Pattern[str]" = _TITLE_AT) -> Optional["re.Pattern[str]"]:
     """The per-line prefix a serial console or a CI runner put before this title line, as a pattern.
 
     A console server or a CI log adds its own text before each line
@@ -109,7 +110,8 @@ def junk_prefix(line: str, is_title: Callable[[str], bool]) -> Optional["re.Patt
     `split_prefix` takes over (so a dmesg stamp after the junk stays the
     kernel's), with its digits and runs of blanks generalised (a host's own
     clock changes from line to line).  None when this line is no title behind
-    junk (`is_title` says what a title is: the grammar, in the walker).
+    junk (`is_title` says what a title is: the grammar, in the walker; `titles_at`
+    where one may start: lockdep's WARN lines have no `WARNING: ` of their own).
 
     >>> pat = junk_prefix("ttyS0 12:00:01 | [  1.5] WARNING: possible recursive locking detected",
     ...                   lambda body: body.startswith("WARNING: possible"))
@@ -117,7 +119,7 @@ def junk_prefix(line: str, is_title: Callable[[str], bool]) -> Optional["re.Patt
     16
     """
     text = unquote(line)
-    for match in _TITLE_AT.finditer(text):
+    for match in titles_at.finditer(text):
         pos = match.start()
         if pos == 0 or not is_title(text[pos:]):
             continue

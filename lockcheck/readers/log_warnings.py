@@ -29,7 +29,19 @@ _DEBUG_WARN = re.compile(r"^(DEBUG_LOCKS_WARN_ON\(.*\))\s*$")
 _LOCKDEP_WARN = re.compile(r"^WARNING: (?:CPU: \d+ PID: (?P<pid>\d+) )?at (?P<where>kernel/(?:locking/)?lockdep\S*"
                            r"(?: \S+)?)")
 #: the dump's first line: `CPU: 0 PID: 1 Comm: swapper/0 Not tainted 6.8.0 #1` (`UID: 0` since 6.11)
-_COMM = re.compile(r"^CPU: \d+ (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: (?P<comm>.+?) (?:Not tainted|Tainted:)")
+_COMM = re.compile(r"^CPU: \d+ (?:UID: \d+ )?PID: (?P<pid>\d+) Comm: (?P<comm>.+?) (?P<taint>Not tainted|Tainted:(?: +[A-Z])*)"
+                   r"(?: +(?P<release>\d\S*)(?: (?P<build>#\S+))?)?(?: |$)")
+#: where a warning's first line may start inside a line (behind a console's own prefix: `junk_prefix`)
+WARNING_AT = re.compile(r"DEBUG_LOCKS_WARN_ON\(|WARNING: (?:CPU: \d+ PID: \d+ )?at kernel/")
+
+
+def starts_warning(body: str) -> bool:
+    """Whether this line (its log prefix off) is one that starts a lockdep warning: the
+    `DEBUG_LOCKS_WARN_ON(...)` condition or `__warn()`'s line for lockdep's own code."""
+    text = body.strip()
+    return _DEBUG_WARN.match(text) is not None or _LOCKDEP_WARN.match(text) is not None
+
+
 #: lines within which the parts of one warning are looked for
 _SPAN = 12
 
@@ -77,6 +89,8 @@ class WarningWatcher:
         match = _COMM.match(text)
         if match is not None and pending is not None:
             pending.task = f"{match.group('comm')}/{match.group('pid')}"
+            if match.group("release"):  # the kernel as a report's ident line gives it: release, #N, taint
+                pending.kernel = " ".join(part.strip() for part in match.group("release", "build", "taint") if part)
             pending.end = lineno
             self.pending = None
             return pending

@@ -67,7 +67,16 @@ def print_header(pr: _Out, title: str, finding: Finding, summary: "Summary") -> 
     pr("-" * len(title))
     if finding.uncertain:
         pr.wrapped("NOTE: uncertain: ", finding.uncertain)
+    print_lockdep_off(pr, finding)
     print_report_origin(pr, finding)
+
+
+def print_lockdep_off(pr: _Out, finding: Finding) -> None:
+    """A cycle closed after the kernel's own report, kept certain: why the kernel did not report
+    it (`lockcheck.kernel.after_report`: lockdep was off), as JSON `details.lockdep_off` says."""
+    off = finding.details.get("lockdep_off")
+    if isinstance(off, str) and off:
+        pr.wrapped("NOTE: ", off)
 
 
 def print_report_origin(pr: _Out, finding: Finding) -> None:

@@ -12,7 +12,8 @@ that reaches itself -- with the chain's evidence from the saved graphs, and
 left out, as the kernel leaves out a dependency it reports.  Classes and
 their usage bits are merged first; everything else is as `DepGraph.merge`.
 
->>> from lockcheck.lockdep.checker import Checker
+>>> from lockcheck.lockdep import rules
+from lockcheck.lockdep.checker import Checker
 >>> from lockcheck.lockdep.graph import DEP_EN
 >>> main, nightly = DepGraph(), DepGraph()
 >>> _ = main.add_dependency("A", "B", DEP_EN, Evidence("main.lt", 3, "T1"))
@@ -27,6 +28,7 @@ from __future__ import annotations
 from typing import Optional
 
 from lockcheck import events as E
+from lockcheck.lockdep import rules
 from lockcheck.lockdep.checker import Checker
 from lockcheck.events import Event
 from lockcheck.lockdep.findings import Evidence, Finding
@@ -51,6 +53,38 @@ def merge_checked(checker: Checker, other: DepGraph, origin: Optional[str] = Non
             continue
         graph.merge_edge(prev, nxt, data, origin)
     return found
+
+
+def check_wait_contexts(checker: Checker) -> list[Finding]:
+    """`check_wait_context()` on every direct dependency of the merged graph, once all are merged.
+
+    A dependency `prev -> next` taken directly (distance 1; lockdep adds
+    one only between locks of one irq context) means `next` was acquired
+    with `prev` held, so a saved graph whose trace knew both classes' wait
+    types holds none that breaks them: the kernel reports such an
+    acquisition and adds no dependency.  One graph may have taken the locks
+    without wait types and another say them (a capture of an old kernel and
+    one of a new): the union then shows the invalid wait context neither run
+    could, reported where the dependency was first seen.  Run after every
+    baseline is merged, so the order of `--baseline` options does not matter.
+    """
+    checker.adopt_graph_props()
+    if not checker.wait_locks:
+        return []
+    for prev, nxt, data in list(checker.graph.nx.edges(data=True)):
+        if data.get("distance", 1) != 1 or rules.class_lock(nxt) not in checker.wait_locks:
+            continue
+        evidence: Evidence = data["evidence"]
+        held: Evidence = data.get("held") or evidence
+        task = TaskState(data.get("origin") or evidence.file, evidence.task)
+        prev_ev = Event(task.key, E.ACQUIRE, prev, at=held.at, ts=held.ts, file=held.file, line=held.line,
+                        comm=held.task)
+        ev = Event(task.key, E.ACQUIRE, nxt, at=evidence.at, ts=evidence.ts, file=evidence.file,
+                   line=evidence.line, comm=evidence.task)
+        task.held = [HeldLock(prev, rules.class_lock(prev), None, 0, 0, False, True, None, 0, False, 0, prev_ev)]
+        checker.check_wait_context(task, HeldLock(nxt, rules.class_lock(nxt), None, 0, 0, False, True, None, 0,
+                                                  False, 0, ev), ev)
+    return checker.flush_reports()
 
 
 def _reported(checker: Checker, prev: str, nxt: str, types: int, data: dict, origin: Optional[str]) -> bool:

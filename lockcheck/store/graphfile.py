@@ -42,10 +42,13 @@ from lockcheck.util.escape import dot_lines, dot_string, xml_text, xml_untext
 from lockcheck.util.output import stdout_stream, write_file
 from lockcheck.lockdep.findings import CIRCULAR, Evidence, Finding
 from lockcheck.lockdep.graph import DEP_NAMES, DepGraph, dep_text
-from lockcheck.store.schema import MAX_DEP, MAX_USAGE, SchemaError, check_evidence, check_int, check_json
+from lockcheck.store.schema import (MAX_DEP, MAX_USAGE, SchemaError, check_class_props, check_evidence, check_int,
+                                    check_json)
 from lockcheck.util.jsontext import JsonError, loads, locate
 from lockcheck.util.textfile import read_text
 from lockcheck.lockdep.usage import USED_READ, usage_str
+from lockcheck.lockdep.rules import LD_LOCK_NORMAL, LD_WAIT_INV, print_waits
+from lockcheck.readers.lockdep_keys import LOCK_TYPE_NAMES, LOCK_TYPES, format_wait, parse_wait
 
 #: the value of the `lockcheck-graph` key: bump on an incompatible change
 SCHEMA_VERSION = 1
@@ -153,6 +156,7 @@ def graph_to_json(graph: DepGraph, findings: Iterable[Finding] = ()) -> dict[str
         traces = data.get("usage_traces") or {}
         if traces:
             entry["usage_traces"] = {usage_str(bit): ev.to_json() for bit, ev in sorted(traces.items())}
+        entry.update(class_props_json(data))
         classes.append(entry)
     deps = []
     for prev, nxt, data in graph.nx.edges(data=True):
@@ -242,6 +246,7 @@ def graph_from_json(doc: Any, file: str = "<graph>", text: Optional[str] = None)
         node["usage"] = _usage_mask(entry.get("usage", 0))
         for bit_name, ev in (entry.get("usage_traces") or {}).items():
             node["usage_traces"][_USAGE_BITS[bit_name]] = Evidence.from_json(ev)
+        set_class_props(node, entry.get("wait"), entry.get("type"))
     for entry in doc.get("dependencies", []):
         held = entry.get("held")
         graph.add_dependency(entry["from"], entry["to"], _dep_mask(entry["dep"]), Evidence.from_json(entry["evidence"]),
@@ -249,6 +254,28 @@ def graph_from_json(doc: Any, file: str = "<graph>", text: Optional[str] = None)
                              held=Evidence.from_json(held) if held is not None else None,
                              origin=entry.get("origin"))
     return graph
+
+
+def class_props_json(node: dict) -> dict[str, str]:
+    """A node's `wait` (`OUTER:INNER`, as the trace gave it) and `type` (when not normal), the keys
+    of a saved class; {} for a class whose trace said neither (a graph without them stays as it was)."""
+    props: dict[str, str] = {}
+    if node.get("wait") is not None:
+        props["wait"] = format_wait(node["wait"])
+    if node.get("lock_type") is not None:
+        props["type"] = LOCK_TYPE_NAMES[node["lock_type"][0]]
+    return props
+
+
+def set_class_props(node: dict, wait: Optional[str], lock_type: Optional[str]) -> None:
+    """A saved class's checked `wait` and `type` as the checker keeps them on a node
+    (`lockcheck.lockdep.waits`: `wait`, `waits`, `lock_type`); nothing for a key left out."""
+    pair = parse_wait(wait) if wait is not None else None
+    if pair is not None and pair[1]:
+        node["wait"] = pair
+        node["waits"] = print_waits(*pair)
+    if lock_type is not None and LOCK_TYPES[lock_type] != LD_LOCK_NORMAL:
+        node["lock_type"] = (LOCK_TYPES[lock_type], pair[1] if pair is not None else LD_WAIT_INV)
 
 
 def _dep_mask(value: Any) -> int:
@@ -283,7 +310,8 @@ def graph_to_graphml(graph: DepGraph) -> str:
     flat.graph["lockcheck_escape"] = ESCAPE_MARK
     for name, data in graph.nx.nodes(data=True):
         traces = {usage_str(bit): ev.to_json() for bit, ev in sorted((data.get("usage_traces") or {}).items())}
-        flat.add_node(xml_text(name), usage=data.get("usage", 0), usage_traces=json.dumps(traces, sort_keys=True))
+        flat.add_node(xml_text(name), usage=data.get("usage", 0), usage_traces=json.dumps(traces, sort_keys=True),
+                      **class_props_json(data))
     for prev, nxt, data in graph.nx.edges(data=True):
         attrs: dict[str, Any] = {"dep": data["dep"], "dep_text": dep_text(data["dep"]),
                                  "distance": data.get("distance", 1)}
@@ -369,6 +397,8 @@ def _checked_node(graph: DepGraph, name: str, data: dict) -> None:
             raise SchemaError(["usage_traces", bit_name], f"unknown usage bit {bit_name!r}")
         check_evidence(ev, ["usage_traces", bit_name])
         node["usage_traces"][_USAGE_BITS[bit_name]] = Evidence.from_json(ev)
+    check_class_props(data, [])
+    set_class_props(node, data.get("wait"), data.get("type"))
 
 
 def _checked_edge(graph: DepGraph, prev: str, nxt: str, data: dict) -> None:
@@ -440,7 +470,9 @@ def write_dot(graph: DepGraph, out: TextIO, findings: Iterable[Finding] = ()) ->
     out.write('  node [shape=box, fontname="monospace"];\n  edge [fontname="monospace", fontsize=10];\n')
     for name in graph.nx.nodes:
         style = ', color=red, penwidth=2' if name in hot_nodes else ""
-        out.write(f"  {dot_string(name)} [label={dot_string(name)}{style}];\n")
+        waits = graph.nx._node[name].get("waits")
+        label = f"{name}-{{{waits}}}" if waits else name  # as the kernel prints a class
+        out.write(f"  {dot_string(name)} [label={dot_string(label)}{style}];\n")
     for prev, nxt, data in graph.nx.edges(data=True):
         ev: Evidence = data["evidence"]
         lines = [dep_text(data["dep"]), ev.location] + ([data["origin"]] if data.get("origin") else [])

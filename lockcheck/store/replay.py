@@ -28,6 +28,7 @@ def replay_events(graph: DepGraph) -> Iterator[Event]:
     the classes' usage bits follow (`replay_usage`).
     """
     yield Event(REPLAY_TASK, E.IRQS_OFF, file="<replay>", line=0)
+    props = class_props(graph)
     for prev, nxt, data in graph.nx.edges(data=True):
         if prev == nxt:
             continue
@@ -38,12 +39,27 @@ def replay_events(graph: DepGraph) -> Iterator[Event]:
                 continue
             prev_read, next_read = _DEP_MODES[bit]
             yield Event(REPLAY_TASK, E.ACQUIRE, prev, mode=prev_read, at=held.at, ts=held.ts,
-                        file=held.file, line=held.line, comm=held.task)
+                        file=held.file, line=held.line, comm=held.task, props=props.get(prev))
             yield Event(REPLAY_TASK, E.ACQUIRE, nxt, mode=next_read, at=ev.at, ts=ev.ts,
-                        file=ev.file, line=ev.line, comm=ev.task)
+                        file=ev.file, line=ev.line, comm=ev.task, props=props.get(nxt))
             yield Event(REPLAY_TASK, E.RELEASE, nxt, file=ev.file, line=ev.line, comm=ev.task)
             yield Event(REPLAY_TASK, E.RELEASE, prev, file=ev.file, line=ev.line, comm=ev.task)
     yield from replay_usage(graph)
+
+
+def class_props(graph: DepGraph) -> dict[str, dict]:
+    """Class -> the `props` its replayed acquisitions carry: the wait and lock types a saved graph
+    kept (`wait`, `lock_type` on its nodes), so the replay's checker knows them as the trace's did."""
+    props: dict[str, dict] = {}
+    for cls, data in graph.nx.nodes(data=True):
+        known: dict = {}
+        if data.get("wait") is not None:
+            known["wait"] = tuple(data["wait"])
+        if data.get("lock_type") is not None:
+            known["type"] = data["lock_type"][0]
+        if known:
+            props[cls] = known
+    return props
 
 
 #: usage bit -> (enter, leave) context events that make an acquisition set it and no other
@@ -68,6 +84,7 @@ def replay_usage(graph: DepGraph) -> Iterator[Event]:
     only across two runs is found.  Non-recursive reads stand for the
     `_READ` bits.
     """
+    props = class_props(graph)
     for cls, data in graph.nx.nodes(data=True):
         usage = data.get("usage", 0)
         traces = data.get("usage_traces", {})
@@ -80,7 +97,8 @@ def replay_usage(graph: DepGraph) -> Iterator[Event]:
                 common = {"file": where.file, "line": where.line, "comm": where.task}
                 for op in enter:
                     yield Event(REPLAY_TASK, op, **common)
-                yield Event(REPLAY_TASK, E.ACQUIRE, cls, mode=mode, at=where.at, ts=where.ts, **common)
+                yield Event(REPLAY_TASK, E.ACQUIRE, cls, mode=mode, at=where.at, ts=where.ts, props=props.get(cls),
+                            **common)
                 yield Event(REPLAY_TASK, E.RELEASE, cls, **common)
                 for op in leave:
                     yield Event(REPLAY_TASK, op, **common)

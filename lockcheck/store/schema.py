@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, Optional, Sequence, Union
 
 from lockcheck.lockdep.graph import DEP_NAMES
+from lockcheck.readers.lockdep_keys import check_value
 from lockcheck.util.jsontext import finite, valid_text
 from lockcheck.lockdep.usage import USED_READ, usage_str
 
@@ -57,6 +58,20 @@ def dotted(path: Sequence[Union[str, int]]) -> str:
     return text
 
 
+def check_class_props(entry: dict, path: Path) -> None:
+    """A class's optional `wait` (`OUTER:INNER` or `INNER`, each a wait type's name or number
+    0..4, as the trace format's `wait=`) and `type` (`normal`, `percpu`, `override`)."""
+    for key in ("wait", "type"):
+        value = entry.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise SchemaError(path + [key], "expected a string")
+        message = check_value(key, value)
+        if message is not None:
+            raise SchemaError(path + [key], message)
+
+
 def check_json(doc: Any) -> None:
     """Raise SchemaError unless `doc` is a lockcheck-graph version 1 document."""
     if not isinstance(doc, dict) or "lockcheck-graph" not in doc:
@@ -84,6 +99,7 @@ def check_json(doc: Any) -> None:
                 if bit not in USAGE_NAMES:
                     raise SchemaError(path + ["usage_traces", bit], f"unknown usage bit {bit!r}")
                 check_evidence(evidence, path + ["usage_traces", bit])
+        check_class_props(entry, path)
     edges: set[tuple[str, str]] = set()
     for i, entry in enumerate(_list(doc, "dependencies")):
         path = ["dependencies", i]
