@@ -138,14 +138,14 @@ def test_a_report_cites_irq_events_taken_on_the_fast_path() -> None:
 
 
 def test_what_the_fast_path_leaves_to_the_full_checker() -> None:
-    """irqs-on inside a handler and an exit without its enter leave notes; an exit holding a
-    lock is a finding: all the full checker's, and alike."""
+    """an exit without its enter leaves notes; irqs-on inside a handler (lockdep's WARN) and an
+    exit holding a lock are findings: all the full checker's, and alike."""
     lines = ["T1 acquire A", "T1 release A", "T1 irqs-off", "T1 hardirq-enter", "T1 irqs-on", "T1 hardirq-exit",
              "T1 hardirq-exit", "T1 softirq-exit", "T1 acquire A", "T1 exit", "T1 release A", "T1 exit"]
     for core, ops in _same_everywhere(lines).items():
         assert ops == ["acquire", "irqs-on", "hardirq-exit", "softirq-exit", "exit"], (core, ops)
     expected, _ = _run(lines, "plain")
-    assert [f.kind for f in expected["findings"]] == ["held-at-exit"]
+    assert [f.kind for f in expected["findings"]] == ["lockdep-warning", "held-at-exit"]
 
 
 def test_out_of_order_releases_are_the_plain_path() -> None:

@@ -14,9 +14,11 @@ hardirqs as off inside `hardirq-enter`/`-exit` and softirqs as off inside
 `softirq-enter`/`-exit` even when the trace does not say `irqs-off`
 (the trace-format spec lets producers write only the enter/exit pair).
 An exit without a matching enter (a capture that starts inside a handler)
-is not an error: it is counted in the checker's notes and ignored; so is
-an `irqs-on` inside a hardirq handler (the kernel's
-`DEBUG_LOCKS_WARN_ON(lockdep_hardirq_context())`, which only warns).
+is not an error: it is counted in the checker's notes and ignored.  An
+`irqs-on` inside a hardirq handler is the kernel's
+`DEBUG_LOCKS_WARN_ON(lockdep_hardirq_context())`: a WARN that turns lockdep
+off, so a `lockdep-warning` finding (an ftrace capture cannot say it: its
+flags column puts a handler's irqs off).
 
 `task.irq_events` mirrors `curr->irqtrace`: `"stamp"` counts the real
 on/off transitions (redundant `irqs-off` etc. do not count), and each op
@@ -172,8 +174,13 @@ class IrqValidator:
         task.hardirqs_enabled = True
         _irq_event(task, E.IRQS_ON, ev)
         if task.hardirq_depth:
-            # lockdep_hardirqs_on_prepare: DEBUG_LOCKS_WARN_ON(lockdep_hardirq_context())
-            self._note(ev, "irqs-on inside a hardirq handler (the kernel warns and turns lockdep off)")
+            # lockdep_hardirqs_on_prepare: DEBUG_LOCKS_WARN_ON(lockdep_hardirq_context()) -- a WARN that
+            # turns lockdep off, so a finding as the same WARN read from a kernel log is; the held locks
+            # are not marked (the kernel returns before mark_held_locks())
+            message = "DEBUG_LOCKS_WARN_ON(lockdep_hardirq_context())"
+            self.report(task_finding(self.graph, F.LOCKDEP_WARNING, task, ev, lock=message, details={
+                "message": message, "warned_at": "lockdep_hardirqs_on_prepare",
+                "dedup": "lockdep_hardirqs_on_prepare"}))
             return
         if self.mark_held_locks(task, ENABLED_HARDIRQ, ev) and softirqs_enabled(task):
             self.mark_held_locks(task, ENABLED_SOFTIRQ, ev)
