@@ -8,7 +8,7 @@ from typing import Any, Callable, Optional, Sequence
 from lockcheck import events as E
 from lockcheck.events import Event
 from lockcheck.jobs import shards
-from lockcheck.jobs.shards import _NOTHING, EVENT, Fallback, Shard, owner
+from lockcheck.jobs.shards import _NOTHING, EVENT, Fallback, Shard, owner, refuse_rest_of_lockdep
 from lockcheck.jobs.wire import Candidate, _plain, _Wire
 from lockcheck.lockdep import rules
 from lockcheck.lockdep.checker import Checker, CheckerOptions
@@ -44,10 +44,7 @@ class PartChecker(Checker):
         op = ev.op
         if op == E.LOST_EVENTS:
             raise Fallback("lost events reset the tasks of a CPU")
-        if ev.props is not None or op in _MORE_OPS:
-            # class properties are shared by every task and the wait-context check is not one the
-            # merge replays (`lockcheck.lockdep.waits`): such a trace is checked in one process
-            raise Fallback(f"{ev.location}: {op} with what 'The rest of lockdep' adds")
+        refuse_rest_of_lockdep(ev)  # the wait-context check is not one the merge replays either
         if op == E.RUN:
             self.candidates.append(Candidate((shard.index, ev.line, 0), EVENT, self._wire.event(ev)))
             return super().feed(ev)
@@ -183,7 +180,6 @@ class PartChecker(Checker):
 
 
 #: the ops of "The rest of lockdep" (docs/trace-format.md): a trace using them is checked in one process
-_MORE_OPS = E.MORE_LOCK_OPS | E.MORE_PLAIN_OPS
 
 
 def _valid(*args: Any) -> bool:

@@ -9,6 +9,9 @@ import zlib
 from dataclasses import dataclass, field
 from typing import Optional
 
+from lockcheck import events as E
+from lockcheck.events import Event
+
 #: the kinds of `Candidate`: a file opened (its run begins), or an event for the merge's checker
 OPEN, EVENT = 0, 1
 _NOTHING: tuple = ()
@@ -16,6 +19,18 @@ _NOTHING: tuple = ()
 
 class Fallback(Exception):
     """The split cannot give the sequential result for these inputs: check them in one process."""
+
+
+#: the ops of "The rest of lockdep" (docs/trace-format.md)
+_MORE_OPS = E.MORE_LOCK_OPS | E.MORE_PLAIN_OPS
+
+
+def refuse_rest_of_lockdep(ev: Event) -> None:
+    """A part follows its own tasks only, but a class's properties (`wait=`, `type=`, `cmp=`) and
+    the ops that change a class are shared by every task, and no summary or replay carries them:
+    such a trace is checked in one process (docs/trace-format.md says so)."""
+    if ev.props is not None or ev.op in _MORE_OPS:
+        raise Fallback(f"{ev.location}: {ev.op} with what 'The rest of lockdep' adds")
 
 
 @dataclass(frozen=True)

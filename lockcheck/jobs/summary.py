@@ -8,7 +8,8 @@ from typing import Any, Callable, Optional, Sequence
 from lockcheck import events as E
 from lockcheck.events import Event
 from lockcheck.jobs import shards
-from lockcheck.jobs.shards import _NOTHING, CHAIN, CLASS, NOTE, USAGE, Fallback, Shard, Unsure, owner
+from lockcheck.jobs.shards import (_NOTHING, CHAIN, CLASS, NOTE, USAGE, Fallback, Shard, Unsure, owner,
+                                   refuse_rest_of_lockdep)
 from lockcheck.jobs.wire import _held_site
 from lockcheck.lockdep import rules
 from lockcheck.lockdep.checker import Checker, CheckerOptions
@@ -91,6 +92,7 @@ class SummaryChecker(Checker):
             raise Fallback("lost events reset the tasks of a CPU")
         if op == E.UNREGISTER:
             raise Fallback("an unregistered class is forgotten by every part (zap_class)")
+        refuse_rest_of_lockdep(ev)  # a class's wait types, set by one part's task, bind every part's
         if op == E.RUN:
             return super().feed(ev)
         if shard.parts > 1:
