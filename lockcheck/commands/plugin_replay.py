@@ -10,11 +10,13 @@ finding's task, as the plugin prints it (`MainThread/1 [test_x.py::test_a]`).
 
 from __future__ import annotations
 
+import copy
 import fnmatch
 import os
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
+from lockcheck.commands import fork_replay
 from lockcheck.errors import TraceError
 from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.findings import Finding, Frame
@@ -95,7 +97,8 @@ def _chain(head: list[str], rest):  # type: ignore[no-untyped-def]
 
 
 class Replay:
-    """The plugin traces among a check's paths, their rules put into the check's `Config`."""
+    """The plugin traces among a check's paths, their rules put into the check's `Config`, their
+    forked children checked each as the process it was (`lockcheck.commands.fork_replay`)."""
 
     def __init__(self, paths: list[str]) -> None:
         self.metas: dict[str, PluginMeta] = {}
@@ -103,6 +106,40 @@ class Replay:
             meta = read_meta(path)
             if meta is not None:
                 self.metas[path] = meta
+        #: the keys of the findings the check's own pass made in the sessions' parts (`own`)
+        self._seen: set = set()
+
+    @property
+    def forks(self) -> bool:
+        """A trace holds forked children's parts (the check then runs in one process: `children`)."""
+        return any(meta.forks for meta in self.metas.values())
+
+    def snapshot(self, checker: Any) -> Any:
+        """The checker before the first event, for the children's checks (None: no child to check)."""
+        return copy.deepcopy(checker) if self.forks else None
+
+    def own(self, finding: Finding) -> bool:
+        """A finding of the check's own pass it keeps: not one made in a forked child's part, which
+        that pass checks against the parent's whole run (`children` checks those)."""
+        where = _where(finding)
+        meta = self.metas.get(where[0]) if where is not None else None
+        if meta is not None and meta.forks and fork_replay.in_child(meta, where[1]):  # type: ignore[index]
+            return False
+        self._seen.add(finding.key())
+        return True
+
+    def children(self, initial: Any, transform: Any = None) -> list[Finding]:
+        """The findings of every forked child, each checked from its parent's state at the fork;
+        one of a problem already found (by the session or another child) is not repeated."""
+        if initial is None:
+            return []
+        found = []
+        for path, meta in self.metas.items():
+            for finding in fork_replay.check_children(path, meta, initial, transform):
+                if finding.key() not in self._seen:
+                    self._seen.add(finding.key())
+                    found.append(finding)
+        return found
 
     def install(self, config: Config) -> None:
         """The rules first (the plugin applies them before the user's own of a `--suppress` file)."""

@@ -16,6 +16,12 @@ trace gives the plugin's findings:
     #lockcheck-plugin suppress-test recursive-locking Foo.lock
     #lockcheck-plugin no-context
 
+A forked child's own file (`TRACE.pidN`, appended to the trace at the end of the session, line
+for line) says at its second line which process it was forked from and when, which the format
+has no op for (a contract gap, read here so): `#lockcheck-plugin fork CHILD PARENT LINE` -- the
+child `CHILD` began as `PARENT` was when `PARENT`'s own trace had `LINE` lines.  Its events
+are checked against that state and its own, never against what the parent did later.
+
 Both sides use this module: the recorder writes these lines, the check command reads them.
 """
 
@@ -32,6 +38,15 @@ HEADER = f"{MARK} v1"
 CONTEXT = "# context "
 _OFF = " (lockcheck off)"
 NO_CONTEXT = f"{MARK} no-context"
+
+
+#: the line of a forked child's own file that holds its `fork` record (the first is `#lockcheck-trace v1`)
+FORK_RECORD = 2
+
+
+def fork_line(child: int, parent: int, line: int) -> str:
+    """The record of a fork: process `child` began as `parent` was after `line` lines of its trace."""
+    return f"{MARK} fork {child} {parent} {line}"
 
 
 def suppress_line(rule: str, test: bool = False) -> str:
@@ -54,6 +69,19 @@ Rule = tuple[str, tuple[str, ...]]
 
 
 @dataclass
+class Fork:
+    """A forked child's part of a merged trace: its file's line k is the trace's line `base + k`;
+    it began as process `parent` was at that process's own line `at`."""
+
+    pid: int
+    parent: int
+    at: int
+    base: int
+    #: the trace's last line of this part (set once the next part, or the end, is seen)
+    end: int = 0
+
+
+@dataclass
 class PluginMeta:
     """What `scan` read: session rules, qualified names, and the test of each range of lines."""
 
@@ -64,6 +92,15 @@ class PluginMeta:
     tests: list[tuple[Optional[str], list[Rule]]] = field(default_factory=lambda: [(None, [])])
     #: line of an event that made a finding -> the program's stack there ((file, line, function), ...)
     stacks: dict[int, tuple[tuple[str, int, str], ...]] = field(default_factory=dict)
+    #: the forked children's parts, in the trace's order (`Fork`); the first begins after the session's own
+    forks: list[Fork] = field(default_factory=list)
+
+    def child_at(self, line: int) -> Optional[Fork]:
+        """The forked child whose part holds trace line `line`; None: the recording process's own."""
+        for fork in self.forks:
+            if fork.base < line <= fork.end:
+                return fork
+        return None
 
     def test_at(self, line: int) -> tuple[Optional[str], list[Rule]]:
         """The test that ran when line `line` was written, and its own rules."""
@@ -84,6 +121,7 @@ def scan(lines: Iterable[str]) -> PluginMeta:
     """The plugin's lines of a trace (every other line is skipped: only `#` lines are looked at)."""
     meta = PluginMeta()
     event = 0  # the line of the last event
+    lineno = 0
     for lineno, line in enumerate(lines, 1):
         if not line.startswith("#"):
             event = lineno
@@ -108,7 +146,22 @@ def scan(lines: Iterable[str]) -> PluginMeta:
             elif word == "class" and " " in rest:
                 name, _, qualified = rest.rpartition(" ")
                 meta.qualified.setdefault(name, qualified)
+            elif word == "fork":
+                _fork(meta, rest, lineno)
+    if meta.forks:
+        meta.forks[-1].end = lineno
     return meta
+
+
+def _fork(meta: PluginMeta, text: str, lineno: int) -> None:
+    """A `fork CHILD PARENT LINE` record at trace line `lineno` (its file's line `FORK_RECORD`)."""
+    parts = text.split()
+    if len(parts) != 3 or not all(part.isascii() and part.isdigit() and len(part) < 20 for part in parts):
+        return
+    base = lineno - FORK_RECORD
+    if meta.forks:
+        meta.forks[-1].end = base
+    meta.forks.append(Fork(int(parts[0]), int(parts[1]), int(parts[2]), base))
 
 
 def _frames(text: str) -> tuple[tuple[str, int, str], ...]:
