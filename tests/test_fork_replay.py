@@ -18,6 +18,7 @@ pytest_plugins = ["pytester"]
 TIMEOUT = 120
 
 SUITE = """
+    import multiprocessing
     import os
     import threading
 
@@ -29,6 +30,8 @@ SUITE = """
     F = threading.Lock()
     G = threading.Lock()
     H = threading.Lock()
+    I = threading.Lock()
+    J = threading.Lock()
 
 
     def in_child(fn):
@@ -50,6 +53,13 @@ SUITE = """
     def test_fork_then_parent_ab_child_ba():
         in_child(lambda: nest(B, A))  # the child never sees the parent's A -> B: it comes later
         nest(A, B)
+
+
+    def test_multiprocessing_child_ba_then_parent_ab():
+        child = multiprocessing.get_context("fork").Process(target=nest, args=(J, I))
+        child.start()
+        child.join()
+        nest(I, J)
 
 
     def test_child_cd_then_parent_dc():
@@ -79,7 +89,7 @@ def test_replay_of_forked_children_is_the_plugins_verdict(pytester: pytest.Pytes
     trace = str(pytester.path / name)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:logging", "-p", "no:randomly",
                                            "--lockcheck", f"--lockcheck-trace={trace}", timeout=TIMEOUT)
-    result.assert_outcomes(passed=2, failed=2)
+    result.assert_outcomes(passed=3, failed=2)
     result.stdout.fnmatch_lines(["FAILED test_forks.py::test_cycle_inside_one_child - lockcheck*",
                                  "FAILED test_forks.py::test_child_reverses_what_it_inherited - lockcheck*"])
     replay = check(trace, "--format", "json")
