@@ -139,3 +139,68 @@ def test_a_plugin_trace_deeper_than_lockdeps_limit_is_no_finding(tmp_path) -> No
     other.write_text("\n".join(["#lockcheck-trace v1", *held]) + "\n")
     assert check(str(plugin)).returncode == 0
     assert check(str(other)).returncode == 1
+
+
+DECIDED = """
+    import threading
+
+    import pytest
+
+    R = threading.RLock()
+    S = threading.Lock()
+    T = threading.Lock()
+
+
+    def test_thread_ended_holding_an_rlock():
+        worker = threading.Thread(target=R.acquire)
+        worker.start()
+        worker.join()
+        with pytest.raises(Exception):
+            R.acquire()  # never free again: held-at-exit (the plugin raises rather than hang)
+
+
+    @pytest.mark.lockcheck(order=["test_suite.S", "test_suite.T"])
+    def test_against_its_declared_order():
+        with T:
+            with S:
+                pass
+
+
+    def test_same_order_elsewhere_is_fine():
+        with T:
+            with S:
+                pass
+"""
+
+
+def test_what_the_plugin_decided_beyond_the_events_is_replayed(pytester: pytest.Pytester) -> None:
+    """A thread that ended holding an RLock (held-at-exit) and a test's own `order=`: the events
+    cannot say either (no thread end, no order), so the plugin records the finding it made and
+    the replay reports it at the event that made it, with its test -- the plugin's verdict."""
+    result, trace = record(pytester, DECIDED)
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["lockcheck: 2 findings (1 held-at-exit, 1 order-violation) in *"])
+    replay = check(trace, "--format", "json")
+    assert replay.returncode == 1, replay.stderr
+    found = sorted((f["kind"], f["lock"], f["details"].get("test")) for f in json.loads(replay.stdout)["findings"])
+    assert found == [("held-at-exit", "test_suite.R", "test_suite.py::test_thread_ended_holding_an_rlock"),
+                     ("order-violation", "test_suite.S", "test_suite.py::test_against_its_declared_order")]
+    text = check(trace)
+    assert "1 lock held by Thread-1" in text.stdout and "test_suite.S --> test_suite.T" in text.stdout
+    assert check(trace, "--jobs", "2").returncode == 1  # one process checks it (the records are its)
+
+
+def test_a_recorded_finding_is_suppressed_by_its_tests_rule(tmp_path) -> None:
+    """A `finding` record is a finding of its line: the plugin's rules apply to it as to any."""
+    record_line = ('#lockcheck-plugin finding {"kind":"held-at-exit","task":"T2","lock":"R",'
+                   '"details":{"task_exit":true}}')
+    lines = ["#lockcheck-trace v1", "#lockcheck-plugin v1", "# context t.py::test_a",
+             "#lockcheck-plugin suppress-test held-at-exit R", "T1 acquire R", "T2 acquire R", record_line,
+             "# context t.py::test_b", "T3 acquire Q", record_line.replace('"R"', '"Q"')]
+    trace = tmp_path / "decided.lt"
+    trace.write_text("\n".join(lines) + "\n")
+    result = check(str(trace), "--format", "json")
+    doc = json.loads(result.stdout)
+    assert [(f["kind"], f["lock"], f["location"]) for f in doc["findings"]] == [
+        ("held-at-exit", "Q", f"{trace}:9")]
+    assert result.returncode == 1

@@ -252,7 +252,7 @@ class CheckSession:
         self.context.on_dump = lambda name, lines: findings.extend(self._stream_dump(checker, name, lines))
         try:
             traces, dumps = self._split_dumps(paths)
-            if split and not (traces and type(checker) is Checker and not options.first and not self.replay.forks):
+            if split and not (traces and type(checker) is Checker and not options.first and not self.replay.whole):
                 from lockcheck.jobs import Fallback
 
                 # --first stops at the first finding: one process reads no further than that
@@ -281,7 +281,7 @@ class CheckSession:
                     for finding in checker.run(self._progress(events, traces)):
                         if self.replay.own(finding):
                             emit(finding)
-                    for finding in self.replay.children(initial, self.config.apply_aliases):
+                    for finding in self.replay.after(initial, self.config.apply_aliases):
                         emit(finding)
                 annotator.mark_uncertain(findings)
                 findings[:] = annotator.fold_kernel_reports(findings)

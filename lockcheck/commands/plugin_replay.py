@@ -19,7 +19,7 @@ from typing import Any, Optional
 from lockcheck.commands import fork_replay
 from lockcheck.errors import TraceError
 from lockcheck.lockdep import findings as F
-from lockcheck.lockdep.findings import Finding, Frame
+from lockcheck.lockdep.findings import Finding, Frame, LockSnapshot
 from lockcheck.readers import plugin_meta
 from lockcheck.readers.plugin_meta import PluginMeta
 from lockcheck.report.suppress import Config, Suppression
@@ -59,6 +59,36 @@ def classes(finding: Finding, qualified: dict[str, str]) -> set[str]:
         if base in qualified:
             names.add(qualified[base] + slash + subclass)
     return names  # type: ignore[return-value]
+
+
+def recorded(path: str, meta: PluginMeta) -> list[Finding]:
+    """The findings trace `path` holds as `#lockcheck-plugin finding` records: the plugin decided
+    them with what its events cannot say (a thread that ended holding an RLock, a fork, a test's
+    own order, a cycle of waits), so the replay reports them as made, at the event that made them."""
+    found = []
+    for line, record in meta.findings:
+        try:
+            cycle = record.get("cycle")
+            details = dict(record.get("details") or {})
+            if record.get("stack"):
+                details["stack"] = tuple(Frame(str(f[0]), int(f[1]), str(f[2])) for f in record["stack"])
+            found.append(Finding(kind=record["kind"], task=str(record.get("task") or "?"),
+                                 lock=str(record.get("lock") or ""), location=f"{path}:{line}",
+                                 held=record.get("held"), cycle=[str(c) for c in cycle] if cycle else None,
+                                 next=_snapshot(record.get("next")), prev=_snapshot(record.get("prev")),
+                                 held_locks=[snap for snap in map(_snapshot, record.get("held_locks") or ()) if snap],
+                                 site=record.get("site"), details=details))
+        except (TypeError, ValueError, IndexError):
+            continue  # not what the recorder writes: a damaged line is no finding
+    return found
+
+
+def _snapshot(value: Any) -> Optional[LockSnapshot]:
+    if not isinstance(value, list) or len(value) != 4:
+        return None
+    name, instance, usage, at = value
+    return LockSnapshot(str(name), None if instance is None else str(instance), str(usage or ""),
+                        None if at is None else str(at))
 
 
 def _where(finding: Finding) -> Optional[tuple[str, int]]:
@@ -111,8 +141,13 @@ class Replay:
 
     @property
     def forks(self) -> bool:
-        """A trace holds forked children's parts (the check then runs in one process: `children`)."""
+        """A trace holds forked children's parts (checked by `after`)."""
         return any(meta.forks for meta in self.metas.values())
+
+    @property
+    def whole(self) -> bool:
+        """The check runs in one process (no `--jobs` split): `after` has findings to add."""
+        return any(meta.forks or meta.findings for meta in self.metas.values())
 
     def snapshot(self, checker: Any) -> Any:
         """The checker before the first event, for the children's checks (None: no child to check)."""
@@ -128,14 +163,15 @@ class Replay:
         self._seen.add(finding.key())
         return True
 
-    def children(self, initial: Any, transform: Any = None) -> list[Finding]:
-        """The findings of every forked child, each checked from its parent's state at the fork;
-        one of a problem already found (by the session or another child) is not repeated."""
-        if initial is None:
-            return []
+    def after(self, initial: Any, transform: Any = None) -> list[Finding]:
+        """What the check's own pass cannot find: each forked child's findings, checked from its
+        parent's state at the fork (`initial`: the checker before the first event; None when no
+        trace has children), and the findings the plugin recorded as made (`recorded`).  One of
+        a problem already found (by the session, another child, or the pass) is not repeated."""
         found = []
         for path, meta in self.metas.items():
-            for finding in fork_replay.check_children(path, meta, initial, transform):
+            made = fork_replay.check_children(path, meta, initial, transform) if initial is not None else []
+            for finding in made + recorded(path, meta):
                 if finding.key() not in self._seen:
                     self._seen.add(finding.key())
                     found.append(finding)

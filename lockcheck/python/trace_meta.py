@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional, TextIO
 
+from lockcheck.lockdep import findings as F
 from lockcheck.python.sites import registry
 from lockcheck.readers import plugin_meta
 
@@ -77,3 +78,34 @@ def write_child_header(out: TextIO, child: int, parent: int, at: int, context: O
     else:
         out.write(plugin_meta.NO_CONTEXT + "\n")
     write_test_rules(out, rules)
+
+
+#: the kinds of finding the plugin decides with more than the trace's events: a thread that
+#: ended holding an RLock, a lock held at a fork by a thread the child does not have, a
+#: test's own `order=` (or `lockcheck_order`), a cycle of waits
+RECORDED = frozenset({F.HELD_AT_EXIT, F.HELD_AT_FORK, F.ORDER_VIOLATION, F.DEADLOCK})
+
+
+def write_findings(trace: TextIO, found: Iterable) -> None:
+    """After the event that made them (or at the moment a wait made them): the findings of the
+    kinds `RECORDED`, as records the replay reports as they are (`plugin_replay.Replay.recorded`)."""
+    for finding in found:
+        if finding.kind in RECORDED:
+            trace.write(plugin_meta.finding_line(_record(finding)) + "\n")
+
+
+def _snapshot(snap) -> Optional[list]:  # type: ignore[no-untyped-def]
+    return None if snap is None else [snap.name, snap.instance, snap.usage, snap.at]
+
+
+def _record(finding) -> dict:  # type: ignore[no-untyped-def]
+    details = {key: value for key, value in finding.details.items()
+               if key != "stack" and isinstance(value, (str, int, float, bool, list, dict, type(None)))}
+    record = {"kind": finding.kind, "task": finding.task, "lock": finding.lock, "held": finding.held,
+              "cycle": finding.cycle, "site": finding.site, "next": _snapshot(finding.next),
+              "prev": _snapshot(finding.prev), "held_locks": [_snapshot(snap) for snap in finding.held_locks],
+              "details": details}
+    stack = finding.details.get("stack")
+    if stack:
+        record["stack"] = [list(frame) for frame in stack]
+    return record

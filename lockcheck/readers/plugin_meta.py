@@ -65,6 +65,12 @@ def stack_line(frames: Iterable[tuple[str, int, str]]) -> str:
     return f"{MARK} stack " + json.dumps([list(frame) for frame in frames])
 
 
+def finding_line(record: dict) -> str:
+    """The line of a finding the plugin made with what the events cannot say (a thread that ended,
+    a test's own order, a cycle of waits): its JSON record, after the last event before it."""
+    return f"{MARK} finding " + json.dumps(record, default=str, separators=(",", ":"))
+
+
 Rule = tuple[str, tuple[str, ...]]
 
 
@@ -94,6 +100,8 @@ class PluginMeta:
     stacks: dict[int, tuple[tuple[str, int, str], ...]] = field(default_factory=dict)
     #: the forked children's parts, in the trace's order (`Fork`); the first begins after the session's own
     forks: list[Fork] = field(default_factory=list)
+    #: (line of the last event before it, or of the record itself, record) of each `finding` line
+    findings: list[tuple[int, dict]] = field(default_factory=list)
 
     def child_at(self, line: int) -> Optional[Fork]:
         """The forked child whose part holds trace line `line`; None: the recording process's own."""
@@ -148,6 +156,10 @@ def scan(lines: Iterable[str]) -> PluginMeta:
                 meta.qualified.setdefault(name, qualified)
             elif word == "fork":
                 _fork(meta, rest, lineno)
+            elif word == "finding":
+                record = _record(rest)
+                if record is not None:
+                    meta.findings.append((event or lineno, record))
     if meta.forks:
         meta.forks[-1].end = lineno
     return meta
@@ -162,6 +174,15 @@ def _fork(meta: PluginMeta, text: str, lineno: int) -> None:
     if meta.forks:
         meta.forks[-1].end = base
     meta.forks.append(Fork(int(parts[0]), int(parts[1]), int(parts[2]), base))
+
+
+def _record(text: str) -> Optional[dict]:
+    """A `finding` line's record; None when it is not the JSON object the recorder writes."""
+    try:
+        record = json.loads(text)
+    except ValueError:
+        return None
+    return record if isinstance(record, dict) and isinstance(record.get("kind"), str) else None
 
 
 def _frames(text: str) -> tuple[tuple[str, int, str], ...]:
