@@ -204,3 +204,37 @@ def test_a_recorded_finding_is_suppressed_by_its_tests_rule(tmp_path) -> None:
     assert [(f["kind"], f["lock"], f["location"]) for f in doc["findings"]] == [
         ("held-at-exit", "Q", f"{trace}:9")]
     assert result.returncode == 1
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_plugin_trace_on_standard_input_is_replayed_as_the_file(tmp_path, compress: bool) -> None:
+    """Standard input is read once: a plugin trace there is kept whole and its plugin lines read
+    first, as a file's are -- its test's rule, its forked child, its recorded finding -- and its
+    findings name `<stdin>`; any other input streams on as before."""
+    import gzip
+
+    lines = ["#lockcheck-trace v1", "#lockcheck-plugin v1", "# context t.py::test_a",
+             "#lockcheck-plugin suppress-test circular-dependency C D", *_abba("T1", "C", "D"), *_abba("T1", "D", "C"),
+             "# context t.py::test_b", *_abba("T1", "A", "B"),
+             "# forked child: pid9", "#lockcheck-plugin fork 9 1 9", "# context t.py::test_b",
+             *_abba("pid9:T1", "B", "A"), "pid9:T1 acquire R",
+             '#lockcheck-plugin finding {"kind":"held-at-exit","task":"pid9:T1","lock":"R","details":{"task_exit":true}}']
+    text = "\n".join(lines) + "\n"
+    trace = tmp_path / "stdin.lt"
+    trace.write_text(text)
+    data = gzip.compress(text.encode()) if compress else text.encode()
+    piped = subprocess.run([sys.executable, "-m", "lockcheck", "check", "--no-config", "--format", "json", "-"],
+                           input=data, check=False, capture_output=True, timeout=TIMEOUT)
+    from_file = check(str(trace), "--format", "json")
+    assert piped.returncode == from_file.returncode == 1, piped.stderr
+    doc, expected = json.loads(piped.stdout), json.loads(from_file.stdout)
+    assert [(f["kind"], f["location"], f["details"].get("test")) for f in doc["findings"]] == [
+        ("held-at-exit", "<stdin>:25", "t.py::test_b")]
+    assert [(f["kind"], f["details"].get("test")) for f in expected["findings"]] == [("held-at-exit", "t.py::test_b")]
+    as_text = subprocess.run([sys.executable, "-m", "lockcheck", "check", "--no-config", "-"],
+                             input=data, check=False, capture_output=True, timeout=TIMEOUT)
+    assert b"1 finding (1 held-at-exit)" in as_text.stdout and b"1 suppressed" in as_text.stdout  # test_a's rule
+    plain = subprocess.run([sys.executable, "-m", "lockcheck", "check", "--no-config", "-"],
+                           input="\n".join(["#lockcheck-trace v1", *_abba("T1", "A", "B"), *_abba("T1", "B", "A")]),
+                           check=False, capture_output=True, text=True, timeout=TIMEOUT)
+    assert plain.returncode == 1 and "1 finding (1 circular-dependency)" in plain.stdout

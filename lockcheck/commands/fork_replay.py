@@ -39,15 +39,13 @@ def check_children(path: str, meta: PluginMeta, initial: Checker,
                    transform: Optional[Transform] = None) -> list[Finding]:
     """The findings of every forked child's part of trace `path`, each child checked from the
     state its parent had at the fork (`initial`: the checker before the trace's first event)."""
-    from lockcheck.readers.source import open_lines
-
     if not meta.forks:
         return []
     forks = meta.forks
     parts: list[list[tuple[int, str]]] = [[] for _ in forks]
     first = forks[0].base
     index = 0
-    _, lines = open_lines(path)
+    name, lines = _open(path)
     try:  # the children's parts (they follow the session's events, in order), kept for their turn
         for lineno, line in enumerate(lines, 1):
             if lineno <= first:
@@ -63,8 +61,18 @@ def check_children(path: str, meta: PluginMeta, initial: Checker,
             close()
     parents = _parents(forks)
     last = max((f.at for f, parent in zip(forks, parents) if parent is None), default=0)
-    return _children(copy.deepcopy(initial), path, None, meta, parts, parents, transform,
+    return _children(copy.deepcopy(initial), name, None, meta, parts, parents, transform,
                      _session_lines(path, min(last, first)))
+
+
+def _open(path: str) -> tuple[str, Iterator[str]]:
+    """(the name findings give it, its lines from the start): standard input was spooled for this."""
+    from lockcheck.commands.plugin_stdin import rewind
+    from lockcheck.readers.source import STDIN, open_lines
+
+    if path == STDIN:
+        rewind()
+    return open_lines(path)
 
 
 def _parents(forks: list[Fork]) -> list[Optional[int]]:
@@ -79,9 +87,7 @@ def _parents(forks: list[Fork]) -> list[Optional[int]]:
 
 
 def _session_lines(path: str, last: int) -> Iterator[tuple[int, str]]:
-    from lockcheck.readers.source import open_lines
-
-    _, lines = open_lines(path)
+    _, lines = _open(path)
     try:
         for lineno, line in enumerate(lines, 1):
             if lineno > last:
@@ -93,7 +99,7 @@ def _session_lines(path: str, last: int) -> Iterator[tuple[int, str]]:
             close()
 
 
-def _children(checker: Checker, path: str, me: Optional[int], meta: PluginMeta,
+def _children(checker: Checker, name: str, me: Optional[int], meta: PluginMeta,
               parts: list[list[tuple[int, str]]], parents: list[Optional[int]],
               transform: Optional[Transform], lines: Iterable[tuple[int, str]]) -> list[Finding]:
     """Feed the lines of the process of part `me` (None: the session's) to `checker`, copying it
@@ -107,12 +113,12 @@ def _children(checker: Checker, path: str, me: Optional[int], meta: PluginMeta,
     def fork_now(own_line: int) -> None:
         while mine and forks[mine[0]].at <= own_line:
             child = mine.pop(0)
-            found.extend(_children(copy.deepcopy(checker), path, child, meta, parts, parents, transform,
+            found.extend(_children(copy.deepcopy(checker), name, child, meta, parts, parents, transform,
                                    parts[child]))
 
     fork_now(0)
     for lineno, line in lines:
-        made = _feed(checker, path, lineno, line, transform)
+        made = _feed(checker, name, lineno, line, transform)
         if me is not None:
             found.extend(made)
         fork_now(lineno - base)
@@ -120,13 +126,13 @@ def _children(checker: Checker, path: str, me: Optional[int], meta: PluginMeta,
     return found
 
 
-def _feed(checker: Checker, path: str, lineno: int, line: str, transform: Optional[Transform]) -> list[Finding]:
+def _feed(checker: Checker, name: str, lineno: int, line: str, transform: Optional[Transform]) -> list[Finding]:
     """One trace line to `checker`: its findings (none for a comment, or a line the check's own
     pass reports as an error)."""
     if not line or line[0] == "#" or not line.strip():
         return []
     try:
-        ev = lt.scan_fast(line, path, lineno) or lt.parse_line(line, path, lineno)
+        ev = lt.scan_fast(line, name, lineno) or lt.parse_line(line, name, lineno)
     except TraceError:
         return []
     if ev is None:

@@ -98,10 +98,22 @@ def _where(finding: Finding) -> Optional[tuple[str, int]]:
 
 
 def read_meta(path: str) -> Optional[PluginMeta]:
-    """The plugin's lines of trace `path` (a regular file, maybe compressed), or None when the
-    plugin did not write it.  Read once more before the check: the rules apply from its first finding."""
+    """The plugin's lines of trace `path` (a regular file, maybe compressed, or standard input),
+    or None when the plugin did not write it.  Read once more before the check: the rules apply
+    from its first finding."""
+    from lockcheck.readers.source import STDIN
+
+    if path == STDIN:
+        from lockcheck.commands.plugin_stdin import stdin_meta
+
+        return stdin_meta()  # kept whole when it is a plugin trace, to be read again
     if not os.path.isfile(path):
-        return None  # standard input, a pipe: not read twice
+        return None  # a pipe named on the command line: not read twice
+    return scan_lines(path)
+
+
+def scan_lines(path: str) -> Optional[PluginMeta]:
+    """`read_meta` of an input that can be read again (a file, a spooled standard input)."""
     from lockcheck.readers.source import open_lines
 
     try:
@@ -131,11 +143,17 @@ class Replay:
     forked children checked each as the process it was (`lockcheck.commands.fork_replay`)."""
 
     def __init__(self, paths: list[str]) -> None:
+        from lockcheck.readers.source import STDIN, STDIN_NAME
+
+        #: by the name findings give their input (`<stdin>` for standard input), and its path
         self.metas: dict[str, PluginMeta] = {}
+        self.paths: dict[str, str] = {}
         for path in paths:
             meta = read_meta(path)
             if meta is not None:
-                self.metas[path] = meta
+                name = STDIN_NAME if path == STDIN else path
+                self.metas[name] = meta
+                self.paths[name] = path
         #: the keys of the findings the check's own pass made in the sessions' parts (`own`)
         self._seen: set = set()
 
@@ -169,9 +187,9 @@ class Replay:
         trace has children), and the findings the plugin recorded as made (`recorded`).  One of
         a problem already found (by the session, another child, or the pass) is not repeated."""
         found = []
-        for path, meta in self.metas.items():
-            made = fork_replay.check_children(path, meta, initial, transform) if initial is not None else []
-            for finding in made + recorded(path, meta):
+        for name, meta in self.metas.items():
+            made = fork_replay.check_children(self.paths[name], meta, initial, transform) if initial is not None else []
+            for finding in made + recorded(name, meta):
                 if finding.key() not in self._seen:
                     self._seen.add(finding.key())
                     found.append(finding)
