@@ -22,6 +22,10 @@ has no op for (a contract gap, read here so): `#lockcheck-plugin fork CHILD PARE
 child `CHILD` began as `PARENT` was when `PARENT`'s own trace had `LINE` lines.  Its events
 are checked against that state and its own, never against what the parent did later.
 
+A finding the plugin decided with what no event says (a thread that ended holding an RLock, a
+fork, a test's own order, a cycle of waits) follows the event that made it as
+`#lockcheck-plugin finding {JSON}`; the replay reports it as made.
+
 Both sides use this module: the recorder writes these lines, the check command reads them.
 """
 
