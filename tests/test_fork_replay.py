@@ -32,6 +32,10 @@ SUITE = """
     H = threading.Lock()
     I = threading.Lock()
     J = threading.Lock()
+    K = threading.Lock()
+    L = threading.Lock()
+    M = threading.Lock()
+    N = threading.Lock()
 
 
     def in_child(fn):
@@ -71,6 +75,14 @@ SUITE = """
         in_child(lambda: (nest(E, F), nest(F, E)))
 
 
+    def test_grandchild():
+        def child():
+            nest(K, L)  # before it forks: the grandchild's too
+            in_child(lambda: (nest(L, K), nest(N, M)))  # L -> K real; N -> M: the child's M -> N comes later
+            nest(M, N)
+        in_child(child)
+
+
     def test_child_reverses_what_it_inherited():
         nest(G, H)  # before the fork: the child has G -> H too
         in_child(lambda: nest(H, G))
@@ -82,6 +94,7 @@ def check(trace: str, *args: str) -> subprocess.CompletedProcess:
                           check=False, capture_output=True, text=True, timeout=TIMEOUT)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX-only")
 @pytest.mark.parametrize("name", ["run.lt", "run.lt.gz"])
 def test_replay_of_forked_children_is_the_plugins_verdict(pytester: pytest.Pytester, name: str) -> None:
@@ -89,7 +102,7 @@ def test_replay_of_forked_children_is_the_plugins_verdict(pytester: pytest.Pytes
     trace = str(pytester.path / name)
     result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:logging", "-p", "no:randomly",
                                            "--lockcheck", f"--lockcheck-trace={trace}", timeout=TIMEOUT)
-    result.assert_outcomes(passed=3, failed=2)
+    result.assert_outcomes(passed=3, failed=3)
     result.stdout.fnmatch_lines(["FAILED test_forks.py::test_cycle_inside_one_child - lockcheck*",
                                  "FAILED test_forks.py::test_child_reverses_what_it_inherited - lockcheck*"])
     replay = check(trace, "--format", "json")
@@ -99,6 +112,7 @@ def test_replay_of_forked_children_is_the_plugins_verdict(pytester: pytest.Pytes
     assert found == [
         ("circular-dependency", ["test_forks.E", "test_forks.F"], "test_forks.py::test_cycle_inside_one_child"),
         ("circular-dependency", ["test_forks.G", "test_forks.H"], "test_forks.py::test_child_reverses_what_it_inherited"),
+        ("circular-dependency", ["test_forks.K", "test_forks.L"], "test_forks.py::test_grandchild"),
     ]
     text = check(trace)
     assert text.returncode == 1

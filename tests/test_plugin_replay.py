@@ -173,6 +173,7 @@ DECIDED = """
 """
 
 
+@pytest.mark.slow
 def test_what_the_plugin_decided_beyond_the_events_is_replayed(pytester: pytest.Pytester) -> None:
     """A thread that ended holding an RLock (held-at-exit) and a test's own `order=`: the events
     cannot say either (no thread end, no order), so the plugin records the finding it made and
@@ -206,6 +207,7 @@ def test_a_recorded_finding_is_suppressed_by_its_tests_rule(tmp_path) -> None:
     assert result.returncode == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("compress", [False, True])
 def test_a_plugin_trace_on_standard_input_is_replayed_as_the_file(tmp_path, compress: bool) -> None:
     """Standard input is read once: a plugin trace there is kept whole and its plugin lines read

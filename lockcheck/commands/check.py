@@ -281,7 +281,7 @@ class CheckSession:
                     for finding in checker.run(self._progress(events, traces)):
                         if self.replay.own(finding):
                             emit(finding)
-                    for finding in self.replay.after(initial, self.config.apply_aliases):
+                    for finding in self.replay.after(initial, self.config.apply_aliases, reported):
                         emit(finding)
                 annotator.mark_uncertain(findings)
                 findings[:] = annotator.fold_kernel_reports(findings)

@@ -181,15 +181,16 @@ class Replay:
         self._seen.add(finding.key())
         return True
 
-    def after(self, initial: Any, transform: Any = None) -> list[Finding]:
+    def after(self, initial: Any, transform: Any = None, known: Any = ()) -> list[Finding]:
         """What the check's own pass cannot find: each forked child's findings, checked from its
         parent's state at the fork (`initial`: the checker before the first event; None when no
         trace has children), and the findings the plugin recorded as made (`recorded`).  One of
-        a problem already found (by the session, another child, or the pass) is not repeated."""
+        a problem already found (by the session, another child, or the pass) is not repeated, nor
+        a recorded one the baselines hold (`known`: their keys)."""
         found = []
         for name, meta in self.metas.items():
             made = fork_replay.check_children(self.paths[name], meta, initial, transform) if initial is not None else []
-            for finding in made + recorded(name, meta):
+            for finding in made + [f for f in recorded(name, meta) if f.key() not in known]:
                 if finding.key() not in self._seen:
                     self._seen.add(finding.key())
                     found.append(finding)

@@ -49,7 +49,7 @@ def stdin_meta() -> Optional[PluginMeta]:
     if not (plugin or head.startswith(_COMPRESSED)):
         _replace(io.BufferedReader(_Prefixed(head, buffer)), None)  # streams on, as before
         return None
-    spool: Any = tempfile.TemporaryFile()
+    spool: Any = tempfile.TemporaryFile()  # noqa: SIM115 - standard input from now on, open to the end
     spool.write(head)
     while True:
         chunk = buffer.read(1 << 20)

@@ -102,28 +102,29 @@ class ForkedChildren:
 
         if self.trace_file is None or self.trace_path is None:
             return
-        children = []
-        for path in glob.glob(glob.escape(self.trace_path) + ".pid*"):
+        children = [(path, _fork_record(path)) for path in glob.glob(glob.escape(self.trace_path) + ".pid*")]
+        for path in _parents_first(children):
             try:
-                with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                    children.append((path, f.read().splitlines()))
+                with open(path, "rb") as f:
+                    self._append_child(path.rsplit(".", 1)[1], f)
             except OSError:
                 continue
-        for path, lines in _parents_first(children):
-            self._append_child(path.rsplit(".", 1)[1], lines)
             try:
                 os.unlink(path)
             except OSError:
                 pass
 
-    def _append_child(self, name: str, lines: list) -> None:
+    def _append_child(self, name: str, raw: Any) -> None:
+        """One child's file, streamed line by line (split at newlines only, as the readers split)."""
         from lockcheck.readers.lt import parse_line
         from lockcheck.readers.lt_write import format_event
 
         prefix = name + ":"
         out = self.trace_file
         out.write(f"# forked child: {name} (its tasks are named {prefix}TASK)\n")
-        for line in lines[1:]:
+        next(raw, None)  # its `#lockcheck-trace v1`: the line just written stands for it
+        for data in raw:
+            line = data.rstrip(b"\n").decode("utf-8", "surrogateescape")
             if not line.strip() or line.startswith("#"):
                 out.write(line + "\n")
                 continue
@@ -138,30 +139,36 @@ class ForkedChildren:
             out.write(format_event(ev) + "\n")
 
 
-def _parents_first(children: list) -> list:
-    """(path, lines) of the children's files, each after its parent's (the `fork` record of its
-    second line names the parent), otherwise by pid: a replay meets a parent's fork points first."""
+def _fork_record(path: str) -> tuple[int, int]:
+    """(child pid, parent pid) of a child's file, from its `fork` record; (0, 0) when it has none."""
     from lockcheck.readers import plugin_meta
 
-    def pids(lines: list) -> tuple[int, int]:
-        words = lines[plugin_meta.FORK_RECORD - 1].split() if len(lines) >= plugin_meta.FORK_RECORD else []
-        if len(words) == 5 and words[:2] == [plugin_meta.MARK, "fork"] and words[2].isdigit() and words[3].isdigit():
-            return int(words[2]), int(words[3])
+    try:
+        with open(path, "rb") as f:
+            lines = [f.readline(), f.readline()]
+    except OSError:
         return 0, 0
+    words = lines[plugin_meta.FORK_RECORD - 1].decode("utf-8", "replace").split()
+    if len(words) == 5 and words[:2] == [plugin_meta.MARK, "fork"] and words[2].isdigit() and words[3].isdigit():
+        return int(words[2]), int(words[3])
+    return 0, 0
 
-    known = {pids(lines)[0]: (path, lines) for path, lines in children}
+
+def _parents_first(children: list) -> list:
+    """The paths of the children's files ((path, (pid, parent pid)) each), each after its parent's,
+    otherwise by pid: a replay meets a parent's fork points before its children's parts."""
+    known = {pids[0]: (path, pids) for path, pids in children}
     done: set = set()
     order: list = []
 
-    def visit(pid: int, path: str, lines: list) -> None:
+    def visit(path: str, pids: tuple[int, int]) -> None:
         if path in done:
             return
         done.add(path)
-        parent = pids(lines)[1]
-        if parent in known and parent != pid:
-            visit(parent, *known[parent])
-        order.append((path, lines))
+        if pids[1] in known and pids[1] != pids[0]:
+            visit(*known[pids[1]])
+        order.append(path)
 
-    for path, lines in sorted(children, key=lambda item: pids(item[1])[0]):
-        visit(pids(lines)[0], path, lines)
+    for path, pids in sorted(children, key=lambda item: item[1][0]):
+        visit(path, pids)
     return order
