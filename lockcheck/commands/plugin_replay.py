@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any, Optional
 
 from lockcheck.commands import fork_replay
-from lockcheck.errors import TraceError
 from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.findings import Finding, Frame, LockSnapshot
 from lockcheck.readers import plugin_meta
@@ -109,33 +108,7 @@ def read_meta(path: str) -> Optional[PluginMeta]:
         return stdin_meta()  # kept whole when it is a plugin trace, to be read again
     if not os.path.isfile(path):
         return None  # a pipe named on the command line: not read twice
-    return scan_lines(path)
-
-
-def scan_lines(path: str) -> Optional[PluginMeta]:
-    """`read_meta` of an input that can be read again (a file, a spooled standard input)."""
-    from lockcheck.readers.source import open_lines
-
-    try:
-        _, lines = open_lines(path)
-    except (OSError, TraceError):  # unreadable: the check itself reports it
-        return None
-    try:
-        head = [next(lines, ""), next(lines, "")]
-        if not plugin_meta.is_plugin_trace(head):
-            return None
-        return plugin_meta.scan(_chain(head, lines))
-    except (OSError, TraceError, UnicodeDecodeError, EOFError):  # the check reports what is wrong
-        return None
-    finally:
-        close = getattr(lines, "close", None)
-        if close is not None:
-            close()
-
-
-def _chain(head: list[str], rest):  # type: ignore[no-untyped-def]
-    yield from head
-    yield from rest
+    return plugin_meta.scan_input(path)
 
 
 class Replay:

@@ -58,10 +58,9 @@ def stdin_meta() -> Optional[PluginMeta]:
         spool.write(chunk)
     spool.seek(0)
     _replace(spool, None)
-    from lockcheck.commands.plugin_replay import scan_lines
     from lockcheck.readers.source import STDIN
 
-    meta = scan_lines(STDIN)
+    meta = plugin_meta.scan_input(STDIN)
     spool.seek(0)
     sys.stdin.lockcheck_meta = meta  # type: ignore[union-attr]
     return meta

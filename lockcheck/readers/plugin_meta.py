@@ -34,7 +34,7 @@ from __future__ import annotations
 import bisect
 import json
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Iterable, Iterator, Optional
 
 MARK = "#lockcheck-plugin"
 #: the second line of a trace the plugin wrote
@@ -167,6 +167,34 @@ def scan(lines: Iterable[str]) -> PluginMeta:
     if meta.forks:
         meta.forks[-1].end = lineno
     return meta
+
+
+def scan_input(path: str) -> Optional[PluginMeta]:
+    """`scan` of an input that can be read again (a file, maybe compressed, or a spooled standard
+    input); None when the plugin did not write it or it cannot be read (the check says why)."""
+    from lockcheck.errors import TraceError
+    from lockcheck.readers.source import open_lines
+
+    try:
+        _, lines = open_lines(path)
+    except (OSError, TraceError):
+        return None
+    try:
+        head = [next(lines, ""), next(lines, "")]
+        if not is_plugin_trace(head):
+            return None
+        return scan(_chain(head, lines))
+    except (OSError, TraceError, UnicodeDecodeError, EOFError):
+        return None
+    finally:
+        close = getattr(lines, "close", None)
+        if close is not None:
+            close()
+
+
+def _chain(head: list[str], rest: Iterable[str]) -> Iterator[str]:
+    yield from head
+    yield from rest
 
 
 def _fork(meta: PluginMeta, text: str, lineno: int) -> None:
