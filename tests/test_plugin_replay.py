@@ -139,3 +139,104 @@ def test_a_plugin_trace_deeper_than_lockdeps_limit_is_no_finding(tmp_path) -> No
     other.write_text("\n".join(["#lockcheck-trace v1", *held]) + "\n")
     assert check(str(plugin)).returncode == 0
     assert check(str(other)).returncode == 1
+
+
+DECIDED = """
+    import threading
+
+    import pytest
+
+    R = threading.RLock()
+    S = threading.Lock()
+    T = threading.Lock()
+
+
+    def test_thread_ended_holding_an_rlock():
+        worker = threading.Thread(target=R.acquire)
+        worker.start()
+        worker.join()
+        with pytest.raises(Exception):
+            R.acquire()  # never free again: held-at-exit (the plugin raises rather than hang)
+
+
+    @pytest.mark.lockcheck(order=["test_suite.S", "test_suite.T"])
+    def test_against_its_declared_order():
+        with T:
+            with S:
+                pass
+
+
+    def test_same_order_elsewhere_is_fine():
+        with T:
+            with S:
+                pass
+"""
+
+
+@pytest.mark.slow
+def test_what_the_plugin_decided_beyond_the_events_is_replayed(pytester: pytest.Pytester) -> None:
+    """A thread that ended holding an RLock (held-at-exit) and a test's own `order=`: the events
+    cannot say either (no thread end, no order), so the plugin records the finding it made and
+    the replay reports it at the event that made it, with its test -- the plugin's verdict."""
+    result, trace = record(pytester, DECIDED)
+    result.assert_outcomes(passed=1, failed=2)
+    result.stdout.fnmatch_lines(["lockcheck: 2 findings (1 held-at-exit, 1 order-violation) in *"])
+    replay = check(trace, "--format", "json")
+    assert replay.returncode == 1, replay.stderr
+    found = sorted((f["kind"], f["lock"], f["details"].get("test")) for f in json.loads(replay.stdout)["findings"])
+    assert found == [("held-at-exit", "test_suite.R", "test_suite.py::test_thread_ended_holding_an_rlock"),
+                     ("order-violation", "test_suite.S", "test_suite.py::test_against_its_declared_order")]
+    text = check(trace)
+    assert "1 lock held by Thread-1" in text.stdout and "test_suite.S --> test_suite.T" in text.stdout
+    assert check(trace, "--jobs", "2").returncode == 1  # one process checks it (the records are its)
+
+
+def test_a_recorded_finding_is_suppressed_by_its_tests_rule(tmp_path) -> None:
+    """A `finding` record is a finding of its line: the plugin's rules apply to it as to any."""
+    record_line = ('#lockcheck-plugin finding {"kind":"held-at-exit","task":"T2","lock":"R",'
+                   '"details":{"task_exit":true}}')
+    lines = ["#lockcheck-trace v1", "#lockcheck-plugin v1", "# context t.py::test_a",
+             "#lockcheck-plugin suppress-test held-at-exit R", "T1 acquire R", "T2 acquire R", record_line,
+             "# context t.py::test_b", "T3 acquire Q", record_line.replace('"R"', '"Q"')]
+    trace = tmp_path / "decided.lt"
+    trace.write_text("\n".join(lines) + "\n")
+    result = check(str(trace), "--format", "json")
+    doc = json.loads(result.stdout)
+    assert [(f["kind"], f["lock"], f["location"]) for f in doc["findings"]] == [
+        ("held-at-exit", "Q", f"{trace}:9")]
+    assert result.returncode == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("compress", [False, True])
+def test_a_plugin_trace_on_standard_input_is_replayed_as_the_file(tmp_path, compress: bool) -> None:
+    """Standard input is read once: a plugin trace there is kept whole and its plugin lines read
+    first, as a file's are -- its test's rule, its forked child, its recorded finding -- and its
+    findings name `<stdin>`; any other input streams on as before."""
+    import gzip
+
+    lines = ["#lockcheck-trace v1", "#lockcheck-plugin v1", "# context t.py::test_a",
+             "#lockcheck-plugin suppress-test circular-dependency C D", *_abba("T1", "C", "D"), *_abba("T1", "D", "C"),
+             "# context t.py::test_b", *_abba("T1", "A", "B"),
+             "# forked child: pid9", "#lockcheck-plugin fork 9 1 9", "# context t.py::test_b",
+             *_abba("pid9:T1", "B", "A"), "pid9:T1 acquire R",
+             '#lockcheck-plugin finding {"kind":"held-at-exit","task":"pid9:T1","lock":"R","details":{"task_exit":true}}']
+    text = "\n".join(lines) + "\n"
+    trace = tmp_path / "stdin.lt"
+    trace.write_text(text)
+    data = gzip.compress(text.encode()) if compress else text.encode()
+    piped = subprocess.run([sys.executable, "-m", "lockcheck", "check", "--no-config", "--format", "json", "-"],
+                           input=data, check=False, capture_output=True, timeout=TIMEOUT)
+    from_file = check(str(trace), "--format", "json")
+    assert piped.returncode == from_file.returncode == 1, piped.stderr
+    doc, expected = json.loads(piped.stdout), json.loads(from_file.stdout)
+    assert [(f["kind"], f["location"], f["details"].get("test")) for f in doc["findings"]] == [
+        ("held-at-exit", "<stdin>:25", "t.py::test_b")]
+    assert [(f["kind"], f["details"].get("test")) for f in expected["findings"]] == [("held-at-exit", "t.py::test_b")]
+    as_text = subprocess.run([sys.executable, "-m", "lockcheck", "check", "--no-config", "-"],
+                             input=data, check=False, capture_output=True, timeout=TIMEOUT)
+    assert b"1 finding (1 held-at-exit)" in as_text.stdout and b"1 suppressed" in as_text.stdout  # test_a's rule
+    plain = subprocess.run([sys.executable, "-m", "lockcheck", "check", "--no-config", "-"],
+                           input="\n".join(["#lockcheck-trace v1", *_abba("T1", "A", "B"), *_abba("T1", "B", "A")]),
+                           check=False, capture_output=True, text=True, timeout=TIMEOUT)
+    assert plain.returncode == 1 and "1 finding (1 circular-dependency)" in plain.stdout

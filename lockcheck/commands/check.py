@@ -252,13 +252,14 @@ class CheckSession:
         self.context.on_dump = lambda name, lines: findings.extend(self._stream_dump(checker, name, lines))
         try:
             traces, dumps = self._split_dumps(paths)
-            if split and not (traces and type(checker) is Checker and not options.first and not checker.class_props):
+            if split and not (traces and type(checker) is Checker and not options.first and not checker.class_props
+                              and not self.replay.whole):
                 from lockcheck.jobs import Fallback
 
                 # --first stops at the first finding: one process reads no further than that; the
                 # wait and lock types of a baseline's classes are checked at every acquisition,
                 # which a part that does not know them cannot leave to the merge (lockdep/waits.py)
-                raise Fallback("no traces, a declared order, a baseline with wait types, or --first")
+                raise Fallback("no traces, a declared order, a baseline with wait types, --first, or forked children")
             annotator.add_boots(traces, annotation_options)
             if self._stream_to is not None and not split and not options.first and not dumps:
                 from lockcheck.commands.streaming import plain_traces
@@ -279,7 +280,11 @@ class CheckSession:
                     self.checker_stats = checker.stats
                     events = self.config.apply_aliases(read_all(traces, self.options.input_format, self.context))
                     emit = self._emit if self.writer is not None else findings.append
+                    initial = self.replay.snapshot(checker)  # a forked child begins from its parent's state
                     for finding in checker.run(self._progress(events, traces)):
+                        if self.replay.own(finding):
+                            emit(finding)
+                    for finding in self.replay.after(initial, self.config.apply_aliases, reported):
                         emit(finding)
                 annotator.mark_uncertain(findings)
                 findings[:] = annotator.fold_kernel_reports(findings)

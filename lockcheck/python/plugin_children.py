@@ -34,12 +34,16 @@ class ForkedChildren:
         pid = os.getpid()
         rec.on_finding = self._child_finding
         if rec.trace is not None and self.trace_path is not None:
+            from lockcheck.python import trace_meta
+
+            at = trace_meta.lines_written(rec.trace)  # the parent's trace as this child's past ends
             try:
                 out = open(f"{self.trace_path}.pid{pid}", "w", buffering=1, encoding="utf-8")
             except OSError:
                 rec.trace = None
                 return
-            out.write(f"#lockcheck-trace v1\n# forked from pid {rec.forked_from}\n")
+            trace_meta.write_child_header(out, pid, rec.forked_from or os.getppid(), at, rec.context, rec.check,
+                                          rec.test_rules)
             info = getattr(rec._local, "info", None)
             if info is not None:
                 for ev in rec.held_at_start(info[1]):
@@ -89,36 +93,82 @@ class ForkedChildren:
         return new
 
     def _merge_child_traces(self) -> None:
-        """Each forked child wrote `TRACE.pidN`: appended to the trace, its tasks named `pidN:...`."""
+        """Each forked child wrote `TRACE.pidN`: appended to the trace line for line (its first line,
+        the format's header, becomes `# forked child: ...`), its tasks named `pidN:...`, a parent's
+        file before its children's.  Line for line, so its `fork` record's line numbers and its
+        plugin lines (test names, rules, stacks) stay true: `lockcheck check` replays each
+        process from the state it really had (`lockcheck.commands.fork_replay`)."""
         import glob
-
-        from lockcheck.readers.lt import parse_line
-        from lockcheck.readers.lt_write import format_event
 
         if self.trace_file is None or self.trace_path is None:
             return
-        for path in sorted(glob.glob(glob.escape(self.trace_path) + ".pid*")):
-            prefix = path.rsplit(".", 1)[1] + ":"
+        children = [(path, _fork_record(path)) for path in glob.glob(glob.escape(self.trace_path) + ".pid*")]
+        for path in _parents_first(children):
             try:
-                with open(path, encoding="utf-8") as f:
-                    lines = f.read().splitlines()
+                with open(path, "rb") as f:
+                    self._append_child(path.rsplit(".", 1)[1], f)
             except OSError:
                 continue
-            self.trace_file.write(f"# forked child: {prefix[:-1]} (its tasks are named {prefix}TASK)\n")
-            for line in lines:
-                if not line.strip() or line.startswith("#"):
-                    if line.startswith("# ") and not line.startswith("#lockcheck"):
-                        self.trace_file.write(line + "\n")
-                    continue
-                try:
-                    ev = parse_line(line)
-                except Exception:  # noqa: BLE001 - a child killed mid-line: its last line is lost
-                    continue
-                if ev is None:
-                    continue
-                ev.task = prefix + ev.task
-                self.trace_file.write(format_event(ev) + "\n")
             try:
                 os.unlink(path)
             except OSError:
                 pass
+
+    def _append_child(self, name: str, raw: Any) -> None:
+        """One child's file, streamed line by line (split at newlines only, as the readers split)."""
+        from lockcheck.readers.lt import parse_line
+        from lockcheck.readers.lt_write import format_event
+
+        prefix = name + ":"
+        out = self.trace_file
+        out.write(f"# forked child: {name} (its tasks are named {prefix}TASK)\n")
+        next(raw, None)  # its `#lockcheck-trace v1`: the line just written stands for it
+        for data in raw:
+            line = data.rstrip(b"\n").decode("utf-8", "surrogateescape")
+            if not line.strip() or line.startswith("#"):
+                out.write(line + "\n")
+                continue
+            try:
+                ev = parse_line(line)
+            except Exception:  # noqa: BLE001 - a child killed mid-line: its last line is lost
+                ev = None
+            if ev is None:
+                out.write("# (a line the child did not finish)\n")  # one line still: the numbering holds
+                continue
+            ev.task = prefix + ev.task
+            out.write(format_event(ev) + "\n")
+
+
+def _fork_record(path: str) -> tuple[int, int]:
+    """(child pid, parent pid) of a child's file, from its `fork` record; (0, 0) when it has none."""
+    from lockcheck.readers import plugin_meta
+
+    try:
+        with open(path, "rb") as f:
+            lines = [f.readline(), f.readline()]
+    except OSError:
+        return 0, 0
+    words = lines[plugin_meta.FORK_RECORD - 1].decode("utf-8", "replace").split()
+    if len(words) == 5 and words[:2] == [plugin_meta.MARK, "fork"] and words[2].isdigit() and words[3].isdigit():
+        return int(words[2]), int(words[3])
+    return 0, 0
+
+
+def _parents_first(children: list) -> list:
+    """The paths of the children's files ((path, (pid, parent pid)) each), each after its parent's,
+    otherwise by pid: a replay meets a parent's fork points before its children's parts."""
+    known = {pids[0]: (path, pids) for path, pids in children}
+    done: set = set()
+    order: list = []
+
+    def visit(path: str, pids: tuple[int, int]) -> None:
+        if path in done:
+            return
+        done.add(path)
+        if pids[1] in known and pids[1] != pids[0]:
+            visit(*known[pids[1]])
+        order.append(path)
+
+    for path, pids in sorted(children, key=lambda item: item[1][0]):
+        visit(path, pids)
+    return order

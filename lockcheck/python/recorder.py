@@ -324,6 +324,8 @@ class Recorder(ForkHandling):
         """A finding made outside the checker (a cycle of waits, `lockcheck.python.waitfor`): filed under
         the current test like the checker's own."""
         with self._feed_lock:
+            if self.trace is not None:
+                trace_meta.write_findings(self.trace, [finding])
             kept = self._file([finding])
         if kept and self.on_finding is not None:
             self.on_finding(finding, self.context)
@@ -375,6 +377,7 @@ class Recorder(ForkHandling):
             self.trace.write("\n")
             if found:
                 trace_meta.write_stack(self.trace, found)
+                trace_meta.write_findings(self.trace, found)  # what the replay cannot decide itself
         if found:
             found = self._file(found)
             if self.trace is not None:

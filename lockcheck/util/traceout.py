@@ -63,6 +63,7 @@ class TraceOutput:
         self._pid = os.getpid()
         self._parts: list[str] = []
         self._size = 0
+        self._lines = 0  # lines pushed to the file so far (`lines`)
         self.closed = False
 
     def write(self, text: str) -> int:
@@ -73,6 +74,11 @@ class TraceOutput:
         if self._size >= CHUNK:
             self._push(sync=False)
         return len(text)
+
+    def lines(self) -> int:
+        """Lines written so far, pushed or gathered: a forked child reads it at the fork (where
+        the parent's trace stops being its past) without writing the parent's lines itself."""
+        return self._lines + sum(part.count("\n") for part in self._parts)
 
     def flush(self) -> None:
         if not self.closed and os.getpid() == self._pid:
@@ -94,7 +100,9 @@ class TraceOutput:
             self._parts.clear()
             self._size = 0
             return
-        data = "".join(self._parts).encode("utf-8", "surrogateescape")
+        text = "".join(self._parts)
+        self._lines += text.count("\n")
+        data = text.encode("utf-8", "surrogateescape")
         self._parts.clear()
         self._size = 0
         comp = self._compressor

@@ -1,0 +1,122 @@
+"""A trace the pytest plugin recorded, read from standard input: its plugin lines read first.
+
+`lockcheck check` reads a recorded trace's `#lockcheck-plugin` lines before it checks the
+events (`plugin_replay.read_meta`): the rules apply from the first finding on, a forked
+child's part is checked again from its parent's state.  A file is simply read twice; standard
+input (a pipe, a redirect) is read once.  So its head is looked at first: a trace whose second
+line is `#lockcheck-plugin v1` (or any compressed input, whose lines the bytes do not show) is
+kept whole in a temporary file (deleted when closed), scanned, and handed
+to the check from its start, named `<stdin>` as before; any other input goes on streaming,
+its head put back in front of the rest.  `sys.stdin` is replaced by that stream, which is what
+the readers read (`readers.source`); nothing else of the process reads standard input.
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import tempfile
+from typing import Any, BinaryIO, Optional
+
+from lockcheck.readers import plugin_meta
+from lockcheck.readers.plugin_meta import PluginMeta
+
+#: the most bytes read to find the head's two lines (a longer first line: no plugin trace)
+HEAD_LIMIT = 1 << 16
+_COMPRESSED = (b"\x1f\x8b", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")
+_MISSING = object()
+
+
+def stdin_meta() -> Optional[PluginMeta]:
+    """The plugin lines of standard input, or None when it is no plugin trace (or closed).
+
+    Once per process: a check done again (a `--jobs` fallback) finds the answer on `sys.stdin`.
+    """
+    stdin = sys.stdin
+    known = getattr(stdin, "lockcheck_meta", _MISSING)
+    if known is not _MISSING:
+        rewind()
+        return known  # type: ignore[return-value]
+    buffer = getattr(stdin, "buffer", None) if stdin is not None else None
+    if buffer is None:
+        return None  # closed: the check itself says so
+    try:
+        head = _head(buffer)
+    except (OSError, ValueError):
+        return None
+    lines = head.split(b"\n", 2)
+    plugin = len(lines) >= 2 and lines[1].rstrip(b"\r").decode("utf-8", "replace") == plugin_meta.HEADER
+    if not (plugin or head.startswith(_COMPRESSED)):
+        _replace(io.BufferedReader(_Prefixed(head, buffer)), None)  # streams on, as before
+        return None
+    spool: Any = tempfile.TemporaryFile()  # noqa: SIM115 - standard input from now on, open to the end
+    spool.write(head)
+    while True:
+        chunk = buffer.read(1 << 20)
+        if not chunk:
+            break
+        spool.write(chunk)
+    spool.seek(0)
+    _replace(spool, None)
+    from lockcheck.readers.source import STDIN
+
+    meta = plugin_meta.scan_input(STDIN)
+    spool.seek(0)
+    sys.stdin.lockcheck_meta = meta  # type: ignore[union-attr]
+    return meta
+
+
+def rewind() -> None:
+    """Standard input (spooled by `stdin_meta`) from its start again: a forked child's check reads it."""
+    buffer = getattr(sys.stdin, "buffer", None)
+    if getattr(sys.stdin, "lockcheck_meta", None) is not None and buffer is not None:
+        buffer.seek(0)
+
+
+def _head(buffer: BinaryIO) -> bytes:
+    """The first bytes, up to the end of the second line (a pipe may deliver them piecemeal)."""
+    head = b""
+    read = getattr(buffer, "read1", buffer.read)
+    while head.count(b"\n") < 2 and len(head) < HEAD_LIMIT:
+        chunk = read(HEAD_LIMIT - len(head))
+        if not chunk:
+            break
+        head += chunk
+        if head.startswith(_COMPRESSED):
+            break
+    return head
+
+
+#: the standard input streams replaced: kept, since a text stream that is collected closes its
+#: buffer -- the process's own standard input
+_REPLACED: list = []
+
+
+def _replace(buffer: Any, meta: Optional[PluginMeta]) -> None:
+    stream = io.TextIOWrapper(buffer, encoding="utf-8", errors="surrogateescape")
+    stream.lockcheck_meta = meta  # type: ignore[attr-defined]
+    _REPLACED.append(sys.stdin)
+    sys.stdin = stream
+
+
+class _Prefixed(io.RawIOBase):
+    """The head already read, then the rest of standard input."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        super().__init__()
+        self._head = head
+        self._rest = rest
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self._head:
+            size = min(len(buffer), len(self._head))
+            buffer[:size] = self._head[:size]
+            self._head = self._head[size:]
+            return size
+        read = getattr(self._rest, "read1", self._rest.read)
+        data = read(len(buffer))
+        buffer[:len(data)] = data
+        return len(data)
