@@ -36,7 +36,7 @@ def test_fuzzing_every_input_keeps_the_contract(tmp_path: Path) -> None:
     env = dict(os.environ, LOCKCHECK_FUZZ_WORK=str(tmp_path / "work"))  # nothing left in /tmp
     subprocess.run([sys.executable, str(HARNESS), "--write-seeds", str(corpus)], check=True, env=env)
     seeds = sorted(p.name for p in corpus.iterdir())
-    assert len(seeds) == 16 and seeds[0] == "00-auto" and seeds[-1] == "15-pyproject"
+    assert len(seeds) == 22 and seeds[0] == "00-auto" and seeds[-1] == "21-boot-dir"
     result = subprocess.run([sys.executable, str(HARNESS), f"-runs={RUNS}", "-seed=1",
                              f"-artifact_prefix={tmp_path}/", str(corpus)],
                             capture_output=True, text=True, timeout=1800, env=env)
