@@ -61,7 +61,8 @@ def test_a_boot_directory_with_two_unreadable_files_keeps_the_contract(tmp_path:
     finally:
         sys.path.pop(0)
     index = names.index("boot-dir")
-    parts = [b"all lock classes:\n", b"all lock chains:\n\xcb\n", b" lock-classes: \xcb\n", b"", b"T1 acquire A\n"]
+    bad_trace = b"#lockcheck-trace v1\n# a comment\n# \xcb\n"  # each a trace input of its own
+    parts = [b"all clok classes:\n", bad_trace, bad_trace]
     unit = tmp_path / "unit"
     unit.write_bytes(bytes([index]) + b"\n\xff\xfe\n".join(parts))
     env = dict(os.environ, LOCKCHECK_FUZZ_WORK=str(tmp_path / "work"))
