@@ -86,6 +86,10 @@ def test_a_zstd_bomb_is_decompressed_a_bounded_piece_at_a_time(chunk):
     assert max(decompressor.outputs) <= BOUND
     # at this ratio the feed shrinks so that a call returns about ZSTD_OUT, not megabytes
     assert sorted(decompressor.outputs)[len(decompressor.outputs) // 2] <= 4 * zstd_input.ZSTD_OUT
+    # and stays small when a call ends inside a block and returns nothing: the feed follows the
+    # stream's ratio, not the last call's (that empty call once fed 128 bytes next: 4 MB out)
+    assert max(decompressor.inputs[10:]) <= 16
+    assert max(decompressor.outputs) <= 4 * (128 << 10)
 
 
 def test_frames_and_their_boundaries_survive_small_feeds():

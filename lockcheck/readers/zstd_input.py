@@ -85,6 +85,7 @@ class ZstdFrames:
         self._out = b""
         self._at = 0  # how much of `_out` was handed out
         self._feed = 8  # compressed bytes fed per call: small until the ratio is known
+        self._fed = self._made = 0  # compressed bytes fed so far, and what they decompressed to
         self._ended = False
 
     def read1(self, size: int = -1) -> bytes:
@@ -117,8 +118,14 @@ class ZstdFrames:
         self._out = self._frame.decompress(data)
         self._at = 0
         # highly compressed data gets smaller bites, so that what a call returns stays near
-        # ZSTD_OUT (a 100 MB trace at 10,000:1 held 1.3 MB per call otherwise: 1.3x the RSS)
-        self._feed = max(8, min(ZSTD_FEED, ZSTD_OUT * len(data) // max(len(self._out), 1)))
+        # ZSTD_OUT (a 100 MB trace at 10,000:1 held 1.3 MB per call otherwise: 1.3x the RSS).
+        # The ratio is the stream's so far, not the last call's: a call that ends inside a block
+        # returns nothing, and taking that for incompressible data fed ZSTD_FEED bytes next,
+        # megabytes of output at once (the repetitive trace peaked 4 MB higher)
+        self._fed += len(data)
+        self._made += len(self._out)
+        if self._made:  # (a frame header alone makes nothing: the ratio is not known yet)
+            self._feed = max(8, min(ZSTD_FEED, ZSTD_OUT * self._fed // self._made))
         if self._frame.eof:
             unused = self._frame.unused_data
             if unused:  # the start of the next frame: it goes before what was not fed yet
