@@ -16,8 +16,8 @@ import pytest
 
 zstandard = pytest.importorskip("zstandard")
 
-from lockcheck.errors import TraceError  # noqa: E402
-from lockcheck.readers import source, zstd_input  # noqa: E402
+from lockcheck.errors import TraceError
+from lockcheck.readers import source, zstd_input
 
 
 def _bomb(chunk: bytes, total: int) -> bytes:
