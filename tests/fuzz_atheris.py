@@ -67,7 +67,24 @@ TARGETS: list[Target] = [
     ("stat", "lock_stat", lambda f: ["stat", "--no-progress", f], "tests/data/lock_stat/excerpt.txt"),
     ("convert", "c.trace", lambda f: ["convert", "--no-progress", f], "traces/sample.jsonl"),
     ("pyproject", "pyproject.toml", lambda f: ["check", "--no-progress", TRACE], "pyproject.toml"),
+    # the boot's lockdep state, file by file: /proc/lockdep_chains, /proc/lockdep_stats, a dmesg
+    ("lockdep-chains", "lockdep_chains", lambda f: [*CHECK, "--lockdep-state", f, TRACE],
+     "tests/data/kernel-6.1/clean/lockdep_chains.txt.xz"),
+    ("lockdep-stats", "lockdep_stats", lambda f: [*CHECK, "--lockdep-state", f, TRACE],
+     "tests/data/kernel-6.1/clean/lockdep_stats.txt"),
+    ("state-dmesg", "dmesg", lambda f: [*CHECK, "--lockdep-state", f, TRACE], "tests/data/kernel-log/recursive.log"),
+    ("splat-log", "splat.log", lambda f: [*CHECK, f], "tests/data/kernel-log/circular-3-classes.log"),
+    # a directory of boot files (`FILES` parts split at `SEPARATOR`): given as --lockdep-state,
+    # and as a boot directory input with a trace of its own (`lockcheck.kernel.boot`)
+    ("state-dir", "state/", lambda f: [*CHECK, "--lockdep-state", f, TRACE], ""),
+    ("boot-dir", "boot/", lambda f: [*CHECK, f], ""),
 ]
+#: a directory target's bytes are its files' contents, one after the other, split here
+SEPARATOR = b"\n\xff\xfe\n"
+#: the files of a directory target, in the order of its parts (a part that is missing: no file)
+FILES = ("lockdep.txt", "lockdep_chains.txt", "lockdep_stats.txt", "dmesg.txt", "trace.lt", "meta.txt")
+#: what a seed holds of a large repository file (libFuzzer grows inputs from there)
+SEED_BYTES = 6000
 
 def _work_dir() -> Path:
     """Where inputs are written: LOCKCHECK_FUZZ_WORK (the test's own temporary directory), or a
@@ -90,7 +107,10 @@ def run_one(data: bytes) -> None:
         return
     name, filename, command, _ = TARGETS[data[0] % len(TARGETS)]
     path = WORK / filename
-    path.write_bytes(data[1:])
+    if filename.endswith("/"):
+        _write_directory(path, data[1:])
+    else:
+        path.write_bytes(data[1:])
     out, err = io.StringIO(), io.StringIO()
     here = os.getcwd()
     os.chdir(WORK)  # the pyproject.toml target's file is found here; the others pass --no-config
@@ -98,7 +118,10 @@ def run_one(data: bytes) -> None:
         status = main(command(str(path)), stdout=out, stderr=err)
     finally:
         os.chdir(here)  # libFuzzer writes new inputs to the corpus directory it was given
-        path.unlink()
+        if path.is_dir():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
     text = err.getvalue()
     # a note may be wrapped (`wording.wrap_note`): its later lines, indented, belong to it
     errors: list[str] = []
@@ -109,10 +132,52 @@ def run_one(data: bytes) -> None:
         else:
             in_note = False
             errors.append(line)
+    # a directory is one input per file: each file that does not read has its own error line
+    allowed = _files_with_errors(errors, path) if filename.endswith("/") else 1
     broken = ("internal error" in text or "Traceback" in text or status not in (0, 1, 2)
-              or (status == 2 and len(errors) != 1) or (status != 2 and errors))
+              or (status == 2 and not 1 <= len(errors) <= allowed) or (status != 2 and errors))
     if broken:
         raise AssertionError(f"target {name}: exit status {status}, stderr:\n{text}")
+
+
+def _files_with_errors(errors: list[str], directory: Path) -> int:
+    """How many error lines a directory target may have: one per file, each naming its own file
+    of the directory (or the directory itself); 0 when a line names anything else or a file twice."""
+    named = []
+    for line in errors:
+        file = line.split(": ", 1)[0].split(":", 1)[0]
+        if not (file == str(directory) or Path(file).parent == directory):
+            return 0
+        named.append(file)
+    return len(named) if len(set(named)) == len(named) else 0
+
+
+def _write_directory(path: Path, data: bytes) -> None:
+    """A directory target: its parts (split at SEPARATOR) written as FILES, in order."""
+    path.mkdir()
+    for name, part in zip(FILES, data.split(SEPARATOR)):
+        (path / name).write_bytes(part)
+
+
+def _seed_body(seed: str) -> bytes:
+    """The start of a repository file (decompressed when it is `.xz`), at most SEED_BYTES."""
+    import lzma
+
+    body = (ROOT / seed).read_bytes()
+    if seed.endswith(".xz"):
+        body = lzma.decompress(body)
+    return body[:SEED_BYTES]
+
+
+def _boot_seed() -> bytes:
+    """A small boot directory: lockdep, chains, stats, dmesg and a trace, as a directory target."""
+    data = ROOT / "tests" / "data"
+    parts = [_seed_body("tests/data/kernel-6.1/clean/lockdep.txt.xz"),
+             _seed_body("tests/data/kernel-6.1/clean/lockdep_chains.txt.xz"),
+             (data / "kernel-6.1" / "clean" / "lockdep_stats.txt").read_bytes(),
+             (data / "kernel-log" / "circular-2-classes.log").read_bytes(),
+             (ROOT / "traces" / "abba.lt").read_bytes()]
+    return SEPARATOR.join(parts)
 
 
 def write_seeds(directory: Path) -> None:
@@ -120,7 +185,9 @@ def write_seeds(directory: Path) -> None:
     directory.mkdir(parents=True, exist_ok=True)
     for index, (name, filename, _, seed) in enumerate(TARGETS):
         if seed:
-            body = (ROOT / seed).read_bytes()
+            body = _seed_body(seed) if seed.endswith(".xz") else (ROOT / seed).read_bytes()
+        elif filename.endswith("/"):
+            body = _boot_seed()
         elif name == "order":
             body = (b"&mm->mmap_sem < &anon_vma->rwsem\ngroup FS = &sb->s_umount, &inode->i_rwsem\n"
                     b"FS < &mm->mmap_sem\nnestable &rq->lock by address\n")

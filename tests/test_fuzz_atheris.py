@@ -36,7 +36,7 @@ def test_fuzzing_every_input_keeps_the_contract(tmp_path: Path) -> None:
     env = dict(os.environ, LOCKCHECK_FUZZ_WORK=str(tmp_path / "work"))  # nothing left in /tmp
     subprocess.run([sys.executable, str(HARNESS), "--write-seeds", str(corpus)], check=True, env=env)
     seeds = sorted(p.name for p in corpus.iterdir())
-    assert len(seeds) == 16 and seeds[0] == "00-auto" and seeds[-1] == "15-pyproject"
+    assert len(seeds) == 22 and seeds[0] == "00-auto" and seeds[-1] == "21-boot-dir"
     result = subprocess.run([sys.executable, str(HARNESS), f"-runs={RUNS}", "-seed=1",
                              f"-artifact_prefix={tmp_path}/", str(corpus)],
                             capture_output=True, text=True, timeout=1800, env=env)
@@ -46,3 +46,26 @@ def test_fuzzing_every_input_keeps_the_contract(tmp_path: Path) -> None:
     assert f"Done {RUNS} runs" in result.stderr
     # the fuzzer found inputs of its own beyond the seeds: it reached code they did not
     assert len(list(corpus.iterdir())) > len(seeds)
+
+
+@pytest.mark.slow
+@needs_atheris
+def test_a_boot_directory_with_two_unreadable_files_keeps_the_contract(tmp_path: Path) -> None:
+    """A boot directory is one input per file: two bad files are two error lines, not a broken
+    contract (what the first campaign of the boot-dir target stopped on); the input is run as
+    libFuzzer runs a saved crash, once."""
+    sys.path.insert(0, str(HARNESS.parent))
+    try:
+        names = [line.split('"')[1] for line in HARNESS.read_text().splitlines()
+                 if line.strip().startswith('("') and '",' in line]
+    finally:
+        sys.path.pop(0)
+    index = names.index("boot-dir")
+    bad_trace = b"#lockcheck-trace v1\n# a comment\n# \xcb\n"  # each a trace input of its own
+    parts = [b"all clok classes:\n", bad_trace, bad_trace]
+    unit = tmp_path / "unit"
+    unit.write_bytes(bytes([index]) + b"\n\xff\xfe\n".join(parts))
+    env = dict(os.environ, LOCKCHECK_FUZZ_WORK=str(tmp_path / "work"))
+    result = subprocess.run([sys.executable, str(HARNESS), str(unit)], capture_output=True, text=True, check=False,
+                            timeout=600, env=env)
+    assert result.returncode == 0 and "Executed" in result.stderr, result.stderr[-3000:]

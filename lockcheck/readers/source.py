@@ -19,6 +19,7 @@ from itertools import repeat
 from typing import BinaryIO, Callable, Iterator, Optional
 
 from lockcheck.errors import TraceError
+from lockcheck.readers import zstd_input
 
 STDIN = "-"
 STDIN_NAME = "<stdin>"
@@ -110,7 +111,7 @@ def _decompressed(raw: BinaryIO, name: str) -> BinaryIO:
     if head.startswith(_XZ_MAGIC):
         return lzma.LZMAFile(stream, mode="rb")  # type: ignore[return-value]
     if head.startswith(_ZSTD_MAGIC):
-        return _zstd_reader(stream, name)
+        return zstd_input.frames(stream, name)  # type: ignore[return-value]
     return stream
 
 
@@ -140,79 +141,6 @@ def _read_exactly(raw: BinaryIO, size: int, name: str) -> bytes:
     except OSError as err:
         raise TraceError(name, None, None, err.strerror or str(err)) from None
     return head
-
-
-def _zstd_reader(stream: BinaryIO, name: str) -> BinaryIO:
-    """A zstd decompressing line reader; zstd support is the optional `zstandard` package."""
-    try:
-        import zstandard
-    except ImportError:
-        raise TraceError(name, None, None, "zstd-compressed input needs the 'zstandard' package "
-                                           "(pip install 'pylockdep[zstd]')") from None
-    return io.BufferedReader(_ZstdFrames(stream, zstandard.ZstdDecompressor()))  # type: ignore[arg-type]
-
-
-class _ZstdFrames(io.RawIOBase):
-    """zstd frames decompressed one after the other, with a bounded output per call; input that
-    ends inside a frame is an EOFError.
-
-    zstandard's own `stream_reader` reports a truncated frame as a clean end
-    of data: a half-copied `.zst` trace would read as a shorter (or empty)
-    trace with exit status 0.  Here each frame's decompressor says whether
-    its frame ended (`eof`), as gzip and lzma do.  That decompressor has no
-    output limit, so it is fed `ZSTD_FEED` compressed bytes at a time: a zstd
-    block of 4 bytes can stand for 128 KB, so no call returns more than
-    `ZSTD_FEED` / 4 * 128 KB (4 MB), however the data was crafted (a 33 KB
-    file of zeros once took 2.1 GB here, decompressed in one call).  The
-    output is handed out from an offset, never by slicing off its front (which
-    copied the rest at every read: quadratic in a frame's size).
-    """
-
-    def __init__(self, stream: BinaryIO, decompressor) -> None:
-        super().__init__()
-        self._stream = stream
-        self._new = decompressor.decompressobj
-        self._frame = None  # the current frame's decompressor, None between frames
-        self._pending = memoryview(b"")  # compressed bytes not fed yet
-        self._out = b""
-        self._at = 0  # how much of `_out` was handed out
-        self._feed = 8  # compressed bytes fed per call: small until the ratio is known
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: bytearray) -> int:  # type: ignore[override]
-        while self._at >= len(self._out):
-            if not self._pending:
-                self._pending = memoryview(self._stream.read(ZSTD_FEED << 9))
-                if not self._pending:
-                    if self._frame is not None:
-                        raise EOFError("compressed data is truncated")
-                    return 0
-            if self._frame is None:
-                self._frame = self._new()
-            data = self._pending[:self._feed]
-            self._pending = self._pending[self._feed:]
-            self._out = self._frame.decompress(data)
-            self._at = 0
-            # highly compressed data gets smaller bites, so that what a call returns stays near
-            # ZSTD_OUT (a 100 MB trace at 10,000:1 held 1.3 MB per call otherwise: 1.3x the RSS)
-            self._feed = max(8, min(ZSTD_FEED, ZSTD_OUT * len(data) // max(len(self._out), 1)))
-            if self._frame.eof:
-                unused = self._frame.unused_data
-                if unused:  # the start of the next frame: it goes before what was not fed yet
-                    self._pending = memoryview(unused + bytes(self._pending))
-                self._frame = None
-        size = min(len(buffer), len(self._out) - self._at)
-        buffer[:size] = self._out[self._at:self._at + size]
-        self._at += size
-        return size
-
-
-#: compressed bytes given to a zstd decompressor per call (`_ZstdFrames`): bounds its output
-ZSTD_FEED = 128
-#: decompressed bytes a call aims at (the feed shrinks when the data is compressed more than that)
-ZSTD_OUT = 1 << 16
 
 
 class _Prefixed(io.RawIOBase):
