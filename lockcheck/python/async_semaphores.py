@@ -1,0 +1,93 @@
+"""The tracked `asyncio.Semaphore` and `asyncio.BoundedSemaphore`, held by asyncio tasks.
+
+They enter the graph as `threading`'s do (`lockcheck.python.semaphores.reading`, the one
+place): a `Semaphore` is acquire-only, a `BoundedSemaphore` is held by the acquiring task until
+released (exclusive for a bound of 1).  A permit has no owner, so a contended acquire is no wait
+of the wait-for detector (`lockcheck.python.waitfor`): nobody is known to hold what it waits for.
+"""
+
+from __future__ import annotations
+
+import asyncio.locks
+import sys
+from typing import Optional
+
+from lockcheck.python import tracked as _t
+from lockcheck.python.semaphores import reading
+from lockcheck.python.sites import creation
+from lockcheck.python.tracked import _OrigInstanceCheck, _pass_for
+
+#: the originals, captured at import (before anything is patched)
+_ORIG_ASEMAPHORE = asyncio.locks.Semaphore
+_ORIG_ABSEMAPHORE = asyncio.locks.BoundedSemaphore
+
+
+class _AsyncSemaphoreMixin:
+    """What both tracked asyncio semaphores add to the original: the events of `reading`."""
+
+    _lc: Optional[tuple[str, str]] = None
+    _lc_held = False
+    _lc_mode = 0
+
+    def _lc_init(self, bounded: bool, bound: int) -> None:
+        self._lc = creation(3) if _t._rec is not None else None
+        self._lc_holders: list = []
+        self._lc_held, self._lc_mode = reading(bounded, bound)
+
+    async def acquire(self) -> bool:
+        __tracebackhide__ = True  # pytest: a finding raised here points at the caller
+        rec = _t._rec
+        lc = self._lc
+        if rec is None or lc is None:
+            return await super().acquire()  # type: ignore[misc]
+        cls, inst = lc
+        task, comm = rec.async_task()
+        rec.acquired(task, comm, cls, inst, sys._getframe(1), self._lc_mode)
+        if not self._lc_held:
+            rec.released(task, cls, inst)  # acquire-only: validated, never held
+            return await super().acquire()  # type: ignore[misc]
+        try:
+            await super().acquire()  # type: ignore[misc]
+        except BaseException:
+            rec.released(task, cls, inst)
+            raise
+        self._lc_holders.append(task)
+        return True
+
+    def release(self) -> None:
+        super().release()  # type: ignore[misc]  # BoundedSemaphore's ValueError: nothing recorded
+        rec = _t._rec
+        lc = self._lc
+        holders = self._lc_holders if lc is not None else None
+        if rec is None or not holders:
+            return
+        task, _comm = rec.async_task()
+        holder = task if task in holders else holders[0]  # a release by another task: the oldest permit
+        holders.remove(holder)
+        rec.released(holder, *lc)
+
+
+class TrackedAsyncSemaphore(_AsyncSemaphoreMixin, _ORIG_ASEMAPHORE, metaclass=_OrigInstanceCheck):
+    """`asyncio.Semaphore`: acquire-only (validated, never held)."""
+
+    _lc_orig = _ORIG_ASEMAPHORE
+
+    def __init__(self, value: int = 1) -> None:
+        _ORIG_ASEMAPHORE.__init__(self, value)
+        self._lc_init(False, value)
+
+
+class TrackedAsyncBoundedSemaphore(_AsyncSemaphoreMixin, _ORIG_ABSEMAPHORE, metaclass=_OrigInstanceCheck):
+    """`asyncio.BoundedSemaphore`: held by the acquiring task until released."""
+
+    _lc_orig = _ORIG_ABSEMAPHORE
+
+    def __init__(self, value: int = 1) -> None:
+        _ORIG_ABSEMAPHORE.__init__(self, value)
+        self._lc_init(True, value)
+
+
+_pass_for(TrackedAsyncSemaphore, _ORIG_ASEMAPHORE)
+_pass_for(TrackedAsyncBoundedSemaphore, _ORIG_ABSEMAPHORE)
+
+__all__ = ["TrackedAsyncBoundedSemaphore", "TrackedAsyncSemaphore"]
