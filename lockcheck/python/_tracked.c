@@ -1757,6 +1757,26 @@ async_released(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 }
 
 static PyObject *
+async_task_key(PyObject *module, PyObject *unused)
+{
+    int ok;
+    PyObject *rec = active_rec(&ok);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *task, *comm;
+    int r = ok ? async_task(rec, &task, &comm) : 1;
+    if (r < 0)
+        return NULL;
+    if (r == 1)
+        Py_RETURN_NONE;
+    Py_DECREF(comm);
+    return task;
+}
+
+static PyObject *
 setup_async(PyObject *module, PyObject *args)
 {
     PyObject *func, *loop_func, *tasks_dict;
@@ -1871,6 +1891,8 @@ static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS, setup_doc},
     {"async_acquired", (PyCFunction)(void (*)(void))async_acquired, METH_FASTCALL, async_acquired_doc},
     {"async_released", (PyCFunction)(void (*)(void))async_released, METH_FASTCALL, async_released_doc},
+    {"async_task_key", async_task_key, METH_NOARGS,
+     "The running asyncio task's key (Recorder.async_task's), or None: not named yet, or no task."},
     {"setup_async", setup_async, METH_VARARGS,
      "setup_async(current_task, get_running_loop, current_tasks): how async_acquired finds the running task\n"
      "(the last two None where current_task is compiled; given, current_tasks[get_running_loop()])."},

@@ -4,6 +4,8 @@ They enter the graph as `threading`'s do (`lockcheck.python.semaphores.reading`,
 place): a `Semaphore` is acquire-only, a `BoundedSemaphore` is held by the acquiring task until
 released (exclusive for a bound of 1).  A permit has no owner, so a contended acquire is no wait
 of the wait-for detector (`lockcheck.python.waitfor`): nobody is known to hold what it waits for.
+Where the compiled core is built, a free permit's acquire that is a chain-cache hit is recorded
+by it, as `asyncio.Lock`'s is (`lockcheck.python.async_lock`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,9 @@ from lockcheck.python import tracked as _t
 from lockcheck.python.semaphores import reading
 from lockcheck.python.sites import creation
 from lockcheck.python.tracked import _OrigInstanceCheck, _pass_for
+
+#: the compiled hit path (lockcheck/python/_tracked.c), or None: the pure path (the reference)
+_core = _t._core
 
 #: the originals, captured at import (before anything is patched)
 _ORIG_ASEMAPHORE = asyncio.locks.Semaphore
@@ -34,12 +39,40 @@ class _AsyncSemaphoreMixin:
         self._lc_holders: list = []
         self._lc_held, self._lc_mode = reading(bounded, bound)
 
+    def _lc_fast(self, lc: tuple[str, str]) -> bool:
+        """A free permit, nobody queued: taken now (no await between the test and the take) if
+        the compiled core records the acquire as a chain-cache hit (and, acquire-only, its
+        release); False: nothing was done, the Python path does it all."""
+        task = _core.async_acquired(lc[0], lc[1], self._lc_mode)
+        if task is None:
+            return False
+        if self._lc_held:
+            self._lc_holders.append(task)
+        elif not _core.async_released(lc[0], lc[1], task):
+            _t._rec.released(task, lc[0], lc[1])  # type: ignore[union-attr]
+        self._value -= 1  # type: ignore[attr-defined]
+        return True
+
+    async def __aenter__(self) -> None:
+        __tracebackhide__ = True
+        lc = self._lc
+        if _core is not None and lc is not None and self._value > 0 and not self._waiters \
+                and _t._rec is not None and self._lc_fast(lc):  # type: ignore[attr-defined]
+            return None
+        await self.acquire()
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.release()
+
     async def acquire(self) -> bool:
         __tracebackhide__ = True  # pytest: a finding raised here points at the caller
         rec = _t._rec
         lc = self._lc
         if rec is None or lc is None:
             return await super().acquire()  # type: ignore[misc]
+        if _core is not None and self._value > 0 and not self._waiters and self._lc_fast(lc):  # type: ignore[attr-defined]
+            return True
         cls, inst = lc
         task, comm = rec.async_task()
         rec.acquired(task, comm, cls, inst, sys._getframe(1), self._lc_mode)
@@ -61,10 +94,16 @@ class _AsyncSemaphoreMixin:
         holders = self._lc_holders if lc is not None else None
         if rec is None or not holders:
             return
-        task, _comm = rec.async_task()
-        holder = task if task in holders else holders[0]  # a release by another task: the oldest permit
-        holders.remove(holder)
-        rec.released(holder, *lc)
+        if len(holders) == 1:
+            holder = holders.pop()  # the releasing task's, or (another task's release) the oldest
+        else:
+            task = _core.async_task_key() if _core is not None else None
+            if task is None:
+                task, _comm = rec.async_task()
+            holder = task if task in holders else holders[0]  # a release by another task: the oldest permit
+            holders.remove(holder)
+        if _core is None or not _core.async_released(lc[0], lc[1], holder):  # type: ignore[index]
+            rec.released(holder, *lc)  # type: ignore[misc]
 
 
 class TrackedAsyncSemaphore(_AsyncSemaphoreMixin, _ORIG_ASEMAPHORE, metaclass=_OrigInstanceCheck):
