@@ -1583,9 +1583,15 @@ static PyObject *s_atasks, *s_data, *s_context;
 static PyObject *atasks_seen, *atasks_data;  /* rec._atasks and its .data dict */
 static PyObject *comm_task, *comm_ctx, *comm_val;  /* the last comm made: task key, context -> comm */
 
+/* the last task looked up: a weak reference to it (ours) and its key; the key stays its key while
+ * the recorder is the same (`_atasks` drops an entry only when its task is gone) */
+static PyObject *last_atask_ref, *last_akey;
+
 static void
 forget_async(void)
 {
+    Py_CLEAR(last_atask_ref);
+    Py_CLEAR(last_akey);
     Py_CLEAR(atasks_seen);
     Py_CLEAR(atasks_data);
     Py_CLEAR(comm_task);
@@ -1642,21 +1648,31 @@ async_task(PyObject *rec, PyObject **task, PyObject **comm)
         Py_DECREF(atask);
         return 1;
     }
-    PyObject *wr = PyWeakref_NewRef(atask, NULL);  /* looked up as WeakKeyDictionary.get does */
-    if (wr == NULL) {
+    PyObject *key;
+    if (last_atask_ref != NULL && PyWeakref_GET_OBJECT(last_atask_ref) == atask) {
+        key = Py_NewRef(last_akey);
         Py_DECREF(atask);
-        PyErr_Clear();
-        return 1;
     }
-    PyObject *key = PyDict_GetItemWithError(atasks_data, wr);
-    Py_XINCREF(key);
-    Py_DECREF(wr);
-    Py_DECREF(atask);
-    if (key == NULL)
-        return PyErr_Occurred() ? -1 : 1;
-    if (!PyUnicode_CheckExact(key)) {
-        Py_DECREF(key);
-        return 1;
+    else {
+        PyObject *wr = PyWeakref_NewRef(atask, NULL);  /* looked up as WeakKeyDictionary.get does */
+        Py_DECREF(atask);
+        if (wr == NULL) {
+            PyErr_Clear();
+            return 1;
+        }
+        key = PyDict_GetItemWithError(atasks_data, wr);
+        Py_XINCREF(key);
+        if (key == NULL) {
+            Py_DECREF(wr);
+            return PyErr_Occurred() ? -1 : 1;
+        }
+        if (!PyUnicode_CheckExact(key)) {
+            Py_DECREF(wr);
+            Py_DECREF(key);
+            return 1;
+        }
+        Py_XSETREF(last_atask_ref, wr);  /* a weakref without callback: releasing it runs no Python code */
+        Py_XSETREF(last_akey, Py_NewRef(key));
     }
     PyObject *c;
     if (context == Py_None || PyUnicode_GET_LENGTH(context) == 0)
