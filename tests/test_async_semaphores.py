@@ -154,3 +154,32 @@ def test_cancelled_acquire_leaves_nothing_held() -> None:
         asyncio.run(scenario(rec))
     assert kinds(rec) == []
     assert all(not t.held for t in rec.checker.tasks.values())
+
+
+def test_a_subclass_acquire_is_called_by_async_with() -> None:
+    """`async with` on a subclass that overrides `acquire` calls it, as plain asyncio does (the
+    tracked `__aenter__` takes the hit path itself only for the tracked types' own `acquire`)."""
+    calls: list[str] = []
+
+    async def scenario() -> None:
+        class CountingLock(asyncio.Lock):
+            async def acquire(self) -> bool:
+                calls.append("lock")
+                return await super().acquire()
+
+        class CountingSemaphore(asyncio.BoundedSemaphore):
+            async def acquire(self) -> bool:
+                calls.append("sem")
+                return await super().acquire()
+
+        lock, sem = CountingLock(), CountingSemaphore(1)
+        for _ in range(2):
+            async with lock:
+                async with sem:
+                    pass
+
+    with pylocks.instrument() as rec:
+        asyncio.run(scenario())
+    assert calls == ["lock", "sem"] * 2
+    assert kinds(rec) == []
+    assert rec.checker.stats.events >= 8

@@ -32,12 +32,20 @@ class TrackedAsyncLock(_ORIG_ALOCK, metaclass=_OrigInstanceCheck):
         self._lc_holder: Optional[str] = None
         self._lc_since = 0.0
 
+    #: `async with` may take the hit path itself: `acquire` is this class's (a subclass that
+    #: overrides it gets its own `acquire` called, as `asyncio.Lock.__aenter__` calls it)
+    _lc_direct = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._lc_direct = cls.acquire is TrackedAsyncLock.acquire
+
     async def __aenter__(self) -> None:
         """`async with lock:` -- a free lock's hit is taken here, without the `acquire` coroutine
         (the one frame less pays for part of the recording)."""
         __tracebackhide__ = True
         lc = self._lc
-        if _core is not None and lc is not None and not self._locked and not self._waiters \
+        if self._lc_direct and _core is not None and lc is not None and not self._locked and not self._waiters \
                 and _t._rec is not None:
             task = _core.async_acquired(lc[0], lc[1], 0)
             if task is not None:

@@ -53,10 +53,17 @@ class _AsyncSemaphoreMixin:
         self._value -= 1  # type: ignore[attr-defined]
         return True
 
+    #: `async with` may take the hit path itself (see `lockcheck.python.async_lock`)
+    _lc_direct = True
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)  # type: ignore[call-arg]
+        cls._lc_direct = cls.acquire is _AsyncSemaphoreMixin.acquire
+
     async def __aenter__(self) -> None:
         __tracebackhide__ = True
         lc = self._lc
-        if _core is not None and lc is not None and self._value > 0 and not self._waiters \
+        if self._lc_direct and _core is not None and lc is not None and self._value > 0 and not self._waiters \
                 and _t._rec is not None and self._lc_fast(lc):  # type: ignore[attr-defined]
             return None
         await self.acquire()

@@ -22,8 +22,8 @@ def free_threaded() -> bool:
 
 def _load_core() -> Any:
     """The compiled hit path (`lockcheck.python._trackedcore`), or None: not built, or
-    `LOCKCHECK_PURE=1`, or a free-threaded CPython (`free_threaded`; the pure-Python methods of `lockcheck.python.tracked` are then the
-    tracked types' own)."""
+    `LOCKCHECK_PURE=1`, or a free-threaded CPython (`free_threaded`); the pure-Python methods of
+    `lockcheck.python.tracked` are then the tracked types' own."""
     if os.environ.get("LOCKCHECK_PURE") == "1" or free_threaded():
         return None
     try:
@@ -36,6 +36,29 @@ def _load_core() -> Any:
 CORE = _load_core()
 
 
+def _setup_async(core: Any) -> None:
+    """How the compiled core finds the running asyncio task: `_asyncio.current_task` where it is
+    compiled (3.12+); on 3.11 `asyncio.current_task` is Python, which reads
+    `_current_tasks[_get_running_loop()]` -- the core reads them itself, when both are C's."""
+    import _asyncio
+    import asyncio
+
+    compiled = getattr(_asyncio, "current_task", None)
+    if compiled is not None:
+        core.setup_async(compiled, None, None)
+        return
+    get_loop = getattr(_asyncio, "_get_running_loop", None)
+    current = getattr(_asyncio, "_current_tasks", None)
+    if asyncio.tasks._current_tasks is current and asyncio.events._get_running_loop is get_loop:
+        core.setup_async(asyncio.current_task, get_loop, current)
+    else:
+        core.setup_async(asyncio.current_task, None, None)
+
+
+if CORE is not None:
+    _setup_async(CORE)
+
+
 def core_note() -> Optional[str]:
     """What the pytest plugin says once at session start (its header line) when the compiled
     hit path is off for want of a GIL; None otherwise."""
@@ -43,6 +66,7 @@ def core_note() -> Optional[str]:
         return ("lockcheck: free-threaded CPython (Py_GIL_DISABLED): the tracked locks' compiled hit path "
                 "is off, the pure-Python path runs (the same findings, slower)")
     return None
+
 
 #: what the modules below the recorder call the recorder they are handed (a
 #: `lockcheck.python.recorder.Recorder`): they may not import its module, which imports them

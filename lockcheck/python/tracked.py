@@ -581,24 +581,6 @@ def _c_site(rec: RecorderRef, frame: Any) -> Optional[tuple]:
     return rec.site(frame)
 
 
-def _setup_async() -> None:
-    """How the compiled core finds the running asyncio task: `_asyncio.current_task` where it is
-    compiled (3.12+); on 3.11 `asyncio.current_task` is Python, which reads
-    `_current_tasks[_get_running_loop()]` -- the core reads them itself, when both are C's."""
-    import _asyncio
-
-    compiled = getattr(_asyncio, "current_task", None)
-    if compiled is not None:
-        _core.setup_async(compiled, None, None)
-        return
-    get_loop = getattr(_asyncio, "_get_running_loop", None)
-    current = getattr(_asyncio, "_current_tasks", None)
-    if asyncio.tasks._current_tasks is current and asyncio.events._get_running_loop is get_loop:
-        _core.setup_async(asyncio.current_task, get_loop, current)
-    else:
-        _core.setup_async(asyncio.current_task, None, None)
-
-
 if _core is not None:
     from lockcheck.lockdep.checker import MAX_LOCK_DEPTH as _MAX_LOCK_DEPTH
     from lockcheck.events import ACQUIRE as _ACQUIRE
@@ -609,4 +591,3 @@ if _core is not None:
 
     _core.setup(globals(), _c_refresh, _c_site, _Event, _HeldLock, _TaskState, _ACQUIRE, _INITIAL_CHAIN_KEY,
                 _MAX_LOCK_DEPTH, TrackedLock, TrackedRLock)
-    _setup_async()
