@@ -107,7 +107,7 @@ static PyObject *s_max_depth, *s_rec, *s_trace, *s_check, *s_gen, *s_feed_lock, 
     *s_chain_hits, *s_info, *s_locked, *s_acquire, *s_release, *s_is_owned, *s_thread_task, *s_py_enter,
     *s_py_acquire, *s_py_release, *s_contended, *s_tried, *s_released, *s_self_released, *s_bad_releases,
     *s_nested_enter, *s_nested_exit;
-static PyObject *small_zero, *small_one;
+static PyObject *small_zero, *small_one, *small_two;
 
 /* Whether an int (a depth, a count) is not 0.  Not Py_SIZE: since 3.12 an int's ob_size is no
  * longer its signed digit count (a tracked RLock's release went unrecorded there).  An int's
@@ -150,9 +150,12 @@ static _Thread_local unsigned long tl_epoch;
 /* the feed lock's bound `locked` */
 static PyObject *feed_lock_seen, *feed_locked;
 
+static void forget_async(void);
+
 static void
 forget_rec(void)
 {
+    forget_async();
     if (flush_stats() < 0)
         PyErr_WriteUnraisable(NULL);
     pend_events = pend_hits = 0;
@@ -501,15 +504,26 @@ typedef struct {
 
 /* Record the acquire of `self` (as `subclass`) by (task, comm), called from `frame`, if it is a
  * chain-cache hit with nothing new: 1 recorded, 0 not (nothing changed), -1 error. */
+static int record_acquire_ci(PyObject *cls, PyObject *inst, int read, PyObject *rec, PyObject *task,
+                             PyObject *comm, PyFrameObject *frame, int subclass, int trylock);
+
 static int
 record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, PyFrameObject *frame,
                int subclass, int trylock)
+{
+    return record_acquire_ci(self->cls, self->inst, 0, rec, task, comm, frame, subclass, trylock);
+}
+
+/* record_acquire of lock class `cls`, instance `inst`, in mode `read` (events.WRITE 0, READ 1,
+ * RREAD 2): what the asyncio locks, which are no `BaseObject`, call */
+static int
+record_acquire_ci(PyObject *cls, PyObject *inst, int read, PyObject *rec, PyObject *task, PyObject *comm,
+                  PyFrameObject *frame, int subclass, int trylock)
 {
     PyObject *site = site_of(rec, frame);
     if (site == NULL)
         return PyErr_Occurred() ? -1 : 0;
     Py_INCREF(site);
-    PyObject *cls = self->cls, *inst = self->inst;
     if (cls == NULL || inst == NULL || !PyUnicode_CheckExact(cls)) {
         Py_DECREF(site);
         return 0;
@@ -598,7 +612,7 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     PyObject *usage = kget(node, s_usage);
     int in_hardirq = nonzero(hdepth), in_softirq = nonzero(sdepth);
     int hardirqs_off = henabled != Py_True || in_hardirq;
-    PyObject *needed = PyList_GET_ITEM(need, (hardirqs_off ? 4 : 0) | (trylock ? 2 : 0));
+    PyObject *needed = PyList_GET_ITEM(need, (hardirqs_off ? 4 : 0) | (trylock ? 2 : 0) | (read ? 1 : 0));
     if (usage == NULL || !PyLong_CheckExact(usage) || !PyLong_CheckExact(needed))
         goto done;
     long u = PyLong_AsLong(usage), n = PyLong_AsLong(needed);
@@ -620,7 +634,8 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
         if (PyLong_AsLong(top_irq) != irq_context)
             base = initial_key;
     }
-    Py_hash_t h = hash3(base, clsname, small_zero);
+    PyObject *mode = read == 0 ? small_zero : read == 1 ? small_one : small_two;
+    Py_hash_t h = hash3(base, clsname, mode);
     if (h == -1) {
         PyErr_Clear();
         goto done;
@@ -653,11 +668,11 @@ record_acquire(BaseObject *self, PyObject *rec, PyObject *task, PyObject *comm, 
     PyObject *file = PyTuple_GET_ITEM(site, 0), *line = PyTuple_GET_ITEM(site, 1),
              *at = PyTuple_GET_ITEM(site, 2);
     PyObject *try_ = trylock ? Py_True : Py_False;
-    PyObject *evf[EV_N] = {task, op_acquire, cls, inst, small_zero, try_, sub, Py_None, check, at,
+    PyObject *evf[EV_N] = {task, op_acquire, cls, inst, mode, try_, sub, Py_None, check, at,
                            Py_None, Py_None, file, line, comm, Py_False, Py_None};
     for (int i = 0; i < EV_N; i++)
         SLOT(ev, ev_off[i]) = Py_NewRef(evf[i]);
-    PyObject *hlf[HL_N] = {clsname, cls, inst, sub, small_zero, try_, Py_True, Py_None, irq,
+    PyObject *hlf[HL_N] = {clsname, cls, inst, sub, mode, try_, Py_True, Py_None, irq,
                            hardirqs_off ? Py_True : Py_False, small_zero, chain_key, ev, Py_None};
     for (int i = 0; i < HL_N; i++)
         SLOT(hl, hl_off[i]) = Py_NewRef(hlf[i]);
@@ -691,8 +706,20 @@ done:
 
 /* Recorder.released(holder, cls, inst) when it is the innermost entry's plain release:
  * 1 done, 0 not for the hit path (nothing changed), -1 error. */
+static int record_release_ci(PyObject *cls, PyObject *inst, PyObject *rec, PyObject *holder);
+
 static int
 record_release(BaseObject *self, PyObject *rec, PyObject *holder)
+{
+    int r = record_release_ci(self->cls, self->inst, rec, holder);
+    if (r == 1)
+        Py_XSETREF(self->holder, Py_NewRef(Py_None));  /* a str: releasing it runs no Python code */
+    return r;
+}
+
+/* record_release of lock class `cls`, instance `inst` (the asyncio locks' too) */
+static int
+record_release_ci(PyObject *cls, PyObject *inst, PyObject *rec, PyObject *holder)
 {
     PyObject *v = kget(rec_dict, s_trace);
     if (v != Py_None || PyObject_Length(pending) != 0)
@@ -732,9 +759,9 @@ record_release(BaseObject *self, PyObject *rec, PyObject *holder)
         goto miss;
     PyObject *tinst = SLOT(top, hl_off[HL_INSTANCE]), *tlock = SLOT(top, hl_off[HL_LOCK]);
     PyObject *refs = SLOT(top, hl_off[HL_REFERENCES]), *prev = SLOT(top, hl_off[HL_PREV_KEY]);
-    if (tinst == NULL || tlock == NULL || refs == NULL || prev == NULL || self->inst == NULL || self->cls == NULL)
+    if (tinst == NULL || tlock == NULL || refs == NULL || prev == NULL || inst == NULL || cls == NULL)
         goto miss;
-    if (str_eq(tinst, self->inst) != 1 || str_eq(tlock, self->cls) != 1)
+    if (str_eq(tinst, inst) != 1 || str_eq(tlock, cls) != 1)
         goto miss;
     if (!PyLong_CheckExact(refs) || nonzero(refs))
         goto miss;
@@ -744,12 +771,9 @@ record_release(BaseObject *self, PyObject *rec, PyObject *holder)
     Py_SET_SIZE(held, PyList_GET_SIZE(held) - 1);  /* list.pop(): the list's reference is ours now */
     PyObject *old_key = SLOT(ts, ts_off[TS_CHAIN_KEY]);
     SLOT(ts, ts_off[TS_CHAIN_KEY]) = Py_NewRef(prev);
-    PyObject *old_holder = self->holder;
-    self->holder = Py_NewRef(Py_None);
     pend_events++;
     int r = 0;
     Py_XDECREF(old_key);
-    Py_XDECREF(old_holder);
     recycle_held(top);
     return r < 0 ? -1 : 1;
 miss:
@@ -1544,6 +1568,249 @@ offsets(PyTypeObject *type, const char **names, Py_ssize_t *off, int n)
     return 0;
 }
 
+/* -- asyncio locks (lockcheck/python/async_lock.py, async_semaphores.py) ------------------------
+ *
+ * They are no BaseObject: their Python acquire takes the asyncio lock itself when it is free (no
+ * await between the test and the take: one step of the event loop) and asks `async_acquired`
+ * to record it; None back is "not a hit", and the Python path (`Recorder.async_task`,
+ * `Recorder.acquired`) records it instead.  The task key is the one `Recorder.async_task` gave
+ * the running asyncio task (its `_atasks`); a task not seen yet is Python's to name. */
+
+static PyObject *current_task_func;          /* asyncio.current_task (setup_async) */
+static PyObject *running_loop_func;          /* or, where that is Python (3.11): _asyncio._get_running_loop */
+static PyObject *current_tasks;              /* and the dict loop -> task it reads */
+static PyObject *s_atasks, *s_data, *s_context;
+static PyObject *atasks_seen, *atasks_data;  /* rec._atasks and its .data dict */
+static PyObject *comm_task, *comm_ctx, *comm_val;  /* the last comm made: task key, context -> comm */
+
+/* the last task looked up: a weak reference to it (ours) and its key; the key stays its key while
+ * the recorder is the same (`_atasks` drops an entry only when its task is gone) */
+static PyObject *last_atask_ref, *last_akey;
+
+static void
+forget_async(void)
+{
+    Py_CLEAR(last_atask_ref);
+    Py_CLEAR(last_akey);
+    Py_CLEAR(atasks_seen);
+    Py_CLEAR(atasks_data);
+    Py_CLEAR(comm_task);
+    Py_CLEAR(comm_ctx);
+    Py_CLEAR(comm_val);
+}
+
+/* (task key, comm) of the running asyncio task as Recorder.async_task gives them (new references):
+ * 0 found, 1 not for the hit path (no running task, a task not named yet...), -1 error */
+static int
+async_task(PyObject *rec, PyObject **task, PyObject **comm)
+{
+    if (current_task_func == NULL)
+        return 1;
+    PyObject *atasks = kget(rec_dict, s_atasks);
+    if (atasks == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    if (atasks != atasks_seen) {
+        PyObject *data = PyObject_GetAttr(atasks, s_data);
+        if (data == NULL)
+            return -1;
+        if (!PyDict_CheckExact(data)) {
+            Py_DECREF(data);
+            return 1;
+        }
+        Py_XSETREF(atasks_data, data);
+        Py_XSETREF(atasks_seen, Py_NewRef(atasks));
+    }
+    PyObject *context = kget(rec_dict, s_context);
+    if (context == NULL)
+        return PyErr_Occurred() ? -1 : 1;
+    if (context != Py_None && !PyUnicode_CheckExact(context))
+        return 1;
+    PyObject *atask;
+    if (current_tasks != NULL) {  /* asyncio.tasks.current_task, without its frame */
+        PyObject *loop = PyObject_CallNoArgs(running_loop_func);
+        if (loop == NULL)
+            return -1;
+        atask = loop == Py_None ? NULL : PyDict_GetItemWithError(current_tasks, loop);
+        Py_DECREF(loop);
+        if (atask == NULL)
+            return PyErr_Occurred() ? -1 : 1;
+        Py_INCREF(atask);
+    }
+    else
+        atask = PyObject_CallNoArgs(current_task_func);
+    if (atask == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_RuntimeError))  /* no running loop: the thread's key (Python) */
+            return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    if (atask == Py_None) {
+        Py_DECREF(atask);
+        return 1;
+    }
+    PyObject *key;
+    if (last_atask_ref != NULL && PyWeakref_GET_OBJECT(last_atask_ref) == atask) {
+        key = Py_NewRef(last_akey);
+        Py_DECREF(atask);
+    }
+    else {
+        PyObject *wr = PyWeakref_NewRef(atask, NULL);  /* looked up as WeakKeyDictionary.get does */
+        Py_DECREF(atask);
+        if (wr == NULL) {
+            PyErr_Clear();
+            return 1;
+        }
+        key = PyDict_GetItemWithError(atasks_data, wr);
+        Py_XINCREF(key);
+        if (key == NULL) {
+            Py_DECREF(wr);
+            return PyErr_Occurred() ? -1 : 1;
+        }
+        if (!PyUnicode_CheckExact(key)) {
+            Py_DECREF(wr);
+            Py_DECREF(key);
+            return 1;
+        }
+        Py_XSETREF(last_atask_ref, wr);  /* a weakref without callback: releasing it runs no Python code */
+        Py_XSETREF(last_akey, Py_NewRef(key));
+    }
+    PyObject *c;
+    if (context == Py_None || PyUnicode_GET_LENGTH(context) == 0)
+        c = Py_NewRef(key);
+    else if (key == comm_task && context == comm_ctx)
+        c = Py_NewRef(comm_val);
+    else {
+        c = PyUnicode_FromFormat("%U [%U]", key, context);  /* Recorder._comm */
+        if (c == NULL) {
+            Py_DECREF(key);
+            return -1;
+        }
+        Py_XSETREF(comm_task, Py_NewRef(key));
+        Py_XSETREF(comm_ctx, Py_NewRef(context));
+        Py_XSETREF(comm_val, Py_NewRef(c));
+    }
+    *task = key;
+    *comm = c;
+    return 0;
+}
+
+PyDoc_STRVAR(async_acquired_doc,
+"async_acquired(cls, inst, read) -> task key or None\n\n"
+"Record the acquire of an asyncio lock (class, instance, mode) by the running asyncio task, called\n"
+"from the caller's caller, if it is a hit of the chain cache: its holder's task key; None: not\n"
+"recorded (nothing changed), the Python path records it.");
+
+static PyObject *
+async_acquired(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3 || !PyLong_CheckExact(args[2])) {
+        PyErr_SetString(PyExc_TypeError, "async_acquired(cls, inst, read)");
+        return NULL;
+    }
+    long read = PyLong_AsLong(args[2]);
+    if (read < 0 || read > 2)
+        Py_RETURN_NONE;
+    int ok;
+    PyObject *rec = active_rec(&ok);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    if (!ok || !PyUnicode_CheckExact(args[0]) || !PyUnicode_CheckExact(args[1]))
+        Py_RETURN_NONE;
+    PyFrameObject *frame = PyEval_GetFrame();  /* the tracked lock's acquire (borrowed) */
+    if (frame == NULL)
+        Py_RETURN_NONE;
+    PyFrameObject *caller = PyFrame_GetBack(frame);  /* its caller, as sys._getframe(1) there */
+    if (caller == NULL)
+        Py_RETURN_NONE;
+    PyObject *task, *comm;
+    int r = async_task(rec, &task, &comm);
+    if (r != 0) {
+        Py_DECREF(caller);
+        if (r < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    r = record_acquire_ci(args[0], args[1], (int)read, rec, task, comm, caller, 0, 0);
+    Py_DECREF(caller);
+    Py_DECREF(comm);
+    if (r <= 0) {
+        Py_DECREF(task);
+        if (r < 0)
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    return task;
+}
+
+PyDoc_STRVAR(async_released_doc,
+"async_released(cls, inst, holder) -> bool\n\n"
+"Recorder.released(holder, cls, inst) of an asyncio lock when it is the innermost entry's plain\n"
+"release: True done; False not (nothing changed), the Python path records it.");
+
+static PyObject *
+async_released(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "async_released(cls, inst, holder)");
+        return NULL;
+    }
+    int ok;
+    PyObject *rec = active_rec(&ok);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_FALSE;
+    }
+    if (!ok || !PyUnicode_CheckExact(args[2]))
+        Py_RETURN_FALSE;
+    int r = record_release_ci(args[0], args[1], rec, args[2]);
+    if (r < 0)
+        return NULL;
+    return PyBool_FromLong(r);
+}
+
+static PyObject *
+async_task_key(PyObject *module, PyObject *unused)
+{
+    int ok;
+    PyObject *rec = active_rec(&ok);
+    if (rec == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *task, *comm;
+    int r = ok ? async_task(rec, &task, &comm) : 1;
+    if (r < 0)
+        return NULL;
+    if (r == 1)
+        Py_RETURN_NONE;
+    Py_DECREF(comm);
+    return task;
+}
+
+static PyObject *
+setup_async(PyObject *module, PyObject *args)
+{
+    PyObject *func, *loop_func, *tasks_dict;
+    if (!PyArg_ParseTuple(args, "OOO", &func, &loop_func, &tasks_dict))
+        return NULL;
+    Py_XSETREF(current_task_func, Py_NewRef(func));
+    if (loop_func != Py_None && PyDict_CheckExact(tasks_dict)) {
+        Py_XSETREF(running_loop_func, Py_NewRef(loop_func));
+        Py_XSETREF(current_tasks, Py_NewRef(tasks_dict));
+    }
+    else {
+        Py_CLEAR(running_loop_func);
+        Py_CLEAR(current_tasks);
+    }
+    forget_async();
+    Py_RETURN_NONE;
+}
+
 PyDoc_STRVAR(setup_doc,
 "setup(tracked_globals, refresh, site, Event, HeldLock, TaskState, ACQUIRE, INITIAL_CHAIN_KEY, MAX_LOCK_DEPTH,\n"
 "      TrackedLock, TrackedRLock)\n\n"
@@ -1638,6 +1905,13 @@ chain_key(PyObject *module, PyObject *args)
 
 static PyMethodDef module_methods[] = {
     {"setup", setup, METH_VARARGS, setup_doc},
+    {"async_acquired", (PyCFunction)(void (*)(void))async_acquired, METH_FASTCALL, async_acquired_doc},
+    {"async_released", (PyCFunction)(void (*)(void))async_released, METH_FASTCALL, async_released_doc},
+    {"async_task_key", async_task_key, METH_NOARGS,
+     "The running asyncio task's key (Recorder.async_task's), or None: not named yet, or no task."},
+    {"setup_async", setup_async, METH_VARARGS,
+     "setup_async(current_task, get_running_loop, current_tasks): how async_acquired finds the running task\n"
+     "(the last two None where current_task is compiled; given, current_tasks[get_running_loop()])."},
     {"forget", forget, METH_NOARGS, "Drop what was cached for the last recorder (it stopped)."},
     {"flush", flush, METH_NOARGS, "Add the statistics counted by the hit path to the checker's."},
     {"tries_in_place", tries_in_place, METH_NOARGS,
@@ -1689,8 +1963,12 @@ PyInit__trackedcore(void)
     INTERN(s_bad_releases, "bad_releases");
     INTERN(s_nested_enter, "_py_enter");
     INTERN(s_nested_exit, "_py_exit");
+    INTERN(s_atasks, "_atasks");
+    INTERN(s_data, "data");
+    INTERN(s_context, "context");
     small_zero = PyLong_FromLong(0);
     small_one = PyLong_FromLong(1);
+    small_two = PyLong_FromLong(2);
     PyObject *m = PyModule_Create(&module_def);
     if (m == NULL)
         return NULL;

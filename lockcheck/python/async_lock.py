@@ -1,7 +1,10 @@
 """The tracked `asyncio.Lock`: held by asyncio tasks, the lock-holding contexts of a loop.
 
 Reads the active recorder where the lock types keep it (`lockcheck.python.tracked._rec`);
-a contended acquire is a wait of `lockcheck.python.waitfor.wait_task`.
+a contended acquire is a wait of `lockcheck.python.waitfor.wait_task`.  Where the compiled core
+is built, a free lock's acquire that is a chain-cache hit, and the release of the innermost
+lock, are recorded by it (`_trackedcore.async_acquired`/`async_released`, the same events and
+held stacks as the Python path, which does everything else).
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ from lockcheck.python import waitfor as _waitfor
 from lockcheck.python.sites import creation
 from lockcheck.python.tracked import _ORIG_ALOCK, SelfDeadlockError, _monotonic, _OrigInstanceCheck, _pass_for
 
+#: the compiled hit path (lockcheck/python/_tracked.c), or None: the pure path (the reference)
+_core = _t._core
+
 class TrackedAsyncLock(_ORIG_ALOCK, metaclass=_OrigInstanceCheck):
     """`asyncio.Lock` held by asyncio tasks (the lock-holding contexts)."""
 
@@ -26,12 +32,46 @@ class TrackedAsyncLock(_ORIG_ALOCK, metaclass=_OrigInstanceCheck):
         self._lc_holder: Optional[str] = None
         self._lc_since = 0.0
 
+    #: `async with` may take the hit path itself: `acquire` is this class's (a subclass that
+    #: overrides it gets its own `acquire` called, as `asyncio.Lock.__aenter__` calls it)
+    _lc_direct = True
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        cls._lc_direct = cls.acquire is TrackedAsyncLock.acquire
+
+    async def __aenter__(self) -> None:
+        """`async with lock:` -- a free lock's hit is taken here, without the `acquire` coroutine
+        (the one frame less pays for part of the recording)."""
+        __tracebackhide__ = True
+        lc = self._lc
+        if self._lc_direct and _core is not None and lc is not None and not self._locked and not self._waiters \
+                and _t._rec is not None:
+            task = _core.async_acquired(lc[0], lc[1], 0)
+            if task is not None:
+                self._locked = True
+                self._lc_holder, self._lc_since = task, _monotonic()
+                return None
+        await self.acquire()
+        return None
+
+    async def __aexit__(self, *exc: Any) -> None:
+        self.release()
+
     async def acquire(self) -> bool:
         __tracebackhide__ = True  # pytest: a DeadlockError points at the caller
         rec = _t._rec
         lc = self._lc
         if rec is None or lc is None:
             return await super().acquire()
+        if _core is not None and not self._locked and not self._waiters:
+            # free, nobody queued: taken now (no await between the test and the take), and
+            # recorded in C when it is a chain-cache hit (`_trackedcore.async_acquired`)
+            task = _core.async_acquired(lc[0], lc[1], 0)
+            if task is not None:
+                self._locked = True
+                self._lc_holder, self._lc_since = task, _monotonic()
+                return True
         cls, inst = lc
         frame = sys._getframe(1)
         task, comm = rec.async_task()
@@ -62,10 +102,18 @@ class TrackedAsyncLock(_ORIG_ALOCK, metaclass=_OrigInstanceCheck):
 
     def release(self) -> None:
         holder = self._lc_holder
-        if _t._rec is not None and holder is not None and self._lc is not None:
-            self._lc_holder = None
-            _t._rec.released(holder, *self._lc)
-        super().release()
+        if holder is not None:
+            lc = self._lc
+            if lc is not None and _t._rec is not None:
+                self._lc_holder = None
+                if _core is None or not _core.async_released(lc[0], lc[1], holder):
+                    _t._rec.released(holder, *lc)
+                elif self._locked:  # asyncio.Lock.release (3.10-3.13), without its frame
+                    self._locked = False
+                    self._wake_up_first()
+                    return
+        _release(self)
 
 
+_release = _ORIG_ALOCK.release  # its own release, without a super() per call
 _pass_for(TrackedAsyncLock, _ORIG_ALOCK)

@@ -3,7 +3,8 @@
 While a `Recorder` is started (`instrument()` as a context manager, or the
 pytest plugin for a whole session), the factories `threading.Lock`,
 `threading.RLock`, `threading.Condition`, `threading.Semaphore`,
-`threading.BoundedSemaphore` and `asyncio.Lock` make tracked locks: thin
+`threading.BoundedSemaphore`, `asyncio.Lock`, `asyncio.Semaphore` and
+`asyncio.BoundedSemaphore` make tracked locks: thin
 wrappers around the real lock that turn every acquire and release into a
 `lockcheck.events.Event` and feed it to one `Checker` *before* a blocking
 acquire waits, so the report exists even when the program then deadlocks.
@@ -62,6 +63,9 @@ How Python locks map onto lockdep (the decisions, in one place):
   until released (a read lock for a bound > 1, exclusive for a bound of
   1), so `BoundedSemaphore(1)` used as a mutex takes part in cycles.  A
   release by a context holding no permit hands back the oldest holder's.
+  `asyncio.Semaphore` and `asyncio.BoundedSemaphore` are read the same way,
+  held by asyncio tasks (`lockcheck.python.semaphores.reading`, the one
+  place for both); a contended permit is no wait of the wait-for detector.
 - **Timed acquires** (`timeout=`) and `blocking=False` are trylocks (no
   dependencies, as in lockdep) and are recorded only when they succeed;
   `timed_is_try=False` validates timed acquires like blocking ones.

@@ -2,7 +2,7 @@
 
 `start(recorder)` makes the recorder the active one, replaces the lock
 factories (`threading.Lock`, `RLock`, `Condition`, `Semaphore`,
-`BoundedSemaphore`, `asyncio.Lock`) by the tracked types of
+`BoundedSemaphore`, `asyncio.Lock`, `Semaphore`, `BoundedSemaphore`) by the tracked types of
 `lockcheck.python.tracked`, and wraps the raw locks already bound to module
 globals; `stop()` undoes all of it.  `instrument()` is both as a context
 manager.
@@ -21,6 +21,7 @@ from typing import Any, Optional
 from lockcheck.python import sites as pysites, tracked
 from lockcheck.python import naming  # noqa: F401 - loaded for lockcheck.name/nested (lockcheck.python.hints)
 from lockcheck.python.async_lock import TrackedAsyncLock
+from lockcheck.python.async_semaphores import TrackedAsyncBoundedSemaphore, TrackedAsyncSemaphore
 from lockcheck.python.core import RecorderRef
 from lockcheck.python.semaphores import TrackedBoundedSemaphore, TrackedCondition, TrackedSemaphore
 from lockcheck.python.tracked import (
@@ -36,6 +37,10 @@ _PATCHES = [
     (threading, "BoundedSemaphore", TrackedBoundedSemaphore),
     (asyncio.locks, "Lock", TrackedAsyncLock),
     (asyncio, "Lock", TrackedAsyncLock),
+    (asyncio.locks, "Semaphore", TrackedAsyncSemaphore),
+    (asyncio, "Semaphore", TrackedAsyncSemaphore),
+    (asyncio.locks, "BoundedSemaphore", TrackedAsyncBoundedSemaphore),
+    (asyncio, "BoundedSemaphore", TrackedAsyncBoundedSemaphore),
 ]
 _saved: list[tuple[Any, str, Any]] = []
 #: (namespace, attr, what we put there, what was there): undone by `stop`

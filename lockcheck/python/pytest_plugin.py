@@ -96,6 +96,7 @@ import pytest
 from lockcheck.lockdep.checker import Checker
 from lockcheck.lockdep.findings import Finding
 from lockcheck.python import confirm_run, plugin_options, plugin_threads
+from lockcheck.python.core import core_note
 from lockcheck.python.plugin_marker import MARKER, Request, check_items, read as read_marker, set_test_order
 from lockcheck.python.plugin_children import ForkedChildren
 from lockcheck.python.plugin_fixture import lockcheck_fixture  # noqa: F401 - the `lockcheck` fixture
@@ -227,6 +228,11 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         self._start_contexts(config)
         if not early:
             self.configured()
+
+    def pytest_report_header(self, config: pytest.Config) -> list[str]:
+        """Said once, at session start: the pure path runs where the GIL is disabled."""
+        note = core_note()
+        return [note] if note else []
 
     def _is_controller(self, config: pytest.Config) -> bool:
         if self.worker_id is not None:

@@ -1,8 +1,7 @@
 """The tracked `threading.Condition`, `Semaphore` and `BoundedSemaphore`.
 
 A Condition's default lock is a tracked RLock named by the Condition's site; a semaphore is
-a counting lock (a writer when its value is 1, a reader otherwise: see
-`lockcheck.python.instrument`).  They read the active recorder where the lock types keep it
+a counting lock (`reading` says how each kind enters the graph, for asyncio's too).  They read the active recorder where the lock types keep it
 (`lockcheck.python.tracked._rec`).
 """
 
@@ -33,20 +32,31 @@ class TrackedCondition(_ORIG_CONDITION, metaclass=_OrigInstanceCheck):
 
 
 
+def reading(bounded: bool, bound: int) -> tuple[bool, int]:
+    """How a semaphore enters the graph, for `threading`'s and `asyncio`'s alike (the one place):
+    (held, mode).  A `Semaphore` is acquire-only (validated as a recursive read, never held:
+    permits have no owner, producers release what consumers acquire); a `BoundedSemaphore` is
+    held by the acquiring context until released, exclusive for a bound of 1 (a mutex: it takes
+    part in cycles), else a recursive read (one context may hold several permits)."""
+    if not bounded:
+        return False, RREAD
+    return True, (WRITE if bound == 1 else RREAD)
+
+
 class _SemaphoreMixin:
-    """Counting locks (see the module docstring for how each enters the graph)."""
+    """Counting locks (see `reading` for how each enters the graph)."""
 
     _lc: Optional[tuple[str, str]]
     _lc_holders: list
     _lc_held = False  # BoundedSemaphore: held until released; Semaphore: acquire-only
 
-    def _lc_init(self) -> None:
+    def _lc_init(self, bounded: bool, bound: int) -> None:
         self._lc = creation(3) if _t._rec is not None else None
         self._lc_holders = []
+        self._lc_held, self._lc_rmode = reading(bounded, bound)
 
     def _lc_mode(self) -> int:
-        # a permit of several: one thread may hold more than one (recursive read), as any reader
-        return RREAD
+        return self._lc_rmode
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         rec = _t._rec
@@ -107,7 +117,7 @@ class TrackedSemaphore(_SemaphoreMixin, _ORIG_SEMAPHORE, metaclass=_OrigInstance
         # also called unbound by threading.BoundedSemaphore.__init__ (it names the module global)
         _ORIG_SEMAPHORE.__init__(self, value)
         if type(self) is TrackedSemaphore:
-            self._lc_init()
+            self._lc_init(False, value)
 
 
 class TrackedBoundedSemaphore(_SemaphoreMixin, _ORIG_BSEMAPHORE, metaclass=_OrigInstanceCheck):
@@ -118,10 +128,7 @@ class TrackedBoundedSemaphore(_SemaphoreMixin, _ORIG_BSEMAPHORE, metaclass=_Orig
 
     def __init__(self, value: int = 1) -> None:
         _ORIG_BSEMAPHORE.__init__(self, value)
-        self._lc_init()
-
-    def _lc_mode(self) -> int:
-        return WRITE if self._initial_value == 1 else RREAD
+        self._lc_init(True, value)
 
 
 _pass_for(TrackedSemaphore, _ORIG_SEMAPHORE)

@@ -69,7 +69,11 @@ def excluded(filename: str) -> bool:
 # frame kinds, cached per code object
 _USER, _TRANSPARENT, _RAW = 0, 1, 2
 _kinds: dict = {}
-_SITE_SKIP = (_TRACKED_FILE, _ASYNCIO_LOCKS_FILE, _ASYNCIO_MIXINS, _THREADING_FILE)
+#: the tracked asyncio types' own frames (their `__aenter__` calls their `acquire`): an acquire's
+#: site is the code that took the lock
+_ASYNC_TRACKED_FILES = tuple(os.path.join(os.path.dirname(os.path.abspath(__file__)), name)
+                             for name in ("async_lock.py", "async_semaphores.py"))
+_SITE_SKIP = (_TRACKED_FILE, _ASYNCIO_LOCKS_FILE, _ASYNCIO_MIXINS, _THREADING_FILE, *_ASYNC_TRACKED_FILES)
 _site_skip: dict = {}
 
 
