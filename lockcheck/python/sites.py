@@ -28,7 +28,7 @@ _ASYNCIO_MIXINS = os.path.abspath(sys.modules["asyncio.mixins"].__file__) if "as
 _ASYNCIO_DIR = os.path.dirname(_ASYNCIO_LOCKS_FILE) + os.sep
 _LOCKCHECK_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep  # the package, not this wing
 #: the tracked lock types: their frames are seen through to the code that made or took the lock
-_TRACKED_FILE = os.path.join(_LOCKCHECK_DIR, "tracked.py")
+_TRACKED_FILE = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tracked.py")  # this wing's
 
 
 def _excluded_dirs() -> tuple[str, ...]:
