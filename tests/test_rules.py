@@ -238,3 +238,27 @@ def test_a_chain_key_rule_the_core_cannot_follow_sends_it_aside(tmp_path: Path,
     monkeypatch.setenv("LOCKCHECK_PURE", "0")
     assert not fast_lt.compiled()
     assert same(every_path(tmp_path, _irq_head_trace(), monkeypatch)) == ["irq-lock-inversion"]
+
+
+# -- the plugin's hit path (python/_tracked.c) reads the same tables ---------------------------
+
+def _plugin(mode: str, pure: bool) -> dict:
+    import os
+    import subprocess
+    import sys
+
+    script = Path(__file__).parent / "data" / "tracked" / "rule_mutation.py"
+    root = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, PYTHONPATH=str(root), LOCKCHECK_PURE="1" if pure else "0", PYTHONHASHSEED="0")
+    proc = subprocess.run([sys.executable, str(script), mode], env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads(proc.stdout)
+
+
+def test_the_trylock_rule_is_read_by_the_plugin_compiled_and_pure() -> None:
+    for pure in (False, True):
+        assert _plugin("kernel", pure)["kinds"] == []
+        assert _plugin("mutated", pure)["kinds"] == ["circular-dependency"]
+    stale = _plugin("stale", pure=False)
+    if stale["core"]:  # the compiled core given the kernel's tables disagrees: the test sees it
+        assert stale["kinds"] == []

@@ -547,30 +547,14 @@ def _rules() -> tuple:
 
 
 def _rule_tables() -> tuple[int, int, int]:
-    """lockdep's boolean rules over their whole domain, as bit masks for the compiled core, so
-    that it reads `rules` as the Python loop does instead of deciding them itself:
-    `validates_chain` (bit T: trylock T, check on; a `nocheck` line is the Python side's),
-    `separate_irq_context` (bit 4*TOP+CTX over the four irq contexts), and `nest_lock_merges`
-    on a non-empty stack (bit 2*NEST+SAME: a nest lock given, the top entry's class)."""
-    validates = sum(1 << trylock for trylock in (0, 1) if rules.validates_chain(bool(trylock), True))
-    separate = sum(1 << (4 * top + ctx) for top in range(4) for ctx in range(4)
-                   if rules.separate_irq_context(top, ctx))
-    merges = sum(1 << (2 * nest + same) for nest in (0, 1) for same in (0, 1)
-                 if rules.nest_lock_merges(1, "A", "A" if same else "B", ("N", None) if nest else None))
-    return validates, separate, merges
-
-
-def _chain_key_is_the_cores() -> bool:
-    """The compiled core hashes a chain key as CPython hashes the tuple (`_tuplehash.h`), which
-    a table cannot carry: it runs only while `rules.iterate_chain_key` gives that hash."""
-    samples = ((rules.INITIAL_CHAIN_KEY, "A", 0), (123456789, "&mm->mmap_lock", 2), (-7, "B/1", 1))
-    return all(rules.iterate_chain_key(key, cls, read) == hash((key, cls, read)) for key, cls, read in samples)
+    """`rules.compiled_tables()` as the `.lt` core takes them (validates, separate, merges)."""
+    return rules.compiled_tables()[:3]
 
 
 def _compiled_filter():
     """The compiled core's line filter (`lockcheck.engine._speedups`), or None: not built,
     `LOCKCHECK_PURE=1`, or a chain-key rule the core cannot follow."""
-    if os.environ.get("LOCKCHECK_PURE") == "1" or not _chain_key_is_the_cores():
+    if os.environ.get("LOCKCHECK_PURE") == "1" or not rules.chain_key_is_tuple_hash():
         return None
     try:
         from lockcheck.engine._speedups import LineFilter

@@ -234,3 +234,27 @@ def usage_skip(lock_type: int, wait_inner: int) -> bool:
     if lock_type == LD_LOCK_NORMAL:
         return False
     return not percpu_wait_invalid(lock_type, wait_inner)
+
+
+# -- the boolean rules as the compiled cores read them ----------------------------------------
+
+
+def compiled_tables() -> tuple[int, int, int, int]:
+    """The boolean rules above over their whole domain, as bit masks, read by the compiled cores
+    (`engine/_speedups.c`, `python/_tracked.c`) at the start of a run instead of deciding them
+    in C: `validates_chain` (bit T: trylock T, check on), `separate_irq_context` (bit 4*TOP+CTX,
+    the four irq contexts), `nest_lock_merges` on a non-empty stack (bit 2*NEST+SAME: a nest lock
+    given, the top entry's class), and `task_irq_context` (2 bits at 2*(2*HARD+SOFT))."""
+    validates = sum(1 << trylock for trylock in (0, 1) if validates_chain(bool(trylock), True))
+    separate = sum(1 << (4 * top + ctx) for top in range(4) for ctx in range(4) if separate_irq_context(top, ctx))
+    merges = sum(1 << (2 * nest + same) for nest in (0, 1) for same in (0, 1)
+                 if nest_lock_merges(1, "A", "A" if same else "B", ("N", None) if nest else None))
+    contexts = sum((task_irq_context(hard, soft) & 3) << (2 * (2 * hard + soft)) for hard in (0, 1) for soft in (0, 1))
+    return validates, separate, merges, contexts
+
+
+def chain_key_is_tuple_hash() -> bool:
+    """The compiled cores hash a chain key as CPython hashes the tuple (`_tuplehash.h`), which a
+    table cannot carry: they run only while `iterate_chain_key` gives that hash."""
+    samples = ((INITIAL_CHAIN_KEY, "A", 0), (123456789, "&mm->mmap_lock", 2), (-7, "B/1", 1))
+    return all(iterate_chain_key(key, cls, read) == hash((key, cls, read)) for key, cls, read in samples)

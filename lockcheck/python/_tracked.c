@@ -126,6 +126,9 @@ static long long pend_events, pend_hits;
 static int flush_stats(void);
 static PyObject *rec_dict, *checker_dict, *tasks, *chain_cache, *classes, *nodes, *stats_dict, *local,
     *pending, *orphans;
+/* lockdep's boolean rules as `rules.compiled_tables()` gives them for this recorder: this core
+ * decides none of them itself (validates_chain, separate_irq_context, task_irq_context) */
+static unsigned long rule_validates, rule_separate, rule_contexts; /* (no nest_lock here: Python's) */
 
 /* sites: (code object, instruction) -> the recorder's site tuple, or None for a frame the site
  * skips (an instruction has one line: no line-table walk per acquire) */
@@ -197,7 +200,10 @@ active_rec(int *ok)
             return NULL;
         }
         cur_rec = rec;
-        if (PyTuple_Check(parts) && PyTuple_GET_SIZE(parts) == 10) {
+        unsigned long unused;
+        if (PyTuple_Check(parts) && PyTuple_GET_SIZE(parts) == 11
+            && PyArg_ParseTuple(PyTuple_GET_ITEM(parts, 10), "kkkk", &rule_validates, &rule_separate, &unused,
+                                &rule_contexts)) {
             PyObject **p = &PyTuple_GET_ITEM(parts, 0);
             rec_dict = Py_NewRef(p[0]);
             checker_dict = Py_NewRef(p[1]);
@@ -212,6 +218,8 @@ active_rec(int *ok)
             cur_ok = PyDict_Check(rec_dict) && PyDict_Check(checker_dict) && PyDict_CheckExact(tasks)
                      && PySet_Check(chain_cache) && PyDict_CheckExact(classes) && PyDict_CheckExact(nodes)
                      && PyDict_Check(stats_dict) && PyDict_CheckExact(orphans);
+        } else if (PyErr_Occurred()) {
+            PyErr_Clear(); /* rule tables not as expected: not for the hit path */
         }
         Py_DECREF(parts);
     }
@@ -622,7 +630,7 @@ record_acquire_ci(PyObject *cls, PyObject *inst, int read, PyObject *rec, PyObje
     }
     if (n & ~u)
         goto done;  /* a new usage bit: mark_usage (and its checks) */
-    long irq_context = (in_hardirq ? 2 : 0) | (in_softirq ? 1 : 0);
+    long irq_context = (long)((rule_contexts >> (2 * ((in_hardirq ? 2 : 0) + (in_softirq ? 1 : 0)))) & 3);
     PyObject *base = chain_key;
     if (depth) {
         PyObject *top = PyList_GET_ITEM(held, depth - 1);
@@ -631,7 +639,10 @@ record_acquire_ci(PyObject *cls, PyObject *inst, int read, PyObject *rec, PyObje
         PyObject *top_irq = SLOT(top, hl_off[HL_IRQ]);
         if (top_irq == NULL || !PyLong_CheckExact(top_irq))
             goto done;
-        if (PyLong_AsLong(top_irq) != irq_context)
+        long top_context = PyLong_AsLong(top_irq);
+        if (top_context < 0 || top_context > 3)
+            goto done;
+        if ((rule_separate >> (4 * top_context + irq_context)) & 1)
             base = initial_key;
     }
     PyObject *mode = read == 0 ? small_zero : read == 1 ? small_one : small_two;
@@ -645,8 +656,9 @@ record_acquire_ci(PyObject *cls, PyObject *inst, int read, PyObject *rec, PyObje
         result = -1;
         goto done;
     }
-    /* a trylock is no chain to validate (validate_chain returns at once): pushed, not counted */
-    int cached = trylock ? 1 : PySet_Contains(chain_cache, key);
+    /* a chain not validated (a trylock: validate_chain returns at once) is pushed, not counted */
+    int validates = (int)((rule_validates >> (trylock ? 1 : 0)) & 1);
+    int cached = validates ? PySet_Contains(chain_cache, key) : 1;
     if (cached != 1) {
         if (cached < 0)
             PyErr_Clear();
@@ -686,7 +698,7 @@ record_acquire_ci(PyObject *cls, PyObject *inst, int read, PyObject *rec, PyObje
     PyObject *old_name = SLOT(ts, ts_off[TS_NAME]);
     SLOT(ts, ts_off[TS_NAME]) = Py_NewRef(comm);
     pend_events++;
-    if (!trylock)
+    if (validates)
         pend_hits++;
     result = 1;
     Py_DECREF(old_key);

@@ -545,6 +545,7 @@ _RECORDER_MODULE = "lockcheck.python.recorder"
 def _c_refresh(rec: RecorderRef) -> Optional[tuple]:
     """What the hit path reads of a newly started recorder, or None: not one it may serve (a
     recorder or checker whose feeding differs from `Recorder`'s and `Checker`'s: Python only)."""
+    from lockcheck.lockdep import rules
     from lockcheck.lockdep.checker import Checker
 
     checker = rec.checker
@@ -569,8 +570,10 @@ def _c_refresh(rec: RecorderRef) -> Optional[tuple]:
         if type(checker.stats) is not _CoreStats.__base__:
             return None
         checker.stats.__class__ = _CoreStats
+    if not rules.chain_key_is_tuple_hash():
+        return None  # a chain-key rule the core cannot follow: Python only
     return (rec.__dict__, checker.__dict__, checker.tasks, checker.chain_cache, checker._classes,
-            checker._nodes, checker.stats.__dict__, rec._local, rec._pending, rec._orphans)
+            checker._nodes, checker.stats.__dict__, rec._local, rec._pending, rec._orphans, rules.compiled_tables())
 
 
 def _c_site(rec: RecorderRef, frame: Any) -> Optional[tuple]:
