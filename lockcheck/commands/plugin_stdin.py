@@ -20,6 +20,7 @@ from typing import Any, BinaryIO, Optional
 
 from lockcheck.readers import plugin_meta
 from lockcheck.readers.plugin_meta import PluginMeta
+from lockcheck.readers.source import Prefixed
 
 #: the most bytes read to find the head's two lines (a longer first line: no plugin trace)
 HEAD_LIMIT = 1 << 16
@@ -47,7 +48,7 @@ def stdin_meta() -> Optional[PluginMeta]:
     lines = head.split(b"\n", 2)
     plugin = len(lines) >= 2 and lines[1].rstrip(b"\r").decode("utf-8", "replace") == plugin_meta.HEADER
     if not (plugin or head.startswith(_COMPRESSED)):
-        _replace(io.BufferedReader(_Prefixed(head, buffer)), None)  # streams on, as before
+        _replace(io.BufferedReader(Prefixed(head, buffer)), None)  # streams on, as before
         return None
     spool: Any = tempfile.TemporaryFile()  # noqa: SIM115 - standard input from now on, open to the end
     spool.write(head)
@@ -99,24 +100,3 @@ def _replace(buffer: Any, meta: Optional[PluginMeta]) -> None:
     sys.stdin = stream
 
 
-class _Prefixed(io.RawIOBase):
-    """The head already read, then the rest of standard input."""
-
-    def __init__(self, head: bytes, rest: BinaryIO) -> None:
-        super().__init__()
-        self._head = head
-        self._rest = rest
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        if self._head:
-            size = min(len(buffer), len(self._head))
-            buffer[:size] = self._head[:size]
-            self._head = self._head[size:]
-            return size
-        read = getattr(self._rest, "read1", self._rest.read)
-        data = read(len(buffer))
-        buffer[:len(data)] = data
-        return len(data)

@@ -105,7 +105,7 @@ def _decompressed(raw: BinaryIO, name: str) -> BinaryIO:
     head = _read_exactly(raw, _MAGIC_LEN, name)
     if not head.startswith((_GZIP_MAGIC, _XZ_MAGIC, _ZSTD_MAGIC)) and _rewound(raw, len(head)):
         return raw  # a plain file read again from its start: no Python-level layer per read
-    stream = io.BufferedReader(_Prefixed(head, raw))
+    stream = io.BufferedReader(Prefixed(head, raw))
     if head.startswith(_GZIP_MAGIC):
         return gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[return-value]
     if head.startswith(_XZ_MAGIC):
@@ -117,7 +117,7 @@ def _decompressed(raw: BinaryIO, name: str) -> BinaryIO:
 
 def _rewound(raw: BinaryIO, size: int) -> bool:
     """Whether `raw`, a file we opened, went back over the `size` bytes just read (a pipe cannot:
-    its magic bytes are replayed by `_Prefixed` instead; standard input is never rewound)."""
+    its magic bytes are replayed by `Prefixed` instead; standard input is never rewound)."""
     if raw is getattr(sys.stdin, "buffer", None):
         return False
     try:
@@ -143,7 +143,7 @@ def _read_exactly(raw: BinaryIO, size: int, name: str) -> bytes:
     return head
 
 
-class _Prefixed(io.RawIOBase):
+class Prefixed(io.RawIOBase):
     """A raw stream that replays the magic bytes already read, then the rest.
 
     Sniffing the compression must not need a seekable input: stdin is a pipe.
