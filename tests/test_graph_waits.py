@@ -169,6 +169,19 @@ def test_diff_says_when_a_class_wait_type_changed(traces: Path) -> None:
     assert "classes" not in json.loads(out)
 
 
+def test_diff_says_when_a_lock_type_became_normal(traces: Path) -> None:
+    """A class saved with its properties and no `type` is a normal lock: a `local_lock_t` made a
+    `spinlock_t` is retyped, though a normal type is not written into the graph."""
+    (traces / "p.lt").write_text("T1 acquire P wait=3:3 type=percpu\nT1 release P\n")
+    (traces / "q.lt").write_text("T1 acquire P wait=3:3\nT1 release P\n")
+    run("graph", str(traces / "p.lt"), "-o", str(traces / "gp.json"))
+    run("graph", str(traces / "q.lt"), "-o", str(traces / "gq.json"))
+    for base, new in (("gp.json", "gq.json"), ("gq.json", "gp.json")):
+        status, out, _ = run("diff", "--format", "json", str(traces / base), str(traces / new))
+        [retyped] = json.loads(out)["classes"]["retyped"]
+        assert retyped["class"] == "P" and {retyped["base"]["type"], retyped["new"]["type"]} == {"percpu", "normal"}
+
+
 def test_old_graph_files_still_load(traces: Path) -> None:
     old = traces / "old.json"
     old.write_text(json.dumps(OLD_GRAPH))

@@ -207,6 +207,37 @@ def test_a_recorded_finding_is_suppressed_by_its_tests_rule(tmp_path) -> None:
     assert result.returncode == 1
 
 
+@pytest.mark.parametrize("record", [
+    '{"kind":"bogus-kind","task":"T/1"}',                     # no kind lockcheck has
+    '{"kind":"held-at-exit","task":"T/1","held":{"q":1}}',    # a field of the wrong type
+    '{"kind":["held-at-exit"]}',                              # an unhashable kind
+    '["held-at-exit"]',                                       # not a record at all
+])
+def test_a_damaged_finding_record_is_no_finding(tmp_path, record: str) -> None:
+    trace = tmp_path / "damaged.lt"
+    trace.write_text("#lockcheck-trace v1\n#lockcheck-plugin v1\nT/1 acquire A@1\n"
+                     f"#lockcheck-plugin finding {record}\nT/1 release A@1\n")
+    for fmt in ("text", "json", "sarif"):
+        result = check(str(trace), "--format", fmt)
+        assert result.returncode == 0, result.stderr
+        assert "internal error" not in result.stderr
+
+
+@pytest.mark.parametrize("first", [False, True])
+def test_recorded_findings_come_in_trace_order(tmp_path, first: bool) -> None:
+    """A finding the plugin recorded after line 3 (the event that made it) comes before the pass's cycle at line 9, and
+    `--first` keeps it (the kernel's first report is the first one made)."""
+    trace = tmp_path / "ordered.lt"
+    trace.write_text("\n".join([
+        "#lockcheck-trace v1", "#lockcheck-plugin v1", "T/1 acquire X@1",
+        '#lockcheck-plugin finding {"kind":"held-at-exit","lock":"Q","task":"T/2"}',
+        "T/1 acquire Y@1", "T/1 release Y@1", "T/1 release X@1", "T/1 acquire Y@1", "T/1 acquire X@1",
+        "T/1 release X@1", "T/1 release Y@1"]) + "\n")
+    result = check(str(trace), "--format", "json", *(["--first"] if first else []))
+    found = [(f["kind"], f["location"].rpartition(":")[2]) for f in json.loads(result.stdout)["findings"]]
+    assert found == [("held-at-exit", "3")] + ([] if first else [("circular-dependency", "9")])
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("compress", [False, True])
 def test_a_plugin_trace_on_standard_input_is_replayed_as_the_file(tmp_path, compress: bool) -> None:
@@ -240,3 +271,26 @@ def test_a_plugin_trace_on_standard_input_is_replayed_as_the_file(tmp_path, comp
                            input="\n".join(["#lockcheck-trace v1", *_abba("T1", "A", "B"), *_abba("T1", "B", "A")]),
                            check=False, capture_output=True, text=True, timeout=TIMEOUT)
     assert plain.returncode == 1 and "1 finding (1 circular-dependency)" in plain.stdout
+
+
+@pytest.mark.parametrize("plugin", [False, True])
+def test_a_compressed_standard_input_is_spooled_only_when_it_is_a_plugin_trace(monkeypatch, plugin: bool) -> None:
+    """Its second line is read from the decompressed head; any other compressed input streams on,
+    every byte given back, with nothing written to a temporary file."""
+    import gzip
+    import io
+
+    from lockcheck.commands import plugin_stdin
+
+    text = ("#lockcheck-trace v1\n" + ("#lockcheck-plugin v1\n" if plugin else "") +
+            "".join(f"T{n % 3} acquire L{n % 7}\nT{n % 3} release L{n % 7}\n" for n in range(20000)))
+    data = gzip.compress(text.encode(), 6)
+    spooled = []
+    real = plugin_stdin.tempfile.TemporaryFile
+    monkeypatch.setattr(plugin_stdin.tempfile, "TemporaryFile", lambda *a, **k: spooled.append(1) or real(*a, **k))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BufferedReader(io.BytesIO(data))))
+    meta = plugin_stdin.stdin_meta()
+    assert (meta is not None, bool(spooled)) == (plugin, plugin)
+    import sys
+
+    assert gzip.decompress(sys.stdin.buffer.read()).decode() == text  # every byte given back

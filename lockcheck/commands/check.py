@@ -261,7 +261,7 @@ class CheckSession:
                 # which a part that does not know them cannot leave to the merge (lockdep/waits.py)
                 raise Fallback("no traces, a declared order, a baseline with wait types, --first, or forked children")
             annotator.add_boots(traces, annotation_options)
-            if self._stream_to is not None and not split and not options.first and not dumps:
+            if self._stream_to is not None and not split and not options.first and not dumps and not self.replay.whole:
                 from lockcheck.commands.streaming import plain_traces
 
                 if plain_traces(traces, self.options.input_format, annotator):
@@ -292,6 +292,7 @@ class CheckSession:
             self.errors.append(err)
         if self.progress_line is not None:
             self.progress_line.clear()
+        self.replay.in_trace_order(findings)  # what the replay added goes where it was made
         if options.first:
             del findings[1:]
         if (checker.stats.events == 0 and not self.errors and not self.dump_notes

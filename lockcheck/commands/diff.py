@@ -355,6 +355,9 @@ def _compare_classes(result: DiffResult, base: DepGraph, new: DepGraph) -> None:
         if old is None:
             continue
         before, after = class_props_json(old), class_props_json(data)
+        for side, other in ((before, after), (after, before)):
+            if "type" in other and "type" not in side and "wait" in side:
+                side["type"] = "normal"  # a class saved with its properties and no type is a normal lock
         if any(key in before and key in after and before[key] != after[key] for key in ("wait", "type")):
             result.retyped.append((cls, before, after))
 

@@ -64,8 +64,14 @@ def recorded(path: str, meta: PluginMeta) -> list[Finding]:
     """The findings trace `path` holds as `#lockcheck-plugin finding` records: the plugin decided
     them with what its events cannot say (a thread that ended holding an RLock, a fork, a test's
     own order, a cycle of waits), so the replay reports them as made, at the event that made them."""
+    from lockcheck.lockdep.findings import MESSAGES
+
     found = []
     for line, record in meta.findings:
+        kind = record.get("kind") if isinstance(record, dict) else None
+        if not isinstance(kind, str) or kind not in MESSAGES or not all(
+                isinstance(record.get(key), (str, type(None))) for key in ("task", "lock", "held", "site")):
+            continue  # not what the recorder writes (`trace_meta`): a damaged line is no finding
         try:
             cycle = record.get("cycle")
             details = dict(record.get("details") or {})
@@ -168,6 +174,22 @@ class Replay:
                     self._seen.add(finding.key())
                     found.append(finding)
         return found
+
+    def in_trace_order(self, findings: list[Finding]) -> None:
+        """`findings` sorted by where in a plugin trace they were made, when `after` added any: a
+        recorded or a child's finding is made at its own line, before or after the pass's ones
+        (`--first` keeps the earliest).  Findings of other inputs keep their place after them."""
+        if not self.whole or len(findings) < 2:
+            return
+        names = list(self.metas)
+
+        def position(finding: Finding) -> tuple[int, int]:
+            where = _where(finding)
+            if where is None or where[0] not in self.metas:
+                return (len(names), 0)
+            return (names.index(where[0]), where[1])
+
+        findings.sort(key=position)
 
     def install(self, config: Config) -> None:
         """The rules first (the plugin applies them before the user's own of a `--suppress` file)."""

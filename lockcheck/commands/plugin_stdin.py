@@ -4,8 +4,8 @@
 events (`plugin_replay.read_meta`): the rules apply from the first finding on, a forked
 child's part is checked again from its parent's state.  A file is simply read twice; standard
 input (a pipe, a redirect) is read once.  So its head is looked at first: a trace whose second
-line is `#lockcheck-plugin v1` (or any compressed input, whose lines the bytes do not show) is
-kept whole in a temporary file (deleted when closed), scanned, and handed
+line is `#lockcheck-plugin v1` (of a compressed input: its decompressed head, read through a
+recording of the bytes, which are then given back) is kept whole in a temporary file (deleted when closed), scanned, and handed
 to the check from its start, named `<stdin>` as before; any other input goes on streaming,
 its head put back in front of the rest.  `sys.stdin` is replaced by that stream, which is what
 the readers read (`readers.source`); nothing else of the process reads standard input.
@@ -45,9 +45,13 @@ def stdin_meta() -> Optional[PluginMeta]:
         head = _head(buffer)
     except (OSError, ValueError):
         return None
-    lines = head.split(b"\n", 2)
+    if head.startswith(_COMPRESSED):  # its second line is in the decompressed bytes
+        head, text = _decompressed_head(head, buffer)
+    else:
+        text = head
+    lines = text.split(b"\n", 2)
     plugin = len(lines) >= 2 and lines[1].rstrip(b"\r").decode("utf-8", "replace") == plugin_meta.HEADER
-    if not (plugin or head.startswith(_COMPRESSED)):
+    if not plugin:
         _replace(io.BufferedReader(Prefixed(head, buffer)), None)  # streams on, as before
         return None
     spool: Any = tempfile.TemporaryFile()  # noqa: SIM115 - standard input from now on, open to the end
@@ -86,6 +90,44 @@ def _head(buffer: BinaryIO) -> bytes:
         if head.startswith(_COMPRESSED):
             break
     return head
+
+
+class _Recording(io.RawIOBase):
+    """Standard input's bytes as a decompressor reads them, kept to be read again."""
+
+    def __init__(self, head: bytes, rest: BinaryIO) -> None:
+        super().__init__()
+        self._source = Prefixed(head, rest)
+        self.seen = bytearray()
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        size = self._source.readinto(buffer)
+        self.seen += bytes(buffer[:size])
+        return size
+
+
+def _decompressed_head(head: bytes, rest: BinaryIO) -> tuple[bytes, bytes]:
+    """(the compressed bytes read so far, the start of what they decompress to): enough of a
+    compressed standard input to see its second line, without keeping the rest of it."""
+    from lockcheck.errors import TraceError
+    from lockcheck.readers.source import STDIN_NAME, _decompressed
+
+    recording = _Recording(head, rest)
+    text = b""
+    try:
+        stream = _decompressed(recording, STDIN_NAME)  # type: ignore[arg-type]
+        read = getattr(stream, "read1", stream.read)
+        while text.count(b"\n") < 2 and len(text) < HEAD_LIMIT:
+            chunk = read(HEAD_LIMIT - len(text))
+            if not chunk:
+                break
+            text += chunk
+    except (TraceError, OSError, EOFError, ValueError):
+        pass  # the check itself reports a broken input, from these same bytes
+    return bytes(recording.seen), text
 
 
 #: the standard input streams replaced: kept, since a text stream that is collected closes its

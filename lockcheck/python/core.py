@@ -40,9 +40,13 @@ def _setup_async(core: Any) -> None:
     """How the compiled core finds the running asyncio task: `_asyncio.current_task` where it is
     compiled (3.12+); on 3.11 `asyncio.current_task` is Python, which reads
     `_current_tasks[_get_running_loop()]` -- the core reads them itself, when both are C's."""
-    import _asyncio
     import asyncio
 
+    try:
+        import _asyncio
+    except ImportError:  # an interpreter without asyncio's C half: the Python function it is
+        core.setup_async(asyncio.current_task, None, None)
+        return
     compiled = getattr(_asyncio, "current_task", None)
     if compiled is not None:
         core.setup_async(compiled, None, None)

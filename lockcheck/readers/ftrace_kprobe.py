@@ -89,9 +89,10 @@ def _number(text: str) -> Optional[int]:
 def lock_args(args: tuple) -> Optional[LockArgs]:
     """The LockArgs of a probe line's (name, value) pairs, or None when it is another probe.
 
-    >>> lock_args((("map", "0xff"), ("subclass", "1"), ("trylock", "0"), ("read", "2"), ("check", "1"),
+    >>> lock_args((("map", "0xff"), ("subclass", "1"), ("trylock", "0"), ("read", "2"), ("check", "1"),  # doctest: +NORMALIZE_WHITESPACE
     ...            ("nest_lock", "0x0"), ("ip", "f+0x1/0x2"), ("name", '"&x->lock"')))
-    LockArgs(map=255, subclass=1, trylock=0, read=2, check=1, nest_lock=None, ip='f+0x1/0x2', name='&x->lock')
+    LockArgs(map=255, subclass=1, trylock=0, read=2, check=1, nest_lock=None, ip='f+0x1/0x2', name='&x->lock', props=None,
+             key=None)
     """
     values = dict(args)
     if not LOCK_ARGS_REQUIRED.issubset(values):

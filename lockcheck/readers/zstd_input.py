@@ -48,10 +48,11 @@ def frames(stream: BinaryIO, name: str) -> ZstdFrames:
 
 def window_error(name: str, window: int) -> TraceError:
     """The error for a frame whose window is over MAX_WINDOW: what it needs and how to recompress."""
+    source = "zstd -dc" if name == "<stdin>" else f"zstd -dc {name}"  # standard input: piped in again
     return TraceError(name, None, None,
                       f"zstd frame needs a {_mib(window)} window, over the {_mib(MAX_WINDOW)} lockcheck "
                       f"reads in bounded memory (zstd --long or --ultra): recompress it with "
-                      f"'zstd -dc {name} | zstd -19 -o NEW.zst' (level 19 or lower, no --long)")
+                      f"'{source} | zstd -19 -o NEW.zst' (level 19 or lower, no --long)")
 
 
 def _mib(size: int) -> str:

@@ -12,8 +12,7 @@ that reaches itself -- with the chain's evidence from the saved graphs, and
 left out, as the kernel leaves out a dependency it reports.  Classes and
 their usage bits are merged first; everything else is as `DepGraph.merge`.
 
->>> from lockcheck.lockdep import rules
-from lockcheck.lockdep.checker import Checker
+>>> from lockcheck.lockdep.checker import Checker
 >>> from lockcheck.lockdep.graph import DEP_EN
 >>> main, nightly = DepGraph(), DepGraph()
 >>> _ = main.add_dependency("A", "B", DEP_EN, Evidence("main.lt", 3, "T1"))

@@ -397,7 +397,7 @@ def _checked_node(graph: DepGraph, name: str, data: dict) -> None:
             raise SchemaError(["usage_traces", bit_name], f"unknown usage bit {bit_name!r}")
         check_evidence(ev, ["usage_traces", bit_name])
         node["usage_traces"][_USAGE_BITS[bit_name]] = Evidence.from_json(ev)
-    check_class_props(data, [])
+    check_class_props(data, [])  # (the caller names the node)
     set_class_props(node, data.get("wait"), data.get("type"))
 
 
