@@ -93,20 +93,31 @@ def _head(buffer: BinaryIO) -> bytes:
 
 
 class _Recording(io.RawIOBase):
-    """Standard input's bytes as a decompressor reads them, kept to be read again."""
+    """The head already read, then standard input, as a decompressor reads them: every byte is
+    kept to be read again (`replay`)."""
 
     def __init__(self, head: bytes, rest: BinaryIO) -> None:
         super().__init__()
         self._source = Prefixed(head, rest)
-        self.seen = bytearray()
+        self._unread = len(head)  # of the head, not taken yet
+        self._seen = bytearray()
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: Any) -> int:
         size = self._source.readinto(buffer)
-        self.seen += bytes(buffer[:size])
+        taken = bytes(buffer[:size])
+        if self._unread:  # the head is still the head; only what comes after it is new
+            from_head = min(size, self._unread)
+            self._unread -= from_head
+            taken = taken[from_head:]
+        self._seen += taken
         return size
+
+    def replay(self, head: bytes) -> bytes:
+        """`head` and everything read from standard input after it."""
+        return head + bytes(self._seen)
 
 
 def _decompressed_head(head: bytes, rest: BinaryIO) -> tuple[bytes, bytes]:
@@ -127,7 +138,7 @@ def _decompressed_head(head: bytes, rest: BinaryIO) -> tuple[bytes, bytes]:
             text += chunk
     except (TraceError, OSError, EOFError, ValueError):
         pass  # the check itself reports a broken input, from these same bytes
-    return bytes(recording.seen), text
+    return recording.replay(head), text
 
 
 #: the standard input streams replaced: kept, since a text stream that is collected closes its
