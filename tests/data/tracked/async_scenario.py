@@ -5,23 +5,10 @@ One event loop, tasks awaited one at a time where order matters: the run is dete
 """
 
 import asyncio
-import io
-import json
 import sys
 
-from lockcheck.python import instrument as pylocks, tracked
-from lockcheck.python.recorder import Recorder
-
-fed = [0]
-_feed = Recorder.feed
-
-
-def counting_feed(self, ev, frame=None, orphan=None):
-    fed[0] += 1
-    return _feed(self, ev, frame, orphan)
-
-
-Recorder.feed = counting_feed
+from lockcheck.python import instrument as pylocks
+from recorded_state import print_recorded  # (this folder: the script's own)
 
 
 class Store:
@@ -100,27 +87,7 @@ def main() -> int:
     with pylocks.instrument() as rec:
         asyncio.run(workload())
         rec.drain()
-    out = io.StringIO()
-    rec.render(out)
-    graph = rec.checker.graph.nx
-    deps = sorted(
-        (src, dst, attrs.get("dep"), attrs.get("distance"), repr(attrs.get("evidence")))
-        for src, dst, attrs in graph.edges(data=True)
-    )
-    usage = sorted((cls, data.get("usage")) for cls, data in graph.nodes(data=True))
-    stats = rec.checker.stats
-    held = sorted((key, state.chain_key, [(h.cls, h.instance, h.read, h.event.at, h.event.comm) for h in state.held])
-                  for key, state in rec.checker.tasks.items())
-    json.dump({
-        "core": tracked._core is not None,
-        "report": out.getvalue(),
-        "findings": [(f.kind, context) for f, context in rec.findings],
-        "dependencies": deps,
-        "usage": usage,
-        "stats": [stats.events, stats.chain_hits, stats.chains],
-        "held": held,
-        "fed": fed[0],
-    }, sys.stdout)
+    print_recorded(rec, chain_keys=True)
     return 0
 
 
