@@ -64,12 +64,10 @@ def recorded(path: str, meta: PluginMeta) -> list[Finding]:
     """The findings trace `path` holds as `#lockcheck-plugin finding` records: the plugin decided
     them with what its events cannot say (a thread that ended holding an RLock, a fork, a test's
     own order, a cycle of waits), so the replay reports them as made, at the event that made them."""
-    from lockcheck.lockdep.findings import MESSAGES
-
     found = []
     for line, record in meta.findings:
         kind = record.get("kind") if isinstance(record, dict) else None
-        if not isinstance(kind, str) or kind not in MESSAGES or not all(
+        if not isinstance(kind, str) or kind not in F.MESSAGES or not all(
                 isinstance(record.get(key), (str, type(None))) for key in ("task", "lock", "held", "site")):
             continue  # not what the recorder writes (`trace_meta`): a damaged line is no finding
         try:

@@ -52,7 +52,7 @@ def stdin_meta() -> Optional[PluginMeta]:
     lines = text.split(b"\n", 2)
     plugin = len(lines) >= 2 and lines[1].rstrip(b"\r").decode("utf-8", "replace") == plugin_meta.HEADER
     if not plugin:
-        _replace(io.BufferedReader(Prefixed(head, buffer)), None)  # streams on, as before
+        _replace(io.BufferedReader(Prefixed(head, buffer)))  # streams on, as before
         return None
     spool: Any = tempfile.TemporaryFile()  # noqa: SIM115 - standard input from now on, open to the end
     spool.write(head)
@@ -62,7 +62,7 @@ def stdin_meta() -> Optional[PluginMeta]:
             break
         spool.write(chunk)
     spool.seek(0)
-    _replace(spool, None)
+    _replace(spool)
     from lockcheck.readers.source import STDIN
 
     meta = plugin_meta.scan_input(STDIN)
@@ -146,9 +146,10 @@ def _decompressed_head(head: bytes, rest: BinaryIO) -> tuple[bytes, bytes]:
 _REPLACED: list = []
 
 
-def _replace(buffer: Any, meta: Optional[PluginMeta]) -> None:
+def _replace(buffer: Any) -> None:
+    """`sys.stdin` read from `buffer`; its plugin lines not known yet (None: no plugin trace)."""
     stream = io.TextIOWrapper(buffer, encoding="utf-8", errors="surrogateescape")
-    stream.lockcheck_meta = meta  # type: ignore[attr-defined]
+    stream.lockcheck_meta = None  # type: ignore[attr-defined]
     _REPLACED.append(sys.stdin)
     sys.stdin = stream
 
