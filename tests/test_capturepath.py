@@ -28,7 +28,7 @@ from lockcheck.lockdep.checker import Checker
 from lockcheck.commands.cli import main
 from lockcheck.errors import TraceError
 from lockcheck.readers import ftrace, jsonl
-from lockcheck.lockdep.tasks import TaskState
+from lockcheck.lockdep.tasks import TaskState, irq_event
 
 ROOT = Path(__file__).resolve().parent.parent
 STATE = ROOT / "tests" / "data" / "kernel-6.1" / "clean"
@@ -147,6 +147,14 @@ def _run_outcome(checker: Checker, events) -> dict:
     }
 
 
+def _irq_state(task: TaskState) -> tuple:
+    """A task's irq state, and each irq-state change it recorded with the evidence a report would cite
+    (the fast path applies context changes itself: `fast_stages.context_hit`)."""
+    recorded = {op: irq_event(task, op) for op in task.irq_events if op != "stamp"}
+    return (task.hardirqs_enabled, task.softirqs_enabled, task.hardirq_depth, task.softirq_depth, task.usage_need,
+            task.irq_events.get("stamp"), sorted(recorded.items()))
+
+
 def _outcome(lines: list[str], fast, with_state: bool, first: bool = False) -> dict:
     """Everything a run of the pipeline over LINES leaves that anyone can see (`fast`: False, True, or
     "fields": the events as a reader process sends them, applied by `fields_events`)."""
@@ -171,7 +179,7 @@ def _outcome(lines: list[str], fast, with_state: bool, first: bool = False) -> d
         "reader": stats,
         "tasks": {key: (task.chain_key, task.name, task.cpu,
                         list(task.acquired_ever._locks) if task.acquired_ever is not None else None,
-                        task.acquired_ever.last if task.acquired_ever is not None else None)
+                        task.acquired_ever.last if task.acquired_ever is not None else None, _irq_state(task))
                   for key, task in checker.tasks.items()},
         "annotator": (annotator.held, annotator.ctx, annotator.cpu, annotator.changes, annotator.doubts,
                       annotator.tries, annotator.sources, annotator.untrusted_from, annotator.trusted),
@@ -328,7 +336,8 @@ def json_line(draw, held: dict) -> str:
         if instance is not None:
             obj["instance"] = instance
     else:
-        what = draw(st.sampled_from(["hardirq-enter", "hardirq-exit", "irqs-off", "irqs-on", "exit", "free",
+        what = draw(st.sampled_from(["hardirq-enter", "hardirq-exit", "irqs-off", "irqs-on", "softirq-enter",
+                                     "softirq-exit", "softirqs-off", "softirqs-on", "exit", "free",
                                      "blank", "comment", "bad", "escape", "unknown-key"]))
         if what == "blank":
             return ""
@@ -372,7 +381,7 @@ def _json_outcome(lines: list[str], fast) -> dict:
         events = jsonl.parse(lines, "gen.jsonl")
     return {
         **_run_outcome(checker, events),
-        "tasks": {key: (task.chain_key, task.name, task.cpu) for key, task in checker.tasks.items()},
+        "tasks": {key: (task.chain_key, task.name, task.cpu, _irq_state(task)) for key, task in checker.tasks.items()},
     }
 
 
@@ -395,6 +404,43 @@ def test_json_lines_bad_line_keeps_its_place() -> None:
     assert fast == _json_outcome(lines, False) == _json_outcome(lines, "fields")
     assert fast["error"] is not None and fast["error"].startswith("gen.jsonl:7:")
     assert fast["stats"].events == 6
+
+
+def test_irq_state_changes_are_taken_fast_with_their_evidence() -> None:
+    """A change of the flags column (ftrace) or an irq op (JSON Lines from a reader process) is
+    applied on the fast path, and what a report would cite of it -- file, line, task, site, time --
+    is the plain path's."""
+    block = ["           bash-12 [000] ...1.  5.1: lock_acquire: 00000000a1 &x->a",
+             "           bash-12 [000] ...1.  5.1: lock_release: 00000000a1 &x->a",
+             "           bash-12 [000] d..1.  5.2: lock_acquire: 00000000b1 &x->b",
+             "           bash-12 [000] d.h1.  5.3: lock_release: 00000000b1 &x->b",
+             "           bash-12 [000] ..s1.  5.4: lock_acquire: 00000000a1 &x->a",
+             "           bash-12 [000] ...1.  5.5: lock_release: 00000000a1 &x->a"]
+    lines = block * 4
+    assert _outcome(lines, True, False) == _outcome(lines, False, False) == _outcome(lines, "fields", False)
+    checker = Checker()
+    checker.open_trace(True, forget_idle=True, contention=False)
+    annotator = Annotator()
+    annotator.open_trace(ftrace)
+    stats = ftrace.ReaderStats()
+    reader = ftrace.FtraceReader("t.ftrace", stats=stats)
+    handed = []
+    for numbered in capturepath._ftrace_misses(checker, annotator, reader, stats, None, lines, "t.ftrace"):
+        handed.append(numbered[0])
+        for ev in annotator.run(reader.parse_numbered([numbered], count_lines=False)):
+            checker.feed(ev)
+    assert len(handed) < len(block) and stats.context_events == 8 * 4  # (the plain count: `_outcome` above)
+    softirqs_on = irq_event(checker.tasks["12"], "softirqs-on")
+    assert softirqs_on is not None and (softirqs_on[1].line, softirqs_on[1].ts) == (24, 5.5)
+
+    json_block = ['{"task": "T1", "op": "acquire", "lock": "A"}', '{"task": "T1", "op": "release", "lock": "A"}',
+                  '{"task": "T1", "op": "irqs-off", "at": "f+0x1/0x2", "ts": 2.5, "comm": "bash"}',
+                  '{"task": "T1", "op": "acquire", "lock": "A"}', '{"task": "T1", "op": "release", "lock": "A"}',
+                  '{"task": "T1", "op": "irqs-on", "at": "g+0x3/0x4", "ts": 3.5, "cpu": 1}']
+    plain = _json_outcome(json_block * 3, False)
+    assert _json_outcome(json_block * 3, "fields") == plain
+    recorded = dict(plain["tasks"]["T1"][3][6])
+    assert (recorded["irqs-on"][1].at, recorded["irqs-on"][1].line) == ("g+0x3/0x4", 18)
 
 
 # -- the annotator's verdict on its own ------------------------------------------------------

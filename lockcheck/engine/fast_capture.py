@@ -39,8 +39,10 @@ from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional
 
 from lockcheck.lockdep.checker import Checker
-from lockcheck.events import ACQUIRE, ACQUIRED, ALL_OPS, CONTENDED, LOST_EVENTS, RELEASE, RUN, UNREGISTER, WRITE, Event
-from lockcheck.engine.fast_stages import _Annotated, _View, _event, _only_unchecked, _pop_innermost, _push_hit  # noqa: F401
+from lockcheck.events import (
+    ACQUIRE, ACQUIRED, ALL_OPS, CONTENDED, IRQ_OPS, LOST_EVENTS, RELEASE, RUN, UNREGISTER, WRITE, Event)
+from lockcheck.engine.fast_stages import (  # noqa: F401
+    _Annotated, _View, _event, _only_unchecked, _pop_innermost, _push_hit, context_hit)
 
 #: lines between two calls of the progress `tick` (a mask, as `hotpath.TICK`)
 TICK = 0xFFFF
@@ -138,7 +140,8 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
     bodies: dict = {}  # body text -> (kind, op, instance, name, trylock, read, event)
     views: dict = {}
     lineno = 0
-    events = hardirq_lines = softirq_lines = resolved = acquisitions = 0
+    events = hardirq_lines = softirq_lines = resolved = acquisitions = context_events = 0
+    context_transition = ftrace.context_transition
     try:
         for lineno, line in enumerate(lines, 1):
             if tick is not None and not lineno & TICK:
@@ -234,7 +237,7 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
                 if len(timestamp) > 40:
                     break
                 state = fl[1]
-                if state < 0 or (state != contexts.get(task, 0) if fl[0] is not None else False):
+                if state < 0:
                     break
                 view = views.get(task)
                 if view is None:
@@ -245,6 +248,20 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
                         views.clear()
                     view = views[task] = _View(ctask, ann.held_of.get(task) if ann is not None else None)
                 _, op, instance, name, trylock, read, _ = body
+                if fl[0] is not None:
+                    old = contexts.get(task, 0)
+                    if state != old:
+                        # the reader's irq-context events first (`parse_numbered`), then the lock's
+                        if op is ACQUIRE and (not name or reader.probe_known or (pending and pending.get(head[3]))):
+                            break
+                        ops = context_transition(old, state)
+                        view = context_hit(checker, view, ann, task, ops, head[1], head[2], file, lineno,
+                                           float(timestamp))
+                        if view is None:
+                            break
+                        views[task] = view
+                        contexts[task] = state
+                        context_events += len(ops)
                 key = (task, instance)
                 cpu = head[2]
                 code = fl[2]
@@ -327,6 +344,7 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
         stats.softirq_lines += softirq_lines
         stats.names_resolved += resolved
         stats.acquisitions += acquisitions
+        stats.context_events += context_events
 
 
 def jsonl_events(checker: Checker, tick: Optional[Callable[[str], None]], lines: Iterable[str],
@@ -506,6 +524,14 @@ def fields_events(checker: Checker, annotator, batches: Iterable[list], tick: Op
                             break
                     elif (op == CONTENDED or op == ACQUIRED) and not checker.contention_checked:
                         cstats.events += 1
+                    elif op in IRQ_OPS:
+                        view = context_hit(checker, view, ann, task, (op,), fields[14], cpu, fields[12], fields[13],
+                                           fields[10], fields[9])
+                        if view is None:
+                            break
+                        views[task] = view
+                        done = True
+                        break
                     else:
                         break
                     comm = fields[14]

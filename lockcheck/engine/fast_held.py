@@ -98,9 +98,14 @@ def _find_held(held: list, lock: str, instance: Optional[str]) -> Optional[int]:
     return None
 
 
-def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, file: str, lineno: int) -> bool:
+def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, file: str, lineno: int,
+               where: Optional[tuple] = None) -> bool:
     """Apply the irq-state op `op` of `line` as `IrqValidator`'s handler would, if that marks no
     usage bit and notes nothing (True); else change nothing (False: the full checker's).
+
+    `where`, when given, is what the transition's record keeps instead of the `.lt` line to
+    read back: `(make, *args)`, `make(*args)` being its `Evidence` (a capture's line is no
+    `.lt` line; `fast_stages.context_hit`).
 
     Turning hardirqs (softirqs) on marks every checked held lock ENABLED_HARDIRQ (ENABLED_SOFTIRQ,
     _READ for a reader; `mark_held_locks`): when the held classes have those bits already, that
@@ -112,7 +117,7 @@ def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, fil
     if op == E.IRQS_OFF:
         if task.hardirqs_enabled:
             task.hardirqs_enabled = False
-            _defer_irq_event(task, op, line, file, lineno)
+            _defer_irq_event(task, op, line, file, lineno, where)
     elif op == E.IRQS_ON:
         if not task.hardirqs_enabled:  # else redundant_hardirqs_on
             if task.hardirq_depth:
@@ -122,7 +127,7 @@ def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, fil
                 if not _marked(held, nodes, (1 << ENABLED_HARDIRQ) | (1 << ENABLED_SOFTIRQ if soft else 0)):
                     return False
             task.hardirqs_enabled = True
-            _defer_irq_event(task, op, line, file, lineno)
+            _defer_irq_event(task, op, line, file, lineno, where)
     elif op == E.SOFTIRQS_OFF:
         if not task.softirqs_enabled:
             return True
@@ -149,7 +154,7 @@ def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, fil
     else:
         return False
     if op == E.SOFTIRQS_OFF or op == E.SOFTIRQS_ON:
-        _defer_irq_event(task, op, line, file, lineno)
+        _defer_irq_event(task, op, line, file, lineno, where)
     task.usage_need = usage_needs(task)
     return True
 
@@ -170,12 +175,13 @@ def _marked(held: list, nodes: dict, bits: int) -> bool:
     return True
 
 
-def _defer_irq_event(task: TaskState, op: str, line: str, file: str, lineno: int) -> None:
+def _defer_irq_event(task: TaskState, op: str, line: str, file: str, lineno: int,
+                     where: Optional[tuple] = None) -> None:
     """`irq._irq_event` without reading the line: its evidence is read back if asked."""
     irq_events = task.irq_events
     stamp = irq_events.get("stamp", 0) + 1  # type: ignore[operator]
     irq_events["stamp"] = stamp
-    irq_events[op] = (stamp, irq_evidence, line, file, lineno, task.name)
+    irq_events[op] = (stamp, irq_evidence, line, file, lineno, task.name) if where is None else (stamp,) + where
 
 
 def irq_evidence(line: str, file: str, lineno: int, name: str) -> Evidence:

@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
+from lockcheck.engine.fast_held import irq_change
 from lockcheck.lockdep import rules
 from lockcheck.lockdep.checker import Checker
-from lockcheck.events import ACQUIRE, Event
+from lockcheck.lockdep.findings import Evidence
+from lockcheck.events import ACQUIRE, HARDIRQ_ENTER, HARDIRQ_EXIT, SOFTIRQ_ENTER, SOFTIRQ_EXIT, Event
 from lockcheck.lockdep.tasks import HeldLock
 
 
@@ -193,6 +195,56 @@ def _pop_innermost(checker: Checker, view: _View, name: str, instance: str, ann:
     held.pop()
     view.task.chain_key = top.prev_chain_key
     return True
+
+
+def context_hit(checker: Checker, view: _View, ann: Optional[_Annotated], task: str, ops: tuple,
+                display: Optional[str], cpu: Optional[int], file: str, lineno: int, ts: Optional[float],
+                at: Optional[str] = None) -> Optional[_View]:
+    """The irq-context events the ftrace reader makes of a line whose flags column changed
+    (`ftrace_context.context_transition`), applied to the checker and the annotator as the plain
+    path would (`fast_held.irq_change`: none may mark a usage bit or note anything): the task's
+    new view; None: one would, nothing changed (the plain way).
+
+    A capture changes context on about one line in fourteen (every `d` of the flags column
+    that comes or goes): left to the plain path, each took the line's lock event with it.
+    """
+    ctask = view.task
+    if ctask.hardirq_threaded or ctask.pins or checker.irq.preempt_rt or checker.stopped:
+        return None
+    saved = (ctask.hardirqs_enabled, ctask.softirqs_enabled, ctask.hardirq_depth, ctask.softirq_depth,
+             ctask.usage_need, dict(ctask.irq_events))
+    name = ctask.name
+    if display is not None:
+        ctask.name = display  # (Checker.feed's, before its handler stamps the transition)
+    nodes = checker.graph._node
+    held = view.held
+    where = (Evidence, file, lineno, ctask.name, at, ts)
+    for op in ops:
+        if not irq_change(ctask, held, op, nodes, "", file, lineno, where):
+            ctask.name = name
+            (ctask.hardirqs_enabled, ctask.softirqs_enabled, ctask.hardirq_depth, ctask.softirq_depth,
+             ctask.usage_need, events) = saved
+            ctask.irq_events.clear()
+            ctask.irq_events.update(events)
+            return None
+    checker.stats.events += len(ops)
+    if cpu is not None:
+        ctask.cpu = cpu
+    a_held = view.a_held
+    if ann is not None:
+        ctx = ann.ctx.get(task, 0)  # the annotator's `_irq`, per op
+        for op in ops:
+            if op == HARDIRQ_ENTER:
+                ctx += 0x100
+            elif op == HARDIRQ_EXIT:
+                ctx = max(ctx - 0x100, 0)
+            elif op == SOFTIRQ_ENTER:
+                ctx += 1
+            elif op == SOFTIRQ_EXIT:
+                ctx = max(ctx - 1, 0) if ctx & 0xFF else ctx
+        ann.ctx[task] = ctx
+        a_held = ann.held_of.get(task)
+    return _View(ctask, a_held)
 
 
 def _event(task: str, lock: str, instance: str, mode: int, trylock: bool, check: bool, timestamp: str,
