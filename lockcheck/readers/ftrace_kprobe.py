@@ -134,7 +134,8 @@ def lookahead(lines: Iterable, scan: Callable[[str], Optional[tuple]]) -> tuple[
             if record is not None and len(record[3]) > 5 and lock_args(record[3][6]) is not None:
                 found = True
                 break
-    return found, _then(first, failed, it)
+    # (a chain of the two, when reading did not fail: a generator here costs a resumption per line)
+    return found, _then(first, failed, it) if failed is not None else itertools.chain(first, it)
 
 
 def _then(first: list, failed: Optional[Exception], rest: Iterator) -> Iterator:
