@@ -24,6 +24,12 @@ Each shape is small in events and hard for a naive incremental checker:
 - `fifo N`: one task takes N locks nested and releases them first-taken
   first (a queue), so every release moves everything held above it
   (lockdep's reacquire_held_locks); the depth limit is reported once;
+- `dense N`: a graph-heavy trace: N classes, each taken (in a scrambled
+  order) with ten classes of higher index nested inside it, so about 10N
+  dependencies (100k classes: about 950k) in an acyclic graph whose
+  classes arrive out of order: every new dependency asks for a cycle
+  search, which a kept topological order must answer without walking
+  what is reachable;
 - `addresses N`: N distinct lock instances (addresses) of a few classes,
   each taken and released once: per-address state must be freed with the
   lock.  `--format ftrace` writes the same shape as an ftrace capture.
@@ -117,6 +123,18 @@ def fifo(n: int) -> Iterator[str]:
         yield f"T0 release {_cls(i)}"
 
 
+def dense(n: int) -> Iterator[str]:
+    for k in range(n):
+        i = (k * 7919) % n  # a permutation of the classes for every n the benchmarks use (7919: a prime)
+        task = f"T{k % 4}"
+        yield f"{task} acquire {_cls(i)}"
+        for m in range(10 if i < n - 1 else 0):
+            j = i + 1 + zlib.crc32(f"{i}:{m}".encode()) % (n - i - 1)
+            yield f"{task} acquire {_cls(j)}"
+            yield f"{task} release {_cls(j)}"
+        yield f"{task} release {_cls(i)}"
+
+
 def addresses(n: int) -> Iterator[str]:
     for i in range(n):
         lock = f"{_cls(i % 8)}@0x{0xffff888000000000 + 64 * i:x}"
@@ -132,6 +150,7 @@ SHAPES: dict[str, Callable[[int], Iterator[str]]] = {
     "star-in": star_in,
     "star-out": star_out,
     "fifo": fifo,
+    "dense": dense,
     "addresses": addresses,
 }
 #: findings a lockdep-faithful checker reports for each shape (all others: none)
