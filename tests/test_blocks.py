@@ -16,7 +16,6 @@ import io
 import json
 import lzma
 import sys
-from pathlib import Path
 
 import pytest
 

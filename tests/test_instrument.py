@@ -7,7 +7,6 @@ import concurrent.futures
 import logging
 import queue
 import threading
-import time
 
 import pytest
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import lzma
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings

@@ -40,7 +40,7 @@ def test_three_contexts_close_a_cycle(waits: dict) -> None:
 
 
 def test_a_holder_that_runs_is_no_cycle(waits: dict) -> None:
-    a, b = FakeLock("T1"), FakeLock("T2")
+    b = FakeLock("T2")
     wait(waits, "T1", b)  # T2 holds b but waits for nothing
     assert waitfor.find_cycle("T1", b) is None
     assert waitfor.find_cycle("T1", FakeLock(None)) is None  # a free lock
