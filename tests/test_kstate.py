@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from lockcheck.kernel import state as kstate
+from lockcheck.kernel import proc_lines, state as kstate
 from lockcheck.errors import TraceError
 
 from testdata import CAPTURES
@@ -103,3 +107,75 @@ def test_real_dumps(boot, classes, edges, chains):
     assert "&rq->__lock" in names and "&pool->lock/1" in names
     assert all(e.before_name in names for e in state.edges)
     assert sum(1 for c in state.chains if c.irq_context) > 50
+
+
+# -- the common lines read without the grammar (`proc_lines.scan`) -------------------------
+
+_PIECES = ["000000007c9bff94", "00000000bd959855", "DEADbeef", "0x1f", "g1", "", " ", "  ", "FD:", "BD:", "OPS:",
+           "1", "38", "123456789", "1234567890", "+.+.", "....", "-.-?", "+", "*", ":", ": ", "->", " -> ", "[", "]",
+           "irq_context:", "irq_context: ", "0", "hardirq", "softirq", "hardirq|softirq", "hardirq|", "|softirq",
+           "console_lock", "&(&zone->lock)->rlock", "subsys mutex#2", "rcu_read_lock/1", "\u00e9t\u00e9", "\t", "\r",
+           "all lock classes:", "all lock chains:"]
+
+
+@st.composite
+def _proc_lines(draw) -> str:
+    """Lines of the four common shapes, with any piece now and then swapped for another (near misses)."""
+    key, name = draw(st.sampled_from(_PIECES[:6])), draw(st.sampled_from(_PIECES[35:41]))
+    number = st.sampled_from(["1", "38", "123456789", "1234567890", "01"])
+    gap = st.sampled_from([" ", "  ", "    "])
+    shape = draw(st.sampled_from(["class", "class-ops", "edge", "context", "entry"]))
+    if shape.startswith("class"):
+        parts = [key]
+        if shape == "class-ops":
+            parts += [draw(gap), "OPS:", draw(st.sampled_from(["", " ", "   "])), draw(number)]
+        parts += [draw(gap), "FD:", draw(st.sampled_from(["", " ", "   "])), draw(number), draw(gap), "BD:",
+                  draw(st.sampled_from(["", " ", "   "])), draw(number), draw(gap),
+                  draw(st.sampled_from(["+.+.", "....", "-.-?", "+", "...."])), ":", draw(gap), name]
+    elif shape == "edge":
+        parts = [draw(gap), "->", draw(gap), "[", key, "]", draw(gap), name]
+    elif shape == "context":
+        parts = ["irq_context:", draw(gap), draw(st.sampled_from(["0", "3", "hardirq", "softirq", "hardirq|softirq",
+                                                                   "1234567890", "hardirq|"]))]
+    else:
+        parts = ["[", key, "]", draw(gap), name]
+    for _ in range(draw(st.integers(0, 2))):
+        parts[draw(st.integers(0, len(parts) - 1))] = draw(st.sampled_from(_PIECES))
+    return "".join(parts).rstrip()
+
+
+def _by_grammar(line: str):
+    try:
+        return kstate.parse_with_grammar(line, "f", 1)
+    except TraceError as err:
+        return err
+
+
+@settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "300")), deadline=None)
+@given(_proc_lines())
+def test_common_lines_are_read_as_the_grammar_reads_them(line: str) -> None:
+    fast = proc_lines.scan(line)
+    if fast is not None:
+        assert fast == _by_grammar(line)
+
+
+def test_the_common_shapes_are_read_without_the_grammar() -> None:
+    """Each shape the real dumps are made of is the scanner's, so the grammar reads only the rest."""
+    for line in ["000000007c9bff94 FD:    1 BD:   38 ....: (console_sem).lock",
+                 "000000007c9bff94 OPS:   12 FD:    1 BD:   38 +.+.: subsys mutex#2",
+                 " -> [000000004def5fcd] resource_lock", "irq_context: hardirq|softirq", "irq_context: 0",
+                 "[000000007bf71908] cpu_hotplug_lock", "all lock classes:", "all lock chains:"]:
+        assert proc_lines.scan(line) == _by_grammar(line)
+    for line in ["all lock classes: ", "all lock chains", "000000007c9bff94 FD: 1234567890 BD: 1 ....: x",
+                 "irq_context: 1234567890", "[zz] x"]:
+        assert proc_lines.scan(line) is None
+
+
+@pytest.mark.parametrize("name", ["lockdep.txt.xz", "lockdep_chains.txt.xz"])
+def test_a_real_dump_reads_the_same_without_the_scanner(name, monkeypatch) -> None:
+    path = str(Path(__file__).parent / "data" / "kernel-6.1" / "clean" / name)
+    fast = kstate.load(path)
+    monkeypatch.setattr(proc_lines, "scan", lambda line: None)
+    plain = kstate.load(path)
+    assert (fast.classes, fast.edges, fast.chains) == (plain.classes, plain.edges, plain.chains)
+    assert fast.classes or fast.chains

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Iterator, Optional, Union
 
 from lockcheck.errors import TraceError
+from lockcheck.kernel import proc_lines
 from lockcheck.util.grammar import grammar_text
 from lockcheck.util import numbers
 
@@ -172,6 +173,14 @@ def _parser():
 
 def _parse_line(line: str, file: str, lineno: int):
     """(rule, {TERMINAL: [values]}) of one line; TraceError with the column otherwise."""
+    common = proc_lines.scan(line)
+    if common is not None:
+        return common
+    return parse_with_grammar(line, file, lineno)
+
+
+def parse_with_grammar(line: str, file: str, lineno: int):
+    """`_parse_line` by the grammar alone (the definition `proc_lines.scan` is held to)."""
     from lark import Token
     from lark.exceptions import UnexpectedCharacters, UnexpectedInput, UnexpectedToken
 
