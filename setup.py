@@ -1,4 +1,5 @@
-"""The optional compiled cores (lockcheck/engine/_speedups.c, _jsonlt.c, lockcheck/python/_tracked.c); everything else is in pyproject.toml.
+"""The optional compiled cores (lockcheck/engine/_speedups.c, _jsonlt.c, lockcheck/readers/_ftscan.c,
+lockcheck/python/_tracked.c); everything else is in pyproject.toml.
 
 Built by `pip install` where a C compiler exists.  `optional=True`: when
 the build fails (no compiler, no Python headers), the install goes on
@@ -13,6 +14,8 @@ setup(ext_modules=[
               optional=True),
     # JSON Lines translated to `.lt` lines (lockcheck.engine.fast_jsonl): the `.lt` engine checks them
     Extension("lockcheck.engine._jsonlt", ["lockcheck/engine/_jsonlt.c"], optional=True),
+    # the ftrace reader's scanner for lines whose pieces it has seen (lockcheck.readers.ftrace_scan)
+    Extension("lockcheck.readers._ftscan", ["lockcheck/readers/_ftscan.c"], optional=True),
     # the tracked locks' hit path (the pytest plugin); LOCKCHECK_PURE=1 forces its fallback too
     Extension("lockcheck.python._trackedcore", ["lockcheck/python/_tracked.c"], depends=["lockcheck/engine/_tuplehash.h"],
               include_dirs=["lockcheck/engine"], optional=True),

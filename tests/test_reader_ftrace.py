@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from lockcheck.errors import TraceError
 from lockcheck.events import ACQUIRE, READ, RELEASE, RREAD, WRITE
-from lockcheck.readers import ftrace
+from lockcheck.readers import ftrace, ftrace_scan
 
 from testdata import CAPTURES, ROOT as REPO
 
@@ -281,8 +281,8 @@ COMM_CHARS = st.sampled_from(list("abcdkworker/u:0123456789-_.<>[]() ") + ["<...
 comms = st.lists(COMM_CHARS, min_size=1, max_size=8).map("".join)
 numbers = st.integers(0, 99999).map(str)
 flag_columns = st.one_of(
-    st.tuples(*(st.sampled_from(sorted(chars)) for chars in ftrace._FLAG_SETS)).map("".join),
-    st.tuples(*(st.sampled_from(sorted(chars)) for chars in ftrace._FLAG_SETS[:4])).map("".join),
+    st.tuples(*(st.sampled_from(sorted(chars)) for chars in ftrace_scan._FLAG_SETS)).map("".join),
+    st.tuples(*(st.sampled_from(sorted(chars)) for chars in ftrace_scan._FLAG_SETS[:4])).map("".join),
     st.text("dDhsH.123 x", min_size=0, max_size=6),
 )
 events_ = st.sampled_from(["lock_acquire", "lock_release", "lock_contended", "lock_acquired", "contention_begin",
@@ -329,6 +329,43 @@ def test_fast_scanner_agrees_with_grammar(line):
     fast = ftrace.scan(line)
     if fast is not None:
         assert fast == slow_or_error(line)
+
+
+_STAMPS = ["5.834099", "12", "1.", ".5", "1.2.3", "x", "", "00012345.678901", "1\u0663"]
+
+
+kernel_lines = st.builds(
+    lambda comm, pid, cpu, flags, event, name: f"{comm:>16}-{pid:<7} [{cpu:03d}] {flags} 5.1: {event}: 0005b4e2a1c {name}",
+    st.sampled_from(["bash", "kworker/0:1", "<...>", "a b"]), numbers, st.integers(0, 255), flag_columns,
+    st.sampled_from(sorted(ftrace.LOCK_EVENTS) + ["contention_begin"]),
+    st.sampled_from(["&mm->mmap_lock", "read rcu_read_lock", "try &x->y", "", "caf\u00e9"]))
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(kernel_lines, ftrace_lines(), st.text(max_size=60)), min_size=1, max_size=6),
+       st.lists(st.sampled_from(_STAMPS), min_size=1, max_size=4))
+def test_compiled_scanner_is_the_pure_one(lines, stamps):
+    """`scan` (compiled where built) answers what `scan_pure` answers, line for line, whether the
+    line's pieces are cached or not: each line is read again with other time stamps, so the second
+    reading of its head, flags and text comes from the caches the first one filled."""
+    for line in lines:
+        for stamp in [None, "5.834099"] + stamps:
+            if stamp is not None:
+                cut = line.find(": ")
+                blank = line.rfind(" ", 0, cut)
+                if cut < 0 or blank < 0:
+                    continue
+                line = line[:blank + 1] + stamp + line[cut:]
+            assert ftrace_scan.scan(line) == ftrace_scan.scan_pure(line), line
+
+
+def test_the_compiled_scanner_is_used_where_built():
+    import importlib.util
+    import os
+
+    built = importlib.util.find_spec("lockcheck.readers._ftscan") is not None
+    assert (ftrace_scan.scan is not ftrace_scan.scan_pure) == (built and os.environ.get("LOCKCHECK_PURE") != "1")
+    assert ftrace.scan is ftrace_scan.scan and ftrace.FtraceReader.scan is ftrace_scan.scan
 
 
 # kprobe lines: "(SITE) ARG=VALUE ...", and near misses of every part
@@ -388,7 +425,7 @@ def test_a_well_formed_probe_line_takes_the_fast_path():
 @settings(max_examples=200, deadline=None)
 @given(comm=st.text("abcXYZ09/:-_. <>", min_size=1, max_size=15).filter(lambda c: c.strip() == c),
        pid=numbers, cpu=st.integers(0, 255),
-       flags=st.tuples(*(st.sampled_from(sorted(chars)) for chars in ftrace._FLAG_SETS)).map("".join),
+       flags=st.tuples(*(st.sampled_from(sorted(chars)) for chars in ftrace_scan._FLAG_SETS)).map("".join),
        event=st.sampled_from(sorted(ftrace.LOCK_EVENTS)), prefix=st.sampled_from(["", "try ", "read ", "try read "]),
        name=st.sampled_from(["&mm->mmap_lock", "(wq_completion)events", "subsys mutex#2", "rcu_read_lock", ""]))
 def test_kernel_shaped_lines_take_the_fast_path(comm, pid, cpu, flags, event, prefix, name):

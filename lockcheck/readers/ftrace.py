@@ -107,7 +107,7 @@ from __future__ import annotations
 from typing import Iterable, Iterator, Optional
 
 from lockcheck.errors import TraceError
-from lockcheck.events import ACQUIRE, ACQUIRED, CONTENDED, CONTENTION_BEGIN, CONTENTION_END, RELEASE, WRITE, Event, MAX_SUBCLASS
+from lockcheck.events import ACQUIRE, CONTENTION_BEGIN, CONTENTION_END, RELEASE, WRITE, Event, MAX_SUBCLASS
 from lockcheck.events import LOST_EVENTS as E_LOST_EVENTS
 from lockcheck.readers.ftrace_context import (  # noqa: F401 (re-exported)
     BH_DISABLED, HARDIRQ, IRQS_DISABLED, RECURSIVE_READ_NAMES, SOFTIRQ, ReadPolicy, context_transition, flags_state,
@@ -116,6 +116,9 @@ from lockcheck.readers.ftrace_context import (  # noqa: F401 (re-exported)
 from lockcheck.readers.ftrace_grammar import _describe, _parser, scan_slow  # noqa: F401 (re-exported)
 from lockcheck.readers.ftrace_kprobe import (  # noqa: F401 (re-exported)
     LOCK_ARGS_REQUIRED, UNKNOWN_LOCK, LockArgs, ProbePairing, _PENDING_LIMIT, _scan_probe, lock_args, lookahead,
+)
+from lockcheck.readers.ftrace_scan import (  # noqa: F401 (re-exported)
+    LOCK_EVENTS, _CACHE_LIMIT, _HEAD_CACHE_LIMIT, scan, scan_pure,
 )
 from lockcheck.readers.ftrace_stats import ReaderStats
 
@@ -127,13 +130,7 @@ TAKES_STATS = True
 #: op of the marker yielded for `CPU:N [LOST EVENTS]`: `Event(task="", op=LOST_EVENTS, cpu=N)`
 LOST_EVENTS = E_LOST_EVENTS
 
-#: tracepoint name -> op
-LOCK_EVENTS = {
-    "lock_acquire": ACQUIRE,
-    "lock_release": RELEASE,
-    "lock_contended": CONTENDED,
-    "lock_acquired": ACQUIRED,
-}
+#: tracepoint name -> op: LOCK_EVENTS (lockcheck.readers.ftrace_scan)
 #: lockdep-independent contention tracepoints (5.19+): skipped, counted apart (or yielded, see parse)
 CONTENTION_EVENTS = frozenset({"contention_begin", "contention_end"})
 _CONTENTION_OPS = {"contention_begin": CONTENTION_BEGIN, "contention_end": CONTENTION_END}
@@ -152,123 +149,7 @@ TAKES_CONTENTION = True
 # explain).
 
 
-# -- scanning one line --------------------------------------------------------------
-#
-# A scanned event line is the tuple (head, flags, timestamp, body) with
-#   head = (comm, pid, cpu)                           e.g. ("init", "1", "000")
-#   body = (event, address, trylock, read, name)      e.g. ("lock_acquire", "0000abcd", False, True, "rcu_read_lock")
-# strings as printed; flags None when absent; address None, trylock/read False
-# and name None for other events; name "" when empty.  Heads and bodies
-# repeat a lot, so `scan` caches them (bounded), and so can the reader.
-
-_FLAG_SETS = (frozenset(".dDbX"), frozenset(".NnpLlBb"), frozenset(".ZzHhs"),
-              frozenset(".0123456789abcdef"), frozenset(".0123456789abcdef"))
-_HEX = frozenset("0123456789abcdefABCDEF")
-_CACHE_LIMIT = 1 << 16
-#: heads (`comm-pid [cpu]`) cached: far fewer are live at once than bodies, and every new task brings
-#: new ones, so a long capture of short-lived tasks would fill a cache the size of the others'
-#: (~50 MB) where this many serve every task running at a time (a miss costs one parse of the head)
-_HEAD_CACHE_LIMIT = 1 << 12
-_HEADS: dict[str, tuple] = {}
-_BODIES: dict[str, tuple] = {}
-_FLAGS: dict[str, Optional[str]] = {}
-
-
-def _digits(text: str) -> bool:
-    return bool(text) and text.isascii() and text.isdigit()
-
-
-def scan(line: str) -> Optional[tuple]:
-    """The fields of a common-shape event line, or None to leave the line to the grammar.
-
-    One function of `str.find`/`partition` and three bounded caches; whatever
-    it accepts it reads exactly as `scan_slow` does (tests/test_reader_ftrace.py
-    proves it on generated lines).
-    """
-    end = line.find("] ")
-    if end < 0:
-        return None
-    text = line[:end]
-    head = _HEADS.get(text)
-    if head is None:  # "<comm>-<pid> [(<tgid>) ][<cpu>"
-        start = text.rfind("[")
-        if start < 1 or text[start - 1] != " ":
-            return None
-        cpu = text[start + 1:]
-        rest = text[:start].rstrip(" ")
-        if rest[-1:] == ")":  # (tgid)
-            open_ = rest.rfind("(")
-            tgid = rest[open_ + 1:-1].lstrip(" ")
-            if open_ < 1 or rest[open_ - 1] != " " or not (_digits(tgid) or (tgid and not tgid.strip("-"))):
-                return None
-            rest = rest[:open_].rstrip(" ")
-        dash = rest.rfind("-")
-        pid = rest[dash + 1:]
-        comm = rest[:dash].lstrip(" ")
-        if not _digits(cpu) or dash < 0 or not _digits(pid) or not comm or comm[0].isspace() or comm[-1].isspace():
-            return None
-        head = (comm, pid, cpu)
-        if len(_HEADS) >= _HEAD_CACHE_LIMIT:
-            _HEADS.clear()
-        _HEADS[text] = head
-    stamp, sep, text = line[end + 2:].partition(": ")
-    if not sep:
-        return None
-    flags, _, timestamp = stamp.lstrip(" ").rpartition(" ")
-    if flags:  # "d.h2. " -- validated once per distinct column
-        checked = _FLAGS.get(flags, "")
-        if checked == "":
-            checked = flags.rstrip(" ")
-            if not 4 <= len(checked) <= 5 or any(ch not in chars for ch, chars in zip(checked, _FLAG_SETS)):
-                checked = None
-            if len(_FLAGS) < _CACHE_LIMIT:
-                _FLAGS[flags] = checked
-        if checked is None:
-            return None
-        flags = checked
-    else:
-        flags = None
-    if not (timestamp.isascii() and timestamp.replace(".", "", 1).isdigit()) or timestamp[0] == "." or timestamp[-1] == ".":
-        return None
-    body = _BODIES.get(text)
-    if body is None:  # "<event>: <address> [try ][read ]<name>" or "<event>: <anything>"
-        event, sep, payload = text.lstrip(" ").partition(":")
-        if not sep or payload[:1] not in ("", " "):
-            return None
-        op = LOCK_EVENTS.get(event)
-        if op is None:
-            if not event.isascii() or not event.isidentifier():
-                return None
-            if payload[1:2] == "(":
-                probe = _scan_probe(payload[1:])
-                if probe is False:
-                    return None
-                if probe is not None:  # not cached: a probe's arguments differ from line to line
-                    return (head, flags, timestamp, (event, None, False, False, None) + probe)
-            body = (event, None, False, False, None)
-        else:
-            address, _, tail = payload.lstrip(" ").partition(" ")
-            bare = address[2:] if address[:2] == "0x" else address
-            if not bare or not _HEX.issuperset(bare):
-                return None
-            tail = tail.lstrip(" ")
-            trylock = read = False
-            if op is ACQUIRE:
-                if tail[:4] == "try ":
-                    trylock = True
-                    tail = tail[4:]
-                if tail[:5] == "read ":
-                    read = True
-                    tail = tail[5:]
-                if tail[:1] == " ":
-                    return None
-            body = (event, address, trylock, read, tail.rstrip(" "))
-        if len(_BODIES) >= _CACHE_LIMIT:
-            _BODIES.clear()
-        _BODIES[text] = body
-    return (head, flags, timestamp, body)
-
-
+# -- scanning one line: lockcheck.readers.ftrace_scan (`scan`, compiled where built) -----------
 
 # -- the reader ---------------------------------------------------------------------
 
