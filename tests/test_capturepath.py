@@ -213,6 +213,20 @@ def test_a_bad_line_keeps_its_place() -> None:
     assert fast["stats"].events == 8
 
 
+@pytest.mark.parametrize("stamp", ["1.2.3", ".5", "5.", "5a", "\u0665"])
+def test_a_bad_time_stamp_on_a_known_line_keeps_its_place(stamp) -> None:
+    """A line whose head, flags and text the fast path has cached, with a time stamp the reader does not
+    take, goes to the reader (whose error it is), not through the caches."""
+    good = ["           bash-12 [000] ...1.  5.1: lock_acquire: 00000000a1 &p->pi_lock",
+            "           bash-12 [000] ...1.  5.2: lock_release: 00000000a1 &p->pi_lock"] * 4
+    bad = good[0].replace(" 5.1:", f" {stamp}:")
+    lines = good + [bad, good[1]] + good
+    fast, plain = _outcome(lines, True, True), _outcome(lines, False, True)
+    assert fast == plain == _outcome(lines, "fields", True)
+    if stamp.isascii():  # (the grammar reads other digits)
+        assert plain["error"] is not None and plain["error"].startswith("gen.ftrace:9:")
+
+
 def test_first_finding_stops_both_alike() -> None:
     ab = ["           bash-12 [000] ...1.  5.1: lock_acquire: 00000000a1 &x->a",
           "           bash-12 [000] ...1.  5.1: lock_acquire: 00000000b1 &x->b",

@@ -118,7 +118,7 @@ def ftrace_events(checker: Checker, annotators, stats, tick: Optional[Callable[[
 def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iterable[str],
                    file: str) -> Iterator[tuple[int, str]]:
     """The numbered lines the plain reader must read; every other line applied to the three stages."""
-    from lockcheck.readers import ftrace
+    from lockcheck.readers import ftrace, ftrace_scan
 
     scan = ftrace.scan
     flags_state = ftrace.flags_state
@@ -143,6 +143,7 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
     lineno = 0
     events = hardirq_lines = softirq_lines = resolved = acquisitions = context_events = 0
     context_transition = ftrace.context_transition
+    split = ftrace_scan.compiled_split()
     try:
         for lineno, line in enumerate(lines, 1):
             if tick is not None and not lineno & TICK:
@@ -151,77 +152,81 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
                 if line.startswith("# tracer:"):
                     yield lineno, line  # a restart inside the file: the reader drops pending arguments
                 continue
-            end = line.find("] ")
-            if end < 0:
-                views.clear()
-                yield lineno, line
-                continue
-            head_text = line[:end]
-            stamp, sep, text = line[end + 2:].partition(": ")
-            flags_text, _, timestamp = stamp.lstrip(" ").rpartition(" ")
-            head = heads.get(head_text)
-            fl = flag_cache.get(flags_text)
-            body = bodies.get(text)
-            if head is None or fl is None or body is None:
-                record = scan(line)
-                if record is None or len(record[3]) > 5 or not sep:
-                    head = heads.get(head_text)
-                    if head is not None and head[0] is not None:
-                        views.pop(head[0], None)
+            got = split(line, heads, flag_cache, bodies) if split is not None else None
+            if got is not None:  # every piece seen before, a time stamp scan takes: from the caches in C
+                head, fl, timestamp, body = got
+            else:
+                end = line.find("] ")
+                if end < 0:
+                    views.clear()
+                    yield lineno, line
+                    continue
+                head_text = line[:end]
+                stamp, sep, text = line[end + 2:].partition(": ")
+                flags_text, _, timestamp = stamp.lstrip(" ").rpartition(" ")
+                head = heads.get(head_text)
+                fl = flag_cache.get(flags_text)
+                body = bodies.get(text)
+                if head is None or fl is None or body is None:
+                    record = scan(line)
+                    if record is None or len(record[3]) > 5 or not sep:
+                        head = heads.get(head_text)
+                        if head is not None and head[0] is not None:
+                            views.pop(head[0], None)
+                        else:
+                            views.clear()
+                        yield lineno, line
+                        continue
+                    # what scan read of each piece is its reading in any line (it reads them apart)
+                    if head is None:
+                        comm, pid, cpu_text = record[0]
+                        if len(cpu_text) > ftrace.MAX_CPU_DIGITS or comm == "<...>":
+                            head = (None, None, None, cpu_text)
+                        elif pid == "0":
+                            cpu = int(cpu_text)
+                            head = (f"0/{cpu}", f"swapper/{cpu}/0", cpu, cpu_text)
+                        else:
+                            head = (pid, f"{comm}/{pid}", int(cpu_text), cpu_text)
+                        if len(heads) >= _HEAD_CACHE_LIMIT:
+                            heads.clear()
+                        heads[head_text] = head
+                    if fl is None:
+                        flags = record[1]
+                        if flags is None:
+                            fl = (None, 0, 0)
+                        else:
+                            state = flags_state(flags)
+                            if len(flags) == 4 and state & SOFTIRQ and not state & HARDIRQ:
+                                fl = (flags, -1, 0)  # the old layout's `s`: read with the task's history
+                            else:
+                                # 1: hardirq line, 2: softirq line, 4: in_interrupt() for the read policy
+                                code = 5 if state & HARDIRQ else 6 if state & SOFTIRQ else 4 if state & BH_DISABLED else 0
+                                fl = (flags, state, code)
+                        if len(flag_cache) >= _CACHE_LIMIT:
+                            flag_cache.clear()
+                        flag_cache[flags_text] = fl
+                    if body is None:
+                        event, address, trylock, read, name = record[3]
+                        op = lock_events.get(event)
+                        if op is None:
+                            kind = _SKIP_CONTENTION if event.rpartition(":")[2] in contention_events else _SKIP
+                            body = (kind, None, None, None, False, False, event)
+                        else:
+                            body = (_LOCK, op, address if address[:2] == "0x" else "0x" + address, name, trylock,
+                                    read, event)
+                        if len(bodies) >= _CACHE_LIMIT:
+                            bodies.clear()
+                        bodies[text] = body
+                # scan's time stamp test, per line (time stamps make lines unique)
+                if not (timestamp.isascii() and timestamp.replace(".", "", 1).isdigit()) \
+                        or timestamp[0] == "." or timestamp[-1] == "." or not sep:
+                    task = head[0]
+                    if task is not None:
+                        views.pop(task, None)
                     else:
                         views.clear()
                     yield lineno, line
                     continue
-                # what scan read of each piece is its reading in any line (it reads them apart)
-                if head is None:
-                    comm, pid, cpu_text = record[0]
-                    if len(cpu_text) > ftrace.MAX_CPU_DIGITS or comm == "<...>":
-                        head = (None, None, None, cpu_text)
-                    elif pid == "0":
-                        cpu = int(cpu_text)
-                        head = (f"0/{cpu}", f"swapper/{cpu}/0", cpu, cpu_text)
-                    else:
-                        head = (pid, f"{comm}/{pid}", int(cpu_text), cpu_text)
-                    if len(heads) >= _HEAD_CACHE_LIMIT:
-                        heads.clear()
-                    heads[head_text] = head
-                if fl is None:
-                    flags = record[1]
-                    if flags is None:
-                        fl = (None, 0, 0)
-                    else:
-                        state = flags_state(flags)
-                        if len(flags) == 4 and state & SOFTIRQ and not state & HARDIRQ:
-                            fl = (flags, -1, 0)  # the old layout's `s`: read with the task's history
-                        else:
-                            # 1: hardirq line, 2: softirq line, 4: in_interrupt() for the read policy
-                            code = 5 if state & HARDIRQ else 6 if state & SOFTIRQ else 4 if state & BH_DISABLED else 0
-                            fl = (flags, state, code)
-                    if len(flag_cache) >= _CACHE_LIMIT:
-                        flag_cache.clear()
-                    flag_cache[flags_text] = fl
-                if body is None:
-                    event, address, trylock, read, name = record[3]
-                    op = lock_events.get(event)
-                    if op is None:
-                        kind = _SKIP_CONTENTION if event.rpartition(":")[2] in contention_events else _SKIP
-                        body = (kind, None, None, None, False, False, event)
-                    else:
-                        body = (_LOCK, op, address if address[:2] == "0x" else "0x" + address, name, trylock,
-                                read, event)
-                    if len(bodies) >= _CACHE_LIMIT:
-                        bodies.clear()
-                    bodies[text] = body
-            # scan's time stamp test, per line (time stamps make lines unique)
-            if not (timestamp.isascii() and timestamp.replace(".", "", 1).isdigit()) \
-                    or timestamp[0] == "." or timestamp[-1] == "." or not sep:
-                task = head[0]
-                if task is not None:
-                    views.pop(task, None)
-                else:
-                    views.clear()
-                yield lineno, line
-                continue
             kind = body[0]
             if kind != _LOCK:
                 if kind == _SKIP_CONTENTION:

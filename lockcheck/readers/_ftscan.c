@@ -52,71 +52,94 @@ slow(PyObject *line)
     return PyObject_CallOneArg(fallback, line);
 }
 
-static PyObject *
-scan(PyObject *self, PyObject *line)
-{
-    if (!PyUnicode_Check(line) || fallback == NULL || PyUnicode_READY(line) < 0 || !PyUnicode_IS_ASCII(line))
-        return fallback != NULL ? slow(line) : PyErr_Format(PyExc_RuntimeError, "_ftscan.setup() not called");
-    /* ASCII only: one byte a character, so byte offsets are `str` offsets (other lines: scan_pure) */
-    const char *text = (const char *)PyUnicode_DATA(line);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(line);
+/* Where the pieces of an ASCII line are, split as `scan_pure` splits it:
+ *   head text   [0, end)            (line.find("] "))
+ *   flags text  [from, blank)       (stamp.lstrip(" ").rpartition(" ")[0]; empty when blank < from)
+ *   time stamp  [ts_start, colon)
+ *   text        [colon + 2, n)      (after the first ": " that follows the head)
+ * 0 when the line has no such pieces. */
+typedef struct {
+    Py_ssize_t end, from, blank, ts_start, colon, n;
+} Pieces;
 
-    /* end = line.find("] ") */
-    Py_ssize_t end = -1;
+static int
+split_pieces(const char *text, Py_ssize_t n, Pieces *at)
+{
+    at->n = n;
+    at->end = -1;
     for (const char *p = text; (p = memchr(p, ']', text + n - p)) != NULL; p++) {
         if (p + 1 < text + n && p[1] == ' ') {
-            end = p - text;
+            at->end = p - text;
             break;
         }
     }
-    if (end < 0)
-        return slow(line);
-    PyObject *head = cached(heads, line, 0, end);
-    if (head == NULL)
-        return PyErr_Occurred() ? NULL : slow(line);
-
-    /* stamp, ": ", rest = line[end + 2:].partition(": ") */
-    Py_ssize_t stamp = end + 2, colon = -1;
-    for (Py_ssize_t i = stamp; i + 1 < n; i++) {
+    if (at->end < 0)
+        return 0;
+    at->colon = -1;
+    for (Py_ssize_t i = at->end + 2; i + 1 < n; i++) {
         if (text[i] == ':' && text[i + 1] == ' ') {
-            colon = i;
+            at->colon = i;
             break;
         }
     }
-    if (colon < 0)
-        return slow(line);
-    /* flags, " ", timestamp = stamp.lstrip(" ").rpartition(" ") */
-    Py_ssize_t from = stamp;
-    while (from < colon && text[from] == ' ')
-        from++;
-    Py_ssize_t blank = colon - 1;
-    while (blank >= from && text[blank] != ' ')
-        blank--;
-    Py_ssize_t ts_start = from;
-    PyObject *flags = Py_None;  /* no blank after the leading ones: no flags column */
-    if (blank >= from) {  /* the flags text runs to the last blank (text[from] is none: it is not empty) */
-        ts_start = blank + 1;
-        flags = cached(flag_cols, line, from, blank);
-        if (flags == NULL || flags == Py_None)  /* not seen, or not a flags column: scan_pure's verdict */
-            return PyErr_Occurred() ? NULL : slow(line);
-    }
-    /* the time stamp: ASCII digits with at most one point, neither first nor last */
+    if (at->colon < 0)
+        return 0;
+    at->from = at->end + 2;
+    while (at->from < at->colon && text[at->from] == ' ')
+        at->from++;
+    at->blank = at->colon - 1;
+    while (at->blank >= at->from && text[at->blank] != ' ')
+        at->blank--;
+    at->ts_start = at->blank >= at->from ? at->blank + 1 : at->from;
+    return 1;
+}
+
+/* `scan_pure`'s time stamp test: ASCII digits with at most one point, neither first nor last */
+static int
+stamp_ok(const char *text, Py_ssize_t start, Py_ssize_t end)
+{
     Py_ssize_t points = 0;
-    if (ts_start >= colon || text[ts_start] == '.' || text[colon - 1] == '.')
-        return slow(line);
-    for (Py_ssize_t i = ts_start; i < colon; i++) {
+    if (start >= end || text[start] == '.' || text[end - 1] == '.')
+        return 0;
+    for (Py_ssize_t i = start; i < end; i++) {
         char c = text[i];
         if (c == '.') {
             if (++points > 1)
-                return slow(line);
+                return 0;
         }
         else if (c < '0' || c > '9')
-            return slow(line);
+            return 0;
     }
-    PyObject *body = cached(bodies, line, colon + 2, n);
+    return 1;
+}
+
+static PyObject *
+scan(PyObject *self, PyObject *line)
+{
+    if (fallback == NULL)
+        return PyErr_Format(PyExc_RuntimeError, "_ftscan.setup() not called");
+    /* ASCII only: one byte a character, so byte offsets are `str` offsets (other lines: scan_pure) */
+    if (!PyUnicode_Check(line) || PyUnicode_READY(line) < 0 || !PyUnicode_IS_ASCII(line))
+        return slow(line);
+    const char *text = (const char *)PyUnicode_DATA(line);
+    Pieces at;
+    if (!split_pieces(text, PyUnicode_GET_LENGTH(line), &at))
+        return slow(line);
+    PyObject *head = cached(heads, line, 0, at.end);
+    if (head == NULL)
+        return PyErr_Occurred() ? NULL : slow(line);
+    PyObject *flags = Py_None;  /* no blank after the leading ones: no flags column */
+    if (at.blank >= at.from) {  /* the flags text runs to the last blank (text[from] is none: it is not empty) */
+        flags = cached(flag_cols, line, at.from, at.blank);
+        if (flags == NULL || flags == Py_None)  /* not seen, or not a flags column: scan_pure's verdict */
+            return PyErr_Occurred() ? NULL : slow(line);
+    }
+    if (!stamp_ok(text, at.ts_start, at.colon))
+        return slow(line);
+    PyObject *body = cached(bodies, line, at.colon + 2, at.n);
     if (body == NULL)
         return PyErr_Occurred() ? NULL : slow(line);
-    PyObject *timestamp = PyUnicode_Substring(line, ts_start, colon);
+    PyObject *timestamp = PyUnicode_Substring(line, at.ts_start, at.colon);
     if (timestamp == NULL)
         return NULL;
     PyObject *record = PyTuple_Pack(4, head, flags, timestamp, body);
@@ -124,9 +147,53 @@ scan(PyObject *self, PyObject *line)
     return record;
 }
 
+/* split(line, heads, flags, bodies): the capture fast path's own caches (`fast_capture._ftrace_misses`)
+ * looked up with the line's head, flags and text (the flags text "" when there is none), and its time
+ * stamp -- (head, flags, time stamp, body) -- when all three are there and the stamp is one `scan_pure`
+ * takes; None: the caller splits and reads the line itself. */
+static PyObject *
+split(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 4 || !PyUnicode_Check(args[0]) || !PyDict_Check(args[1]) || !PyDict_Check(args[2])
+            || !PyDict_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError, "split(line, heads, flags, bodies)");
+        return NULL;
+    }
+    PyObject *line = args[0];
+    if (PyUnicode_READY(line) < 0)
+        return NULL;
+    if (!PyUnicode_IS_ASCII(line))
+        Py_RETURN_NONE;
+    const char *text = (const char *)PyUnicode_DATA(line);
+    Pieces at;
+    if (!split_pieces(text, PyUnicode_GET_LENGTH(line), &at) || !stamp_ok(text, at.ts_start, at.colon))
+        Py_RETURN_NONE;
+    PyObject *head = cached(args[1], line, 0, at.end);
+    if (head == NULL)
+        goto missing;
+    PyObject *flags = cached(args[2], line, at.from, at.blank >= at.from ? at.blank : at.from);
+    if (flags == NULL)
+        goto missing;
+    PyObject *body = cached(args[3], line, at.colon + 2, at.n);
+    if (body == NULL)
+        goto missing;
+    PyObject *timestamp = PyUnicode_Substring(line, at.ts_start, at.colon);
+    if (timestamp == NULL)
+        return NULL;
+    PyObject *record = PyTuple_Pack(4, head, flags, timestamp, body);
+    Py_DECREF(timestamp);
+    return record;
+missing:
+    if (PyErr_Occurred())
+        return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef methods[] = {
     {"setup", setup, METH_VARARGS, "setup(heads, flags, bodies, scan_pure): the caches to answer from, the reader of the rest"},
     {"scan", scan, METH_O, "scan(line): scan_pure(line), answered from its caches when every piece is there"},
+    {"split", (PyCFunction)(void (*)(void))split, METH_FASTCALL,
+     "split(line, heads, flags, bodies): (head, flags, time stamp, body) from the caller's caches, or None"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -160,3 +160,14 @@ def _compiled() -> Optional[object]:
 
 #: the scanner the reader uses
 scan = _compiled() or scan_pure
+
+
+def compiled_split() -> Optional[object]:
+    """`_ftscan.split(line, heads, flags, bodies)` where the compiled scanner is in use, else None: a
+    line's head, flags and text looked up in a caller's own caches, and its time stamp, in one call
+    (the capture fast path's caches hold what it made of each piece)."""
+    if scan is scan_pure:
+        return None
+    from lockcheck.readers import _ftscan
+
+    return _ftscan.split
