@@ -14,8 +14,8 @@ to the reader (`FtraceReader.parse_numbered`), whose events then go through
 the annotator and the checker as always.  A line is taken only when the
 plain path would change nothing else: irq-context events (a flags column
 unlike the task's last line's) that mark no usage bit and note nothing
-(`fast_stages.context_hit`), a task the checker knows, no pending kprobe arguments on its CPU, a
-named lock, a class the graph has, no new usage bit, a cached chain, no
+(`fast_stages.context_hit`), a task the checker knows, no pending kprobe
+arguments on its CPU, a named lock, a class the graph has, no new usage bit, a cached chain, no
 class held twice, no annotation rule and an explained chain suffix (or no
 state), a stack below lockdep's depth limit.  So the fast path can only be
 equal to the plain one (tests/test_capturepath.py holds it to identical
