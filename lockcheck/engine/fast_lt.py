@@ -44,8 +44,11 @@ from lockcheck.readers import lockdep_keys as more
 from lockcheck.lockdep.tasks import HeldLock, usage_needs
 from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
 from lockcheck.engine.fast_lt_words import (  # noqa: F401  (_AT, _TS, _CPU, _stamp: tests read them here)
-    _ACQUIRE, _AT, _CACHE_LIMIT, _CPU, _EXIT, _IRQ, _PLAIN_RELEASE, _RELEASE, _TS, _scan_tail, _stamp)
+    NOT_FAST, _ACQUIRE, _AT, _CACHE_LIMIT, _CPU, _EXIT, _IRQ, _RELEASE, _TS, _scan_tail, _stamp, _stamp_cpu,
+    _stamp_fits)
 
+#: what the loop's `stamp_cpu` is on a line without ` ts=`
+NO_STAMP = object()
 #: the directive lines (`#lockcheck-run`, `#lockcheck-lost-events`)
 _DIRECTIVES = tuple(lt.DIRECTIVES)
 
@@ -130,7 +133,10 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     parse_line = lt.parse_line
     initial = rules.INITIAL_CHAIN_KEY
     depth_limit = checker.fast_depth
-    nest_lock_merges, acquire_usage, separate_irq_context, iterate_chain_key, validates_chain = _rules()
+    nest_lock_merges, _, separate_irq_context, iterate_chain_key, _ = _rules()
+    # separate_irq_context over the four irq contexts (`rules.task_irq_context`'s), for this run
+    separate = [[separate_irq_context(top, ctx) for ctx in range(4)] for top in range(4)]
+    tuple_hash = rules.chain_key_is_tuple_hash()
     task_view: dict = {}  # task key -> (TaskState, held, irq_context, hardirqs_off, usage needs, acquired_ever)
     tails: dict = {}  # text after the task -> what _scan_tail read
     events = hits = 0
@@ -164,27 +170,28 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 stats.chain_hits += hits
                 events, hits = take()
                 tick(file)
-            last = line[-1]
-            if last == "\n" or last == "\r":
+            if line[-1] in "\r\n":
                 line = line.rstrip("\r\n")
                 if not line:
                     continue
             first = line[0]
-            if (first == " " or first == "\t") and not line.strip(" \t"):
-                continue  # blanks and tabs only: a blank line, not one for the grammar (20M: 275 s)
-            if first == "#":
-                if line.startswith(_DIRECTIVES) or lineno == 1:
-                    ev = parse_line(line, file, lineno) if lineno != 1 else _plain(line, file, lineno)
-                    if ev is not None:
-                        stats.events += events
-                        stats.chain_hits += hits
-                        events, hits = take()
-                        stats.events += events
-                        stats.chain_hits += hits
-                        events = hits = 0
-                        task_view.clear()
-                        yield ev
-                continue
+            if first in " \t#":
+                if first != "#":
+                    if not line.strip(" \t"):
+                        continue  # blanks and tabs only: a blank line, not one for the grammar (20M: 275 s)
+                else:
+                    if line.startswith(_DIRECTIVES) or lineno == 1:
+                        ev = parse_line(line, file, lineno) if lineno != 1 else _plain(line, file, lineno)
+                        if ev is not None:
+                            stats.events += events
+                            stats.chain_hits += hits
+                            events, hits = take()
+                            stats.events += events
+                            stats.chain_hits += hits
+                            events = hits = 0
+                            task_view.clear()
+                            yield ev
+                    continue
             task_key, _, tail = line.partition(" ")
             view = task_view.get(task_key)
             if view is None:
@@ -195,26 +202,27 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                     # (threaded hardirqs, pins, PREEMPT_RT softirqs: every line the checker's)
                     view = task_view[task_key] = _view(task)
             if view is not None:
-                cut = tail.find(" ts=")  # time stamps make lines unique: the rest is looked up
-                rest = tail if cut < 0 else tail[:cut]
-                held = view[1]
+                # time stamps make lines unique: the rest is looked up, the stamp read apart
+                if " ts=" in tail:
+                    rest, _, stamp = tail.partition(" ts=")
+                    stamp_cpu = _stamp_cpu(stamp)
+                    if stamp_cpu is NOT_FAST:
+                        view = None
+                else:
+                    rest = tail
+                    stamp_cpu = NO_STAMP
+            if view is not None:
+                task, held = view[0], view[1]
                 if held:
                     top = held[-1]
                     if top.__class__ is tuple and top[0] == rest and not top[REFERENCES]:
                         # the plain release of the innermost lock, recognised by its text
-                        if cut < 0:
-                            cpu = None
-                        else:
-                            fast, cpu = _stamp(tail[cut + 4:], _PLAIN_RELEASE)
-                            if not fast:
-                                top = None
-                        if top is not None:
-                            held.pop()
-                            view[0].chain_key = top[PREV_KEY]
-                            if cpu is not None:
-                                view[0].cpu = cpu
-                            events += 1
-                            continue
+                        held.pop()
+                        task.chain_key = top[PREV_KEY]
+                        if stamp_cpu is not None and stamp_cpu is not NO_STAMP:
+                            task.cpu = stamp_cpu
+                        events += 1
+                        continue
                 info = tails.get(rest)
                 if info is None:
                     info = _scan_tail(rest, classes)
@@ -222,20 +230,19 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                         if len(tails) >= _CACHE_LIMIT:
                             tails.clear()
                         tails[rest] = info
-                cpu = None
                 if info is not None:
-                    if cut < 0:
+                    if stamp_cpu is NO_STAMP:
                         cpu = info[2]
+                    elif _stamp_fits(info, stamp_cpu):
+                        cpu = info[2] if stamp_cpu is None else stamp_cpu
                     else:
-                        fast, cpu = _stamp(tail[cut + 4:], info)
-                        if not fast:
-                            info = None
+                        info = None
                 if info is not None:
-                    task, held = view[0], view[1]
                     kind = info[0]
                     if kind == _ACQUIRE:
                         # -- Checker.feed + lock_acquire, for a chain-cache hit -------------------------
-                        _, _, _, release, cls, lock, instance, read, trylock, subclass, nest, node = info
+                        _, _, _, release, cls, lock, instance, read, trylock, subclass, nest, node, validated, \
+                            may_merge, need = info
                         depth = len(held)
                         if depth < depth_limit:
                             if depth:
@@ -244,7 +251,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                     top_cls, top_context = top[CLS], top[IRQ_CONTEXT]
                                 else:
                                     top_cls, top_context = top.cls, top.irq_context
-                                if nest_lock_merges(depth, top_cls, cls, nest):
+                                if may_merge and nest_lock_merges(depth, top_cls, cls, nest):
                                     # nest_lock merge: one more reference on the top entry
                                     if top.__class__ is tuple:
                                         held[-1] = top[:REFERENCES] + ((top[REFERENCES] or 1) + 1,) + top[LINE:]
@@ -257,14 +264,15 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                     events += 1
                                     continue
                             irq_context = view[2]
-                            # (view[4]: the task's usage needs for its hardirqs-off state)
-                            if (not acquire_usage(view[4], read, trylock, True, False) & ~node["usage"]
+                            # (view[4]: the task's usage needs for its hardirqs-off state, acquire_usage's)
+                            if (not view[4][need] & ~node["usage"]
                                     and (nest is None or _holds(held, nest[0], nest[1]))):
                                 prev_key = chain_key = task.chain_key
-                                if depth and separate_irq_context(top_context, irq_context):
+                                if depth and separate[top_context][irq_context]:
                                     chain_key = initial
-                                chain_key = iterate_chain_key(chain_key, cls, read)
-                                validated = validates_chain(trylock, True)
+                                # (iterate_chain_key's own hash while it is the tuple's: a call less)
+                                chain_key = hash((chain_key, cls, read)) if tuple_hash \
+                                    else iterate_chain_key(chain_key, cls, read)
                                 if not validated or chain_key in cache:
                                     if validated:
                                         hits += 1  # (validate_chain returns at once for a trylock)

@@ -69,7 +69,8 @@ _KINDS = {"acquire": _ACQUIRE, "release": _RELEASE, E.EXIT: _EXIT,
 def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
     """The text of a line after `TASK `, read as `scan_fast` reads it; None: not for the fast path.
 
-    `(_ACQUIRE, seen, cpu, release, cls, lock, instance, read, trylock, subclass, nest, class node)`,
+    `(_ACQUIRE, seen, cpu, release, cls, lock, instance, read, trylock, subclass, nest, class node,
+    validates_chain, nest_lock_merges on some stack, usage_index in a view's needs)`,
     `(_RELEASE, seen, cpu, release, lock, instance)`, `(_STATS, seen, cpu)`, `(_IRQ, seen, cpu, op)`
     (an irq-state op) or `(_EXIT, seen, cpu)`; `seen` has the bit of each option given, `release`
     is the text of the plain release of that lock.  An acquisition of a class the graph lacks is
@@ -119,7 +120,13 @@ def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
         node = classes.get(cls)
         if node is None:
             return None
-        return (kind, seen, cpu, "release " + parts[1], cls, lock, instance, read, trylock, subclass, nest, node)
+        # and two rules' verdicts on it for this run (the compiled core reads its own tables)
+        validated = rules.validates_chain(trylock, True)
+        may_merge = rules.nest_lock_merges(1, cls, cls, nest) or rules.nest_lock_merges(1, "", cls, nest)
+        # where `acquire_usage` finds its mask in a view's needs (those of the task's hardirqs state)
+        need = rules.usage_index(read, trylock, False)
+        return (kind, seen, cpu, "release " + parts[1], cls, lock, instance, read, trylock, subclass, nest, node,
+                validated, may_merge, need)
     if kind == _RELEASE:
         return (kind, seen, cpu, "release " + parts[1], lock, instance)
     return (kind, seen, cpu)
@@ -134,27 +141,43 @@ def _stamp(stamp: str, info: tuple) -> tuple[bool, Optional[int]]:
 
     The same reading as `_scan_tail` of the whole line: options are
     independent words, so the rest's reading stands, and a `ts=` or `cpu=`
-    also in the rest is a repeat (not fast: False).
+    also in the rest is a repeat (not fast: False).  (`lt_events` reads
+    the stamp apart, `_stamp_cpu`, then asks `_stamp_fits`: the same.)
     """
-    stamp, blank, cpu_word = stamp.partition(" ")
-    if info[1] & (_TS | _CPU):
+    cpu = _stamp_cpu(stamp)
+    if cpu is NOT_FAST or not _stamp_fits(info, cpu):
         return False, None
+    return True, (info[2] if cpu is None else cpu)
+
+
+#: what `_stamp_cpu` says of a stamp the fast path does not read
+NOT_FAST = object()
+
+
+def _stamp_cpu(stamp: str) -> object:
+    """The end of a line after ` ts=` read by itself: None for `T`, N for `T cpu=N`, else NOT_FAST
+    (not a finite number of seconds, or not `cpu=` a CPU number after it)."""
+    seconds, blank, cpu_word = stamp.partition(" ")
     # digits with at most one point are a finite float (`lt._seconds`'s verdict) without
     # building it; anything else (signs, exponents, junk) is left to it
-    if not (len(stamp) <= 64 and stamp.isascii() and stamp.replace(".", "", 1).isdigit()) \
-            and lt._seconds(stamp) is None:
-        return False, None
+    if not (len(seconds) <= 64 and seconds.isascii() and seconds.replace(".", "", 1).isdigit()) \
+            and lt._seconds(seconds) is None:
+        return NOT_FAST
     if not blank:
-        return True, info[2]
-    if not _TAKES_BY_KIND[info[0]] & _CPU:
-        return False, None
+        return None
     cpu = _CPU_WORDS.get(cpu_word, _UNREAD)
     if cpu is _UNREAD:
         cpu = lt._cpu(cpu_word[4:]) if cpu_word.startswith("cpu=") else None
         if len(_CPU_WORDS) >= _CACHE_LIMIT:
             _CPU_WORDS.clear()
         _CPU_WORDS[cpu_word] = cpu
-    return cpu is not None, cpu
+    return NOT_FAST if cpu is None else cpu
+
+
+def _stamp_fits(info: tuple, cpu: object) -> bool:
+    """Whether a stamp `_stamp_cpu` read as `cpu` may end a line whose rest `info` read: no
+    `ts=` or `cpu=` in the rest (a repeat), and `cpu=` only after an op that takes it."""
+    return not info[1] & (_TS | _CPU) and (cpu is None or bool(_TAKES_BY_KIND[info[0]] & _CPU))
 
 
 #: `cpu=N` word -> N (None: not a cpu= word the fast path takes); a machine has few CPUs
