@@ -159,6 +159,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     # over the young objects it makes cost ~5-15% of a check; on again at the end (or when the
     # reading is abandoned: the generator's `finally`).  tests/test_hotpath_caches.py holds a
     # check to making no cyclic garbage, the benchmarks hold 10M events to a flat RSS.
+    views_get, tails_get = task_view.get, tails.get
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -193,7 +194,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                             yield ev
                     continue
             task_key, _, tail = line.partition(" ")
-            view = task_view.get(task_key)
+            view = views_get(task_key)
             if view is None:
                 if task_key in task_view:
                     continue  # another process's task (`foreign`): a view of None
@@ -203,14 +204,14 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                     view = task_view[task_key] = _view(task)
             if view is not None:
                 # time stamps make lines unique: the rest is looked up, the stamp read apart
-                if " ts=" in tail:
+                if " ts=" not in tail:
+                    rest = tail
+                    stamp_cpu = NO_STAMP
+                else:
                     rest, _, stamp = tail.partition(" ts=")
                     stamp_cpu = _stamp_cpu(stamp)
                     if stamp_cpu is NOT_FAST:
                         view = None
-                else:
-                    rest = tail
-                    stamp_cpu = NO_STAMP
             if view is not None:
                 task, held = view[0], view[1]
                 if held:
@@ -223,7 +224,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                             task.cpu = stamp_cpu
                         events += 1
                         continue
-                info = tails.get(rest)
+                info = tails_get(rest)
                 if info is None:
                     info = _scan_tail(rest, classes)
                     if info is not None:
