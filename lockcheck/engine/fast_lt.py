@@ -119,8 +119,9 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     Feed what this yields to `checker.feed` before asking for the next one
     (as `Checker.run` does): the fast lines after it depend on its effect.
     The text after the task is read once per distinct text (`_scan_tail`,
-    cached; the time stamps that make each line unique are read apart, by
-    `_stamp`); per task, what the fast path needs of its state (stack,
+    cached, with the verdicts of the rules that depend on it alone; the time
+    stamps that make each line unique are read apart, by `_stamp_cpu`, once
+    per line); per task, what the fast path needs of its state (stack,
     irq state, usage masks) is looked up once and kept until a line of that
     task goes to the full checker, which may change any of it.
     """
