@@ -70,7 +70,7 @@ def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
     """The text of a line after `TASK `, read as `scan_fast` reads it; None: not for the fast path.
 
     `(_ACQUIRE, seen, cpu, release, cls, lock, instance, read, trylock, subclass, nest, class node,
-    validates_chain, nest_lock_merges on some stack, usage_index in a view's needs)`,
+    validates_chain, nest_lock_merges on some stack, where acquire_usage reads a view's needs)`,
     `(_RELEASE, seen, cpu, release, lock, instance)`, `(_STATS, seen, cpu)`, `(_IRQ, seen, cpu, op)`
     (an irq-state op) or `(_EXIT, seen, cpu)`; `seen` has the bit of each option given, `release`
     is the text of the plain release of that lock.  An acquisition of a class the graph lacks is
@@ -123,13 +123,26 @@ def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
         # and two rules' verdicts on it for this run (the compiled core reads its own tables)
         validated = rules.validates_chain(trylock, True)
         may_merge = rules.nest_lock_merges(1, cls, cls, nest) or rules.nest_lock_merges(1, "", cls, nest)
-        # where `acquire_usage` finds its mask in a view's needs (those of the task's hardirqs state)
-        need = rules.usage_index(read, trylock, False)
+        need = _need_index(read, trylock)
+        if need is None:
+            return None
         return (kind, seen, cpu, "release " + parts[1], cls, lock, instance, read, trylock, subclass, nest, node,
                 validated, may_merge, need)
     if kind == _RELEASE:
         return (kind, seen, cpu, "release " + parts[1], lock, instance)
     return (kind, seen, cpu)
+
+
+#: needs whose masks say where they are (`_need_index`)
+_PROBE = [1, 2, 4, 8]
+
+
+def _need_index(read: int, trylock: bool) -> Optional[int]:
+    """Where `rules.acquire_usage` finds a checked acquisition's mask among a view's needs (the
+    four of its task's hardirqs state), found by asking it; None: it does not just read one
+    (then the acquisition is the checker's)."""
+    found = rules.acquire_usage(_PROBE, read, trylock, True, False)
+    return _PROBE.index(found) if type(found) is int and found in _PROBE else None
 
 
 #: what `_scan_tail` reads in `release CLASS@INSTANCE` (the lock itself is the held entry's)
