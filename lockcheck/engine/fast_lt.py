@@ -33,7 +33,6 @@ import os
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional
 
-from lockcheck import events as E
 from lockcheck.engine.fast_held import (
     RELEASE, CLS, HARDIRQS_OFF, INSTANCE, IRQ_CONTEXT, LINE, LINENO, LOCK, NEST, PREV_KEY, READ, REFERENCES, SUBCLASS, TRYLOCK,
     irq_change, irq_evidence, release_out_of_order)
@@ -44,12 +43,14 @@ from lockcheck.readers import lt
 from lockcheck.readers import lockdep_keys as more
 from lockcheck.lockdep.tasks import HeldLock, usage_needs
 from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
+from lockcheck.engine.fast_lt_words import (  # noqa: F401  (_AT, _TS, _CPU, _stamp: tests read them here)
+    NOT_FAST, _ACQUIRE, _AT, _CACHE_LIMIT, _CPU, _EXIT, _IRQ, _RELEASE, _TS, _scan_tail, _stamp, _stamp_cpu,
+    _stamp_fits)
 
-#: `.lt` mode words -> lockdep's read argument
-_MODES = {"write": 0, "read": 1, "rread": 2}
+#: what the loop's `stamp_cpu` is on a line without ` ts=`
+NO_STAMP = object()
 #: the directive lines (`#lockcheck-run`, `#lockcheck-lost-events`)
 _DIRECTIVES = tuple(lt.DIRECTIVES)
-
 
 
 def materialize(held: list, file: str) -> None:
@@ -98,47 +99,6 @@ def parser(module: ModuleType, checker: Checker, tick: Optional[Callable[[str], 
 TICK = 0xFFFF
 
 
-# Option words: what each sets, as a bit (a repeated one sends the line to the grammar).
-_AT, _TS, _CPU, _MODE, _TRY, _SUBCLASS, _NEST = 1, 2, 4, 8, 16, 32, 64
-#: the options each op takes on the fast path (the spec's table; others go to the grammar)
-_TAKES = {"acquire": 127, "release": _AT | _TS | _CPU, "contended": _AT | _TS | _CPU, "acquired": _TS | _CPU,
-          **{op: _AT | _TS | _CPU for op in (E.IRQS_ON, E.IRQS_OFF, E.SOFTIRQS_ON, E.SOFTIRQS_OFF)},
-          **{op: _TS | _CPU for op in (E.HARDIRQ_ENTER, E.HARDIRQ_EXIT, E.SOFTIRQ_ENTER, E.SOFTIRQ_EXIT, E.EXIT)}}
-#: cached words and lock fields are forgotten beyond this many (addresses are unbounded)
-_CACHE_LIMIT = 1 << 16
-
-
-def _option(word: str) -> Optional[tuple[int, object]]:
-    """What an option word sets, as `scan_fast` reads it (`(bit, value)`); None: not for the fast path."""
-    if '"' in word or "\t" in word:
-        return None
-    if word.startswith("at="):
-        return (_AT, None) if len(word) > 3 else None
-    if word.startswith("ts="):
-        return (_TS, None) if lt._seconds(word[3:]) is not None else None
-    if word.startswith("cpu="):
-        cpu = lt._cpu(word[4:])
-        return (_CPU, cpu) if cpu is not None else None
-    if word.startswith("subclass="):
-        subclass = lt._subclass(word[9:])
-        return (_SUBCLASS, subclass) if subclass is not None else None
-    if word.startswith("nest="):
-        nest = _lock_field(word[5:])
-        return (_NEST, nest) if nest is not None else None
-    if word == "try":
-        return (_TRY, True)
-    mode = _MODES.get(word)
-    return (_MODE, mode) if mode is not None else None
-
-
-def _lock_field(field: str) -> Optional[tuple[str, Optional[str]]]:
-    """`CLASS[@INSTANCE]` as `scan_fast` splits it; None: not a plain lock field."""
-    lock, at_sign, instance = field.partition("@")
-    if not lock or "=" in lock or (at_sign and not instance) or '"' in field or "\t" in field:
-        return None
-    return lock, (instance if at_sign else None)
-
-
 def _holds(held: list, lock: str, instance: Optional[str]) -> bool:
     """`Checker.lock_is_held` over a stack of tuples and `HeldLock`s (`HeldLock.matches`)."""
     for entry in held:
@@ -151,113 +111,6 @@ def _holds(held: list, lock: str, instance: Optional[str]) -> bool:
     return False
 
 
-# What `_scan_tail` makes of the text after the task: (op kind, bits of the options seen, cpu, ...).
-_ACQUIRE, _RELEASE, _STATS, _IRQ, _EXIT = 1, 2, 3, 4, 5
-# (`contended` and `acquired` are the checker's: a lock not held is bad contention, `lockdep.more_ops`)
-_KINDS = {"acquire": _ACQUIRE, "release": _RELEASE, E.EXIT: _EXIT,
-          **{op: _IRQ for op in E.IRQ_OPS}}
-
-
-def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
-    """The text of a line after `TASK `, read as `scan_fast` reads it; None: not for the fast path.
-
-    `(_ACQUIRE, seen, cpu, release, cls, lock, instance, read, trylock, subclass, nest, class node)`,
-    `(_RELEASE, seen, cpu, release, lock, instance)`, `(_STATS, seen, cpu)`, `(_IRQ, seen, cpu, op)`
-    (an irq-state op) or `(_EXIT, seen, cpu)`; `seen` has the bit of each option given, `release`
-    is the text of the plain release of that lock.  An acquisition of a class the graph lacks is
-    not for the fast path.
-    """
-    parts = tail.split(" ")
-    kind = _KINDS.get(parts[0])
-    if kind is None:
-        return None
-    first = 1 if kind >= _IRQ else 2  # irq-state ops and exit name no lock
-    known = None
-    if first == 2:
-        if len(parts) < 2:
-            return None
-        known = _lock_field(parts[1])
-        if known is None:
-            return None
-    takes = _TAKES[parts[0]]
-    seen = read = subclass = 0
-    trylock = False
-    cpu = nest = None
-    for word in parts[first:]:
-        code = _option(word)
-        if code is None:
-            return None
-        bit, value = code
-        if seen & bit or not takes & bit:
-            return None
-        seen |= bit
-        if bit == _MODE:
-            read = value
-        elif bit == _CPU:
-            cpu = value
-        elif bit == _TRY:
-            trylock = True
-        elif bit == _SUBCLASS:
-            subclass = value
-        elif bit == _NEST:
-            nest = value
-    if kind == _IRQ:
-        return (kind, seen, cpu, parts[0])
-    if kind == _EXIT:
-        return (kind, seen, cpu)
-    lock, instance = known  # type: ignore[misc]
-    if kind == _ACQUIRE:
-        cls = rules.hlock_class(lock, subclass)
-        node = classes.get(cls)
-        if node is None:
-            return None
-        return (kind, seen, cpu, "release " + parts[1], cls, lock, instance, read, trylock, subclass, nest, node)
-    if kind == _RELEASE:
-        return (kind, seen, cpu, "release " + parts[1], lock, instance)
-    return (kind, seen, cpu)
-
-
-#: what `_scan_tail` reads in `release CLASS@INSTANCE` (the lock itself is the held entry's)
-_PLAIN_RELEASE = (_RELEASE, 0, None)
-
-
-def _stamp(stamp: str, info: tuple) -> tuple[bool, Optional[int]]:
-    """The end of a line after ` ts=`: `T` or `T cpu=N`, on a line whose rest `info` read.
-
-    The same reading as `_scan_tail` of the whole line: options are
-    independent words, so the rest's reading stands, and a `ts=` or `cpu=`
-    also in the rest is a repeat (not fast: False).
-    """
-    stamp, blank, cpu_word = stamp.partition(" ")
-    if info[1] & (_TS | _CPU):
-        return False, None
-    # digits with at most one point are a finite float (`lt._seconds`'s verdict) without
-    # building it; anything else (signs, exponents, junk) is left to it
-    if not (len(stamp) <= 64 and stamp.isascii() and stamp.replace(".", "", 1).isdigit()) \
-            and lt._seconds(stamp) is None:
-        return False, None
-    if not blank:
-        return True, info[2]
-    if not _TAKES_BY_KIND[info[0]] & _CPU:
-        return False, None
-    cpu = _CPU_WORDS.get(cpu_word, _UNREAD)
-    if cpu is _UNREAD:
-        cpu = lt._cpu(cpu_word[4:]) if cpu_word.startswith("cpu=") else None
-        if len(_CPU_WORDS) >= _CACHE_LIMIT:
-            _CPU_WORDS.clear()
-        _CPU_WORDS[cpu_word] = cpu
-    return cpu is not None, cpu
-
-
-#: `cpu=N` word -> N (None: not a cpu= word the fast path takes); a machine has few CPUs
-_CPU_WORDS: dict = {}
-_UNREAD = object()
-
-
-_TAKES_BY_KIND = {_ACQUIRE: _TAKES["acquire"], _RELEASE: _TAKES["release"], _STATS: _TAKES["acquired"],
-                  _IRQ: _TS | _CPU, _EXIT: _TS | _CPU}
-
-
 def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
               tick: Optional[Callable[[str], None]] = None,
               foreign: Optional[Callable[[str], bool]] = None) -> Iterator[Event]:
@@ -266,8 +119,9 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     Feed what this yields to `checker.feed` before asking for the next one
     (as `Checker.run` does): the fast lines after it depend on its effect.
     The text after the task is read once per distinct text (`_scan_tail`,
-    cached; the time stamps that make each line unique are read apart, by
-    `_stamp`); per task, what the fast path needs of its state (stack,
+    cached, with the verdicts of the rules that depend on it alone; the time
+    stamps that make each line unique are read apart, by `_stamp_cpu`, once
+    per line); per task, what the fast path needs of its state (stack,
     irq state, usage masks) is looked up once and kept until a line of that
     task goes to the full checker, which may change any of it.
     """
@@ -280,7 +134,10 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     parse_line = lt.parse_line
     initial = rules.INITIAL_CHAIN_KEY
     depth_limit = checker.fast_depth
-    nest_lock_merges, acquire_usage, separate_irq_context, iterate_chain_key, validates_chain = _rules()
+    nest_lock_merges, _, separate_irq_context, iterate_chain_key, _ = _rules()
+    # separate_irq_context over the four irq contexts (`rules.task_irq_context`'s), for this run
+    separate = [[separate_irq_context(top, ctx) for ctx in range(4)] for top in range(4)]
+    tuple_hash = rules.chain_key_is_tuple_hash()
     task_view: dict = {}  # task key -> (TaskState, held, irq_context, hardirqs_off, usage needs, acquired_ever)
     tails: dict = {}  # text after the task -> what _scan_tail read
     events = hits = 0
@@ -303,6 +160,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     # over the young objects it makes cost ~5-15% of a check; on again at the end (or when the
     # reading is abandoned: the generator's `finally`).  tests/test_hotpath_caches.py holds a
     # check to making no cyclic garbage, the benchmarks hold 10M events to a flat RSS.
+    views_get, tails_get = task_view.get, tails.get
     collecting = gc.isenabled()
     gc.disable()
     try:
@@ -314,29 +172,30 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 stats.chain_hits += hits
                 events, hits = take()
                 tick(file)
-            last = line[-1]
-            if last == "\n" or last == "\r":
+            if line[-1] in "\r\n":
                 line = line.rstrip("\r\n")
                 if not line:
                     continue
             first = line[0]
-            if (first == " " or first == "\t") and not line.strip(" \t"):
-                continue  # blanks and tabs only: a blank line, not one for the grammar (20M: 275 s)
-            if first == "#":
-                if line.startswith(_DIRECTIVES) or lineno == 1:
-                    ev = parse_line(line, file, lineno) if lineno != 1 else _plain(line, file, lineno)
-                    if ev is not None:
-                        stats.events += events
-                        stats.chain_hits += hits
-                        events, hits = take()
-                        stats.events += events
-                        stats.chain_hits += hits
-                        events = hits = 0
-                        task_view.clear()
-                        yield ev
-                continue
+            if first in " \t#":
+                if first != "#":
+                    if not line.strip(" \t"):
+                        continue  # blanks and tabs only: a blank line, not one for the grammar (20M: 275 s)
+                else:
+                    if line.startswith(_DIRECTIVES) or lineno == 1:
+                        ev = parse_line(line, file, lineno) if lineno != 1 else _plain(line, file, lineno)
+                        if ev is not None:
+                            stats.events += events
+                            stats.chain_hits += hits
+                            events, hits = take()
+                            stats.events += events
+                            stats.chain_hits += hits
+                            events = hits = 0
+                            task_view.clear()
+                            yield ev
+                    continue
             task_key, _, tail = line.partition(" ")
-            view = task_view.get(task_key)
+            view = views_get(task_key)
             if view is None:
                 if task_key in task_view:
                     continue  # another process's task (`foreign`): a view of None
@@ -345,47 +204,47 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                     # (threaded hardirqs, pins, PREEMPT_RT softirqs: every line the checker's)
                     view = task_view[task_key] = _view(task)
             if view is not None:
-                cut = tail.find(" ts=")  # time stamps make lines unique: the rest is looked up
-                rest = tail if cut < 0 else tail[:cut]
-                held = view[1]
+                # time stamps make lines unique: the rest is looked up, the stamp read apart
+                if " ts=" not in tail:
+                    rest = tail
+                    stamp_cpu = NO_STAMP
+                else:
+                    rest, _, stamp = tail.partition(" ts=")
+                    stamp_cpu = _stamp_cpu(stamp)
+                    if stamp_cpu is NOT_FAST:
+                        view = None
+            if view is not None:
+                task, held = view[0], view[1]
                 if held:
                     top = held[-1]
                     if top.__class__ is tuple and top[0] == rest and not top[REFERENCES]:
                         # the plain release of the innermost lock, recognised by its text
-                        if cut < 0:
-                            cpu = None
-                        else:
-                            fast, cpu = _stamp(tail[cut + 4:], _PLAIN_RELEASE)
-                            if not fast:
-                                top = None
-                        if top is not None:
-                            held.pop()
-                            view[0].chain_key = top[PREV_KEY]
-                            if cpu is not None:
-                                view[0].cpu = cpu
-                            events += 1
-                            continue
-                info = tails.get(rest)
+                        held.pop()
+                        task.chain_key = top[PREV_KEY]
+                        if stamp_cpu is not None and stamp_cpu is not NO_STAMP:
+                            task.cpu = stamp_cpu
+                        events += 1
+                        continue
+                info = tails_get(rest)
                 if info is None:
                     info = _scan_tail(rest, classes)
                     if info is not None:
                         if len(tails) >= _CACHE_LIMIT:
                             tails.clear()
                         tails[rest] = info
-                cpu = None
                 if info is not None:
-                    if cut < 0:
+                    if stamp_cpu is NO_STAMP:
                         cpu = info[2]
+                    elif _stamp_fits(info, stamp_cpu):
+                        cpu = info[2] if stamp_cpu is None else stamp_cpu
                     else:
-                        fast, cpu = _stamp(tail[cut + 4:], info)
-                        if not fast:
-                            info = None
+                        info = None
                 if info is not None:
-                    task, held = view[0], view[1]
                     kind = info[0]
                     if kind == _ACQUIRE:
                         # -- Checker.feed + lock_acquire, for a chain-cache hit -------------------------
-                        _, _, _, release, cls, lock, instance, read, trylock, subclass, nest, node = info
+                        _, _, _, release, cls, lock, instance, read, trylock, subclass, nest, node, validated, \
+                            may_merge, need = info
                         depth = len(held)
                         if depth < depth_limit:
                             if depth:
@@ -394,7 +253,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                     top_cls, top_context = top[CLS], top[IRQ_CONTEXT]
                                 else:
                                     top_cls, top_context = top.cls, top.irq_context
-                                if nest_lock_merges(depth, top_cls, cls, nest):
+                                if may_merge and nest_lock_merges(depth, top_cls, cls, nest):
                                     # nest_lock merge: one more reference on the top entry
                                     if top.__class__ is tuple:
                                         held[-1] = top[:REFERENCES] + ((top[REFERENCES] or 1) + 1,) + top[LINE:]
@@ -407,14 +266,15 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                     events += 1
                                     continue
                             irq_context = view[2]
-                            # (view[4]: the task's usage needs for its hardirqs-off state)
-                            if (not acquire_usage(view[4], read, trylock, True, False) & ~node["usage"]
+                            # (view[4]: the task's usage needs for its hardirqs-off state, acquire_usage's)
+                            if (not view[4][need] & ~node["usage"]
                                     and (nest is None or _holds(held, nest[0], nest[1]))):
                                 prev_key = chain_key = task.chain_key
-                                if depth and separate_irq_context(top_context, irq_context):
+                                if depth and separate[top_context][irq_context]:
                                     chain_key = initial
-                                chain_key = iterate_chain_key(chain_key, cls, read)
-                                validated = validates_chain(trylock, True)
+                                # (iterate_chain_key's own hash while it is the tuple's: a call less)
+                                chain_key = hash((chain_key, cls, read)) if tuple_hash \
+                                    else iterate_chain_key(chain_key, cls, read)
                                 if not validated or chain_key in cache:
                                     if validated:
                                         hits += 1  # (validate_chain returns at once for a trylock)
