@@ -48,7 +48,7 @@ enum { B_AT = 1, B_TS = 2, B_CPU = 4 };
 
 static PyObject *s_chain_key, *s_cpu, *s_usage, *s_add, *s_lock, *s_instance, *s_references, *s_prev_chain_key,
     *s_cls, *s_irq_context, *s_hardirqs_enabled, *s_softirqs_enabled, *s_hardirq_depth, *s_softirq_depth,
-    *s_irq_events, *s_stamp, *s_name, *s_usage_need, *s_key, *s_check, *s_read;
+    *s_irq_events, *s_stamp, *s_name, *s_usage_need, *s_key, *s_check, *s_read, *s_contention_checked;
 
 /* A slot of the class table (read_tail). */
 typedef struct ClassSlot {
@@ -83,6 +83,8 @@ typedef struct {
     PyObject *file;        /* the trace's name, for the deferred evidence */
     PyObject *reader;      /* fast_held.irq_evidence: reads a deferred irq event's evidence back */
     PyObject *usage_needs; /* tasks.usage_needs */
+    PyObject *checker;     /* the Checker: `contended`/`acquired` read its contention_checked; NULL: the
+                            * Python side's lines */
     long hard_bits, soft_bits, read_shift;
     int quick;             /* releases below the top applied here (Checker.quick_reacquire) */
     /* lockdep's boolean rules as `rules` has them at the start of the run, tabled over their
@@ -145,6 +147,7 @@ static void LineFilter_dealloc(LineFilter *self) {
     Py_XDECREF(self->file);
     Py_XDECREF(self->reader);
     Py_XDECREF(self->usage_needs);
+    Py_XDECREF(self->checker);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -158,6 +161,7 @@ static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
     Py_VISIT(self->file);
     Py_VISIT(self->reader);
     Py_VISIT(self->usage_needs);
+    Py_VISIT(self->checker);
     for (Py_ssize_t i = 0; i < self->class_size; i++)
         Py_VISIT(self->class_table[i].node);
     return 0;
@@ -167,15 +171,15 @@ static int classes_grow(LineFilter *self);
 
 static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     PyObject *lines, *views, *tails, *cache, *initial, *classes = NULL, *file = NULL, *reader = NULL,
-        *usage_needs = NULL;
+        *usage_needs = NULL, *checker = NULL;
     Py_ssize_t depth_limit;
     long tick, hard_bits = 0, soft_bits = 0, read_shift = 0;
     unsigned long validates, separate, merges;
     int quick = 0;
-    if (!PyArg_ParseTuple(args, "OO!O!O!Onl(kkk)|O!(OOOlllp)", &lines, &PyDict_Type, &views, &PyDict_Type,
+    if (!PyArg_ParseTuple(args, "OO!O!O!Onl(kkk)|O!(OOOlllp)O", &lines, &PyDict_Type, &views, &PyDict_Type,
                           &tails, &PySet_Type, &cache, &initial, &depth_limit, &tick, &validates, &separate,
                           &merges, &PyDict_Type, &classes, &file, &reader, &usage_needs, &hard_bits, &soft_bits,
-                          &read_shift, &quick))
+                          &read_shift, &quick, &checker))
         return -1;
     self->validates = validates;
     self->separate = separate;
@@ -187,6 +191,8 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->reader, reader);
     Py_XINCREF(usage_needs);
     Py_XSETREF(self->usage_needs, usage_needs);
+    Py_XINCREF(checker);
+    Py_XSETREF(self->checker, checker);
     self->hard_bits = hard_bits;
     self->soft_bits = soft_bits;
     self->read_shift = read_shift;
@@ -558,9 +564,11 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
     } else if (word_is(p, op_len, "release")) {
         t->kind = K_RELEASE;
         takes = B_AT;
+    } else if (word_is(p, op_len, "contended") || word_is(p, op_len, "acquired")) {
+        /* applied only where the checker would find the lock held (apply_contention) */
+        t->kind = K_STATS;
+        takes = op_len == 9 ? B_AT : 0;
     } else {
-        /* (`contended` and `acquired` are the checker's: a lock the task does not hold is
-         * lockdep's bad contention, print_lock_contention_bug()) */
         return 0;
     }
     const char *field = space + 1;
@@ -1065,6 +1073,36 @@ static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObj
     return r;
 }
 
+/* `contended` / `acquired` (MoreOps.lock_contended): nothing but the task's cpu when the checker
+ * counts them only, or when it would find the lock held (find_held: the lock's `acquire` came
+ * first); 1 applied, 0 the full checker's (an empty stack, a lock not held: its reports; a
+ * capture's task, which asks its acquired_ever), -1 on error.  Applied here, these lines keep the
+ * task's stack as the core's tuples: passed on, they would make HeldLocks of it (materialize). */
+static int apply_contention(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, long cpu,
+                            PyObject *info, const Tail *t) {
+    if (self->checker == NULL || info != NULL)
+        return 0;
+    int checked = attr_true(self->checker, s_contention_checked);
+    if (checked < 0)
+        return -1;
+    if (checked) {
+        if (PyTuple_GET_ITEM(view, V_ACQUIRED_EVER) != Py_None || PyList_GET_SIZE(held) == 0)
+            return 0;
+        PyObject *lock, *instance;
+        if (tail_lock(t, &lock, &instance) < 0)
+            return -1;
+        Py_ssize_t index = find_held(held, lock, instance);
+        Py_DECREF(lock);
+        Py_DECREF(instance);
+        if (index < 0)
+            return index == -2 ? -1 : 0;
+    }
+    if (set_cpu(task, cpu) < 0)
+        return -1;
+    self->events++;
+    return 1;
+}
+
 /* A release: of the innermost lock, or (Checker.quick_reacquire) of one below it. */
 static int apply_release(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *top, long cpu,
                          PyObject *info, const Tail *t) {
@@ -1370,12 +1408,8 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         if (given != Py_None)
             cpu = PyLong_AsLong(given);
     }
-    if (t.kind == K_STATS) {
-        if (set_cpu(task, cpu) < 0)
-            return -1;
-        self->events++;
-        return 1;
-    }
+    if (t.kind == K_STATS)
+        return apply_contention(self, view, task, held, cpu, info, &t);
     if (t.kind == K_RELEASE)
         return apply_release(self, view, task, held, top, cpu, info, &t);
     if (t.kind == K_EXIT) {
@@ -1592,10 +1626,11 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_key = PyUnicode_InternFromString("key");
     s_check = PyUnicode_InternFromString("check");
     s_read = PyUnicode_InternFromString("read");
+    s_contention_checked = PyUnicode_InternFromString("contention_checked");
     if (!s_chain_key || !s_cpu || !s_usage || !s_add || !s_lock || !s_instance || !s_references ||
         !s_prev_chain_key || !s_cls || !s_irq_context || !s_hardirqs_enabled || !s_softirqs_enabled ||
         !s_hardirq_depth || !s_softirq_depth || !s_irq_events || !s_stamp || !s_name || !s_usage_need || !s_key ||
-        !s_check || !s_read)
+        !s_check || !s_read || !s_contention_checked)
         return NULL;
     for (int i = 0; i < 4; i++)
         if ((small_ints[i] = PyLong_FromLong(i)) == NULL)
