@@ -27,6 +27,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include "_tuplehash.h"
 #include <math.h>
 #include <stdint.h>
@@ -57,6 +58,12 @@ typedef struct ClassSlot {
     PyObject *node;
 } ClassSlot;
 
+/* A slot of the field cache (field_strs): an acquisition's release text and instance. */
+typedef struct FieldSlot {
+    PyObject *release;     /* `release CLASS[@INSTANCE]` */
+    PyObject *instance;    /* INSTANCE, or None */
+} FieldSlot;
+
 typedef struct {
     PyObject_HEAD
     PyObject *lines;       /* the iterator of lines */
@@ -74,6 +81,7 @@ typedef struct {
     Py_ssize_t pos;        /* where its next line starts */
     PyObject **task_keys;  /* TASK_SLOTS str: recent task keys, by a hash of their bytes */
     PyObject **rest_keys;  /* REST_SLOTS str: recent texts after the task (up to ` ts=`), alike */
+    FieldSlot *fields;     /* FIELD_SLOTS: recent lock fields' release text and instance (field_strs) */
     PyObject *classes;     /* dict: the graph's nodes (class -> attributes), or NULL */
     struct ClassSlot *class_table;
     Py_ssize_t class_size; /* a power of two, or 0 */
@@ -112,6 +120,16 @@ static inline int rule_merges(const LineFilter *self, int nest, int same) {
  * by a str already made (its hash kept in it) instead of a new str per line. */
 #define TASK_SLOTS 256
 #define REST_SLOTS 16384
+#define FIELD_SLOTS 16384
+
+static void clear_fields(FieldSlot *fields) {
+    if (fields == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < FIELD_SLOTS; i++) {
+        Py_CLEAR(fields[i].release);
+        Py_CLEAR(fields[i].instance);
+    }
+}
 
 static void clear_keys(PyObject **keys, Py_ssize_t n) {
     if (keys == NULL)
@@ -137,6 +155,8 @@ static void LineFilter_dealloc(LineFilter *self) {
     clear_keys(self->rest_keys, REST_SLOTS);
     PyMem_Free(self->task_keys);
     PyMem_Free(self->rest_keys);
+    clear_fields(self->fields);
+    PyMem_Free(self->fields);
     clear_classes(self);
     Py_XDECREF(self->classes);
     Py_XDECREF(self->lines);
@@ -224,7 +244,9 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
         self->task_keys = PyMem_Calloc(TASK_SLOTS, sizeof(PyObject *));
     if (self->rest_keys == NULL)
         self->rest_keys = PyMem_Calloc(REST_SLOTS, sizeof(PyObject *));
-    if (self->task_keys == NULL || self->rest_keys == NULL) {
+    if (self->fields == NULL)
+        self->fields = PyMem_Calloc(FIELD_SLOTS, sizeof(FieldSlot));
+    if (self->task_keys == NULL || self->rest_keys == NULL || self->fields == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -246,6 +268,15 @@ static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
     return h ^ (h >> 32);
 }
 
+/* A str of the `n` ASCII bytes at `p`, made without the UTF-8 decoder: the core's text is ASCII (a
+ * str line is checked for it, a block of bytes is ASCII by source.Lines.give_bytes' contract). */
+static inline PyObject *ascii_str(const char *p, Py_ssize_t n) {
+    PyObject *s = PyUnicode_New(n, 127);
+    if (s != NULL)
+        memcpy(PyUnicode_1BYTE_DATA(s), p, (size_t)n);
+    return s;
+}
+
 /* The str of the `n` ASCII bytes at `p`, from `keys` (`slots` of them, a power of two) when it
  * was the last text there of its hash; a new reference. */
 static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ssize_t n) {
@@ -256,7 +287,7 @@ static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ss
         Py_INCREF(key);
         return key;
     }
-    key = PyUnicode_FromStringAndSize(p, n);
+    key = ascii_str(p, n);
     if (key == NULL)
         return NULL;
     Py_INCREF(key);
@@ -330,20 +361,92 @@ static int read_stamp(const char *p, Py_ssize_t n, long seen, int takes_cpu, lon
     return 1;
 }
 
+/* ---- a task's chain key and cpu, at their slots ------------------------------------------------ */
+
+/* TaskState keeps its fields in __slots__: PyObject_GetAttr/SetAttr find the member descriptor
+ * through the type (a type-cache lookup, a descriptor call) on each of the two or three reads and
+ * writes of `chain_key` and `cpu` a line makes, ~15% of the core's instructions.  Here the slots'
+ * offsets are read once from the type's member descriptors, and a task of that very type with
+ * the generic attribute access is read and written there (what PyMember_GetOne/SetOne do for
+ * a T_OBJECT_EX slot); any other object, an unset slot, goes the generic way. */
+static PyTypeObject *slot_type;      /* the type the offsets are for (a strong reference), or NULL */
+static Py_ssize_t slot_chain_key, slot_cpu;
+
+/* The offset of a writable object slot `name` of `type`, or 0 (no such slot). */
+static Py_ssize_t member_offset(PyTypeObject *type, PyObject *name) {
+    PyObject *descr = PyObject_GetAttr((PyObject *)type, name);
+    if (descr == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_ssize_t offset = 0;
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY) && member->offset > 0)
+            offset = member->offset;
+    }
+    Py_DECREF(descr);
+    return offset;
+}
+
+/* Whether `task`'s slots are reached at their offsets (resolving them for a new type). */
+static int task_slots(PyObject *task) {
+    PyTypeObject *type = Py_TYPE(task);
+    if (type == slot_type)
+        return slot_chain_key != 0;
+    Py_INCREF(type);
+    Py_XSETREF(slot_type, type);
+    slot_chain_key = slot_cpu = 0;
+    if (type->tp_getattro == PyObject_GenericGetAttr && type->tp_setattro == PyObject_GenericSetAttr) {
+        slot_chain_key = member_offset(type, s_chain_key);
+        slot_cpu = member_offset(type, s_cpu);
+        if (slot_cpu == 0)
+            slot_chain_key = 0;
+    }
+    return slot_chain_key != 0;
+}
+
+/* task.chain_key (a new reference), or NULL with an error. */
+static PyObject *get_chain_key(PyObject *task) {
+    if (task_slots(task)) {
+        PyObject *value = *(PyObject **)((char *)task + slot_chain_key);
+        if (value != NULL) {
+            Py_INCREF(value);
+            return value;
+        }
+    }
+    return PyObject_GetAttr(task, s_chain_key);
+}
+
+/* task.<the slot at `offset`, or `name`> = value: 0, or -1 with an error. */
+static int set_slot(PyObject *task, Py_ssize_t *offset, PyObject *name, PyObject *value) {
+    if (task_slots(task)) {
+        PyObject **slot = (PyObject **)((char *)task + *offset);
+        Py_INCREF(value);
+        Py_XSETREF(*slot, value);
+        return 0;
+    }
+    return PyObject_SetAttr(task, name, value);
+}
+
+static inline int set_chain_key(PyObject *task, PyObject *value) {
+    return set_slot(task, &slot_chain_key, s_chain_key, value);
+}
+
 static int set_cpu(PyObject *task, long cpu) {
     if (cpu < 0)
         return 0;
     PyObject *value = PyLong_FromLong(cpu);
     if (value == NULL)
         return -1;
-    int r = PyObject_SetAttr(task, s_cpu, value);
+    int r = set_slot(task, &slot_cpu, s_cpu, value);
     Py_DECREF(value);
     return r;
 }
 
 /* Pop the top entry of `held` (a tuple) and restore the task's chain key. */
 static int pop_entry(PyObject *task, PyObject *held, PyObject *top) {
-    if (PyObject_SetAttr(task, s_chain_key, PyTuple_GET_ITEM(top, E_PREV_KEY)) < 0)
+    if (set_chain_key(task, PyTuple_GET_ITEM(top, E_PREV_KEY)) < 0)
         return -1;
     /* list.pop() without its shrinking: the list keeps its room for the next push */
     Py_ssize_t size = PyList_GET_SIZE(held);
@@ -517,7 +620,7 @@ static int find_class(LineFilter *self, const char *p, Py_ssize_t n, ClassSlot *
             return 1;
         }
     }
-    PyObject *cls = PyUnicode_FromStringAndSize(p, n);
+    PyObject *cls = ascii_str(p, n);
     if (cls == NULL)
         return -1;
     PyObject *node = PyDict_GetItemWithError(self->classes, cls); /* borrowed */
@@ -636,18 +739,49 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
 static PyObject *str_or_none(const char *p, Py_ssize_t n) {
     if (n < 0)
         Py_RETURN_NONE;
-    return PyUnicode_FromStringAndSize(p, n);
+    return ascii_str(p, n);
 }
 
 /* The lock and instance of a Tail as str (instance None when none is given): 0, or -1 on error. */
 static int tail_lock(const Tail *t, PyObject **lock, PyObject **instance) {
-    *lock = PyUnicode_FromStringAndSize(t->field, t->lock_len);
+    *lock = ascii_str(t->field, t->lock_len);
     *instance = *lock ? str_or_none(t->field + t->lock_len + 1,
                                     t->has_instance ? t->field_len - t->lock_len - 1 : -1) : NULL;
     if (*instance == NULL) {
         Py_CLEAR(*lock);
         return -1;
     }
+    return 0;
+}
+
+/* The release text (`release CLASS[@INSTANCE]`: the plain release that pops the entry) and the
+ * instance (None: none given) of a Tail's lock field, as new references: the strs of the field's
+ * last acquisition when it is the same text (a direct-mapped cache, as key_str's), else made (and
+ * kept).  Per pushed entry these were two new strs, made and freed again at its release.  0, or
+ * -1 on error. */
+static int field_strs(LineFilter *self, const Tail *t, PyObject **release, PyObject **instance) {
+    FieldSlot *slot = &self->fields[hash_bytes(t->field, t->field_len) & (FIELD_SLOTS - 1)];
+    PyObject *text = slot->release;
+    if (text == NULL || PyUnicode_GET_LENGTH(text) != 8 + t->field_len ||
+        memcmp(PyUnicode_1BYTE_DATA(text) + 8, t->field, (size_t)t->field_len) != 0) {
+        text = PyUnicode_New(8 + t->field_len, 127);
+        if (text == NULL)
+            return -1;
+        memcpy(PyUnicode_1BYTE_DATA(text), "release ", 8);
+        memcpy(PyUnicode_1BYTE_DATA(text) + 8, t->field, (size_t)t->field_len);
+        PyObject *given = str_or_none(t->field + t->lock_len + 1,
+                                      t->has_instance ? t->field_len - t->lock_len - 1 : -1);
+        if (given == NULL) {
+            Py_DECREF(text);
+            return -1;
+        }
+        Py_XSETREF(slot->release, text);
+        Py_XSETREF(slot->instance, given);
+    }
+    Py_INCREF(slot->release);
+    Py_INCREF(slot->instance);
+    *release = slot->release;
+    *instance = slot->instance;
     return 0;
 }
 
@@ -793,7 +927,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         return PyErr_Occurred() ? -1 : 0;
     if (need & ~PyLong_AsLong(usage))
         return 0; /* a new usage bit: mark_usage, in the full checker */
-    PyObject *prev_key = PyObject_GetAttr(task, s_chain_key);
+    PyObject *prev_key = get_chain_key(task);
     if (prev_key == NULL)
         return -1;
     Py_hash_t hash = hash3(head ? self->initial : prev_key, cls, a->read);
@@ -812,19 +946,13 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     }
     if (a->release == NULL) {
         /* read here: the release text is the start of the tail, `release` for `acquire` */
-        PyObject *release = PyUnicode_New(8 + t->field_len, 127);
-        if (release != NULL) {
-            memcpy(PyUnicode_1BYTE_DATA(release), "release ", 8);
-            memcpy(PyUnicode_1BYTE_DATA(release) + 8, t->field, (size_t)t->field_len);
-        }
-        a->release = a->owned[0] = release;
-        a->instance = a->owned[1] = release == NULL ? NULL :
-            str_or_none(t->field + t->lock_len + 1, t->has_instance ? t->field_len - t->lock_len - 1 : -1);
-        if (a->instance == NULL) {
+        if (field_strs(self, t, &a->owned[0], &a->owned[1]) < 0) {
             Py_DECREF(prev_key);
             Py_DECREF(chain_key);
             return -1;
         }
+        a->release = a->owned[0];
+        a->instance = a->owned[1];
         /* subclass 0: the class is the lock itself (the same str, as in _scan_tail) */
         a->lock = a->cls;
     }
@@ -834,7 +962,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         Py_INCREF(line);
         text = line;
     } else {
-        text = PyUnicode_FromStringAndSize(data, n);
+        text = ascii_str(data, n);
     }
     PyObject *lineno = text ? PyLong_FromLongLong(self->lineno) : NULL;
     PyObject *entry = lineno ? PyTuple_New(E_SIZE) : NULL;
@@ -860,7 +988,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     int r = PyList_Append(held, entry);
     Py_DECREF(entry);
     if (r == 0)
-        r = PyObject_SetAttr(task, s_chain_key, chain_key);
+        r = set_chain_key(task, chain_key);
     Py_DECREF(chain_key);
     if (r < 0 || set_cpu(task, cpu) < 0 || remember(view, a->lock, a->instance) < 0)
         return -1;
@@ -1060,7 +1188,7 @@ static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObj
     Py_DECREF(need);
     if (r > 0) {
         /* everything checked: the stack from the released lock up becomes the moved entries */
-        if (PyList_SetSlice(held, index, size, moved) < 0 || PyObject_SetAttr(task, s_chain_key, chain_key) < 0 ||
+        if (PyList_SetSlice(held, index, size, moved) < 0 || set_chain_key(task, chain_key) < 0 ||
             set_cpu(task, cpu) < 0) {
             r = -1;
         } else {
@@ -1211,7 +1339,7 @@ static int defer_irq_event(LineFilter *self, PyObject *task, PyObject *op, PyObj
         Py_INCREF(line);
         text = line;
     } else {
-        text = PyUnicode_FromStringAndSize(data, n);
+        text = ascii_str(data, n);
     }
     lineno = text ? PyLong_FromLongLong(self->lineno) : NULL;
     name = lineno ? PyObject_GetAttr(task, s_name) : NULL;
@@ -1369,7 +1497,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     long cpu = -1;
     if (top != NULL && PyTuple_CheckExact(top) && str_is(PyTuple_GET_ITEM(top, E_RELEASE), tail, rest_len)) {
         PyObject *references = PyTuple_GET_ITEM(top, E_REFERENCES);
-        if (PyLong_Check(references) && PyLong_AsLong(references) == 0) {
+        if (references == small_ints[0] || (PyLong_Check(references) && PyLong_AsLong(references) == 0)) {
             /* the plain release of the innermost lock, recognised by its text */
             if (stamp != NULL) {
                 int ok = read_stamp(stamp, tail_len - rest_len - 4, 0, 1, &cpu);
@@ -1510,7 +1638,7 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
             }
         }
     }
-    *out = PyUnicode_FromStringAndSize(data, len);
+    *out = ascii_str(data, len);
     Py_DECREF(chunk);
     return *out == NULL ? -1 : 1;
 }
