@@ -58,6 +58,13 @@ typedef struct ClassSlot {
     PyObject *node;
 } ClassSlot;
 
+/* What find_view found for a task key: its view (borrowed: the views dict holds it while the
+ * dict is unchanged but by the core itself) and the filter's epoch then (0: nothing kept). */
+typedef struct TaskSeen {
+    uint64_t epoch;
+    PyObject *view;
+} TaskSeen;
+
 /* A slot of the field cache (field_strs): an acquisition's release text and instance. */
 typedef struct FieldSlot {
     PyObject *release;     /* `release CLASS[@INSTANCE]` */
@@ -80,6 +87,10 @@ typedef struct {
     PyObject *chunk;       /* bytes: a block of whole lines being split (source.Lines.give_bytes), or NULL */
     Py_ssize_t pos;        /* where its next line starts */
     PyObject **task_keys;  /* TASK_SLOTS str: recent task keys, by a hash of their bytes */
+    TaskSeen *task_seen;   /* TASK_SLOTS: the view each of those keys found, and when (find_view) */
+    uint64_t epoch;        /* find_view's answers of this epoch stand (a new one: the views changed) */
+    uint64_t views_known;  /* the views dict's version as the core last saw or made it */
+    TaskSeen *current;     /* the current line's task's slot (NULL: none) */
     PyObject **rest_keys;  /* REST_SLOTS str: recent texts after the task (up to ` ts=`), alike */
     FieldSlot *fields;     /* FIELD_SLOTS: recent lock fields' release text and instance (field_strs) */
     PyObject *classes;     /* dict: the graph's nodes (class -> attributes), or NULL */
@@ -154,6 +165,7 @@ static void LineFilter_dealloc(LineFilter *self) {
     clear_keys(self->task_keys, TASK_SLOTS);
     clear_keys(self->rest_keys, REST_SLOTS);
     PyMem_Free(self->task_keys);
+    PyMem_Free(self->task_seen);
     PyMem_Free(self->rest_keys);
     clear_fields(self->fields);
     PyMem_Free(self->fields);
@@ -246,7 +258,14 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
         self->rest_keys = PyMem_Calloc(REST_SLOTS, sizeof(PyObject *));
     if (self->fields == NULL)
         self->fields = PyMem_Calloc(FIELD_SLOTS, sizeof(FieldSlot));
-    if (self->task_keys == NULL || self->rest_keys == NULL || self->fields == NULL) {
+    if (self->task_seen == NULL)
+        self->task_seen = PyMem_Calloc(TASK_SLOTS, sizeof(TaskSeen));
+    else
+        memset(self->task_seen, 0, TASK_SLOTS * sizeof(TaskSeen));
+    self->epoch = 1;
+    self->views_known = 0;
+    self->current = NULL;
+    if (self->task_keys == NULL || self->rest_keys == NULL || self->fields == NULL || self->task_seen == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -275,6 +294,18 @@ static inline PyObject *ascii_str(const char *p, Py_ssize_t n) {
     if (s != NULL)
         memcpy(PyUnicode_1BYTE_DATA(s), p, (size_t)n);
     return s;
+}
+
+/* The version of a dict: any change to it (an item set, replaced, deleted, the dict cleared) gives
+ * it a new one.  CPython's `ma_version_tag` (PEP 509) up to 3.11; later versions deprecate it,
+ * and there every look-up is made (0: no version). */
+static inline uint64_t dict_version(PyObject *dict) {
+#if PY_VERSION_HEX < 0x030C0000
+    return ((PyDictObject *)dict)->ma_version_tag;
+#else
+    (void)dict;
+    return 0;
+#endif
 }
 
 /* The str of the `n` ASCII bytes at `p`, from `keys` (`slots` of them, a power of two) when it
@@ -1371,7 +1402,14 @@ static int rebuild_view(LineFilter *self, PyObject *view, long hardirq_depth, lo
                                          small_ints[(hardirq_depth ? 2 : 0) | (softirq_depth ? 1 : 0)],
                                          off ? Py_True : Py_False, needs, PyTuple_GET_ITEM(view, V_ACQUIRED_EVER))
                           : NULL;
+    uint64_t before = dict_version(self->views);
     int r = fresh ? PyDict_SetItem(self->views, key, fresh) : -1; /* `view` may be freed from here on */
+    if (r == 0 && before != 0 && before == self->views_known && self->current != NULL &&
+        self->current->view == view) {
+        /* the one change since find_view last looked: this task's view, kept in its slot */
+        self->views_known = dict_version(self->views);
+        self->current->view = fresh;
+    }
     Py_XDECREF(fresh);
     Py_XDECREF(key);
     Py_XDECREF(needs);
@@ -1462,6 +1500,42 @@ static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssiz
     return 1;
 }
 
+/* The view of the task named by the `n` bytes at `p` (borrowed), or NULL: none (an error set if
+ * there was one).  The views change when a line goes to the Python side, or when an irq op here
+ * rebuilds one (rebuild_view, which keeps its slot up to date): while the dict's version is the
+ * one the core last saw or made, the view a task's key found in this epoch is the answer, without
+ * a str key or a dict look-up; a version the Python side made starts a new epoch. */
+static PyObject *find_view(LineFilter *self, const char *p, Py_ssize_t n) {
+    uint64_t h = hash_bytes(p, n);
+    Py_ssize_t index = (Py_ssize_t)(h & (TASK_SLOTS - 1));
+    PyObject *key = self->task_keys[index];
+    TaskSeen *seen = &self->task_seen[index];
+    uint64_t version = dict_version(self->views);
+    if (version == 0 || version != self->views_known) {
+        self->views_known = version;
+        self->epoch++;
+    }
+    self->current = NULL;
+    int same_key = key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_1BYTE_DATA(key), p, (size_t)n) == 0;
+    if (same_key && seen->epoch == self->epoch) {
+        self->current = seen;
+        return seen->view;
+    }
+    if (!same_key) {
+        key = ascii_str(p, n);
+        if (key == NULL)
+            return NULL;
+        Py_XSETREF(self->task_keys[index], key);
+    }
+    PyObject *view = PyDict_GetItemWithError(self->views, key); /* borrowed */
+    if (view == NULL && PyErr_Occurred())
+        return NULL;
+    seen->epoch = self->epoch;
+    seen->view = view;
+    self->current = seen;
+    return view;
+}
+
 /* Apply one line if it is one the filter takes: 1 applied, 0 passed on, -1 error.
  * `data`/`n`: the ASCII line without its line ending; `line`: that line as a str when there is
  * one (of `n` characters, or with its line ending), NULL when it comes from a block of bytes. */
@@ -1469,11 +1543,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     const char *space = memchr(data, ' ', (size_t)n);
     if (space == NULL || space == data)
         return 0;
-    PyObject *task_key = key_str(self->task_keys, TASK_SLOTS, data, space - data);
-    if (task_key == NULL)
-        return -1;
-    PyObject *view = PyDict_GetItemWithError(self->views, task_key); /* borrowed */
-    Py_DECREF(task_key);
+    PyObject *view = find_view(self, data, space - data); /* borrowed */
     if (view == NULL)
         return PyErr_Occurred() ? -1 : 0;
     if (view == Py_None)
