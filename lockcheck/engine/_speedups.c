@@ -1,12 +1,13 @@
 /*
  * lockcheck.engine._speedups: the compiled part of the `.lt` fast path (lockcheck/engine/fast_lt.py).
  *
- * `LineFilter(lines, views, tails, chain_cache, initial_key, depth_limit, tick[, classes[, irq]])` is
- * an iterator over `lines` that applies, itself, the lines hotpath.lt_events would apply on its fast
- * path in the common shapes -- a plain release of the innermost lock, an acquisition whose chain
- * is cached, a contended/acquired line, and (given `irq`) an irq-state change that marks no usage
- * bit, an exit holding nothing and a release below the top whose re-acquired chains are all
- * cached -- and yields `(lineno, line)` for every other line, which
+ * `LineFilter(lines, views, tails, chain_cache, initial_key, depth_limit, tick[, classes[, irq[, checker]]])`
+ * is an iterator over `lines` that applies, itself, the lines hotpath.lt_events would apply on its
+ * fast path in the common shapes -- a plain release of the innermost lock, an acquisition whose
+ * chain is cached, (given `irq`) an irq-state change that marks no usage bit, an exit holding
+ * nothing and a release below the top whose re-acquired chains are all cached, and (given the
+ * checker) a contended/acquired of a lock the task holds -- and yields `(lineno, line)` for every
+ * other line, which
  * the Python loop then handles exactly as it handles every line without this filter.  The
  * filter never decides anything the Python code would decide differently: whatever it is not
  * sure of (a task it has no view of, a text it cannot read, a non-ASCII line, a nest lock, a
