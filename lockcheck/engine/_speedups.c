@@ -1,12 +1,13 @@
 /*
  * lockcheck.engine._speedups: the compiled part of the `.lt` fast path (lockcheck/engine/fast_lt.py).
  *
- * `LineFilter(lines, views, tails, chain_cache, initial_key, depth_limit, tick[, classes[, irq]])` is
- * an iterator over `lines` that applies, itself, the lines hotpath.lt_events would apply on its fast
- * path in the common shapes -- a plain release of the innermost lock, an acquisition whose chain
- * is cached, a contended/acquired line, and (given `irq`) an irq-state change that marks no usage
- * bit, an exit holding nothing and a release below the top whose re-acquired chains are all
- * cached -- and yields `(lineno, line)` for every other line, which
+ * `LineFilter(lines, views, tails, chain_cache, initial_key, depth_limit, tick[, classes[, irq[, checker]]])`
+ * is an iterator over `lines` that applies, itself, the lines hotpath.lt_events would apply on its
+ * fast path in the common shapes -- a plain release of the innermost lock, an acquisition whose
+ * chain is cached, (given `irq`) an irq-state change that marks no usage bit, an exit holding
+ * nothing and a release below the top whose re-acquired chains are all cached, and (given the
+ * checker) a contended/acquired of a lock the task holds -- and yields `(lineno, line)` for every
+ * other line, which
  * the Python loop then handles exactly as it handles every line without this filter.  The
  * filter never decides anything the Python code would decide differently: whatever it is not
  * sure of (a task it has no view of, a text it cannot read, a non-ASCII line, a nest lock, a
@@ -27,10 +28,29 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <structmember.h>
 #include "_tuplehash.h"
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+
+/* PyLong_AsLong for the small ints the core reads on every line (irq contexts, modes, usage masks,
+ * references): an int of one digit read as it is (CPython 3.11's layout) instead of the general
+ * conversion, ~4% of a run's time; anything else, and later versions, go through PyLong_AsLong. */
+static inline long as_long(PyObject *o) {
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyLong_CheckExact(o)) {
+        Py_ssize_t size = Py_SIZE(o);
+        if (size == 0)
+            return 0;
+        if (size == 1)
+            return (long)((PyLongObject *)o)->ob_digit[0];
+        if (size == -1)
+            return -(long)((PyLongObject *)o)->ob_digit[0];
+    }
+#endif
+    return PyLong_AsLong(o);
+}
 
 /* hotpath.py: a stack entry */
 enum { E_RELEASE, E_CLS, E_LOCK, E_INSTANCE, E_PREV_KEY, E_IRQ_CONTEXT, E_READ, E_TRYLOCK, E_HARDIRQS_OFF,
@@ -48,7 +68,7 @@ enum { B_AT = 1, B_TS = 2, B_CPU = 4 };
 
 static PyObject *s_chain_key, *s_cpu, *s_usage, *s_add, *s_lock, *s_instance, *s_references, *s_prev_chain_key,
     *s_cls, *s_irq_context, *s_hardirqs_enabled, *s_softirqs_enabled, *s_hardirq_depth, *s_softirq_depth,
-    *s_irq_events, *s_stamp, *s_name, *s_usage_need, *s_key, *s_check, *s_read;
+    *s_irq_events, *s_stamp, *s_name, *s_usage_need, *s_key, *s_check, *s_read, *s_contention_checked;
 
 /* A slot of the class table (read_tail). */
 typedef struct ClassSlot {
@@ -56,6 +76,19 @@ typedef struct ClassSlot {
     PyObject *cls;
     PyObject *node;
 } ClassSlot;
+
+/* What find_view found for a task key: its view (borrowed: the views dict holds it while the
+ * dict is unchanged but by the core itself) and the filter's epoch then (0: nothing kept). */
+typedef struct TaskSeen {
+    uint64_t epoch;
+    PyObject *view;
+} TaskSeen;
+
+/* A slot of the field cache (field_strs): an acquisition's release text and instance. */
+typedef struct FieldSlot {
+    PyObject *release;     /* `release CLASS[@INSTANCE]` */
+    PyObject *instance;    /* INSTANCE, or None */
+} FieldSlot;
 
 typedef struct {
     PyObject_HEAD
@@ -73,7 +106,12 @@ typedef struct {
     PyObject *chunk;       /* bytes: a block of whole lines being split (source.Lines.give_bytes), or NULL */
     Py_ssize_t pos;        /* where its next line starts */
     PyObject **task_keys;  /* TASK_SLOTS str: recent task keys, by a hash of their bytes */
+    TaskSeen *task_seen;   /* TASK_SLOTS: the view each of those keys found, and when (find_view) */
+    uint64_t epoch;        /* find_view's answers of this epoch stand (a new one: the views changed) */
+    uint64_t views_known;  /* the views dict's version as the core last saw or made it */
+    TaskSeen *current;     /* the current line's task's slot (NULL: none) */
     PyObject **rest_keys;  /* REST_SLOTS str: recent texts after the task (up to ` ts=`), alike */
+    FieldSlot *fields;     /* FIELD_SLOTS: recent lock fields' release text and instance (field_strs) */
     PyObject *classes;     /* dict: the graph's nodes (class -> attributes), or NULL */
     struct ClassSlot *class_table;
     Py_ssize_t class_size; /* a power of two, or 0 */
@@ -83,6 +121,8 @@ typedef struct {
     PyObject *file;        /* the trace's name, for the deferred evidence */
     PyObject *reader;      /* fast_held.irq_evidence: reads a deferred irq event's evidence back */
     PyObject *usage_needs; /* tasks.usage_needs */
+    PyObject *checker;     /* the Checker: `contended`/`acquired` read its contention_checked; NULL: the
+                            * Python side's lines */
     long hard_bits, soft_bits, read_shift;
     int quick;             /* releases below the top applied here (Checker.quick_reacquire) */
     /* lockdep's boolean rules as `rules` has them at the start of the run, tabled over their
@@ -110,6 +150,16 @@ static inline int rule_merges(const LineFilter *self, int nest, int same) {
  * by a str already made (its hash kept in it) instead of a new str per line. */
 #define TASK_SLOTS 256
 #define REST_SLOTS 16384
+#define FIELD_SLOTS 16384
+
+static void clear_fields(FieldSlot *fields) {
+    if (fields == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < FIELD_SLOTS; i++) {
+        Py_CLEAR(fields[i].release);
+        Py_CLEAR(fields[i].instance);
+    }
+}
 
 static void clear_keys(PyObject **keys, Py_ssize_t n) {
     if (keys == NULL)
@@ -134,7 +184,10 @@ static void LineFilter_dealloc(LineFilter *self) {
     clear_keys(self->task_keys, TASK_SLOTS);
     clear_keys(self->rest_keys, REST_SLOTS);
     PyMem_Free(self->task_keys);
+    PyMem_Free(self->task_seen);
     PyMem_Free(self->rest_keys);
+    clear_fields(self->fields);
+    PyMem_Free(self->fields);
     clear_classes(self);
     Py_XDECREF(self->classes);
     Py_XDECREF(self->lines);
@@ -145,6 +198,7 @@ static void LineFilter_dealloc(LineFilter *self) {
     Py_XDECREF(self->file);
     Py_XDECREF(self->reader);
     Py_XDECREF(self->usage_needs);
+    Py_XDECREF(self->checker);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -158,6 +212,7 @@ static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
     Py_VISIT(self->file);
     Py_VISIT(self->reader);
     Py_VISIT(self->usage_needs);
+    Py_VISIT(self->checker);
     for (Py_ssize_t i = 0; i < self->class_size; i++)
         Py_VISIT(self->class_table[i].node);
     return 0;
@@ -167,15 +222,15 @@ static int classes_grow(LineFilter *self);
 
 static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     PyObject *lines, *views, *tails, *cache, *initial, *classes = NULL, *file = NULL, *reader = NULL,
-        *usage_needs = NULL;
+        *usage_needs = NULL, *checker = NULL;
     Py_ssize_t depth_limit;
     long tick, hard_bits = 0, soft_bits = 0, read_shift = 0;
     unsigned long validates, separate, merges;
     int quick = 0;
-    if (!PyArg_ParseTuple(args, "OO!O!O!Onl(kkk)|O!(OOOlllp)", &lines, &PyDict_Type, &views, &PyDict_Type,
+    if (!PyArg_ParseTuple(args, "OO!O!O!Onl(kkk)|O!(OOOlllp)O", &lines, &PyDict_Type, &views, &PyDict_Type,
                           &tails, &PySet_Type, &cache, &initial, &depth_limit, &tick, &validates, &separate,
                           &merges, &PyDict_Type, &classes, &file, &reader, &usage_needs, &hard_bits, &soft_bits,
-                          &read_shift, &quick))
+                          &read_shift, &quick, &checker))
         return -1;
     self->validates = validates;
     self->separate = separate;
@@ -187,6 +242,8 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->reader, reader);
     Py_XINCREF(usage_needs);
     Py_XSETREF(self->usage_needs, usage_needs);
+    Py_XINCREF(checker);
+    Py_XSETREF(self->checker, checker);
     self->hard_bits = hard_bits;
     self->soft_bits = soft_bits;
     self->read_shift = read_shift;
@@ -218,7 +275,16 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
         self->task_keys = PyMem_Calloc(TASK_SLOTS, sizeof(PyObject *));
     if (self->rest_keys == NULL)
         self->rest_keys = PyMem_Calloc(REST_SLOTS, sizeof(PyObject *));
-    if (self->task_keys == NULL || self->rest_keys == NULL) {
+    if (self->fields == NULL)
+        self->fields = PyMem_Calloc(FIELD_SLOTS, sizeof(FieldSlot));
+    if (self->task_seen == NULL)
+        self->task_seen = PyMem_Calloc(TASK_SLOTS, sizeof(TaskSeen));
+    else
+        memset(self->task_seen, 0, TASK_SLOTS * sizeof(TaskSeen));
+    self->epoch = 1;
+    self->views_known = 0;
+    self->current = NULL;
+    if (self->task_keys == NULL || self->rest_keys == NULL || self->fields == NULL || self->task_seen == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -240,6 +306,27 @@ static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
     return h ^ (h >> 32);
 }
 
+/* A str of the `n` ASCII bytes at `p`, made without the UTF-8 decoder: the core's text is ASCII (a
+ * str line is checked for it, a block of bytes is ASCII by source.Lines.give_bytes' contract). */
+static inline PyObject *ascii_str(const char *p, Py_ssize_t n) {
+    PyObject *s = PyUnicode_New(n, 127);
+    if (s != NULL)
+        memcpy(PyUnicode_1BYTE_DATA(s), p, (size_t)n);
+    return s;
+}
+
+/* The version of a dict: any change to it (an item set, replaced, deleted, the dict cleared) gives
+ * it a new one.  CPython's `ma_version_tag` (PEP 509) up to 3.11; later versions deprecate it,
+ * and there every look-up is made (0: no version). */
+static inline uint64_t dict_version(PyObject *dict) {
+#if PY_VERSION_HEX < 0x030C0000
+    return ((PyDictObject *)dict)->ma_version_tag;
+#else
+    (void)dict;
+    return 0;
+#endif
+}
+
 /* The str of the `n` ASCII bytes at `p`, from `keys` (`slots` of them, a power of two) when it
  * was the last text there of its hash; a new reference. */
 static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ssize_t n) {
@@ -250,7 +337,7 @@ static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ss
         Py_INCREF(key);
         return key;
     }
-    key = PyUnicode_FromStringAndSize(p, n);
+    key = ascii_str(p, n);
     if (key == NULL)
         return NULL;
     Py_INCREF(key);
@@ -324,20 +411,92 @@ static int read_stamp(const char *p, Py_ssize_t n, long seen, int takes_cpu, lon
     return 1;
 }
 
+/* ---- a task's chain key and cpu, at their slots ------------------------------------------------ */
+
+/* TaskState keeps its fields in __slots__: PyObject_GetAttr/SetAttr find the member descriptor
+ * through the type (a type-cache lookup, a descriptor call) on each of the two or three reads and
+ * writes of `chain_key` and `cpu` a line makes, ~15% of the core's instructions.  Here the slots'
+ * offsets are read once from the type's member descriptors, and a task of that very type with
+ * the generic attribute access is read and written there (what PyMember_GetOne/SetOne do for
+ * a T_OBJECT_EX slot); any other object, an unset slot, goes the generic way. */
+static PyTypeObject *slot_type;      /* the type the offsets are for (a strong reference), or NULL */
+static Py_ssize_t slot_chain_key, slot_cpu;
+
+/* The offset of a writable object slot `name` of `type`, or 0 (no such slot). */
+static Py_ssize_t member_offset(PyTypeObject *type, PyObject *name) {
+    PyObject *descr = PyObject_GetAttr((PyObject *)type, name);
+    if (descr == NULL) {
+        PyErr_Clear();
+        return 0;
+    }
+    Py_ssize_t offset = 0;
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == T_OBJECT_EX && !(member->flags & READONLY) && member->offset > 0)
+            offset = member->offset;
+    }
+    Py_DECREF(descr);
+    return offset;
+}
+
+/* Whether `task`'s slots are reached at their offsets (resolving them for a new type). */
+static int task_slots(PyObject *task) {
+    PyTypeObject *type = Py_TYPE(task);
+    if (type == slot_type)
+        return slot_chain_key != 0;
+    Py_INCREF(type);
+    Py_XSETREF(slot_type, type);
+    slot_chain_key = slot_cpu = 0;
+    if (type->tp_getattro == PyObject_GenericGetAttr && type->tp_setattro == PyObject_GenericSetAttr) {
+        slot_chain_key = member_offset(type, s_chain_key);
+        slot_cpu = member_offset(type, s_cpu);
+        if (slot_cpu == 0)
+            slot_chain_key = 0;
+    }
+    return slot_chain_key != 0;
+}
+
+/* task.chain_key (a new reference), or NULL with an error. */
+static PyObject *get_chain_key(PyObject *task) {
+    if (task_slots(task)) {
+        PyObject *value = *(PyObject **)((char *)task + slot_chain_key);
+        if (value != NULL) {
+            Py_INCREF(value);
+            return value;
+        }
+    }
+    return PyObject_GetAttr(task, s_chain_key);
+}
+
+/* task.<the slot at `offset`, or `name`> = value: 0, or -1 with an error. */
+static int set_slot(PyObject *task, Py_ssize_t *offset, PyObject *name, PyObject *value) {
+    if (task_slots(task)) {
+        PyObject **slot = (PyObject **)((char *)task + *offset);
+        Py_INCREF(value);
+        Py_XSETREF(*slot, value);
+        return 0;
+    }
+    return PyObject_SetAttr(task, name, value);
+}
+
+static inline int set_chain_key(PyObject *task, PyObject *value) {
+    return set_slot(task, &slot_chain_key, s_chain_key, value);
+}
+
 static int set_cpu(PyObject *task, long cpu) {
     if (cpu < 0)
         return 0;
     PyObject *value = PyLong_FromLong(cpu);
     if (value == NULL)
         return -1;
-    int r = PyObject_SetAttr(task, s_cpu, value);
+    int r = set_slot(task, &slot_cpu, s_cpu, value);
     Py_DECREF(value);
     return r;
 }
 
 /* Pop the top entry of `held` (a tuple) and restore the task's chain key. */
 static int pop_entry(PyObject *task, PyObject *held, PyObject *top) {
-    if (PyObject_SetAttr(task, s_chain_key, PyTuple_GET_ITEM(top, E_PREV_KEY)) < 0)
+    if (set_chain_key(task, PyTuple_GET_ITEM(top, E_PREV_KEY)) < 0)
         return -1;
     /* list.pop() without its shrinking: the list keeps its room for the next push */
     Py_ssize_t size = PyList_GET_SIZE(held);
@@ -407,7 +566,7 @@ static int held_lock_released(PyObject *task, PyObject *held, PyObject *top, PyO
 /* One more reference on the top entry (a nest_lock merge): `(references or 1) + 1`. */
 static int merge_reference(PyObject *held, PyObject *top) {
     if (PyTuple_CheckExact(top)) {
-        long references = PyLong_AsLong(PyTuple_GET_ITEM(top, E_REFERENCES));
+        long references = as_long(PyTuple_GET_ITEM(top, E_REFERENCES));
         Py_INCREF(top);
         int r = replace_references(held, top, (references ? references : 1) + 1);
         Py_DECREF(top);
@@ -416,7 +575,7 @@ static int merge_reference(PyObject *held, PyObject *top) {
     PyObject *value = PyObject_GetAttr(top, s_references);
     if (value == NULL)
         return -1;
-    long references = PyLong_AsLong(value);
+    long references = as_long(value);
     Py_DECREF(value);
     value = PyLong_FromLong((references ? references : 1) + 1);
     if (value == NULL)
@@ -441,8 +600,8 @@ static int holds_lock(PyObject *held, PyObject *lock, PyObject *instance) {
         same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_INSTANCE), instance, Py_EQ);
         if (same < 0)
             return -1;
-        if (same || (PyLong_AsLong(PyTuple_GET_ITEM(entry, E_REFERENCES)) &&
-                     PyLong_AsLong(PyTuple_GET_ITEM(entry, E_SUBCLASS)) == 0))
+        if (same || (as_long(PyTuple_GET_ITEM(entry, E_REFERENCES)) &&
+                     as_long(PyTuple_GET_ITEM(entry, E_SUBCLASS)) == 0))
             return 1;
     }
     return 0;
@@ -511,7 +670,7 @@ static int find_class(LineFilter *self, const char *p, Py_ssize_t n, ClassSlot *
             return 1;
         }
     }
-    PyObject *cls = PyUnicode_FromStringAndSize(p, n);
+    PyObject *cls = ascii_str(p, n);
     if (cls == NULL)
         return -1;
     PyObject *node = PyDict_GetItemWithError(self->classes, cls); /* borrowed */
@@ -558,9 +717,11 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
     } else if (word_is(p, op_len, "release")) {
         t->kind = K_RELEASE;
         takes = B_AT;
+    } else if (word_is(p, op_len, "contended") || word_is(p, op_len, "acquired")) {
+        /* applied only where the checker would find the lock held (apply_contention) */
+        t->kind = K_STATS;
+        takes = op_len == 9 ? B_AT : 0;
     } else {
-        /* (`contended` and `acquired` are the checker's: a lock the task does not hold is
-         * lockdep's bad contention, print_lock_contention_bug()) */
         return 0;
     }
     const char *field = space + 1;
@@ -628,18 +789,49 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
 static PyObject *str_or_none(const char *p, Py_ssize_t n) {
     if (n < 0)
         Py_RETURN_NONE;
-    return PyUnicode_FromStringAndSize(p, n);
+    return ascii_str(p, n);
 }
 
 /* The lock and instance of a Tail as str (instance None when none is given): 0, or -1 on error. */
 static int tail_lock(const Tail *t, PyObject **lock, PyObject **instance) {
-    *lock = PyUnicode_FromStringAndSize(t->field, t->lock_len);
+    *lock = ascii_str(t->field, t->lock_len);
     *instance = *lock ? str_or_none(t->field + t->lock_len + 1,
                                     t->has_instance ? t->field_len - t->lock_len - 1 : -1) : NULL;
     if (*instance == NULL) {
         Py_CLEAR(*lock);
         return -1;
     }
+    return 0;
+}
+
+/* The release text (`release CLASS[@INSTANCE]`: the plain release that pops the entry) and the
+ * instance (None: none given) of a Tail's lock field, as new references: the strs of the field's
+ * last acquisition when it is the same text (a direct-mapped cache, as key_str's), else made (and
+ * kept).  Per pushed entry these were two new strs, made and freed again at its release.  0, or
+ * -1 on error. */
+static int field_strs(LineFilter *self, const Tail *t, PyObject **release, PyObject **instance) {
+    FieldSlot *slot = &self->fields[hash_bytes(t->field, t->field_len) & (FIELD_SLOTS - 1)];
+    PyObject *text = slot->release;
+    if (text == NULL || PyUnicode_GET_LENGTH(text) != 8 + t->field_len ||
+        memcmp(PyUnicode_1BYTE_DATA(text) + 8, t->field, (size_t)t->field_len) != 0) {
+        text = PyUnicode_New(8 + t->field_len, 127);
+        if (text == NULL)
+            return -1;
+        memcpy(PyUnicode_1BYTE_DATA(text), "release ", 8);
+        memcpy(PyUnicode_1BYTE_DATA(text) + 8, t->field, (size_t)t->field_len);
+        PyObject *given = str_or_none(t->field + t->lock_len + 1,
+                                      t->has_instance ? t->field_len - t->lock_len - 1 : -1);
+        if (given == NULL) {
+            Py_DECREF(text);
+            return -1;
+        }
+        Py_XSETREF(slot->release, text);
+        Py_XSETREF(slot->instance, given);
+    }
+    Py_INCREF(slot->release);
+    Py_INCREF(slot->instance);
+    *release = slot->release;
+    *instance = slot->instance;
     return 0;
 }
 
@@ -741,14 +933,14 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         int ask_class = rule_merges(self, nest_given, 0) != rule_merges(self, nest_given, 1);
         int same_class = 0;
         if (PyTuple_CheckExact(top)) {
-            top_context = PyLong_AsLong(PyTuple_GET_ITEM(top, E_IRQ_CONTEXT));
+            top_context = as_long(PyTuple_GET_ITEM(top, E_IRQ_CONTEXT));
             if (ask_class)
                 same_class = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_CLS), cls, Py_EQ);
         } else {
             PyObject *value = PyObject_GetAttr(top, s_irq_context);
             if (value == NULL)
                 return -1;
-            top_context = PyLong_AsLong(value);
+            top_context = as_long(value);
             Py_DECREF(value);
             if (ask_class) {
                 value = PyObject_GetAttr(top, s_cls);
@@ -770,22 +962,22 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
             self->events++;
             return 1;
         }
-        head = rule_separate(self, top_context, PyLong_AsLong(irq_context));
+        head = rule_separate(self, top_context, as_long(irq_context));
     }
     if (nest != Py_None) {
         int holds = holds_lock(held, PyTuple_GET_ITEM(nest, 0), PyTuple_GET_ITEM(nest, 1));
         if (holds <= 0)
             return holds; /* not held (a report), or a HeldLock to ask: the Python side */
     }
-    long read_mode = PyLong_AsLong(a->read);
+    long read_mode = as_long(a->read);
     PyObject *needs = PyTuple_GET_ITEM(view, V_NEEDS);
-    long need = PyLong_AsLong(PyList_GET_ITEM(needs, (read_mode ? 1 : 0) | (a->trylock ? 2 : 0)));
+    long need = as_long(PyList_GET_ITEM(needs, (read_mode ? 1 : 0) | (a->trylock ? 2 : 0)));
     PyObject *usage = PyDict_GetItemWithError(a->node, s_usage);
     if (usage == NULL)
         return PyErr_Occurred() ? -1 : 0;
-    if (need & ~PyLong_AsLong(usage))
+    if (need & ~as_long(usage))
         return 0; /* a new usage bit: mark_usage, in the full checker */
-    PyObject *prev_key = PyObject_GetAttr(task, s_chain_key);
+    PyObject *prev_key = get_chain_key(task);
     if (prev_key == NULL)
         return -1;
     Py_hash_t hash = hash3(head ? self->initial : prev_key, cls, a->read);
@@ -804,19 +996,13 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     }
     if (a->release == NULL) {
         /* read here: the release text is the start of the tail, `release` for `acquire` */
-        PyObject *release = PyUnicode_New(8 + t->field_len, 127);
-        if (release != NULL) {
-            memcpy(PyUnicode_1BYTE_DATA(release), "release ", 8);
-            memcpy(PyUnicode_1BYTE_DATA(release) + 8, t->field, (size_t)t->field_len);
-        }
-        a->release = a->owned[0] = release;
-        a->instance = a->owned[1] = release == NULL ? NULL :
-            str_or_none(t->field + t->lock_len + 1, t->has_instance ? t->field_len - t->lock_len - 1 : -1);
-        if (a->instance == NULL) {
+        if (field_strs(self, t, &a->owned[0], &a->owned[1]) < 0) {
             Py_DECREF(prev_key);
             Py_DECREF(chain_key);
             return -1;
         }
+        a->release = a->owned[0];
+        a->instance = a->owned[1];
         /* subclass 0: the class is the lock itself (the same str, as in _scan_tail) */
         a->lock = a->cls;
     }
@@ -826,7 +1012,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         Py_INCREF(line);
         text = line;
     } else {
-        text = PyUnicode_FromStringAndSize(data, n);
+        text = ascii_str(data, n);
     }
     PyObject *lineno = text ? PyLong_FromLongLong(self->lineno) : NULL;
     PyObject *entry = lineno ? PyTuple_New(E_SIZE) : NULL;
@@ -852,7 +1038,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     int r = PyList_Append(held, entry);
     Py_DECREF(entry);
     if (r == 0)
-        r = PyObject_SetAttr(task, s_chain_key, chain_key);
+        r = set_chain_key(task, chain_key);
     Py_DECREF(chain_key);
     if (r < 0 || set_cpu(task, cpu) < 0 || remember(view, a->lock, a->instance) < 0)
         return -1;
@@ -869,7 +1055,7 @@ static int release_innermost(LineFilter *self, PyObject *task, PyObject *held, P
         return 0;
     PyObject *lock = NULL, *instance = NULL;
     int r;
-    long references = PyTuple_CheckExact(top) ? PyLong_AsLong(PyTuple_GET_ITEM(top, E_REFERENCES)) : -1;
+    long references = PyTuple_CheckExact(top) ? as_long(PyTuple_GET_ITEM(top, E_REFERENCES)) : -1;
     if (references == 0) {
         PyObject *release = PyTuple_GET_ITEM(top, E_RELEASE);
         if (info != NULL) {
@@ -897,7 +1083,7 @@ static int release_innermost(LineFilter *self, PyObject *task, PyObject *held, P
             r = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_LOCK), lock, Py_EQ);
             if (r > 0) {
                 r = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_INSTANCE), instance, Py_EQ);
-                if (r == 0 && PyLong_AsLong(PyTuple_GET_ITEM(top, E_SUBCLASS)) == 0)
+                if (r == 0 && as_long(PyTuple_GET_ITEM(top, E_SUBCLASS)) == 0)
                     r = 1;
                 if (r > 0) {
                     Py_INCREF(top);
@@ -933,7 +1119,7 @@ static Py_ssize_t find_held(PyObject *held, PyObject *lock, PyObject *instance) 
         if (same > 0) {
             same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_INSTANCE), instance, Py_EQ);
             if (same == 0 && PyObject_IsTrue(PyTuple_GET_ITEM(entry, E_REFERENCES)) &&
-                PyLong_AsLong(PyTuple_GET_ITEM(entry, E_SUBCLASS)) == 0)
+                as_long(PyTuple_GET_ITEM(entry, E_SUBCLASS)) == 0)
                 same = 1;
         }
         if (same < 0)
@@ -973,12 +1159,12 @@ static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObj
     PyObject *found = PyList_GET_ITEM(held, index);
     if (PyObject_IsTrue(PyTuple_GET_ITEM(found, E_REFERENCES)))
         return 0;
-    long irq_context = PyLong_AsLong(PyTuple_GET_ITEM(view, V_IRQ_CONTEXT));
+    long irq_context = as_long(PyTuple_GET_ITEM(view, V_IRQ_CONTEXT));
     long below_context = -1; /* no lock below: the chain goes on from the key */
     if (index > 0) {
         PyObject *below = PyList_GET_ITEM(held, index - 1);
         if (PyTuple_CheckExact(below)) {
-            below_context = PyLong_AsLong(PyTuple_GET_ITEM(below, E_IRQ_CONTEXT));
+            below_context = as_long(PyTuple_GET_ITEM(below, E_IRQ_CONTEXT));
         } else if (long_attr(below, s_irq_context, &below_context) < 0) {
             return -1;
         }
@@ -1000,16 +1186,16 @@ static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObj
         }
         PyObject *cls = PyTuple_GET_ITEM(again, E_CLS), *read = PyTuple_GET_ITEM(again, E_READ);
         int trylock = PyTuple_GET_ITEM(again, E_TRYLOCK) == Py_True;
-        long read_mode = PyLong_AsLong(read);
+        long read_mode = as_long(read);
         int off = PyObject_IsTrue(PyTuple_GET_ITEM(again, E_HARDIRQS_OFF));
-        long wanted = PyLong_AsLong(PyList_GET_ITEM(need, (read_mode ? 1 : 0) | (trylock ? 2 : 0) | (off ? 4 : 0)));
+        long wanted = as_long(PyList_GET_ITEM(need, (read_mode ? 1 : 0) | (trylock ? 2 : 0) | (off ? 4 : 0)));
         PyObject *node = PyDict_GetItemWithError(self->classes, cls);
         PyObject *usage = node && PyDict_Check(node) ? PyDict_GetItemWithError(node, s_usage) : NULL;
         if (usage == NULL) {
             r = PyErr_Occurred() ? -1 : 0;
             break;
         }
-        if (wanted & ~PyLong_AsLong(usage)) {
+        if (wanted & ~as_long(usage)) {
             r = 0; /* a new usage bit: mark_usage */
             break;
         }
@@ -1052,7 +1238,7 @@ static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObj
     Py_DECREF(need);
     if (r > 0) {
         /* everything checked: the stack from the released lock up becomes the moved entries */
-        if (PyList_SetSlice(held, index, size, moved) < 0 || PyObject_SetAttr(task, s_chain_key, chain_key) < 0 ||
+        if (PyList_SetSlice(held, index, size, moved) < 0 || set_chain_key(task, chain_key) < 0 ||
             set_cpu(task, cpu) < 0) {
             r = -1;
         } else {
@@ -1063,6 +1249,36 @@ static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObj
     Py_XDECREF(moved);
     Py_DECREF(chain_key);
     return r;
+}
+
+/* `contended` / `acquired` (MoreOps.lock_contended): nothing but the task's cpu when the checker
+ * counts them only, or when it would find the lock held (find_held: the lock's `acquire` came
+ * first); 1 applied, 0 the full checker's (an empty stack, a lock not held: its reports; a
+ * capture's task, which asks its acquired_ever), -1 on error.  Applied here, these lines keep the
+ * task's stack as the core's tuples: passed on, they would make HeldLocks of it (materialize). */
+static int apply_contention(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, long cpu,
+                            PyObject *info, const Tail *t) {
+    if (self->checker == NULL || info != NULL)
+        return 0;
+    int checked = attr_true(self->checker, s_contention_checked);
+    if (checked < 0)
+        return -1;
+    if (checked) {
+        if (PyTuple_GET_ITEM(view, V_ACQUIRED_EVER) != Py_None || PyList_GET_SIZE(held) == 0)
+            return 0;
+        PyObject *lock, *instance;
+        if (tail_lock(t, &lock, &instance) < 0)
+            return -1;
+        Py_ssize_t index = find_held(held, lock, instance);
+        Py_DECREF(lock);
+        Py_DECREF(instance);
+        if (index < 0)
+            return index == -2 ? -1 : 0;
+    }
+    if (set_cpu(task, cpu) < 0)
+        return -1;
+    self->events++;
+    return 1;
 }
 
 /* A release: of the innermost lock, or (Checker.quick_reacquire) of one below it. */
@@ -1093,7 +1309,7 @@ static int long_attr(PyObject *obj, PyObject *name, long *out) {
     PyObject *value = PyObject_GetAttr(obj, name);
     if (value == NULL)
         return -1;
-    *out = PyLong_AsLong(value);
+    *out = as_long(value);
     Py_DECREF(value);
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
@@ -1140,7 +1356,7 @@ static int held_marked(LineFilter *self, PyObject *held, long bits) {
         PyObject *usage = PyDict_GetItemWithError(node, s_usage);
         if (usage == NULL)
             return PyErr_Occurred() ? -1 : 0;
-        long have = PyLong_AsLong(usage);
+        long have = as_long(usage);
         if (have == -1 && PyErr_Occurred())
             return -1;
         long want = read ? read_bits : bits;
@@ -1160,7 +1376,7 @@ static int defer_irq_event(LineFilter *self, PyObject *task, PyObject *op, PyObj
     long stamp = 0;
     PyObject *old = PyDict_GetItemWithError(events, s_stamp); /* borrowed */
     if (old != NULL)
-        stamp = PyLong_AsLong(old);
+        stamp = as_long(old);
     int r = -1;
     PyObject *value = NULL, *text = NULL, *lineno = NULL, *name = NULL, *record = NULL;
     if (PyErr_Occurred())
@@ -1173,7 +1389,7 @@ static int defer_irq_event(LineFilter *self, PyObject *task, PyObject *op, PyObj
         Py_INCREF(line);
         text = line;
     } else {
-        text = PyUnicode_FromStringAndSize(data, n);
+        text = ascii_str(data, n);
     }
     lineno = text ? PyLong_FromLongLong(self->lineno) : NULL;
     name = lineno ? PyObject_GetAttr(task, s_name) : NULL;
@@ -1205,7 +1421,14 @@ static int rebuild_view(LineFilter *self, PyObject *view, long hardirq_depth, lo
                                          small_ints[(hardirq_depth ? 2 : 0) | (softirq_depth ? 1 : 0)],
                                          off ? Py_True : Py_False, needs, PyTuple_GET_ITEM(view, V_ACQUIRED_EVER))
                           : NULL;
+    uint64_t before = dict_version(self->views);
     int r = fresh ? PyDict_SetItem(self->views, key, fresh) : -1; /* `view` may be freed from here on */
+    if (r == 0 && before != 0 && before == self->views_known && self->current != NULL &&
+        self->current->view == view) {
+        /* the one change since find_view last looked: this task's view, kept in its slot */
+        self->views_known = dict_version(self->views);
+        self->current->view = fresh;
+    }
     Py_XDECREF(fresh);
     Py_XDECREF(key);
     Py_XDECREF(needs);
@@ -1296,6 +1519,42 @@ static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssiz
     return 1;
 }
 
+/* The view of the task named by the `n` bytes at `p` (borrowed), or NULL: none (an error set if
+ * there was one).  The views change when a line goes to the Python side, or when an irq op here
+ * rebuilds one (rebuild_view, which keeps its slot up to date): while the dict's version is the
+ * one the core last saw or made, the view a task's key found in this epoch is the answer, without
+ * a str key or a dict look-up; a version the Python side made starts a new epoch. */
+static PyObject *find_view(LineFilter *self, const char *p, Py_ssize_t n) {
+    uint64_t h = hash_bytes(p, n);
+    Py_ssize_t index = (Py_ssize_t)(h & (TASK_SLOTS - 1));
+    PyObject *key = self->task_keys[index];
+    TaskSeen *seen = &self->task_seen[index];
+    uint64_t version = dict_version(self->views);
+    if (version == 0 || version != self->views_known) {
+        self->views_known = version;
+        self->epoch++;
+    }
+    self->current = NULL;
+    int same_key = key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_1BYTE_DATA(key), p, (size_t)n) == 0;
+    if (same_key && seen->epoch == self->epoch) {
+        self->current = seen;
+        return seen->view;
+    }
+    if (!same_key) {
+        key = ascii_str(p, n);
+        if (key == NULL)
+            return NULL;
+        Py_XSETREF(self->task_keys[index], key);
+    }
+    PyObject *view = PyDict_GetItemWithError(self->views, key); /* borrowed */
+    if (view == NULL && PyErr_Occurred())
+        return NULL;
+    seen->epoch = self->epoch;
+    seen->view = view;
+    self->current = seen;
+    return view;
+}
+
 /* Apply one line if it is one the filter takes: 1 applied, 0 passed on, -1 error.
  * `data`/`n`: the ASCII line without its line ending; `line`: that line as a str when there is
  * one (of `n` characters, or with its line ending), NULL when it comes from a block of bytes. */
@@ -1303,11 +1562,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     const char *space = memchr(data, ' ', (size_t)n);
     if (space == NULL || space == data)
         return 0;
-    PyObject *task_key = key_str(self->task_keys, TASK_SLOTS, data, space - data);
-    if (task_key == NULL)
-        return -1;
-    PyObject *view = PyDict_GetItemWithError(self->views, task_key); /* borrowed */
-    Py_DECREF(task_key);
+    PyObject *view = find_view(self, data, space - data); /* borrowed */
     if (view == NULL)
         return PyErr_Occurred() ? -1 : 0;
     if (view == Py_None)
@@ -1331,7 +1586,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     long cpu = -1;
     if (top != NULL && PyTuple_CheckExact(top) && str_is(PyTuple_GET_ITEM(top, E_RELEASE), tail, rest_len)) {
         PyObject *references = PyTuple_GET_ITEM(top, E_REFERENCES);
-        if (PyLong_Check(references) && PyLong_AsLong(references) == 0) {
+        if (references == small_ints[0] || (PyLong_Check(references) && as_long(references) == 0)) {
             /* the plain release of the innermost lock, recognised by its text */
             if (stamp != NULL) {
                 int ok = read_stamp(stamp, tail_len - rest_len - 4, 0, 1, &cpu);
@@ -1358,8 +1613,8 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         Py_DECREF(rest);
         if (info == NULL)
             return PyErr_Occurred() ? -1 : 0;
-        t.kind = (int)PyLong_AsLong(PyTuple_GET_ITEM(info, I_KIND));
-        t.seen = PyLong_AsLong(PyTuple_GET_ITEM(info, I_SEEN));
+        t.kind = (int)as_long(PyTuple_GET_ITEM(info, I_KIND));
+        t.seen = as_long(PyTuple_GET_ITEM(info, I_SEEN));
     }
     if (stamp != NULL) {
         int ok = read_stamp(stamp, tail_len - rest_len - 4, t.seen, 1, &cpu); /* every fast op takes cpu= */
@@ -1368,14 +1623,10 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     } else if (info != NULL) {
         PyObject *given = PyTuple_GET_ITEM(info, I_CPU);
         if (given != Py_None)
-            cpu = PyLong_AsLong(given);
+            cpu = as_long(given);
     }
-    if (t.kind == K_STATS) {
-        if (set_cpu(task, cpu) < 0)
-            return -1;
-        self->events++;
-        return 1;
-    }
+    if (t.kind == K_STATS)
+        return apply_contention(self, view, task, held, cpu, info, &t);
     if (t.kind == K_RELEASE)
         return apply_release(self, view, task, held, top, cpu, info, &t);
     if (t.kind == K_EXIT) {
@@ -1476,7 +1727,7 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
             }
         }
     }
-    *out = PyUnicode_FromStringAndSize(data, len);
+    *out = ascii_str(data, len);
     Py_DECREF(chunk);
     return *out == NULL ? -1 : 1;
 }
@@ -1592,10 +1843,11 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_key = PyUnicode_InternFromString("key");
     s_check = PyUnicode_InternFromString("check");
     s_read = PyUnicode_InternFromString("read");
+    s_contention_checked = PyUnicode_InternFromString("contention_checked");
     if (!s_chain_key || !s_cpu || !s_usage || !s_add || !s_lock || !s_instance || !s_references ||
         !s_prev_chain_key || !s_cls || !s_irq_context || !s_hardirqs_enabled || !s_softirqs_enabled ||
         !s_hardirq_depth || !s_softirq_depth || !s_irq_events || !s_stamp || !s_name || !s_usage_need || !s_key ||
-        !s_check || !s_read)
+        !s_check || !s_read || !s_contention_checked)
         return NULL;
     for (int i = 0; i < 4; i++)
         if ((small_ints[i] = PyLong_FromLong(i)) == NULL)

@@ -147,7 +147,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
         # it splits the rest of a file itself, given blocks of bytes (source.Lines.give_bytes)
         numbered = compiled(lines, task_view, tails, cache, initial, depth_limit, TICK if tick is not None else -1,
                             _rule_tables(), classes, (file, irq_evidence, usage_needs, 1 << ENABLED_HARDIRQ, 1 << ENABLED_SOFTIRQ,
-                                      READ_MASK, quick))
+                                      READ_MASK, quick), checker)
         give_bytes = getattr(lines, "give_bytes", None)
         if give_bytes is not None:
             give_bytes(numbered.lines_read)
