@@ -124,8 +124,9 @@ def fifo(n: int) -> Iterator[str]:
 
 
 def dense(n: int) -> Iterator[str]:
+    step = 7919 if n % 7919 else 7927  # a prime that does not divide n: k -> k * step % n permutes the classes
     for k in range(n):
-        i = (k * 7919) % n  # a permutation of the classes for every n the benchmarks use (7919: a prime)
+        i = (k * step) % n
         task = f"T{k % 4}"
         yield f"{task} acquire {_cls(i)}"
         for m in range(10 if i < n - 1 else 0):

@@ -37,5 +37,6 @@ def test_the_rule_verdicts_are_the_run_s(monkeypatch: pytest.MonkeyPatch) -> Non
     monkeypatch.setattr(rules, "validates_chain", lambda trylock, check: bool(check))
     assert _info("acquire A try")[12] is True
     assert _info("acquire A nest=N")[13] and not _info("acquire A")[13]  # nest_lock_merges may merge
-    monkeypatch.setattr(rules, "nest_lock_merges", lambda depth, top, cls, nest: False)
-    assert not _info("acquire A nest=N")[13]
+    # a rule that merges without a nest lock (at any depth, under any top class) is asked on every line
+    monkeypatch.setattr(rules, "nest_lock_merges", lambda depth, top, cls, nest: depth > 3 and top != cls)
+    assert _info("acquire A")[13]

@@ -122,7 +122,7 @@ def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
             return None
         # and two rules' verdicts on it for this run (the compiled core reads its own tables)
         validated = rules.validates_chain(trylock, True)
-        may_merge = rules.nest_lock_merges(1, cls, cls, nest) or rules.nest_lock_merges(1, "", cls, nest)
+        may_merge = nest is not None or _merges_without_nest(rules.nest_lock_merges)
         need = _need_index(read, trylock)
         if need is None:
             return None
@@ -133,6 +133,21 @@ def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
     return (kind, seen, cpu)
 
 
+#: nest_lock_merges rule -> whether it merges an acquisition that names no nest lock (`_merges_without_nest`)
+_WITHOUT_NEST: dict = {}
+
+
+def _merges_without_nest(rule) -> bool:
+    """Whether `rule` (`rules.nest_lock_merges`, or a replacement) merges any acquisition without a
+    nest lock, asked of it once: lockdep's merges only one that names its nest lock, so the loop
+    need not ask it per line of the others; a rule that may gets asked on every acquisition."""
+    verdict = _WITHOUT_NEST.get(rule)
+    if verdict is None:
+        verdict = _WITHOUT_NEST[rule] = any(
+            rule(depth, top, cls, None) for depth in (1, 2, 7) for top, cls in (("a", "a"), ("a", "b"), ("", "a")))
+    return verdict
+
+
 #: needs whose masks say where they are (`_need_index`)
 _PROBE = [1, 2, 4, 8]
 
@@ -140,7 +155,8 @@ _PROBE = [1, 2, 4, 8]
 def _need_index(read: int, trylock: bool) -> Optional[int]:
     """Where `rules.acquire_usage` finds a checked acquisition's mask among a view's needs (the
     four of its task's hardirqs state), found by asking it; None: it does not just read one
-    (then the acquisition is the checker's)."""
+    (then the acquisition is the checker's).  (Four distinct masks as the probe: a rule whose
+    choice of mask depends on the masks' values would not be followed.)"""
     found = rules.acquire_usage(_PROBE, read, trylock, True, False)
     return _PROBE.index(found) if type(found) is int and found in _PROBE else None
 
