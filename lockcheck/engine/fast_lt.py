@@ -75,6 +75,15 @@ def materialize(held: list, file: str) -> None:
         held[i] = hlock
 
 
+def _settle(stats, events: int, hits: int, take: Callable[[], tuple[int, int]]) -> int:
+    """The events and chain hits counted so far, the loop's and the compiled core's (`take()`), added
+    to the checker's statistics before it sees an event; 0, the loop's counts from now on."""
+    more_events, more_hits = take()
+    stats.events += events + more_events
+    stats.chain_hits += hits + more_hits
+    return 0
+
+
 def applies(checker: Checker) -> bool:
     """Whether the fast path may run for this checker: one that sees cache hits only as hits."""
     return checker._inline_cache_hits
@@ -185,12 +194,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                     if line.startswith(_DIRECTIVES) or lineno == 1:
                         ev = parse_line(line, file, lineno) if lineno != 1 else _plain(line, file, lineno)
                         if ev is not None:
-                            stats.events += events
-                            stats.chain_hits += hits
-                            events, hits = take()
-                            stats.events += events
-                            stats.chain_hits += hits
-                            events = hits = 0
+                            events = hits = _settle(stats, events, hits, take)
                             task_view.clear()
                             yield ev
                     continue
@@ -351,12 +355,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             task = tasks.get(ev.task)
             if task is not None and task.held:
                 materialize(task.held, file)
-            stats.events += events
-            stats.chain_hits += hits
-            events, hits = take()
-            stats.events += events
-            stats.chain_hits += hits
-            events = hits = 0
+            events = hits = _settle(stats, events, hits, take)
             if ev.op is LOST_EVENTS or ev.op is RUN:
                 task_view.clear()  # other tasks' stacks and irq states change, or the tasks go
             else:

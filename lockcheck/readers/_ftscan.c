@@ -113,6 +113,18 @@ stamp_ok(const char *text, Py_ssize_t start, Py_ssize_t end)
     return 1;
 }
 
+/* (head, flags, the line's time stamp, body): a new reference */
+static PyObject *
+record_of(PyObject *line, const Pieces *at, PyObject *head, PyObject *flags, PyObject *body)
+{
+    PyObject *timestamp = PyUnicode_Substring(line, at->ts_start, at->colon);
+    if (timestamp == NULL)
+        return NULL;
+    PyObject *record = PyTuple_Pack(4, head, flags, timestamp, body);
+    Py_DECREF(timestamp);
+    return record;
+}
+
 static PyObject *
 scan(PyObject *self, PyObject *line)
 {
@@ -139,12 +151,7 @@ scan(PyObject *self, PyObject *line)
     PyObject *body = cached(bodies, line, at.colon + 2, at.n);
     if (body == NULL)
         return PyErr_Occurred() ? NULL : slow(line);
-    PyObject *timestamp = PyUnicode_Substring(line, at.ts_start, at.colon);
-    if (timestamp == NULL)
-        return NULL;
-    PyObject *record = PyTuple_Pack(4, head, flags, timestamp, body);
-    Py_DECREF(timestamp);
-    return record;
+    return record_of(line, &at, head, flags, body);
 }
 
 /* split(line, heads, flags, bodies): the capture fast path's own caches (`fast_capture._ftrace_misses`)
@@ -177,12 +184,7 @@ split(PyObject *self, PyObject *const *args, Py_ssize_t nargs)
     PyObject *body = cached(args[3], line, at.colon + 2, at.n);
     if (body == NULL)
         goto missing;
-    PyObject *timestamp = PyUnicode_Substring(line, at.ts_start, at.colon);
-    if (timestamp == NULL)
-        return NULL;
-    PyObject *record = PyTuple_Pack(4, head, flags, timestamp, body);
-    Py_DECREF(timestamp);
-    return record;
+    return record_of(line, &at, head, flags, body);
 missing:
     if (PyErr_Occurred())
         return NULL;
