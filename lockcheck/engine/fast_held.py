@@ -34,7 +34,7 @@ def release_out_of_order(task: TaskState, held: list, lock: str, instance: Optio
     fast path's entries without a nest lock (`lock_acquire` would look for it); all is checked
     before anything changes.
     """
-    index = _find_held(held, lock, instance)
+    index = find_held(held, lock, instance)
     if index is None:
         return -1
     found = held[index]
@@ -76,7 +76,7 @@ def release_out_of_order(task: TaskState, held: list, lock: str, instance: Optio
     return hits
 
 
-def _find_held(held: list, lock: str, instance: Optional[str]) -> Optional[int]:
+def find_held(held: list, lock: str, instance: Optional[str]) -> Optional[int]:
     """`Checker.find_held_lock` over a stack of tuples and `HeldLock`s: top-down, not crossing
     into another irq context."""
     i = len(held) - 1

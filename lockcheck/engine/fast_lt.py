@@ -35,7 +35,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from lockcheck.engine.fast_held import (
     RELEASE, CLS, HARDIRQS_OFF, INSTANCE, IRQ_CONTEXT, LINE, LINENO, LOCK, NEST, PREV_KEY, READ, REFERENCES, SUBCLASS, TRYLOCK,
-    irq_change, irq_evidence, release_out_of_order)
+    find_held, irq_change, irq_evidence, release_out_of_order)
 from lockcheck.lockdep import rules
 from lockcheck.lockdep.checker import Checker
 from lockcheck.events import LOST_EVENTS, RUN, Event
@@ -341,7 +341,11 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                 task.cpu = cpu
                             events += 1
                             continue
-                    else:  # contended, acquired: statistics, not validation
+                    elif not checker.contention_checked or (
+                            view[5] is None and held and find_held(held, info[3], info[4]) is not None):
+                        # -- contended, acquired: counted (`more_ops.lock_contended`), checked only
+                        # when contention is and then of a lock the task holds (a capture's task, which
+                        # may hold one taken before it began, is the checker's, as the compiled core's)
                         if cpu is not None:
                             task.cpu = cpu
                         events += 1

@@ -61,8 +61,9 @@ def _lock_field(field: str) -> Optional[tuple[str, Optional[str]]]:
 
 # What `_scan_tail` makes of the text after the task: (op kind, bits of the options seen, cpu, ...).
 _ACQUIRE, _RELEASE, _STATS, _IRQ, _EXIT = 1, 2, 3, 4, 5
-# (`contended` and `acquired` are the checker's: a lock not held is bad contention, `lockdep.more_ops`)
-_KINDS = {"acquire": _ACQUIRE, "release": _RELEASE, E.EXIT: _EXIT,
+# (`contended` and `acquired`: counted, and when contention is checked, applied only for a lock the
+# task holds -- a lock not held is bad contention, `lockdep.more_ops`, the checker's)
+_KINDS = {"acquire": _ACQUIRE, "release": _RELEASE, "contended": _STATS, "acquired": _STATS, E.EXIT: _EXIT,
           **{op: _IRQ for op in E.IRQ_OPS}}
 
 
@@ -71,7 +72,7 @@ def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
 
     `(_ACQUIRE, seen, cpu, release, cls, lock, instance, read, trylock, subclass, nest, class node,
     validates_chain, nest_lock_merges on some stack, where acquire_usage reads a view's needs)`,
-    `(_RELEASE, seen, cpu, release, lock, instance)`, `(_STATS, seen, cpu)`, `(_IRQ, seen, cpu, op)`
+    `(_RELEASE, seen, cpu, release, lock, instance)`, `(_STATS, seen, cpu, lock, instance)`, `(_IRQ, seen, cpu, op)`
     (an irq-state op) or `(_EXIT, seen, cpu)`; `seen` has the bit of each option given, `release`
     is the text of the plain release of that lock.  An acquisition of a class the graph lacks is
     not for the fast path.
@@ -130,7 +131,7 @@ def _scan_tail(tail: str, classes: dict) -> Optional[tuple]:
                 validated, may_merge, need)
     if kind == _RELEASE:
         return (kind, seen, cpu, "release " + parts[1], lock, instance)
-    return (kind, seen, cpu)
+    return (kind, seen, cpu, lock, instance)
 
 
 #: nest_lock_merges rule -> whether it merges an acquisition that names no nest lock (`_merges_without_nest`)
