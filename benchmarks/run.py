@@ -53,6 +53,8 @@ class Measure:
     status: int
     stdout: str
     stderr: str
+    #: CPU seconds, user and system, of the child and of the processes it waited for (a reader process)
+    cpu: float = 0.0
 
 
 @dataclass
@@ -103,8 +105,8 @@ def measure(cmd: list[str], stdout_path: Path, stderr_path: Path, timeout: float
         wall = time.perf_counter() - start
     proc.returncode = os.waitstatus_to_exitcode(wait_status)  # already reaped: keep Popen from waiting
     rss_kb = usage.ru_maxrss if sys.platform != "darwin" else usage.ru_maxrss / 1024
-    return Measure(wall, rss_kb / 1024, proc.returncode,
-                   stdout_path.read_text(errors="replace"), stderr_path.read_text(errors="replace"))
+    return Measure(wall, rss_kb / 1024, proc.returncode, stdout_path.read_text(errors="replace"),
+                   stderr_path.read_text(errors="replace"), usage.ru_utime + usage.ru_stime)
 
 
 # -- cases --------------------------------------------------------------------------------
@@ -248,33 +250,6 @@ def cases(args) -> list[Case]:
 
 
 # -- adversarial shapes: growth curves -----------------------------------------------------
-#: shape -> sizes measured (the issue's shapes; benchmarks/shapes.py says what each is)
-SHAPE_SIZES = {
-    "chain-backwards": [1000, 2000, 4000, 8000, 16000],
-    "chain-registered": [1000, 2000, 4000, 8000, 16000],
-    "chain-rooted": [1000, 2000, 4000, 8000],
-    "chain-irq": [1000, 2000, 4000, 8000, 16000],
-    "star-in": [2000, 4000, 8000],
-    "star-out": [2000, 4000, 8000],
-    "fifo": [500, 1000, 2000, 4000],
-    "dense": [12_500, 25_000, 50_000, 100_000],
-    "addresses": [250_000, 1_000_000, 3_000_000],
-    "addresses-ftrace": [250_000, 1_000_000, 3_000_000],
-}
-QUICK_SHAPE_SIZES = {
-    "chain-backwards": [1000, 4000, 16000],
-    "chain-registered": [1000, 4000, 16000],
-    "chain-rooted": [1000, 2000, 4000],
-    "chain-irq": [1000, 4000, 16000],
-    "star-in": [2000, 8000],
-    "star-out": [2000, 8000],
-    "fifo": [500, 1000, 2000],
-    "dense": [12_500, 50_000],
-    "addresses": [250_000, 1_000_000],
-    "addresses-ftrace": [250_000, 1_000_000],
-}
-
-
 def shape_trace(shape: str, n: int) -> Path:
     """The cached trace of one shape and size (benchmarks/shapes.py)."""
     sys.path.insert(0, str(HERE))
@@ -392,7 +367,8 @@ def run_case(case: Case, args, keep_dir: Path) -> bool:
             pass
         if checker_events is not None and checker_events != n:
             print(f"[{case.name}] note: the checker counted {checker_events:,} events, the generator {n:,}")
-        case.results.append({"size": events, "events": n, "wall_s": m.wall, "events_per_s": n / m.wall, "rss_mb": m.rss_mb,
+        case.results.append({"size": events, "events": n, "wall_s": m.wall, "cpu_s": m.cpu, "events_per_s": n / m.wall,
+                             "rss_mb": m.rss_mb,
                              "status": m.status, "findings": len(findings) if findings is not None else None})
         if case.expect_clean and (m.status != 0 or findings) or m.status not in (0, 1):
             ok = False
@@ -469,9 +445,12 @@ def report(all_cases: list[Case], floors: dict[int, dict], plugin: dict) -> bool
     ok = True
     print()
     print("lockcheck check --format json, end to end (interpreter start-up included); x split / x chain:"
-          " wall time as a multiple of the floors' on the .lt trace of the same size")
+          " wall time as a multiple of the floors' on the .lt trace of the same size; x lt cpu: CPU"
+          " seconds per event (every process of the run) as a multiple of the compiled .lt run's")
     print(f"{'case':<8} {'events':>11} {'wall s':>8} {'events/s':>10} {'peak RSS MB':>12} "
-          f"{'x split':>8} {'x chain':>8} {'exit':>5} {'findings':>9}")
+          f"{'x split':>8} {'x chain':>8} {'cpu s':>7} {'x lt cpu':>8} {'exit':>5} {'findings':>9}")
+    lt_cpu = {r["size"]: r["cpu_s"] / r["events"] for case in all_cases if case.name == "lt" for r in case.results
+              if r.get("cpu_s")}
     for size, row in sorted(floors.items()):
         for which in ("split", "chain"):
             if row.get(which):
@@ -485,8 +464,11 @@ def report(all_cases: list[Case], floors: dict[int, dict], plugin: dict) -> bool
             per = {w: row[w] / row["events"] * r["events"] for w in ("split", "chain") if row.get(w)}
             ratios = [f"{r['wall_s'] / per[w]:>8.2f}" if w in per else f"{'-':>8}" for w in ("split", "chain")]
             r["x_split"], r["x_chain"] = [r["wall_s"] / per[w] if w in per else None for w in ("split", "chain")]
+            base = lt_cpu.get(r["size"])
+            r["x_lt_cpu"] = r["cpu_s"] / r["events"] / base if base else None
+            x_cpu = f"{r['x_lt_cpu']:>8.2f}" if r["x_lt_cpu"] is not None else f"{'-':>8}"
             print(f"{case.name:<8} {r['events']:>11,} {r['wall_s']:>8.2f} {r['events_per_s']:>10,.0f} "
-                  f"{r['rss_mb']:>12.1f} {ratios[0]} {ratios[1]} {r['status']:>5} {nf:>9}")
+                  f"{r['rss_mb']:>12.1f} {ratios[0]} {ratios[1]} {r['cpu_s']:>7.2f} {x_cpu} {r['status']:>5} {nf:>9}")
     print()
     for case in all_cases:
         if len(case.results) < 2:
@@ -563,9 +545,12 @@ def main(argv: Optional[list[str]] = None) -> int:
                 ok &= run_case(case, args, keep_dir)
         shape_results = {}
         if args.shapes != "none" or args.shape:
-            shape_sizes = dict(QUICK_SHAPE_SIZES if args.shapes == "quick" else SHAPE_SIZES)
+            sys.path.insert(0, str(HERE))
+            import shapes
+
+            shape_sizes = dict(shapes.QUICK_SIZES if args.shapes == "quick" else shapes.SIZES)
             if args.shape:
-                shape_sizes = {name: SHAPE_SIZES[name] for name in args.shape}
+                shape_sizes = {name: shapes.SIZES[name] for name in args.shape}
             shape_results = run_shapes(shape_sizes, keep_dir, min(args.timeout, 300))
             ok &= all(row["ok"] for rows in shape_results.values() for row in rows)
         if not (args.no_plugin or args.shape or args.case):

@@ -158,6 +158,34 @@ SHAPES: dict[str, Callable[[int], Iterator[str]]] = {
 EXPECTED_FINDINGS = {"fifo": ["lock-depth-exceeded"]}
 
 
+#: shape -> the sizes benchmarks/run.py measures its growth curve at (`-ftrace`: the same as a capture)
+SIZES = {
+    "chain-backwards": [1000, 2000, 4000, 8000, 16000],
+    "chain-registered": [1000, 2000, 4000, 8000, 16000],
+    "chain-rooted": [1000, 2000, 4000, 8000],
+    "chain-irq": [1000, 2000, 4000, 8000, 16000],
+    "star-in": [2000, 4000, 8000],
+    "star-out": [2000, 4000, 8000],
+    "fifo": [500, 1000, 2000, 4000],
+    "dense": [12_500, 25_000, 50_000, 100_000],
+    "addresses": [250_000, 1_000_000, 3_000_000],
+    "addresses-ftrace": [250_000, 1_000_000, 3_000_000],
+}
+#: the same for `run.py --shapes quick` (the default: fits the benchmark's 10-minute budget)
+QUICK_SIZES = {
+    "chain-backwards": [1000, 4000, 16000],
+    "chain-registered": [1000, 4000, 16000],
+    "chain-rooted": [1000, 2000, 4000],
+    "chain-irq": [1000, 4000, 16000],
+    "star-in": [2000, 8000],
+    "star-out": [2000, 8000],
+    "fifo": [500, 1000, 2000],
+    "dense": [12_500, 50_000],
+    "addresses": [250_000, 1_000_000],
+    "addresses-ftrace": [250_000, 1_000_000],
+}
+
+
 def as_ftrace(lines: Iterator[str]) -> Iterator[str]:
     """The same events as an ftrace capture (6.1 layout, names on acquire only)."""
     yield "# tracer: nop"
