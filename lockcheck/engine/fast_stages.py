@@ -12,7 +12,8 @@ from lockcheck.engine.fast_held import irq_change
 from lockcheck.lockdep import rules
 from lockcheck.lockdep.checker import Checker
 from lockcheck.lockdep.findings import Evidence
-from lockcheck.events import ACQUIRE, HARDIRQ_ENTER, HARDIRQ_EXIT, SOFTIRQ_ENTER, SOFTIRQ_EXIT, Event
+from lockcheck.events import ACQUIRE, Event
+from lockcheck.kernel.annotations import context_after
 from lockcheck.lockdep.tasks import HeldLock
 
 
@@ -234,14 +235,7 @@ def context_hit(checker: Checker, view: _View, ann: Optional[_Annotated], task: 
     if ann is not None:
         ctx = ann.ctx.get(task, 0)  # the annotator's `_irq`, per op
         for op in ops:
-            if op == HARDIRQ_ENTER:
-                ctx += 0x100
-            elif op == HARDIRQ_EXIT:
-                ctx = max(ctx - 0x100, 0)
-            elif op == SOFTIRQ_ENTER:
-                ctx += 1
-            elif op == SOFTIRQ_EXIT:
-                ctx = max(ctx - 1, 0) if ctx & 0xFF else ctx
+            ctx = context_after(ctx, op)
         ann.ctx[task] = ctx
         a_held = ann.held_of.get(task)
     return _View(ctask, a_held)

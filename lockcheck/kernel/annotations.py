@@ -132,6 +132,21 @@ REPORT_SLACK, REPORT_TASK_SLACK = 0.1, 1.0
 #: what the state is worth (`Annotator.validity`)
 
 
+
+def context_after(ctx: int, op: str) -> int:
+    """A task's irq nesting as the annotator counts it (0x100 a hardirq level, 1 a softirq level)
+    after the irq op `op`: the annotator's `_irq`, and the capture fast path's
+    (`fast_stages.context_hit`), which applies a line's context events without events."""
+    if op == E.HARDIRQ_ENTER:
+        return ctx + 0x100
+    if op == E.HARDIRQ_EXIT:
+        return max(ctx - 0x100, 0)
+    if op == E.SOFTIRQ_ENTER:
+        return ctx + 1
+    if op == E.SOFTIRQ_EXIT:
+        return max(ctx - 1, 0) if ctx & 0xFF else ctx
+    return ctx
+
 class Annotator(AnnotatorVerdicts):
     """Per-task held classes and the resolutions made; `annotate()` runs one over a stream."""
 
@@ -275,17 +290,7 @@ class Annotator(AnnotatorVerdicts):
         self.untrusted_from.setdefault(ev.file, ev.line)
 
     def _irq(self, ev: Event) -> None:
-        ctx = self.ctx.get(ev.task, 0)
-        op = ev.op
-        if op == E.HARDIRQ_ENTER:
-            ctx += 0x100
-        elif op == E.HARDIRQ_EXIT:
-            ctx = max(ctx - 0x100, 0)
-        elif op == E.SOFTIRQ_ENTER:
-            ctx += 1
-        elif op == E.SOFTIRQ_EXIT:
-            ctx = max(ctx - 1, 0) if ctx & 0xFF else ctx
-        self.ctx[ev.task] = ctx
+        self.ctx[ev.task] = context_after(self.ctx.get(ev.task, 0), ev.op)
 
     def _release(self, ev: Event, held: list) -> None:
         lock, instance = ev.lock, ev.instance
