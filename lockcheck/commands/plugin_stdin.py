@@ -80,16 +80,23 @@ def rewind() -> None:
 
 def _head(buffer: BinaryIO) -> bytes:
     """The first bytes, up to the end of the second line (a pipe may deliver them piecemeal)."""
-    head = b""
-    read = getattr(buffer, "read1", buffer.read)
-    while head.count(b"\n") < 2 and len(head) < HEAD_LIMIT:
-        chunk = read(HEAD_LIMIT - len(head))
+    return _two_lines(buffer, stop=lambda head: head.startswith(_COMPRESSED))
+
+
+def _two_lines(stream: Any, stop: Any = None, into: Optional[bytearray] = None) -> bytes:
+    """What `stream` gives up to the end of its second line (at most HEAD_LIMIT bytes), read as it
+    comes; `stop(read_so_far)` true ends it sooner (a compressed head: its lines are not text).
+    `into`, when given, holds what was read even if a read raises."""
+    text = bytearray() if into is None else into
+    read = getattr(stream, "read1", stream.read)
+    while text.count(b"\n") < 2 and len(text) < HEAD_LIMIT:
+        chunk = read(HEAD_LIMIT - len(text))
         if not chunk:
             break
-        head += chunk
-        if head.startswith(_COMPRESSED):
+        text += chunk
+        if stop is not None and stop(text):
             break
-    return head
+    return bytes(text)
 
 
 class _Recording(io.RawIOBase):
@@ -127,18 +134,12 @@ def _decompressed_head(head: bytes, rest: BinaryIO) -> tuple[bytes, bytes]:
     from lockcheck.readers.source import STDIN_NAME, _decompressed
 
     recording = _Recording(head, rest)
-    text = b""
+    text = bytearray()
     try:
-        stream = _decompressed(recording, STDIN_NAME)  # type: ignore[arg-type]
-        read = getattr(stream, "read1", stream.read)
-        while text.count(b"\n") < 2 and len(text) < HEAD_LIMIT:
-            chunk = read(HEAD_LIMIT - len(text))
-            if not chunk:
-                break
-            text += chunk
+        _two_lines(_decompressed(recording, STDIN_NAME), into=text)  # type: ignore[arg-type]
     except (TraceError, OSError, EOFError, ValueError):
         pass  # the check itself reports a broken input, from these same bytes
-    return recording.replay(head), text
+    return recording.replay(head), bytes(text)
 
 
 #: the standard input streams replaced: kept, since a text stream that is collected closes its
