@@ -229,3 +229,22 @@ def test_the_command_line_prints_and_saves_the_same(lines, monkeypatch, capsys, 
             run.append((status, out, err, graph.read_text() if graph.exists() else None))
         results.append(run)
     assert results[0] == results[1]
+
+
+#: characters that end a string's run of printable ASCII, written raw or escaped in the JSON text
+_STOPPERS = ['\\"', "\\\\", "\x7f", "\x01", "\t", "\u00e9", "\u4efb", "\u2028", "\x85", "\\u0041", "\U0001f512"]
+
+
+@pytest.mark.parametrize("stopper", _STOPPERS, ids=lambda s: f"U+{ord(s[-1]):04X}-{len(s)}")
+def test_a_string_is_read_the_same_wherever_its_first_unusual_character_falls(stopper) -> None:
+    """The translator reads a string's printable ASCII eight bytes at a time: a character that ends
+    that run (a quote or backslash escape, DEL, a control character, UTF-8) at every offset of a word,
+    and strings shorter than a word, read as the reader reads them (or fail as it fails)."""
+    name = "abcdefghijklmnopqrstu"
+    for cut in range(len(name) + 1):
+        lock = name[:cut] + stopper + name[cut:]
+        lines = ['{"task": "T1", "op": "acquire", "lock": "%s", "at": "%s"}' % (lock, name[:cut]),
+                 '{"task": "T1", "op": "release", "lock": "%s"}' % lock]
+        plain = _outcome(lines, "plain")
+        assert _outcome(lines, "str") == plain
+        assert _outcome(lines, "bytes") == plain

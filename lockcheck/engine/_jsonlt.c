@@ -23,6 +23,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 
 typedef struct {
@@ -85,6 +86,8 @@ enum { K_TASK, K_OP, K_LOCK, K_INSTANCE, K_MODE, K_TRY, K_SUBCLASS, K_NEST, K_NO
        K_CPU, K_COUNT };
 static const char *const key_names[K_COUNT] = {"task", "op", "lock", "instance", "mode", "try", "subclass", "nest",
                                              "nocheck", "check", "at", "ts", "cpu"};
+/* their lengths (a key is looked for on every member of every line) */
+static const unsigned char key_lens[K_COUNT] = {4, 2, 4, 8, 4, 3, 8, 4, 7, 5, 2, 2, 3};
 
 static inline const char *skip_ws(const char *p, const char *end) {
     while (p < end && (*p == ' ' || *p == '\t'))
@@ -100,11 +103,34 @@ static inline int plain_code_point(unsigned long c) {
            !(c >= 0xfff0 && c <= 0xffff) && !(c >= 0xd800 && c <= 0xdfff);
 }
 
+/* Bytes of a 64-bit word (exact "any byte" tests: a false hit only above a true one). */
+#define ONES 0x0101010101010101ULL
+static inline uint64_t has_zero(uint64_t x) { return (x - ONES) & ~x & ONES * 0x80; }
+static inline uint64_t has_less(uint64_t x, unsigned n) { return (x - ONES * n) & ~x & ONES * 0x80; }
+
 /* A string without escapes, of printable ASCII (and, with `utf8`, plain_code_point characters of valid
  * UTF-8, as a str line's UTF-8 is): its end (after the closing quote), or NULL. */
 static const char *read_string_utf8(const char *p, const char *end, Value *v, int utf8) {
     const char *start = ++p;
     while (p < end && *p != '"') {
+        /* eight bytes at a time while none of them ends the run of printable ASCII (a string's
+         * usual content): the byte loop below takes over at the first one that may */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        while (end - p >= 8) {
+            uint64_t x;
+            memcpy(&x, p, 8);
+            uint64_t stop = (x & ONES * 0x80) | has_zero(x ^ ONES * '"') | has_zero(x ^ ONES * '\\')
+                    | has_zero(x ^ ONES * 0x7f) | has_less(x, 0x20);
+            if (stop) {
+                /* the lowest byte flagged is a true one (a little-endian word's first) */
+                p += __builtin_ctzll(stop) >> 3;
+                break;
+            }
+            p += 8;
+        }
+#endif
+        if (p >= end || *p == '"')
+            break;
         unsigned char c = (unsigned char)*p;
         if (c >= 0x80) {
             if (!utf8)
@@ -239,7 +265,8 @@ static int read_object(const char *p, const char *end, Value *values, unsigned *
             if (p == NULL)
                 return 0;
             int k = 0;
-            while (k < K_COUNT && !((Py_ssize_t)strlen(key_names[k]) == key.n && memcmp(key_names[k], key.p, key.n) == 0))
+            while (k < K_COUNT && !(key_lens[k] == key.n && key_names[k][0] == key.p[0]
+                                    && memcmp(key_names[k], key.p, key.n) == 0))
                 k++;
             if (k == K_COUNT || *seen & (1u << k))
                 return 0; /* an unknown key (maybe the reader's error), a repeated one */
@@ -785,6 +812,11 @@ static struct PyModuleDef jsonlt_module = {
     "JSON Lines translated to `.lt` lines in C (optional: lockcheck.engine.fast_jsonl runs without it).", -1, NULL};
 
 PyMODINIT_FUNC PyInit__jsonlt(void) {
+    for (int k = 0; k < K_COUNT; k++)
+        if (strlen(key_names[k]) != key_lens[k]) {
+            PyErr_SetString(PyExc_SystemError, "_jsonlt: key_lens does not match key_names");
+            return NULL;
+        }
     if (PyType_Ready(&TranslatorType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&jsonlt_module);
