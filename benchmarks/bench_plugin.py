@@ -8,13 +8,17 @@ Target: below 2x.
 
     python benchmarks/bench_plugin.py [--ops 20000] [--threads 4] [--repeat 5] [--waits]
     python benchmarks/bench_plugin.py --suite [--repeat 3] [--waits]
+    python benchmarks/bench_plugin.py --pair [--repeat 15]
 
 The first form is the worst case: critical sections that do nothing, so
 the cost of tracking each acquire and release is all there is.  `--suite`
 measures what a project sees: a generated pytest suite whose tests run
 thread pools over shared caches and counters guarded by locks (with the
 small amount of work real code does under a lock), timed end to end as
-`pytest` and `pytest --lockcheck`.  `--waits` adds what `--lockcheck-waits`
+`pytest` and `pytest --lockcheck`.  `--pair` prints the figure issue 23 holds the plugin to: CPU nanoseconds
+per uncontended acquire+release (`with lock: pass` in a loop, one thread)
+of a plain and a tracked `Lock` and `RLock`, best of N batches, the plain
+and tracked batches alternating.  `--waits` adds what `--lockcheck-waits`
 patches (`lockcheck.python.dept`) to the instrumented run (the interrupt contexts
 of `lockcheck.python.interrupts` are on in both forms, as in the plugin by default).
 """
@@ -162,16 +166,54 @@ def run_suite(repeat: int, rounds: int = 20, ops: int = 500, waits: bool = False
         return min(plain for plain, _ in runs), min(tracked for _, tracked in runs)
 
 
+def _pair_batch(lock, n: int) -> float:
+    """CPU nanoseconds per `with lock: pass` over n iterations (the loop's own cost included, as in
+    the plain run it is compared with)."""
+    start = time.thread_time_ns()
+    for _ in range(n):
+        with lock:
+            pass
+    return (time.thread_time_ns() - start) / n
+
+
+def run_pairs(repeat: int, n: int = 200_000) -> dict:
+    """Best ns per acquire+release of each kind, plain and tracked (alternating batches)."""
+    best: dict = {}
+    with pylocks.instrument() as rec:
+        tracked = {"Lock": threading.Lock(), "RLock": threading.RLock()}
+    plain = {"Lock": threading.Lock(), "RLock": threading.RLock()}
+    for kind in ("Lock", "RLock"):
+        assert type(tracked[kind]) is not type(plain[kind]), "the tracked lock is not instrumented"
+    with pylocks.instrument(rec):
+        for _ in range(repeat):
+            for kind in ("Lock", "RLock"):
+                for how, lock in (("plain", plain[kind]), ("tracked", tracked[kind])):
+                    ns = _pair_batch(lock, n)
+                    best[kind, how] = min(best.get((kind, how), ns), ns)
+    assert not rec.findings
+    return best
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=20000, help="operations per thread")
     parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="runs of each (default: 5; --suite 3; --pair 15 batches)")
     parser.add_argument("--suite", action="store_true", help="time a generated pytest suite instead")
     parser.add_argument("--waits", action="store_true", help="also check waits on events (--lockcheck-waits)")
+    parser.add_argument("--pair", action="store_true",
+                        help="CPU ns per uncontended acquire+release, plain and tracked Lock/RLock")
     args = parser.parse_args(argv)
+    if args.pair:
+        best = run_pairs(args.repeat or 15)
+        print(f"{'kind':6} {'plain ns':>9} {'tracked ns':>11} {'overhead ns':>12} {'ratio':>6}")
+        for kind in ("Lock", "RLock"):
+            plain, tracked = best[kind, "plain"], best[kind, "tracked"]
+            print(f"{kind:6} {plain:9.0f} {tracked:11.0f} {tracked - plain:12.0f} {tracked / plain:6.2f}")
+        return 0
     if args.suite:
-        plain, tracked = run_suite(min(args.repeat, 3), waits=args.waits)
+        plain, tracked = run_suite(min(args.repeat or 3, 3), waits=args.waits)
         print("suite: 20 tests, each a 4-thread pool over a lock-guarded cache and an RLock-guarded counter")
         print(f"pytest:             {plain:.2f} s")
         print(f"pytest --lockcheck: {tracked:.2f} s")
@@ -180,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
     plains, tracked = [], []
     from lockcheck.python import interrupts as pyirq, dept as waits
 
-    for _ in range(args.repeat):
+    for _ in range(args.repeat or 5):
         # alternating plain and instrumented runs: a load that comes and goes on a shared
         # machine hits both alike, and the best of each is compared
         plains.append(run(args.ops, args.threads))
