@@ -39,6 +39,7 @@ import gc
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional
 
+from lockcheck.engine import capture_filter
 from lockcheck.lockdep.checker import Checker
 from lockcheck.events import (
     ACQUIRE, ACQUIRED, ALL_OPS, CONTENDED, IRQ_OPS, LOST_EVENTS, RELEASE, RUN, UNREGISTER, WRITE, Event)
@@ -144,8 +145,11 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
     events = hardirq_lines = softirq_lines = resolved = acquisitions = context_events = 0
     context_transition = ftrace.context_transition
     split = ftrace_scan.compiled_split()
+    # the compiled filter applies the common lines itself and hands this loop the rest (None: this loop alone)
+    cfilter = capture_filter.numbered(lines, split, (heads, flag_cache, bodies, views), reader, stats, checker, ann,
+                                      file, TICK if tick is not None else None, _event)
     try:
-        for lineno, line in enumerate(lines, 1):
+        for lineno, line in cfilter if cfilter is not None else enumerate(lines, 1):
             if tick is not None and not lineno & TICK:
                 tick(file)
             if line[:1] == "#":
@@ -344,6 +348,15 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
                 views.clear()
             yield lineno, line
     finally:
+        if cfilter is not None:
+            counts = cfilter.counts()
+            lineno = counts["lines"]
+            events += counts["events"]
+            hardirq_lines += counts["hardirq_lines"]
+            softirq_lines += counts["softirq_lines"]
+            resolved += counts["names_resolved"]
+            acquisitions += counts["acquisitions"]
+            stats.contention += counts["contention"]
         stats.lines += lineno
         stats.events += events
         stats.hardirq_lines += hardirq_lines

@@ -1,0 +1,1065 @@
+/*
+ * lockcheck.engine._capturecore: the compiled filter in front of the capture fast path's Python
+ * loop (lockcheck/engine/fast_capture.py, `_ftrace_misses`), as _speedups.c's LineFilter is in
+ * front of fast_lt's.
+ *
+ * `CaptureFilter(lines, split, caches, reader, checker, annotated, make, rules, tick)` is an
+ * iterator over the ftrace lines that applies, itself, the common lines the Python loop would
+ * apply -- an acquisition onto a cached chain (the annotator's `decide` + `_push_hit` + the
+ * annotator's `acquire` + the reader's bookkeeping), the release of the innermost lock
+ * (`_pop_innermost` + the annotator's release + the reader's), `lock_contended`/`lock_acquired`,
+ * and the lines the reader skips -- and yields `(lineno, line)` for every other line, which the
+ * Python loop then handles exactly as without this filter.  Whatever it is not sure of (a piece
+ * of the line not in the caches, no view of the task, an irq-context change, an annotator that
+ * would doubt, a cache miss, a new usage bit, an entry that is no HeldLock) it passes on, having
+ * changed nothing.  It shares the Python loop's dictionaries (the line pieces' caches that
+ * `_ftscan.split` reads, `views`) and the stages' own state, and only looks things up in them
+ * or does to them what the Python loop does.
+ *
+ * What only Python code changes between two lines the filter passes on (the reader's
+ * `probe_known`/`contention`, the annotator's `capture`/`trusted`, the checker's depth limit and
+ * event counts) is read each time the filter resumes; the checker's event counts it keeps
+ * meanwhile are written back before it yields a line (a `recent.last` stamp reads them).
+ *
+ * lockdep's rules come from `rules` as tables (_rules.h, the `.lt` core's too): none is decided
+ * here.  tests/test_capturepath.py holds the runs with and without this filter to identical
+ * findings, graph, statistics, annotator state and held stacks.
+ */
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include "_rules.h"
+
+/* the body tuple (fast_capture: kind, op, instance, name, trylock, read, event) and its kinds */
+enum { B_KIND, B_OP, B_INSTANCE, B_NAME, B_TRYLOCK, B_READ, B_EVENT };
+enum { K_SKIP = 0, K_SKIP_CONTENTION = 1, K_LOCK = 2 };
+/* a head (task, display, cpu, cpu text) and a flags entry (flags, state, code) */
+enum { H_TASK, H_DISPLAY, H_CPU, H_CPU_TEXT };
+enum { F_FLAGS, F_STATE, F_CODE };
+
+/* slots read at their offsets */
+enum { V_TASK, V_HELD, V_IRQ_CONTEXT, V_HARDIRQS_OFF, V_USAGE_NEED, V_RECENT, V_A_HELD, V_N };
+static const char *view_names[V_N] = {"task", "held", "irq_context", "hardirqs_off", "usage_need", "recent",
+                                      "a_held"};
+enum { HL_CLS, HL_LOCK, HL_INSTANCE, HL_SUBCLASS, HL_READ, HL_TRYLOCK, HL_CHECK, HL_NEST, HL_IRQ_CONTEXT,
+       HL_HARDIRQS_OFF, HL_REFERENCES, HL_PREV_CHAIN_KEY, HL_EVENT, HL_SOURCE, HL_N };
+static const char *held_names_[HL_N] = {"cls", "lock", "instance", "subclass", "read", "trylock", "check", "nest",
+                                        "irq_context", "hardirqs_off", "references", "prev_chain_key", "_event",
+                                        "_source"};
+enum { T_NAME, T_CHAIN_KEY, T_CPU, T_PINS, T_N };
+static const char *task_names[T_N] = {"name", "chain_key", "cpu", "pins"};
+
+#define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
+
+static PyObject *s_probe_known, *s_contention, *s_capture, *s_trusted, *s_untrusted_from, *s_fast_depth,
+    *s_events, *s_chain_hits, *s_add, *s_last, *s_usage, *s_irq_context, *s_state, *s_none, *s_rule, *s_check0,
+    *s_rule_prefix, *s_empty;
+static PyObject *small_ints[2];
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *lines;        /* the iterator of lines */
+    PyObject *split;        /* _ftscan.split */
+    PyObject *heads, *flag_cache, *bodies, *views;
+    /* the reader */
+    PyObject *reader, *read_policy, *held_names, *contexts, *comms, *pending, *by_map, *skipped;
+    /* the checker */
+    PyObject *checker, *cstats, *nodes, *chain_cache, *initial;
+    /* the annotator (`_Annotated`), or all NULL */
+    PyObject *annotator, *held_of, *actx, *acpu, *sources, *tries, *changes, *only_unchecked, *ruled_of,
+        *suffixes, *index;
+    int until_report;
+    /* the deferred event: make(read_back_fn, args...) -> the HeldLock's _source; the file */
+    PyObject *partial, *event_fn, *file;
+    PyObject *acquire_op, *release_op, *write_mode;
+    PyTypeObject *view_type, *held_type, *task_type;
+    Py_ssize_t view_off[V_N], held_off[HL_N], task_off[T_N];
+    /* the rule tables */
+    unsigned long validates_checked, validates_unchecked, separate;
+    int usage_index[12];    /* [check*6 + read*2 + trylock]: the index into the view's needs, or -1 */
+    long usage_const[12];   /* the mask when the index is -1 */
+    int hash_ok;
+    long tick;
+    /* read on resume */
+    int probe_known, contention, a_capture, a_trusted;
+    PyObject *untrusted_from;
+    Py_ssize_t fast_depth;
+    long long ev_now, hits_now;
+    /* counts for the reader's statistics (fast_capture adds them) */
+    long long lineno, events, hardirq_lines, softirq_lines, resolved, acquisitions, contention_lines, taken;
+} CaptureFilter;
+
+static int offsets(PyTypeObject *type, const char **names, Py_ssize_t *off, int n) {
+    for (int i = 0; i < n; i++) {
+        PyObject *d = PyObject_GetAttrString((PyObject *)type, names[i]);
+        if (d == NULL)
+            return -1;
+        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
+            Py_DECREF(d);
+            PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, names[i]);
+            return -1;
+        }
+        off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
+        Py_DECREF(d);
+    }
+    return 0;
+}
+
+/* a slot's value (borrowed), or NULL with AttributeError when unset */
+static inline PyObject *slot_get(PyObject *o, Py_ssize_t off, const char *name) {
+    PyObject *v = SLOT(o, off);
+    if (v == NULL)
+        PyErr_Format(PyExc_AttributeError, "%s", name);
+    return v;
+}
+
+static inline void slot_set(PyObject *o, Py_ssize_t off, PyObject *value) {
+    Py_INCREF(value);
+    Py_XSETREF(SLOT(o, off), value);
+}
+
+static void CaptureFilter_dealloc(CaptureFilter *self) {
+    PyObject_GC_UnTrack(self);
+    Py_CLEAR(self->lines); Py_CLEAR(self->split); Py_CLEAR(self->heads); Py_CLEAR(self->flag_cache);
+    Py_CLEAR(self->bodies); Py_CLEAR(self->views); Py_CLEAR(self->reader); Py_CLEAR(self->read_policy);
+    Py_CLEAR(self->held_names); Py_CLEAR(self->contexts); Py_CLEAR(self->comms); Py_CLEAR(self->pending);
+    Py_CLEAR(self->by_map); Py_CLEAR(self->skipped); Py_CLEAR(self->checker); Py_CLEAR(self->cstats);
+    Py_CLEAR(self->nodes); Py_CLEAR(self->chain_cache); Py_CLEAR(self->initial); Py_CLEAR(self->annotator);
+    Py_CLEAR(self->held_of); Py_CLEAR(self->actx); Py_CLEAR(self->acpu); Py_CLEAR(self->sources);
+    Py_CLEAR(self->tries); Py_CLEAR(self->changes); Py_CLEAR(self->only_unchecked); Py_CLEAR(self->ruled_of);
+    Py_CLEAR(self->suffixes); Py_CLEAR(self->index); Py_CLEAR(self->partial); Py_CLEAR(self->event_fn);
+    Py_CLEAR(self->file); Py_CLEAR(self->acquire_op); Py_CLEAR(self->release_op); Py_CLEAR(self->write_mode);
+    Py_CLEAR(self->view_type); Py_CLEAR(self->held_type); Py_CLEAR(self->task_type);
+    Py_CLEAR(self->untrusted_from);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lines); Py_VISIT(self->split); Py_VISIT(self->views); Py_VISIT(self->reader);
+    Py_VISIT(self->checker); Py_VISIT(self->annotator); Py_VISIT(self->partial); Py_VISIT(self->event_fn);
+    Py_VISIT(self->read_policy);
+    return 0;
+}
+
+/* attribute `name` of `obj` as a new reference stored in *out */
+static int get_attr(PyObject *obj, const char *name, PyObject **out) {
+    PyObject *v = PyObject_GetAttrString(obj, name);
+    if (v == NULL)
+        return -1;
+    Py_XSETREF(*out, v);
+    return 0;
+}
+
+static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwds) {
+    PyObject *lines, *split, *caches, *reader, *stats, *checker, *annotated, *make, *rule_tables;
+    long tick;
+    if (!PyArg_ParseTuple(args, "OOO!OOOOO!O!l", &lines, &split, &PyTuple_Type, &caches, &reader, &stats, &checker,
+                          &annotated, &PyTuple_Type, &make, &PyTuple_Type, &rule_tables, &tick))
+        return -1;
+    /* caches: (heads, flag_cache, bodies, views) */
+    if (!PyArg_ParseTuple(caches, "O!O!O!O!", &PyDict_Type, &self->heads, &PyDict_Type, &self->flag_cache,
+                          &PyDict_Type, &self->bodies, &PyDict_Type, &self->views))
+        return -1;
+    Py_INCREF(self->heads); Py_INCREF(self->flag_cache); Py_INCREF(self->bodies); Py_INCREF(self->views);
+    /* make: (partial, _event, file, ACQUIRE, RELEASE, WRITE, _View, HeldLock, TaskState) */
+    PyObject *view_type, *held_type, *task_type;
+    if (!PyArg_ParseTuple(make, "OOOOOOO!O!O!", &self->partial, &self->event_fn, &self->file, &self->acquire_op,
+                          &self->release_op, &self->write_mode, &PyType_Type, &view_type, &PyType_Type, &held_type,
+                          &PyType_Type, &task_type))
+        return -1;
+    Py_INCREF(self->partial); Py_INCREF(self->event_fn); Py_INCREF(self->file); Py_INCREF(self->acquire_op);
+    Py_INCREF(self->release_op); Py_INCREF(self->write_mode);
+    Py_INCREF(view_type); Py_INCREF(held_type); Py_INCREF(task_type);
+    self->view_type = (PyTypeObject *)view_type;
+    self->held_type = (PyTypeObject *)held_type;
+    self->task_type = (PyTypeObject *)task_type;
+    if (offsets(self->view_type, view_names, self->view_off, V_N) < 0 ||
+        offsets(self->held_type, held_names_, self->held_off, HL_N) < 0 ||
+        offsets(self->task_type, task_names, self->task_off, T_N) < 0)
+        return -1;
+    /* rules: (validates checked, validates unchecked, separate, usage: 12 x (index, mask)) */
+    PyObject *usage;
+    if (!PyArg_ParseTuple(rule_tables, "kkkO!", &self->validates_checked, &self->validates_unchecked,
+                          &self->separate, &PyTuple_Type, &usage))
+        return -1;
+    if (PyTuple_GET_SIZE(usage) != 12) {
+        PyErr_SetString(PyExc_ValueError, "12 usage entries");
+        return -1;
+    }
+    for (int i = 0; i < 12; i++) {
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(usage, i), "il", &self->usage_index[i], &self->usage_const[i]))
+            return -1;
+    }
+    self->hash_ok = rules_check_tuple_hash();
+    if (self->hash_ok < 0)
+        return -1;
+    self->tick = tick;
+    Py_INCREF(split);
+    self->split = split;
+    self->lines = PyObject_GetIter(lines);
+    if (self->lines == NULL)
+        return -1;
+    Py_INCREF(reader);
+    self->reader = reader;
+    if (get_attr(reader, "read_policy", &self->read_policy) < 0 || get_attr(reader, "held", &self->held_names) < 0 ||
+        get_attr(reader, "context", &self->contexts) < 0 || get_attr(reader, "comms", &self->comms) < 0 ||
+        get_attr(reader, "pending", &self->pending) < 0 || get_attr(reader, "by_map", &self->by_map) < 0 ||
+        get_attr(stats, "skipped", &self->skipped) < 0)
+        return -1;
+    if (!PyDict_Check(self->held_names) || !PyDict_Check(self->contexts) || !PyDict_Check(self->comms) ||
+        !PyDict_Check(self->pending) || !PyDict_Check(self->skipped)) {
+        PyErr_SetString(PyExc_TypeError, "the reader's state is no dicts");
+        return -1;
+    }
+    Py_INCREF(checker);
+    self->checker = checker;
+    if (get_attr(checker, "stats", &self->cstats) < 0 || get_attr(checker, "_nodes", &self->nodes) < 0 ||
+        get_attr(checker, "chain_cache", &self->chain_cache) < 0)
+        return -1;
+    if (!PyDict_Check(self->nodes) || !PyAnySet_Check(self->chain_cache)) {
+        PyErr_SetString(PyExc_TypeError, "the checker's state is no dict and set");
+        return -1;
+    }
+    self->initial = PyLong_FromLong(-1);
+    PyObject *rules_mod = PyImport_ImportModule("lockcheck.lockdep.rules");
+    if (rules_mod == NULL)
+        return -1;
+    int r = get_attr(rules_mod, "INITIAL_CHAIN_KEY", &self->initial);
+    Py_DECREF(rules_mod);
+    if (r < 0)
+        return -1;
+    if (annotated != Py_None) {
+        PyObject *until_report = NULL;
+        if (get_attr(annotated, "annotator", &self->annotator) < 0 || get_attr(annotated, "held_of", &self->held_of) < 0 ||
+            get_attr(annotated, "ctx", &self->actx) < 0 || get_attr(annotated, "cpu", &self->acpu) < 0 ||
+            get_attr(annotated, "sources", &self->sources) < 0 || get_attr(annotated, "tries", &self->tries) < 0 ||
+            get_attr(annotated, "changes", &self->changes) < 0 ||
+            get_attr(annotated, "only_unchecked", &self->only_unchecked) < 0 ||
+            get_attr(annotated, "ruled_of", &self->ruled_of) < 0 || get_attr(annotated, "suffixes", &self->suffixes) < 0 ||
+            get_attr(annotated, "index", &self->index) < 0 || get_attr(annotated, "until_report", &until_report) < 0)
+            return -1;
+        self->until_report = PyObject_IsTrue(until_report);
+        Py_DECREF(until_report);
+        if (!PyDict_Check(self->held_of) || !PyDict_Check(self->actx) || !PyDict_Check(self->acpu) ||
+            !PyDict_Check(self->sources) || !PyDict_Check(self->tries) || !PyDict_Check(self->changes) ||
+            !PyDict_Check(self->only_unchecked) || !PyDict_Check(self->ruled_of) ||
+            (self->suffixes != Py_None && !PyAnySet_Check(self->suffixes))) {
+            PyErr_SetString(PyExc_TypeError, "the annotator's state is no dicts");
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* ---- what Python changes between two lines passed on ------------------------------------- */
+
+static int attr_true(PyObject *obj, PyObject *name, int *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    *out = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return *out < 0 ? -1 : 0;
+}
+
+static int attr_longlong(PyObject *obj, PyObject *name, long long *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    *out = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    return (*out == -1 && PyErr_Occurred()) ? -1 : 0;
+}
+
+static int resume(CaptureFilter *self) {
+    long long depth;
+    if (attr_true(self->reader, s_probe_known, &self->probe_known) < 0 ||
+        attr_true(self->reader, s_contention, &self->contention) < 0 ||
+        attr_longlong(self->checker, s_fast_depth, &depth) < 0 ||
+        attr_longlong(self->cstats, s_events, &self->ev_now) < 0 ||
+        attr_longlong(self->cstats, s_chain_hits, &self->hits_now) < 0)
+        return -1;
+    self->fast_depth = (Py_ssize_t)depth;
+    if (self->annotator != NULL) {
+        if (attr_true(self->annotator, s_capture, &self->a_capture) < 0 ||
+            attr_true(self->annotator, s_trusted, &self->a_trusted) < 0)
+            return -1;
+        PyObject *untrusted = PyObject_GetAttr(self->annotator, s_untrusted_from);
+        if (untrusted == NULL)
+            return -1;
+        Py_XSETREF(self->untrusted_from, untrusted);
+    }
+    return 0;
+}
+
+static int set_longlong(PyObject *obj, PyObject *name, long long value) {
+    PyObject *v = PyLong_FromLongLong(value);
+    if (v == NULL)
+        return -1;
+    int r = PyObject_SetAttr(obj, name, v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* the checker's counts kept here, written back (keeping an error that is set) */
+static int suspend(CaptureFilter *self) {
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    int r = set_longlong(self->cstats, s_events, self->ev_now);
+    if (r == 0)
+        r = set_longlong(self->cstats, s_chain_hits, self->hits_now);
+    if (type != NULL) {
+        if (r < 0)
+            PyErr_Clear();
+        PyErr_Restore(type, value, tb);
+        return -1;
+    }
+    return r;
+}
+
+/* ---- helpers ----------------------------------------------------------------------------- */
+
+/* d[key] += 1, as Python does it (a Counter's missing key is 0) */
+static int count_up(PyObject *d, PyObject *key) {
+    PyObject *old = PyDict_GetItemWithError(d, key);
+    if (old == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        old = PyObject_GetItem(d, key);
+        if (old == NULL)
+            return -1;
+    } else {
+        Py_INCREF(old);
+    }
+    PyObject *one = PyNumber_Add(old, small_ints[1]);
+    Py_DECREF(old);
+    if (one == NULL)
+        return -1;
+    int r = PyObject_SetItem(d, key, one);
+    Py_DECREF(one);
+    return r;
+}
+
+/* list[i] += delta for a list of ints */
+static int list_add(PyObject *list, Py_ssize_t i, long delta) {
+    PyObject *old = PyList_GET_ITEM(list, i);
+    long v = PyLong_AsLong(old);
+    if (v == -1 && PyErr_Occurred())
+        return -1;
+    PyObject *nv = PyLong_FromLong(v + delta);
+    if (nv == NULL)
+        return -1;
+    PyList_SET_ITEM(list, i, nv);
+    Py_DECREF(old);
+    return 0;
+}
+
+static inline int is_empty_str(PyObject *s) {
+    return PyUnicode_Check(s) && PyUnicode_GET_LENGTH(s) == 0;
+}
+
+static inline int eq(PyObject *a, PyObject *b) {
+    if (a == b)
+        return 1;
+    return PyObject_RichCompareBool(a, b, Py_EQ);
+}
+
+/* a small int's value (contexts, modes, states), or -2 when it is none */
+static inline long small_long(PyObject *o) {
+    if (!PyLong_CheckExact(o))
+        return -2;
+    int overflow;
+    long v = PyLong_AsLongAndOverflow(o, &overflow);
+    if (overflow || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return -2;
+    }
+    return v;
+}
+
+/* ---- the annotator's `decide` (fast_stages._Annotated.decide) --------------------------------- */
+
+typedef struct {
+    int check;
+    PyObject *origin;  /* borrowed, or NULL */
+    int use_state;
+    PyObject *ctx;     /* borrowed */
+} Verdict;
+
+/* 1 decided (*v set), 0 the Python loop's, -1 error */
+static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject *name, PyObject *mode, int trylock,
+                  Verdict *v) {
+    if (!self->a_capture)
+        return 0;
+    int trusted = self->a_trusted;
+    if (trusted && self->until_report)
+        return 0;
+    PyObject *ruled = PyDict_GetItemWithError(self->ruled_of, name);
+    if (ruled == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int check = 1;
+    v->origin = NULL;
+    int is_ruled = PyObject_IsTrue(ruled);
+    if (is_ruled < 0)
+        return -1;
+    if (is_ruled) {
+        PyObject *origin = PyDict_GetItemWithError(self->only_unchecked, name);
+        if (origin == NULL)
+            return PyErr_Occurred() ? -1 : 0; /* not known yet: Python works it out */
+        if (!PyUnicode_Check(origin) || PyUnicode_GET_LENGTH(origin) == 0)
+            return 0;
+        v->origin = origin;
+        check = 0;
+    }
+    PyObject *a_held = SLOT(view, self->view_off[V_A_HELD]);
+    if (a_held == NULL)
+        return 0;
+    if (a_held != Py_None && !PyList_CheckExact(a_held))
+        return 0;
+    PyObject *ctx = PyDict_GetItemWithError(self->actx, task);
+    if (ctx == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        ctx = small_ints[0];
+    }
+    int use_state = self->index != Py_None && trusted;
+    Py_ssize_t n = a_held == Py_None ? 0 : PyList_GET_SIZE(a_held);
+    if (n && (check || !use_state)) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *entry = PyList_GET_ITEM(a_held, i);
+            if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 5)
+                return 0;
+            int same = eq(PyList_GET_ITEM(entry, 0), name);
+            if (same != 0)
+                return same < 0 ? -1 : 0;
+        }
+    }
+    if (use_state) {
+        if (check && !trylock) {
+            Py_ssize_t i = n;
+            while (i) {
+                int same = eq(PyList_GET_ITEM(PyList_GET_ITEM(a_held, i - 1), 3), ctx);
+                if (same < 0)
+                    return -1;
+                if (!same)
+                    break;
+                i--;
+            }
+            if (self->suffixes == Py_None)
+                return 0;
+            PyObject *suffix = PyTuple_New(n - i + 1);
+            if (suffix == NULL)
+                return -1;
+            for (Py_ssize_t j = i; j < n; j++) {
+                PyObject *cls = PyList_GET_ITEM(PyList_GET_ITEM(a_held, j), 0);
+                Py_INCREF(cls);
+                PyTuple_SET_ITEM(suffix, j - i, cls);
+            }
+            Py_INCREF(name);
+            PyTuple_SET_ITEM(suffix, n - i, name);
+            int known = PySet_Contains(self->suffixes, suffix);
+            Py_DECREF(suffix);
+            if (known <= 0)
+                return known;
+        }
+    } else {
+        if (self->index != Py_None) {
+            int untrusted = PySequence_Contains(self->untrusted_from, self->file);
+            if (untrusted <= 0)
+                return untrusted;
+        }
+        int read = PyObject_IsTrue(mode);
+        if (read != 0)
+            return read < 0 ? -1 : 0; /* a read mode: Python's (the annotator's doubts) */
+    }
+    v->check = check;
+    v->use_state = use_state;
+    v->ctx = ctx;
+    return 1;
+}
+
+/* the annotator's `_acquire` for a verdict of `decide` (fast_stages._Annotated.acquire) */
+static int annotate_acquire(CaptureFilter *self, PyObject *view, PyObject *task, PyObject *name, PyObject *instance,
+                            PyObject *mode, int trylock, PyObject *cpu, const Verdict *v) {
+    if (cpu != Py_None && PyDict_SetItem(self->acpu, task, cpu) < 0)
+        return -1;
+    PyObject *counts = PyDict_GetItemWithError(self->tries, self->file);
+    if (counts == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        counts = Py_BuildValue("[ii]", 0, 0);
+        if (counts == NULL || PyDict_SetItem(self->tries, self->file, counts) < 0) {
+            Py_XDECREF(counts);
+            return -1;
+        }
+        Py_DECREF(counts);
+    }
+    if (!PyList_CheckExact(counts) || PyList_GET_SIZE(counts) < 2) {
+        PyErr_SetString(PyExc_TypeError, "tries: no list");
+        return -1;
+    }
+    if (list_add(counts, 0, 1) < 0 || (trylock && list_add(counts, 1, 1) < 0))
+        return -1;
+    if (v->origin != NULL) {
+        PyObject *why = PyUnicode_Concat(s_rule_prefix, v->origin);
+        PyObject *key = why ? PyTuple_Pack(3, s_check0, name, why) : NULL;
+        Py_XDECREF(why);
+        int r = key ? count_up(self->changes, key) : -1;
+        Py_XDECREF(key);
+        if (r < 0 || count_up(self->sources, s_rule) < 0)
+            return -1;
+    } else if (count_up(self->sources, v->use_state ? s_state : s_none) < 0) {
+        return -1;
+    }
+    PyObject *a_held = SLOT(view, self->view_off[V_A_HELD]);
+    if (a_held == Py_None) {
+        a_held = PyList_New(0);
+        if (a_held == NULL)
+            return -1;
+        slot_set(view, self->view_off[V_A_HELD], a_held);
+        int r = PyDict_SetItem(self->held_of, task, a_held);
+        Py_DECREF(a_held);
+        if (r < 0)
+            return -1;
+    }
+    PyObject *entry = PyList_New(5);
+    if (entry == NULL)
+        return -1;
+    PyObject *items[5] = {name, name, instance, v->ctx, mode};
+    for (int i = 0; i < 5; i++) {
+        Py_INCREF(items[i]);
+        PyList_SET_ITEM(entry, i, items[i]);
+    }
+    int r = PyList_Append(a_held, entry);
+    Py_DECREF(entry);
+    return r;
+}
+
+/* ---- one line ---------------------------------------------------------------------------- */
+
+/* The usage an acquisition marks (rules.acquire_usage with hardirqs_off False: the view's needs
+ * are its task's for its hardirqs-off state), or -1: not one the tables know. */
+static long acquire_usage(CaptureFilter *self, PyObject *needs, long read, int trylock, int check) {
+    if (read < 0 || read > 2)
+        return -1;
+    int i = (check ? 6 : 0) + (int)read * 2 + (trylock ? 1 : 0);
+    int index = self->usage_index[i];
+    if (index < 0)
+        return self->usage_const[i];
+    if (!PyList_CheckExact(needs) || index >= PyList_GET_SIZE(needs))
+        return -1;
+    long need = small_long(PyList_GET_ITEM(needs, index));
+    return need < 0 ? -1 : need;
+}
+
+/* the task's (the view's) irq context on top of its held stack: the top entry's, or -2 */
+static long top_context(CaptureFilter *self, PyObject *top) {
+    if (Py_TYPE(top) == self->held_type) {
+        PyObject *ctx = SLOT(top, self->held_off[HL_IRQ_CONTEXT]);
+        return ctx == NULL ? -2 : small_long(ctx);
+    }
+    return -2;
+}
+
+static PyObject *new_held(CaptureFilter *self, PyObject **fields) {
+    PyObject *hlock = self->held_type->tp_alloc(self->held_type, 0);
+    if (hlock == NULL)
+        return NULL;
+    for (int i = 0; i < HL_N; i++) {
+        Py_INCREF(fields[i]);
+        SLOT(hlock, self->held_off[i]) = fields[i];
+    }
+    return hlock;
+}
+
+/* an acquisition (the Python loop's ACQUIRE branch): 1 applied, 0 passed on, -1 error */
+static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *fl,
+                        PyObject *body, PyObject *timestamp) {
+    PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
+    PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
+    PyObject *instance = PyTuple_GET_ITEM(body, B_INSTANCE);
+    PyObject *cpu = PyTuple_GET_ITEM(head, H_CPU);
+    if (!PyUnicode_Check(name) || PyUnicode_GET_LENGTH(name) == 0 || self->probe_known)
+        return 0;
+    if (PyDict_GET_SIZE(self->pending)) {
+        PyObject *waiting = PyDict_GetItemWithError(self->pending, PyTuple_GET_ITEM(head, H_CPU_TEXT));
+        if (waiting != NULL || PyErr_Occurred())
+            return waiting == NULL ? -1 : 0;  /* (pending's lists: present is there, the Python loop's) */
+    }
+    int trylock = PyObject_IsTrue(PyTuple_GET_ITEM(body, B_TRYLOCK));
+    int read = PyObject_IsTrue(PyTuple_GET_ITEM(body, B_READ));
+    if (trylock < 0 || read < 0)
+        return -1;
+    long code = small_long(PyTuple_GET_ITEM(fl, F_CODE));
+    if (code < 0)
+        return 0;
+    PyObject *mode;
+    if (read) {
+        mode = PyObject_CallFunctionObjArgs(self->read_policy, name, code >= 4 ? Py_True : Py_False, NULL);
+        if (mode == NULL)
+            return -1;
+    } else {
+        mode = self->write_mode;
+        Py_INCREF(mode);
+    }
+    int r = 0;
+    PyObject *chain_key = NULL, *read_back = NULL, *hlock = NULL, *lineno = NULL, *key = NULL;
+    Verdict verdict = {1, NULL, 0, NULL};
+    int annotated = self->annotator != NULL;
+    if (annotated) {
+        r = decide(self, view, task, name, mode, trylock, &verdict);
+        if (r <= 0)
+            goto done;
+        r = 0;
+    }
+    int check = verdict.check;
+    /* _push_hit: everything asked before anything changes */
+    PyObject *node = PyDict_GetItemWithError(self->nodes, name);
+    if (node == NULL || !PyDict_Check(node)) {
+        r = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    PyObject *held = SLOT(view, self->view_off[V_HELD]);
+    if (held == NULL || !PyList_CheckExact(held))
+        goto done;
+    Py_ssize_t depth = PyList_GET_SIZE(held);
+    if (depth >= self->fast_depth)
+        goto done;
+    long mode_value = small_long(mode);
+    long need = acquire_usage(self, SLOT(view, self->view_off[V_USAGE_NEED]), mode_value, trylock, check);
+    if (need < 0)
+        goto done;
+    PyObject *usage = PyDict_GetItemWithError(node, s_usage);
+    if (usage == NULL) {
+        r = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    long have = small_long(usage);
+    if (have < 0 || (need & ~have))
+        goto done;
+    PyObject *prev_key = SLOT(ctask, self->task_off[T_CHAIN_KEY]);
+    PyObject *irq_context = SLOT(view, self->view_off[V_IRQ_CONTEXT]);
+    PyObject *hardirqs_off = SLOT(view, self->view_off[V_HARDIRQS_OFF]);
+    PyObject *recent = SLOT(view, self->view_off[V_RECENT]);
+    if (prev_key == NULL || irq_context == NULL || hardirqs_off == NULL || recent == NULL)
+        goto done;
+    PyObject *start = prev_key;
+    if (depth) {
+        long top = top_context(self, PyList_GET_ITEM(held, depth - 1));
+        long ctx = small_long(irq_context);
+        if (top < 0 || top > 3 || ctx < 0 || ctx > 3)
+            goto done;
+        if (rules_separate(self->separate, top, ctx))
+            start = self->initial;
+    }
+    Py_hash_t hash = rules_hash3(self->hash_ok, start, name, mode);
+    if (hash == -1) {
+        r = -1;
+        goto done;
+    }
+    chain_key = PyLong_FromSsize_t(hash);
+    if (chain_key == NULL) {
+        r = -1;
+        goto done;
+    }
+    int validated = rules_validates(check ? self->validates_checked : self->validates_unchecked, trylock);
+    if (validated) {
+        int cached = PySet_Contains(self->chain_cache, chain_key);
+        if (cached <= 0) {
+            r = cached;
+            goto done;
+        }
+    }
+    /* -- from here on, applied ------------------------------------------------------------- */
+    r = -1;
+    self->ev_now++;
+    if (recent != Py_None) {
+        PyObject *pair = PyTuple_Pack(2, name, instance);
+        PyObject *added = pair ? PyObject_CallMethodOneArg(recent, s_add, pair) : NULL;
+        Py_XDECREF(pair);
+        if (added == NULL)
+            goto done;
+        Py_DECREF(added);
+        PyObject *last = PyLong_FromLongLong(self->ev_now);
+        int failed = last == NULL || PyObject_SetAttr(recent, s_last, last) < 0;
+        Py_XDECREF(last);
+        if (failed)
+            goto done;
+    }
+    lineno = PyLong_FromLongLong(self->lineno);
+    if (lineno == NULL)
+        goto done;
+    {
+        PyObject *parts[12] = {self->event_fn, task, name, instance, mode, trylock ? Py_True : Py_False,
+                               check ? Py_True : Py_False, timestamp, cpu, self->file, lineno,
+                               PyTuple_GET_ITEM(head, H_DISPLAY)};
+        read_back = PyObject_Vectorcall(self->partial, parts, 12, NULL);
+    }
+    if (read_back == NULL)
+        goto done;
+    {
+        PyObject *fields[HL_N] = {name, name, instance, small_ints[0], mode, trylock ? Py_True : Py_False,
+                                  check ? Py_True : Py_False, Py_None, irq_context, hardirqs_off, small_ints[0],
+                                  prev_key, Py_None, read_back};
+        hlock = new_held(self, fields);
+    }
+    if (hlock == NULL || PyList_Append(held, hlock) < 0)
+        goto done;
+    slot_set(ctask, self->task_off[T_CHAIN_KEY], chain_key);
+    if (validated)
+        self->hits_now++;
+    if (annotated && annotate_acquire(self, view, task, name, instance, mode, trylock, cpu, &verdict) < 0)
+        goto done;
+    /* the reader */
+    key = PyTuple_Pack(2, task, instance);
+    if (key == NULL)
+        goto done;
+    PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
+    if (entry == NULL) {
+        if (PyErr_Occurred())
+            goto done;
+        entry = Py_BuildValue("[Oi]", name, 1);
+        if (entry == NULL)
+            goto done;
+        int failed = PyDict_SetItem(self->held_names, key, entry) < 0;
+        Py_DECREF(entry);
+        if (failed)
+            goto done;
+    } else {
+        if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 2) {
+            PyErr_SetString(PyExc_TypeError, "a held name entry is no list");
+            goto done;
+        }
+        Py_INCREF(name);
+        PyObject *old = PyList_GET_ITEM(entry, 0);
+        PyList_SET_ITEM(entry, 0, name);
+        Py_DECREF(old);
+        if (list_add(entry, 1, 1) < 0)
+            goto done;
+    }
+    self->acquisitions++;
+    r = 1;
+done:
+    Py_XDECREF(mode);
+    Py_XDECREF(chain_key);
+    Py_XDECREF(read_back);
+    Py_XDECREF(hlock);
+    Py_XDECREF(lineno);
+    Py_XDECREF(key);
+    return r;
+}
+
+/* a release (the Python loop's RELEASE branch, `_pop_innermost`): 1 applied, 0 passed on, -1 error */
+static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *body) {
+    PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
+    PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
+    PyObject *instance = PyTuple_GET_ITEM(body, B_INSTANCE);
+    PyObject *key = PyTuple_Pack(2, task, instance);
+    if (key == NULL)
+        return -1;
+    int r = 0;
+    PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
+    if (entry == NULL || !PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 2) {
+        r = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    int named = 0;
+    if (is_empty_str(name)) {
+        name = PyList_GET_ITEM(entry, 0);
+        named = 1;
+    }
+    PyObject *held = SLOT(view, self->view_off[V_HELD]);
+    if (held == NULL || !PyList_CheckExact(held) || PyList_GET_SIZE(held) == 0)
+        goto done;
+    PyObject *pins = SLOT(ctask, self->task_off[T_PINS]);
+    if (pins == NULL)
+        goto done;
+    int pinned = PyObject_IsTrue(pins);
+    if (pinned != 0) {
+        r = pinned < 0 ? -1 : 0;
+        goto done;
+    }
+    Py_ssize_t depth = PyList_GET_SIZE(held);
+    PyObject *top = PyList_GET_ITEM(held, depth - 1);
+    if (Py_TYPE(top) != self->held_type)
+        goto done;
+    PyObject *t_instance = SLOT(top, self->held_off[HL_INSTANCE]), *t_lock = SLOT(top, self->held_off[HL_LOCK]),
+             *t_refs = SLOT(top, self->held_off[HL_REFERENCES]),
+             *t_prev = SLOT(top, self->held_off[HL_PREV_CHAIN_KEY]);
+    if (t_instance == NULL || t_lock == NULL || t_refs == NULL || t_prev == NULL)
+        goto done;
+    int same = eq(t_instance, instance);
+    if (same > 0)
+        same = eq(t_lock, name);
+    if (same <= 0) {
+        r = same;
+        goto done;
+    }
+    int refs = PyObject_IsTrue(t_refs);
+    if (refs != 0) {
+        r = refs < 0 ? -1 : 0;
+        goto done;
+    }
+    PyObject *a_held = NULL;
+    if (self->annotator != NULL) {
+        a_held = SLOT(view, self->view_off[V_A_HELD]);
+        if (a_held == NULL || !PyList_CheckExact(a_held) || PyList_GET_SIZE(a_held) == 0)
+            goto done;
+        PyObject *a_top = PyList_GET_ITEM(a_held, PyList_GET_SIZE(a_held) - 1);
+        if (!PyList_CheckExact(a_top) || PyList_GET_SIZE(a_top) < 5)
+            goto done;
+        same = eq(PyList_GET_ITEM(a_top, 1), name);
+        if (same > 0)
+            same = eq(PyList_GET_ITEM(a_top, 2), instance);
+        if (same <= 0) {
+            r = same;
+            goto done;
+        }
+        if (PyList_GET_SIZE(a_top) > 5) {
+            int marked = PyObject_IsTrue(PyList_GET_ITEM(a_top, 5));
+            if (marked != 0) {
+                r = marked < 0 ? -1 : 0;
+                goto done;
+            }
+        }
+    }
+    long count = small_long(PyList_GET_ITEM(entry, 1));
+    if (count < 0 || (count <= 1 && PyList_GET_SIZE(entry) > 2))
+        goto done; /* a lock known by its map too (by_map): the Python loop's */
+    /* -- applied -------------------------------------------------------------------------- */
+    r = -1;
+    self->ev_now++;
+    Py_INCREF(top);
+    slot_set(ctask, self->task_off[T_CHAIN_KEY], t_prev);
+    if (PyList_SetSlice(held, depth - 1, depth, NULL) < 0) {
+        Py_DECREF(top);
+        goto done;
+    }
+    Py_DECREF(top);
+    if (a_held != NULL && PyList_SetSlice(a_held, PyList_GET_SIZE(a_held) - 1, PyList_GET_SIZE(a_held), NULL) < 0)
+        goto done;
+    if (named)
+        self->resolved++;
+    if (count > 1) {
+        if (list_add(entry, 1, -1) < 0)
+            goto done;
+    } else if (PyDict_DelItem(self->held_names, key) < 0) {
+        goto done;
+    }
+    r = 1;
+done:
+    Py_DECREF(key);
+    return r;
+}
+
+/* `lock_contended` / `lock_acquired`: the checker only counts them */
+static int take_other(CaptureFilter *self, PyObject *head, PyObject *body) {
+    PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
+    if (is_empty_str(name)) {
+        PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(head, H_TASK), PyTuple_GET_ITEM(body, B_INSTANCE));
+        if (key == NULL)
+            return -1;
+        PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
+        Py_DECREF(key);
+        if (entry == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        self->resolved++;
+    }
+    self->ev_now++;
+    return 1;
+}
+
+/* One line: 1 applied, 0 passed on (nothing changed), -1 error. */
+static int take_line(CaptureFilter *self, PyObject *line) {
+    if (!PyUnicode_CheckExact(line) || PyUnicode_GET_LENGTH(line) == 0 || PyUnicode_READ_CHAR(line, 0) == '#')
+        return 0;
+    PyObject *args[4] = {line, self->heads, self->flag_cache, self->bodies};
+    PyObject *got = PyObject_Vectorcall(self->split, args, 4, NULL);
+    if (got == NULL)
+        return -1;
+    int r = 0;
+    if (!PyTuple_CheckExact(got) || PyTuple_GET_SIZE(got) != 4)
+        goto done;
+    PyObject *head = PyTuple_GET_ITEM(got, 0), *fl = PyTuple_GET_ITEM(got, 1),
+             *timestamp = PyTuple_GET_ITEM(got, 2), *body = PyTuple_GET_ITEM(got, 3);
+    if (!PyTuple_CheckExact(body) || PyTuple_GET_SIZE(body) != 7 || !PyTuple_CheckExact(head) ||
+        PyTuple_GET_SIZE(head) != 4 || !PyTuple_CheckExact(fl) || PyTuple_GET_SIZE(fl) != 3)
+        goto done;
+    long kind = small_long(PyTuple_GET_ITEM(body, B_KIND));
+    if (kind != K_LOCK) {
+        if (kind == K_SKIP_CONTENTION) {
+            if (self->contention)
+                goto done;
+            self->contention_lines++;
+        } else if (kind != K_SKIP) {
+            goto done;
+        }
+        r = count_up(self->skipped, PyTuple_GET_ITEM(body, B_EVENT)) < 0 ? -1 : 1;
+        goto done;
+    }
+    PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
+    if (task == Py_None || PyUnicode_GET_LENGTH(timestamp) > 40)
+        goto done;
+    long state = small_long(PyTuple_GET_ITEM(fl, F_STATE));
+    if (state < 0)
+        goto done;
+    PyObject *view = PyDict_GetItemWithError(self->views, task);
+    if (view == NULL) {
+        r = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    if (Py_TYPE(view) != self->view_type)
+        goto done;
+    if (PyTuple_GET_ITEM(fl, F_FLAGS) != Py_None) {
+        PyObject *old = PyDict_GetItemWithError(self->contexts, task);
+        if (old == NULL && PyErr_Occurred()) {
+            r = -1;
+            goto done;
+        }
+        if (state != (old == NULL ? 0 : small_long(old)))
+            goto done; /* an irq-context change: the Python loop's (context_hit) */
+    }
+    PyObject *ctask = SLOT(view, self->view_off[V_TASK]);
+    if (ctask == NULL || Py_TYPE(ctask) != self->task_type)
+        goto done;
+    PyObject *op = PyTuple_GET_ITEM(body, B_OP);
+    Py_INCREF(view);
+    Py_INCREF(ctask);
+    if (op == self->acquire_op)
+        r = take_acquire(self, view, ctask, head, fl, body, timestamp);
+    else if (op == self->release_op)
+        r = take_release(self, view, ctask, head, body);
+    else
+        r = take_other(self, head, body);
+    if (r == 1) {
+        /* what every lock line does: the reader's counts and names, the task's name and CPU */
+        self->events++;
+        long code = small_long(PyTuple_GET_ITEM(fl, F_CODE));
+        if (code > 0 && code & 1)
+            self->hardirq_lines++;
+        else if (code > 0 && code & 2)
+            self->softirq_lines++;
+        PyObject *display = PyTuple_GET_ITEM(head, H_DISPLAY);
+        PyObject *cpu = PyTuple_GET_ITEM(head, H_CPU);
+        if (PyDict_SetItem(self->comms, task, display) < 0)
+            r = -1;
+        else {
+            slot_set(ctask, self->task_off[T_NAME], display);
+            if (cpu != Py_None)
+                slot_set(ctask, self->task_off[T_CPU], cpu);
+        }
+    }
+    Py_DECREF(ctask);
+    Py_DECREF(view);
+done:
+    Py_DECREF(got);
+    return r;
+}
+
+static PyObject *CaptureFilter_next(CaptureFilter *self) {
+    if (resume(self) < 0)
+        return NULL;
+    for (;;) {
+        PyObject *line = PyIter_Next(self->lines);
+        if (line == NULL) {
+            suspend(self);
+            return NULL;
+        }
+        self->lineno++;
+        int r = 0;
+        if (self->tick < 0 || (self->lineno & self->tick))
+            r = take_line(self, line);
+        if (r == 1) {
+            self->taken++;
+            Py_DECREF(line);
+            continue;
+        }
+        if (r < 0) {
+            Py_DECREF(line);
+            suspend(self);
+            return NULL;
+        }
+        if (suspend(self) < 0) {
+            Py_DECREF(line);
+            return NULL;
+        }
+        PyObject *number = PyLong_FromLongLong(self->lineno);
+        if (number == NULL) {
+            Py_DECREF(line);
+            return NULL;
+        }
+        PyObject *pair = PyTuple_Pack(2, number, line);
+        Py_DECREF(number);
+        Py_DECREF(line);
+        return pair;
+    }
+}
+
+static PyObject *CaptureFilter_counts(CaptureFilter *self, PyObject *Py_UNUSED(ignored)) {
+    return Py_BuildValue("{sLsLsLsLsLsLsLsL}", "lines", self->lineno, "events", self->events,
+                         "hardirq_lines", self->hardirq_lines, "softirq_lines", self->softirq_lines,
+                         "names_resolved", self->resolved, "acquisitions", self->acquisitions,
+                         "contention", self->contention_lines, "taken", self->taken);
+}
+
+static PyMethodDef CaptureFilter_methods[] = {
+    {"counts", (PyCFunction)CaptureFilter_counts, METH_NOARGS,
+     "the reader's counts of the lines applied here (and `lines`: every line read, `taken`: applied)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject CaptureFilterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lockcheck.engine._capturecore.CaptureFilter",
+    .tp_basicsize = sizeof(CaptureFilter),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "CaptureFilter(lines, split, caches, reader, stats, checker, annotated, make, rules, tick): "
+              "(lineno, line) of the lines the capture fast path's Python loop must handle",
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)CaptureFilter_init,
+    .tp_dealloc = (destructor)CaptureFilter_dealloc,
+    .tp_traverse = (traverseproc)CaptureFilter_traverse,
+    .tp_iter = PyObject_SelfIter,
+    .tp_iternext = (iternextfunc)CaptureFilter_next,
+    .tp_methods = CaptureFilter_methods,
+};
+
+static struct PyModuleDef capturecore_module = {PyModuleDef_HEAD_INIT, "_capturecore", NULL, -1, NULL};
+
+PyMODINIT_FUNC PyInit__capturecore(void) {
+#define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
+    INTERN(s_probe_known, "probe_known");
+    INTERN(s_contention, "contention");
+    INTERN(s_capture, "capture");
+    INTERN(s_trusted, "trusted");
+    INTERN(s_untrusted_from, "untrusted_from");
+    INTERN(s_fast_depth, "fast_depth");
+    INTERN(s_events, "events");
+    INTERN(s_chain_hits, "chain_hits");
+    INTERN(s_add, "add");
+    INTERN(s_last, "last");
+    INTERN(s_usage, "usage");
+    INTERN(s_irq_context, "irq_context");
+    INTERN(s_state, "state");
+    INTERN(s_none, "none");
+    INTERN(s_rule, "rule");
+    INTERN(s_check0, "check0");
+    INTERN(s_rule_prefix, "rule ");
+    INTERN(s_empty, "");
+#undef INTERN
+    small_ints[0] = PyLong_FromLong(0);
+    small_ints[1] = PyLong_FromLong(1);
+    if (PyType_Ready(&CaptureFilterType) < 0)
+        return NULL;
+    PyObject *m = PyModule_Create(&capturecore_module);
+    if (m == NULL)
+        return NULL;
+    Py_INCREF(&CaptureFilterType);
+    if (PyModule_AddObject(m, "CaptureFilter", (PyObject *)&CaptureFilterType) < 0) {
+        Py_DECREF(&CaptureFilterType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

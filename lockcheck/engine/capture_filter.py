@@ -1,0 +1,89 @@
+"""The compiled filter in front of the capture fast path's Python loop (`fast_capture._ftrace_misses`):
+`lockcheck.engine._capturecore.CaptureFilter`, as `fast_lt` puts `_speedups.LineFilter` in front of
+its own loop.
+
+The filter applies the common capture lines itself -- an acquisition onto a cached chain, the
+release of the innermost lock, `lock_contended`/`lock_acquired`, the lines the reader skips --
+exactly as the Python loop would, and hands the loop every other line, numbered as in the file.
+It decides no lockdep rule itself: it reads them as tables made here from `rules` when a run
+starts (`rule_tables`), and steps aside (None) where a rule is one a table cannot carry, where
+the core is not built, or with `LOCKCHECK_PURE=1`.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Iterable, Iterator, Optional
+
+from lockcheck.events import ACQUIRE, RELEASE, WRITE
+from lockcheck.lockdep import rules
+from lockcheck.lockdep.tasks import HeldLock, TaskState
+
+
+def _compiled():
+    """The compiled filter's type, or None: not built, `LOCKCHECK_PURE=1`, or a chain-key rule
+    the core cannot follow (as `fast_lt._compiled_filter`)."""
+    if os.environ.get("LOCKCHECK_PURE") == "1" or not rules.chain_key_is_tuple_hash():
+        return None
+    try:
+        from lockcheck.engine._capturecore import CaptureFilter
+    except ImportError:
+        return None
+    return CaptureFilter
+
+
+def compiled() -> bool:
+    """Whether the capture fast path runs its compiled filter here."""
+    return _compiled() is not None
+
+
+def _usage_table() -> Optional[tuple]:
+    """`rules.acquire_usage` with hardirqs on (the view's needs are already its task's for its
+    hardirqs-off state), for read 0..2, trylock and check: `(index into the needs, -1)` or
+    `(-1, mask)` when the rule reads no need; None: a rule no such table can carry."""
+    probe_a = [1 << (3 * i) for i in range(8)]
+    probe_b = [1 << (3 * i + 1) for i in range(8)]
+    table = []
+    for check in (False, True):
+        for read in (0, 1, 2):
+            for trylock in (False, True):
+                a = rules.acquire_usage(probe_a, read, trylock, check, False)
+                b = rules.acquire_usage(probe_b, read, trylock, check, False)
+                if a in probe_a and probe_a.index(a) < 4 and b == probe_b[probe_a.index(a)]:
+                    table.append((probe_a.index(a), -1))
+                elif a == b and isinstance(a, int) and 0 <= a < 1 << 62:
+                    table.append((-1, a))
+                else:
+                    return None
+    return tuple(table)
+
+
+def rule_tables() -> Optional[tuple]:
+    """lockdep's rules the filter applies, as tables from `rules` now: `validates_chain` with check
+    on and off (bit T: trylock T), `separate_irq_context` (`compiled_tables`'s), the usage table;
+    None: not expressible (then the Python loop runs alone)."""
+    usage = _usage_table()
+    if usage is None:
+        return None
+    validates = rules.compiled_tables()[0]
+    unchecked = sum(1 << trylock for trylock in (0, 1) if rules.validates_chain(bool(trylock), False))
+    return validates, unchecked, rules.compiled_tables()[1], usage
+
+
+def numbered(lines: Iterable[str], split, caches: tuple, reader, stats, checker, ann, file: str,
+             tick_mask: Optional[int], event) -> Optional[Iterator[tuple[int, str]]]:
+    """The filter over `lines` (`(lineno, line)` of what the Python loop must handle), or None: it
+    cannot run here.  `caches`: the loop's (heads, flag_cache, bodies, views); `ann`: its
+    `_Annotated` (or None); `event`: what rebuilds an acquisition's event (`fast_stages._event`)."""
+    core = _compiled()
+    if core is None or split is None:
+        return None
+    tables = rule_tables()
+    if tables is None:
+        return None
+    from lockcheck.engine.fast_stages import _View
+
+    make = (functools.partial, event, file, ACQUIRE, RELEASE, WRITE, _View, HeldLock, TaskState)
+    return core(lines, split, caches, reader, stats, checker, ann, make, tables,
+                -1 if tick_mask is None else tick_mask)
