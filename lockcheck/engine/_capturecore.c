@@ -50,6 +50,9 @@ static const char *held_names_[HL_N] = {"cls", "lock", "instance", "subclass", "
 enum { T_NAME, T_CHAIN_KEY, T_CPU, T_PINS, T_N };
 static const char *task_names[T_N] = {"name", "chain_key", "cpu", "pins"};
 
+enum { R_LOCKS, R_LIMIT, R_N };
+static const char *recent_names[R_N] = {"_locks", "_limit"};
+
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
 static PyObject *s_probe_known, *s_contention, *s_capture, *s_trusted, *s_untrusted_from, *s_fast_depth,
@@ -73,8 +76,11 @@ typedef struct {
     /* the deferred event: make(read_back_fn, args...) -> the HeldLock's _source; the file */
     PyObject *partial, *event_fn, *file;
     PyObject *acquire_op, *release_op, *write_mode;
-    PyTypeObject *view_type, *held_type, *task_type;
-    Py_ssize_t view_off[V_N], held_off[HL_N], task_off[T_N];
+    PyTypeObject *view_type, *held_type, *task_type, *recent_type;
+    Py_ssize_t view_off[V_N], held_off[HL_N], task_off[T_N], recent_off[R_N];
+    PyObject *move_to_end;  /* OrderedDict.move_to_end */
+    /* irq-context changes: ftrace_context.context_transition, fast_stages.context_hit, the _Annotated or None */
+    PyObject *transition, *context_hit, *annotated;
     /* the rule tables */
     unsigned long validates_checked, validates_unchecked, separate;
     int usage_index[12];    /* [check*6 + read*2 + trylock]: the index into the view's needs, or -1 */
@@ -87,7 +93,7 @@ typedef struct {
     Py_ssize_t fast_depth;
     long long ev_now, hits_now;
     /* counts for the reader's statistics (fast_capture adds them) */
-    long long lineno, events, hardirq_lines, softirq_lines, resolved, acquisitions, contention_lines, taken;
+    long long context_events, lineno, events, hardirq_lines, softirq_lines, resolved, acquisitions, contention_lines, taken;
 } CaptureFilter;
 
 static int offsets(PyTypeObject *type, const char **names, Py_ssize_t *off, int n) {
@@ -131,14 +137,15 @@ static void CaptureFilter_dealloc(CaptureFilter *self) {
     Py_CLEAR(self->suffixes); Py_CLEAR(self->index); Py_CLEAR(self->partial); Py_CLEAR(self->event_fn);
     Py_CLEAR(self->file); Py_CLEAR(self->acquire_op); Py_CLEAR(self->release_op); Py_CLEAR(self->write_mode);
     Py_CLEAR(self->view_type); Py_CLEAR(self->held_type); Py_CLEAR(self->task_type);
-    Py_CLEAR(self->untrusted_from);
+    Py_CLEAR(self->untrusted_from); Py_CLEAR(self->recent_type); Py_CLEAR(self->move_to_end);
+    Py_CLEAR(self->transition); Py_CLEAR(self->context_hit); Py_CLEAR(self->annotated);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *arg) {
     Py_VISIT(self->lines); Py_VISIT(self->split); Py_VISIT(self->views); Py_VISIT(self->reader);
     Py_VISIT(self->checker); Py_VISIT(self->annotator); Py_VISIT(self->partial); Py_VISIT(self->event_fn);
-    Py_VISIT(self->read_policy);
+    Py_VISIT(self->read_policy); Py_VISIT(self->annotated); Py_VISIT(self->context_hit);
     return 0;
 }
 
@@ -162,11 +169,23 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
                           &PyDict_Type, &self->bodies, &PyDict_Type, &self->views))
         return -1;
     Py_INCREF(self->heads); Py_INCREF(self->flag_cache); Py_INCREF(self->bodies); Py_INCREF(self->views);
-    /* make: (partial, _event, file, ACQUIRE, RELEASE, WRITE, _View, HeldLock, TaskState) */
-    PyObject *view_type, *held_type, *task_type;
-    if (!PyArg_ParseTuple(make, "OOOOOOO!O!O!", &self->partial, &self->event_fn, &self->file, &self->acquire_op,
+    /* make: (partial, _event, file, ACQUIRE, RELEASE, WRITE, _View, HeldLock, TaskState, RecentLocks,
+     * context_transition, context_hit) */
+    PyObject *view_type, *held_type, *task_type, *recent_type;
+    if (!PyArg_ParseTuple(make, "OOOOOOO!O!O!O!OO", &self->partial, &self->event_fn, &self->file, &self->acquire_op,
                           &self->release_op, &self->write_mode, &PyType_Type, &view_type, &PyType_Type, &held_type,
-                          &PyType_Type, &task_type))
+                          &PyType_Type, &task_type, &PyType_Type, &recent_type, &self->transition, &self->context_hit))
+        return -1;
+    Py_INCREF(recent_type);
+    self->recent_type = (PyTypeObject *)recent_type;
+    Py_INCREF(self->transition);
+    Py_INCREF(self->context_hit);
+    Py_INCREF(annotated);
+    self->annotated = annotated;
+    if (offsets(self->recent_type, recent_names, self->recent_off, R_N) < 0)
+        return -1;
+    self->move_to_end = PyObject_GetAttrString((PyObject *)&PyODict_Type, "move_to_end");
+    if (self->move_to_end == NULL)
         return -1;
     Py_INCREF(self->partial); Py_INCREF(self->event_fn); Py_INCREF(self->file); Py_INCREF(self->acquire_op);
     Py_INCREF(self->release_op); Py_INCREF(self->write_mode);
@@ -573,6 +592,31 @@ static PyObject *new_held(CaptureFilter *self, PyObject **fields) {
     return hlock;
 }
 
+/* `recent.add(pair)` (tasks.RecentLocks.add): a lock seen again moves to the end; a new one is
+ * added when that keeps within the limit, else (the oldest to forget) the method itself is asked */
+static int remember(CaptureFilter *self, PyObject *recent, PyObject *pair) {
+    if (Py_TYPE(recent) == self->recent_type) {
+        PyObject *locks = SLOT(recent, self->recent_off[R_LOCKS]), *limit = SLOT(recent, self->recent_off[R_LIMIT]);
+        if (locks != NULL && limit != NULL && Py_TYPE(locks) == &PyODict_Type) {
+            int seen = PyDict_Contains(locks, pair);
+            if (seen < 0)
+                return -1;
+            if (seen) {
+                PyObject *args[2] = {locks, pair};
+                PyObject *done = PyObject_Vectorcall(self->move_to_end, args, 2, NULL);
+                Py_XDECREF(done);
+                return done == NULL ? -1 : 0;
+            }
+            long most = small_long(limit);
+            if (most >= 0 && PyDict_GET_SIZE(locks) < most)
+                return PyObject_SetItem(locks, pair, Py_None);
+        }
+    }
+    PyObject *done = PyObject_CallMethodOneArg(recent, s_add, pair);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
 /* an acquisition (the Python loop's ACQUIRE branch): 1 applied, 0 passed on, -1 error */
 static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *fl,
                         PyObject *body, PyObject *timestamp) {
@@ -676,11 +720,10 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     self->ev_now++;
     if (recent != Py_None) {
         PyObject *pair = PyTuple_Pack(2, name, instance);
-        PyObject *added = pair ? PyObject_CallMethodOneArg(recent, s_add, pair) : NULL;
+        int added = pair ? remember(self, recent, pair) : -1;
         Py_XDECREF(pair);
-        if (added == NULL)
+        if (added < 0)
             goto done;
-        Py_DECREF(added);
         PyObject *last = PyLong_FromLongLong(self->ev_now);
         int failed = last == NULL || PyObject_SetAttr(recent, s_last, last) < 0;
         Py_XDECREF(last);
@@ -870,6 +913,63 @@ static int take_other(CaptureFilter *self, PyObject *head, PyObject *body) {
     return 1;
 }
 
+/* The Python loop's irq-context change (`context_transition` + `context_hit`, both asked) of a
+ * line whose flags column changed: the task's new view (borrowed, in the views), or NULL: passed
+ * on, nothing changed (an error set, or not).  Once applied, the change stands whether or not the
+ * line's lock event is applied here too (as in the Python loop: its context is the task's now). */
+static PyObject *change_context(CaptureFilter *self, PyObject *view, PyObject *head, PyObject *fl, PyObject *body,
+                                PyObject *timestamp, PyObject *old) {
+    PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
+    if (PyTuple_GET_ITEM(body, B_OP) == self->acquire_op) {
+        PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
+        if (!PyUnicode_Check(name) || PyUnicode_GET_LENGTH(name) == 0 || self->probe_known)
+            return NULL;
+        if (PyDict_GET_SIZE(self->pending)) {
+            PyObject *waiting = PyDict_GetItemWithError(self->pending, PyTuple_GET_ITEM(head, H_CPU_TEXT));
+            if (waiting != NULL || PyErr_Occurred())
+                return NULL;
+        }
+    }
+    PyObject *state = PyTuple_GET_ITEM(fl, F_STATE);
+    PyObject *args2[2] = {old == NULL ? small_ints[0] : old, state};
+    PyObject *ops = PyObject_Vectorcall(self->transition, args2, 2, NULL);
+    if (ops == NULL)
+        return NULL;
+    PyObject *result = NULL;
+    PyObject *lineno = PyLong_FromLongLong(self->lineno);
+    PyObject *ts = lineno ? PyFloat_FromString(timestamp) : NULL;
+    if (ts == NULL)
+        goto out;
+    PyObject *args[10] = {self->checker, view, self->annotated, task, ops, PyTuple_GET_ITEM(head, H_DISPLAY),
+                          PyTuple_GET_ITEM(head, H_CPU), self->file, lineno, ts};
+    /* (it counts the checker's events: the counts kept here go back first, and are read again) */
+    if (suspend(self) < 0)
+        goto out;
+    PyObject *changed = PyObject_Vectorcall(self->context_hit, args, 10, NULL);
+    if (attr_longlong(self->cstats, s_events, &self->ev_now) < 0 ||
+        attr_longlong(self->cstats, s_chain_hits, &self->hits_now) < 0) {
+        Py_XDECREF(changed);
+        goto out;
+    }
+    if (changed == NULL || changed == Py_None) {
+        Py_XDECREF(changed);
+        goto out;
+    }
+    Py_ssize_t n = PyObject_Length(ops);
+    if (n < 0 || PyDict_SetItem(self->views, task, changed) < 0 || PyDict_SetItem(self->contexts, task, state) < 0) {
+        Py_DECREF(changed);
+        goto out;
+    }
+    self->context_events += n;
+    result = changed;
+    Py_DECREF(changed); /* the views hold it */
+out:
+    Py_DECREF(ops);
+    Py_XDECREF(lineno);
+    Py_XDECREF(ts);
+    return result;
+}
+
 /* One line: 1 applied, 0 passed on (nothing changed), -1 error. */
 static int take_line(CaptureFilter *self, PyObject *line) {
     if (!PyUnicode_CheckExact(line) || PyUnicode_GET_LENGTH(line) == 0 || PyUnicode_READ_CHAR(line, 0) == '#')
@@ -917,8 +1017,17 @@ static int take_line(CaptureFilter *self, PyObject *line) {
             r = -1;
             goto done;
         }
-        if (state != (old == NULL ? 0 : small_long(old)))
-            goto done; /* an irq-context change: the Python loop's (context_hit) */
+        if (state != (old == NULL ? 0 : small_long(old))) {
+            /* an irq-context change: the reader's irq-context events first, then the lock's */
+            PyObject *changed = change_context(self, view, head, fl, body, timestamp, old);
+            if (changed == NULL) {
+                r = PyErr_Occurred() ? -1 : 0;
+                goto done;
+            }
+            view = changed; /* (borrowed: the views hold it) */
+            if (Py_TYPE(view) != self->view_type)
+                goto done;
+        }
     }
     PyObject *ctask = SLOT(view, self->view_off[V_TASK]);
     if (ctask == NULL || Py_TYPE(ctask) != self->task_type)
@@ -997,7 +1106,7 @@ static PyObject *CaptureFilter_next(CaptureFilter *self) {
 }
 
 static PyObject *CaptureFilter_counts(CaptureFilter *self, PyObject *Py_UNUSED(ignored)) {
-    return Py_BuildValue("{sLsLsLsLsLsLsLsL}", "lines", self->lineno, "events", self->events,
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsL}", "context_events", self->context_events, "lines", self->lineno, "events", self->events,
                          "hardirq_lines", self->hardirq_lines, "softirq_lines", self->softirq_lines,
                          "names_resolved", self->resolved, "acquisitions", self->acquisitions,
                          "contention", self->contention_lines, "taken", self->taken);

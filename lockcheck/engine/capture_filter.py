@@ -18,7 +18,7 @@ from typing import Iterable, Iterator, Optional
 
 from lockcheck.events import ACQUIRE, RELEASE, WRITE
 from lockcheck.lockdep import rules
-from lockcheck.lockdep.tasks import HeldLock, TaskState
+from lockcheck.lockdep.tasks import HeldLock, RecentLocks, TaskState
 
 
 def _compiled():
@@ -82,8 +82,10 @@ def numbered(lines: Iterable[str], split, caches: tuple, reader, stats, checker,
     tables = rule_tables()
     if tables is None:
         return None
-    from lockcheck.engine.fast_stages import _View
+    from lockcheck.engine.fast_stages import _View, context_hit
+    from lockcheck.readers.ftrace_context import context_transition
 
-    make = (functools.partial, event, file, ACQUIRE, RELEASE, WRITE, _View, HeldLock, TaskState)
+    make = (functools.partial, event, file, ACQUIRE, RELEASE, WRITE, _View, HeldLock, TaskState, RecentLocks,
+            context_transition, context_hit)
     return core(lines, split, caches, reader, stats, checker, ann, make, tables,
                 -1 if tick_mask is None else tick_mask)

@@ -357,6 +357,7 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
             resolved += counts["names_resolved"]
             acquisitions += counts["acquisitions"]
             stats.contention += counts["contention"]
+            context_events += counts["context_events"]
         stats.lines += lineno
         stats.events += events
         stats.hardirq_lines += hardirq_lines
