@@ -30,6 +30,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include "_rules.h"
+#include "_ftsplit.h"
 
 /* the body tuple (fast_capture: kind, op, instance, name, trylock, read, event) and its kinds */
 enum { B_KIND, B_OP, B_INSTANCE, B_NAME, B_TRYLOCK, B_READ, B_EVENT };
@@ -52,6 +53,8 @@ static const char *task_names[T_N] = {"name", "chain_key", "cpu", "pins"};
 
 enum { R_LOCKS, R_LIMIT, R_N };
 static const char *recent_names[R_N] = {"_locks", "_limit"};
+
+#define KEY_SLOTS 8192
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
@@ -87,6 +90,7 @@ typedef struct {
     long usage_const[12];   /* the mask when the index is -1 */
     int hash_ok;
     long tick;
+    PyObject **keys;        /* KEY_SLOTS str: recent line pieces (split_line), by a hash of their bytes */
     /* read on resume */
     int probe_known, contention, a_capture, a_trusted;
     PyObject *untrusted_from;
@@ -137,6 +141,12 @@ static void CaptureFilter_dealloc(CaptureFilter *self) {
     Py_CLEAR(self->suffixes); Py_CLEAR(self->index); Py_CLEAR(self->partial); Py_CLEAR(self->event_fn);
     Py_CLEAR(self->file); Py_CLEAR(self->acquire_op); Py_CLEAR(self->release_op); Py_CLEAR(self->write_mode);
     Py_CLEAR(self->view_type); Py_CLEAR(self->held_type); Py_CLEAR(self->task_type);
+    if (self->keys != NULL) {
+        for (Py_ssize_t i = 0; i < KEY_SLOTS; i++)
+            Py_CLEAR(self->keys[i]);
+        PyMem_Free(self->keys);
+        self->keys = NULL;
+    }
     Py_CLEAR(self->untrusted_from); Py_CLEAR(self->recent_type); Py_CLEAR(self->move_to_end);
     Py_CLEAR(self->transition); Py_CLEAR(self->context_hit); Py_CLEAR(self->annotated);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -214,6 +224,10 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
     if (self->hash_ok < 0)
         return -1;
     self->tick = tick;
+    if (self->keys == NULL && (self->keys = PyMem_Calloc(KEY_SLOTS, sizeof(PyObject *))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
     Py_INCREF(split);
     self->split = split;
     self->lines = PyObject_GetIter(lines);
@@ -970,19 +984,88 @@ out:
     return result;
 }
 
+/* A 64-bit hash of `n` bytes (FNV-style, 8 bytes a step): the slot of a piece in `keys`. */
+static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
+    Py_ssize_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t word;
+        memcpy(&word, p + i, 8);
+        h = (h ^ word) * 1099511628211ULL;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++)
+        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
+    return h ^ (h >> 32);
+}
+
+/* A str of the `n` ASCII bytes at `p`. */
+static inline PyObject *ascii_str(const char *p, Py_ssize_t n) {
+    PyObject *s = PyUnicode_New(n, 127);
+    if (s != NULL)
+        memcpy(PyUnicode_DATA(s), p, (size_t)n);
+    return s;
+}
+
+/* The value of the piece at `p` (`n` bytes) in `dict` (borrowed), looked up by a str this filter
+ * made before for the same bytes (its hash kept in it) rather than a new str per line; NULL:
+ * absent (or an error set). */
+static PyObject *piece(CaptureFilter *self, PyObject *dict, const char *p, Py_ssize_t n) {
+    PyObject **slot = &self->keys[hash_bytes(p, n) & (KEY_SLOTS - 1)];
+    PyObject *key = *slot;
+    if (key == NULL || PyUnicode_GET_LENGTH(key) != n || memcmp(PyUnicode_DATA(key), p, (size_t)n) != 0) {
+        key = ascii_str(p, n);
+        if (key == NULL)
+            return NULL;
+        Py_XSETREF(*slot, key);
+    }
+    return PyDict_GetItemWithError(dict, key);
+}
+
+/* A line's pieces from the caches, as `_ftscan.split` finds them (the same split, _ftsplit.h):
+ * the head, flags and body (borrowed) and where its time stamp is; 0: not all there (or an error
+ * set), the Python loop's. */
+typedef struct {
+    PyObject *head, *fl, *body;
+    const char *ts;
+    Py_ssize_t ts_len;
+} Split;
+
+static int split_line(CaptureFilter *self, PyObject *line, Split *out) {
+    if (!PyUnicode_IS_ASCII(line))
+        return 0;
+    const char *text = (const char *)PyUnicode_DATA(line);
+    Pieces at;
+    if (!split_pieces(text, PyUnicode_GET_LENGTH(line), &at) || !stamp_ok(text, at.ts_start, at.colon))
+        return 0;
+    out->head = piece(self, self->heads, text, at.end);
+    if (out->head == NULL)
+        return 0;
+    Py_ssize_t flags_end = at.blank >= at.from ? at.blank : at.from;
+    out->fl = piece(self, self->flag_cache, text + at.from, flags_end - at.from);
+    if (out->fl == NULL)
+        return 0;
+    out->body = piece(self, self->bodies, text + at.colon + 2, at.n - at.colon - 2);
+    if (out->body == NULL)
+        return 0;
+    out->ts = text + at.ts_start;
+    out->ts_len = at.colon - at.ts_start;
+    return 1;
+}
+
 /* One line: 1 applied, 0 passed on (nothing changed), -1 error. */
 static int take_line(CaptureFilter *self, PyObject *line) {
     if (!PyUnicode_CheckExact(line) || PyUnicode_GET_LENGTH(line) == 0 || PyUnicode_READ_CHAR(line, 0) == '#')
         return 0;
-    PyObject *args[4] = {line, self->heads, self->flag_cache, self->bodies};
-    PyObject *got = PyObject_Vectorcall(self->split, args, 4, NULL);
-    if (got == NULL)
-        return -1;
+    Split sp;
+    if (!split_line(self, line, &sp))
+        return PyErr_Occurred() ? -1 : 0;
     int r = 0;
-    if (!PyTuple_CheckExact(got) || PyTuple_GET_SIZE(got) != 4)
-        goto done;
-    PyObject *head = PyTuple_GET_ITEM(got, 0), *fl = PyTuple_GET_ITEM(got, 1),
-             *timestamp = PyTuple_GET_ITEM(got, 2), *body = PyTuple_GET_ITEM(got, 3);
+    PyObject *head = sp.head, *fl = sp.fl, *body = sp.body, *timestamp = NULL;
+    /* (held for the line: the caches are the Python loop's to change) */
+    Py_INCREF(head);
+    Py_INCREF(fl);
+    Py_INCREF(body);
     if (!PyTuple_CheckExact(body) || PyTuple_GET_SIZE(body) != 7 || !PyTuple_CheckExact(head) ||
         PyTuple_GET_SIZE(head) != 4 || !PyTuple_CheckExact(fl) || PyTuple_GET_SIZE(fl) != 3)
         goto done;
@@ -999,8 +1082,13 @@ static int take_line(CaptureFilter *self, PyObject *line) {
         goto done;
     }
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
-    if (task == Py_None || PyUnicode_GET_LENGTH(timestamp) > 40)
+    if (task == Py_None || sp.ts_len > 40)
         goto done;
+    timestamp = ascii_str(sp.ts, sp.ts_len);
+    if (timestamp == NULL) {
+        r = -1;
+        goto done;
+    }
     long state = small_long(PyTuple_GET_ITEM(fl, F_STATE));
     if (state < 0)
         goto done;
@@ -1062,7 +1150,10 @@ static int take_line(CaptureFilter *self, PyObject *line) {
     Py_DECREF(ctask);
     Py_DECREF(view);
 done:
-    Py_DECREF(got);
+    Py_DECREF(head);
+    Py_DECREF(fl);
+    Py_DECREF(body);
+    Py_XDECREF(timestamp);
     return r;
 }
 
