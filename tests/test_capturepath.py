@@ -12,15 +12,18 @@ and JSON Lines input shipped with the tests.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lockcheck.engine import fast_capture as capturepath
+from lockcheck.engine import capture_filter, fast_capture as capturepath
 from lockcheck.kernel import state as kstate
 from lockcheck.kernel.annotations import Annotator
 from lockcheck.kernel.per_boot import AnnotationOptions
@@ -187,6 +190,7 @@ def _outcome(lines: list[str], fast, with_state: bool, first: bool = False) -> d
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("filtered", [True, False], ids=["compiled-filter", "python-loop"])
 @settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "150")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(captures(), st.booleans())
@@ -196,10 +200,33 @@ def _outcome(lines: list[str], fast, with_state: bool, first: bool = False) -> d
           "           bash-12 [000] d.h1.  5.1: lock_acquire: 0xc3 read rcu_read_lock",
           "           bash-12 [000] d.h1.  5.2: lock_release: 0xc3 ",
           "           bash-12 [000] d.h1.  5.2: lock_release: 0xc3 rcu_read_lock"] * 3, False)
-def test_fast_path_is_the_plain_path(lines, with_state) -> None:
+def test_fast_path_is_the_plain_path(filtered, lines, with_state) -> None:
     plain = _outcome(lines, False, with_state)
-    assert _outcome(lines, True, with_state) == plain
+    with _filter(filtered):
+        assert _outcome(lines, True, with_state) == plain
     assert _outcome(lines, "fields", with_state) == plain
+
+
+@contextlib.contextmanager
+def _filter(on: bool):
+    """The capture fast path with its compiled filter (`capture_filter`, where built) or its Python loop alone."""
+    if on:
+        yield
+    else:
+        with mock.patch.object(capture_filter, "_compiled", lambda: None):
+            yield
+
+
+@pytest.mark.skipif(not capture_filter.compiled(), reason="the compiled filter is not built")
+@settings(max_examples=int(os.environ.get("LOCKCHECK_FILTER_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(captures(), st.booleans())
+def test_the_compiled_filter_is_the_python_loop(lines, with_state) -> None:
+    """The compiled filter (`_capturecore.CaptureFilter`) in front of the Python loop leaves what the loop alone
+    leaves, and what the plain path leaves (a quicker cousin of the slow property above, run always)."""
+    with _filter(False):
+        loop = _outcome(lines, True, with_state)
+    assert _outcome(lines, True, with_state) == loop == _outcome(lines, False, with_state)
 
 
 def test_a_bad_line_keeps_its_place() -> None:
@@ -243,7 +270,8 @@ def test_first_finding_stops_both_alike() -> None:
     assert [f.kind for f in fast["findings"]] == ["circular-dependency"]
 
 
-def test_hits_are_taken_fast() -> None:
+@pytest.mark.parametrize("filtered", [True, False], ids=["compiled-filter", "python-loop"])
+def test_hits_are_taken_fast(filtered) -> None:
     """A repeated block of lines is applied by the fast path, not handed on (what makes it fast)."""
     block = ["           bash-12 [000] ...1.  5.1: lock_acquire: 00000000a1 &x->a",
              "           bash-12 [000] ...1.  5.1: lock_acquired: 00000000a1 &x->a",
@@ -256,8 +284,10 @@ def test_hits_are_taken_fast() -> None:
     stats = ftrace.ReaderStats()
     handed: list = []
     reader = ftrace.FtraceReader("t.ftrace", stats=stats)
-    misses = capturepath._ftrace_misses(checker, annotator, reader, stats, None, block * 50, "t.ftrace")
-    for numbered in misses:
+    with _filter(filtered):
+        misses = capturepath._ftrace_misses(checker, annotator, reader, stats, None, block * 50, "t.ftrace")
+        handed_first = next(misses)
+    for numbered in itertools.chain([handed_first], misses):
         handed.append(numbered[0])
         for ev in annotator.run(reader.parse_numbered([numbered], count_lines=False)):
             checker.feed(ev)

@@ -3,7 +3,7 @@
  * loop (lockcheck/engine/fast_capture.py, `_ftrace_misses`), as _speedups.c's LineFilter is in
  * front of fast_lt's.
  *
- * `CaptureFilter(lines, split, caches, reader, checker, annotated, make, rules, tick)` is an
+ * `CaptureFilter(lines, caches, reader, stats, checker, annotated, make, rules, tick)` is an
  * iterator over the ftrace lines that applies, itself, the common lines the Python loop would
  * apply -- an acquisition onto a cached chain (the annotator's `decide` + `_push_hit` + the
  * annotator's `acquire` + the reader's bookkeeping), the release of the innermost lock
@@ -12,8 +12,8 @@
  * Python loop then handles exactly as without this filter.  Whatever it is not sure of (a piece
  * of the line not in the caches, no view of the task, an irq-context change, an annotator that
  * would doubt, a cache miss, a new usage bit, an entry that is no HeldLock) it passes on, having
- * changed nothing.  It shares the Python loop's dictionaries (the line pieces' caches that
- * `_ftscan.split` reads, `views`) and the stages' own state, and only looks things up in them
+ * changed nothing.  It shares the Python loop's dictionaries (the line pieces' caches, read with
+ * `_ftscan`'s own split (_ftsplit.h), `views`) and the stages' own state, and only looks things up in them
  * or does to them what the Python loop does.
  *
  * What only Python code changes between two lines the filter passes on (the reader's
@@ -66,12 +66,12 @@ static PyObject *small_ints[2];
 typedef struct {
     PyObject_HEAD
     PyObject *lines;        /* the iterator of lines */
-    PyObject *split;        /* _ftscan.split */
     PyObject *heads, *flag_cache, *bodies, *views;
     /* the reader */
     PyObject *reader, *read_policy, *held_names, *contexts, *comms, *pending, *by_map, *skipped;
     /* the checker */
-    PyObject *checker, *cstats, *nodes, *chain_cache, *initial;
+    PyObject *checker, *cstats, *nodes, *chain_cache, *initial, *tasks;
+    Py_ssize_t view_limit;  /* fast_capture._VIEW_LIMIT */
     /* the annotator (`_Annotated`), or all NULL */
     PyObject *annotator, *held_of, *actx, *acpu, *sources, *tries, *changes, *only_unchecked, *ruled_of,
         *suffixes, *index;
@@ -131,7 +131,7 @@ static inline void slot_set(PyObject *o, Py_ssize_t off, PyObject *value) {
 
 static void CaptureFilter_dealloc(CaptureFilter *self) {
     PyObject_GC_UnTrack(self);
-    Py_CLEAR(self->lines); Py_CLEAR(self->split); Py_CLEAR(self->heads); Py_CLEAR(self->flag_cache);
+    Py_CLEAR(self->lines); Py_CLEAR(self->heads); Py_CLEAR(self->flag_cache);
     Py_CLEAR(self->bodies); Py_CLEAR(self->views); Py_CLEAR(self->reader); Py_CLEAR(self->read_policy);
     Py_CLEAR(self->held_names); Py_CLEAR(self->contexts); Py_CLEAR(self->comms); Py_CLEAR(self->pending);
     Py_CLEAR(self->by_map); Py_CLEAR(self->skipped); Py_CLEAR(self->checker); Py_CLEAR(self->cstats);
@@ -148,12 +148,12 @@ static void CaptureFilter_dealloc(CaptureFilter *self) {
         self->keys = NULL;
     }
     Py_CLEAR(self->untrusted_from); Py_CLEAR(self->recent_type); Py_CLEAR(self->move_to_end);
-    Py_CLEAR(self->transition); Py_CLEAR(self->context_hit); Py_CLEAR(self->annotated);
+    Py_CLEAR(self->tasks); Py_CLEAR(self->transition); Py_CLEAR(self->context_hit); Py_CLEAR(self->annotated);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *arg) {
-    Py_VISIT(self->lines); Py_VISIT(self->split); Py_VISIT(self->views); Py_VISIT(self->reader);
+    Py_VISIT(self->lines); Py_VISIT(self->views); Py_VISIT(self->reader);
     Py_VISIT(self->checker); Py_VISIT(self->annotator); Py_VISIT(self->partial); Py_VISIT(self->event_fn);
     Py_VISIT(self->read_policy); Py_VISIT(self->annotated); Py_VISIT(self->context_hit);
     return 0;
@@ -169,9 +169,9 @@ static int get_attr(PyObject *obj, const char *name, PyObject **out) {
 }
 
 static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwds) {
-    PyObject *lines, *split, *caches, *reader, *stats, *checker, *annotated, *make, *rule_tables;
+    PyObject *lines, *caches, *reader, *stats, *checker, *annotated, *make, *rule_tables;
     long tick;
-    if (!PyArg_ParseTuple(args, "OOO!OOOOO!O!l", &lines, &split, &PyTuple_Type, &caches, &reader, &stats, &checker,
+    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!l", &lines, &PyTuple_Type, &caches, &reader, &stats, &checker,
                           &annotated, &PyTuple_Type, &make, &PyTuple_Type, &rule_tables, &tick))
         return -1;
     /* caches: (heads, flag_cache, bodies, views) */
@@ -180,11 +180,12 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
         return -1;
     Py_INCREF(self->heads); Py_INCREF(self->flag_cache); Py_INCREF(self->bodies); Py_INCREF(self->views);
     /* make: (partial, _event, file, ACQUIRE, RELEASE, WRITE, _View, HeldLock, TaskState, RecentLocks,
-     * context_transition, context_hit) */
+     * context_transition, context_hit, _VIEW_LIMIT) */
     PyObject *view_type, *held_type, *task_type, *recent_type;
-    if (!PyArg_ParseTuple(make, "OOOOOOO!O!O!O!OO", &self->partial, &self->event_fn, &self->file, &self->acquire_op,
+    if (!PyArg_ParseTuple(make, "OOOOOOO!O!O!O!OOn", &self->partial, &self->event_fn, &self->file, &self->acquire_op,
                           &self->release_op, &self->write_mode, &PyType_Type, &view_type, &PyType_Type, &held_type,
-                          &PyType_Type, &task_type, &PyType_Type, &recent_type, &self->transition, &self->context_hit))
+                          &PyType_Type, &task_type, &PyType_Type, &recent_type, &self->transition, &self->context_hit,
+                          &self->view_limit))
         return -1;
     Py_INCREF(recent_type);
     self->recent_type = (PyTypeObject *)recent_type;
@@ -228,8 +229,6 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
         PyErr_NoMemory();
         return -1;
     }
-    Py_INCREF(split);
-    self->split = split;
     self->lines = PyObject_GetIter(lines);
     if (self->lines == NULL)
         return -1;
@@ -248,8 +247,12 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
     Py_INCREF(checker);
     self->checker = checker;
     if (get_attr(checker, "stats", &self->cstats) < 0 || get_attr(checker, "_nodes", &self->nodes) < 0 ||
-        get_attr(checker, "chain_cache", &self->chain_cache) < 0)
+        get_attr(checker, "chain_cache", &self->chain_cache) < 0 || get_attr(checker, "tasks", &self->tasks) < 0)
         return -1;
+    if (!PyDict_Check(self->tasks)) {
+        PyErr_SetString(PyExc_TypeError, "the checker's tasks are no dict");
+        return -1;
+    }
     if (!PyDict_Check(self->nodes) || !PyAnySet_Check(self->chain_cache)) {
         PyErr_SetString(PyExc_TypeError, "the checker's state is no dict and set");
         return -1;
@@ -1053,6 +1056,34 @@ static int split_line(CaptureFilter *self, PyObject *line, Split *out) {
     return 1;
 }
 
+/* The Python loop's view of a task it has none of yet (`_View(ctask, held_of.get(task))`, the views
+ * cleared when there are _VIEW_LIMIT of them): borrowed, in the views; NULL: the checker knows no
+ * such task (or an error set).  A view is what the task's state is now: made here or by the Python
+ * loop for the same line, it is the same. */
+static PyObject *new_view(CaptureFilter *self, PyObject *task) {
+    PyObject *ctask = PyDict_GetItemWithError(self->tasks, task);
+    if (ctask == NULL)
+        return NULL;
+    PyObject *a_held = Py_None;
+    if (self->held_of != NULL) {
+        a_held = PyDict_GetItemWithError(self->held_of, task);
+        if (a_held == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            a_held = Py_None;
+        }
+    }
+    PyObject *args[2] = {ctask, a_held};
+    PyObject *view = PyObject_Vectorcall((PyObject *)self->view_type, args, 2, NULL);
+    if (view == NULL)
+        return NULL;
+    if (PyDict_GET_SIZE(self->views) >= self->view_limit)
+        PyDict_Clear(self->views);
+    int r = PyDict_SetItem(self->views, task, view);
+    Py_DECREF(view);
+    return r < 0 ? NULL : view;
+}
+
 /* One line: 1 applied, 0 passed on (nothing changed), -1 error. */
 static int take_line(CaptureFilter *self, PyObject *line) {
     if (!PyUnicode_CheckExact(line) || PyUnicode_GET_LENGTH(line) == 0 || PyUnicode_READ_CHAR(line, 0) == '#')
@@ -1094,8 +1125,10 @@ static int take_line(CaptureFilter *self, PyObject *line) {
         goto done;
     PyObject *view = PyDict_GetItemWithError(self->views, task);
     if (view == NULL) {
-        r = PyErr_Occurred() ? -1 : 0;
-        goto done;
+        if (PyErr_Occurred() || (view = new_view(self, task)) == NULL) {
+            r = PyErr_Occurred() ? -1 : 0;
+            goto done;
+        }
     }
     if (Py_TYPE(view) != self->view_type)
         goto done;
@@ -1214,7 +1247,7 @@ static PyTypeObject CaptureFilterType = {
     .tp_name = "lockcheck.engine._capturecore.CaptureFilter",
     .tp_basicsize = sizeof(CaptureFilter),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "CaptureFilter(lines, split, caches, reader, stats, checker, annotated, make, rules, tick): "
+    .tp_doc = "CaptureFilter(lines, caches, reader, stats, checker, annotated, make, rules, tick): "
               "(lineno, line) of the lines the capture fast path's Python loop must handle",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)CaptureFilter_init,

@@ -71,13 +71,14 @@ def rule_tables() -> Optional[tuple]:
     return validates, unchecked, rules.compiled_tables()[1], usage
 
 
-def numbered(lines: Iterable[str], split, caches: tuple, reader, stats, checker, ann, file: str,
-             tick_mask: Optional[int], event) -> Optional[Iterator[tuple[int, str]]]:
+def numbered(lines: Iterable[str], caches: tuple, reader, stats, checker, ann, file: str,
+             tick_mask: Optional[int], event, view_limit: int) -> Optional[Iterator[tuple[int, str]]]:
     """The filter over `lines` (`(lineno, line)` of what the Python loop must handle), or None: it
     cannot run here.  `caches`: the loop's (heads, flag_cache, bodies, views); `ann`: its
-    `_Annotated` (or None); `event`: what rebuilds an acquisition's event (`fast_stages._event`)."""
+    `_Annotated` (or None); `event`: what rebuilds an acquisition's event (`fast_stages._event`);
+    `view_limit`: views kept at most (the loop's `_VIEW_LIMIT`)."""
     core = _compiled()
-    if core is None or split is None:
+    if core is None:
         return None
     tables = rule_tables()
     if tables is None:
@@ -86,6 +87,6 @@ def numbered(lines: Iterable[str], split, caches: tuple, reader, stats, checker,
     from lockcheck.readers.ftrace_context import context_transition
 
     make = (functools.partial, event, file, ACQUIRE, RELEASE, WRITE, _View, HeldLock, TaskState, RecentLocks,
-            context_transition, context_hit)
-    return core(lines, split, caches, reader, stats, checker, ann, make, tables,
+            context_transition, context_hit, view_limit)
+    return core(lines, caches, reader, stats, checker, ann, make, tables,
                 -1 if tick_mask is None else tick_mask)
