@@ -52,6 +52,7 @@ enum { T_NAME, T_CHAIN_KEY, T_CPU, T_PINS, T_N };
 static const char *task_names[T_N] = {"name", "chain_key", "cpu", "pins"};
 
 enum { R_LOCKS, R_LIMIT, R_N };
+enum { S_STATE, S_NONE, S_RULE };
 static const char *recent_names[R_N] = {"_locks", "_limit"};
 
 #define KEY_SLOTS 8192
@@ -91,6 +92,8 @@ typedef struct {
     int hash_ok;
     long tick;
     PyObject **keys;        /* KEY_SLOTS str: recent line pieces (split_line), by a hash of their bytes */
+    /* the annotator's counts (`tries[file]`, `sources`) not added yet */
+    long long tries_delta[2], sources_delta[3];
     /* read on resume */
     int probe_known, contention, a_capture, a_trusted;
     PyObject *untrusted_from;
@@ -288,6 +291,55 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
     return 0;
 }
 
+/* ---- an acquisition's event, read back only if asked ------------------------------------------
+ *
+ * `Later(fn, *args)()` is `fn(*args)`: what `functools.partial(_event, ...)` is to the Python loop's
+ * HeldLock, the HeldLock's `_source` (`HeldLock.event` calls it once, then drops it), made here
+ * for every acquisition the filter pushes.  Its fields are str, int, float, bool, None and the
+ * function: nothing that can lead back to it, so it is left out of the collector's sight. */
+
+#define LATER_N 12
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *items[LATER_N]; /* fn, then its arguments */
+} Later;
+
+static void Later_dealloc(Later *self) {
+    for (int i = 0; i < LATER_N; i++)
+        Py_XDECREF(self->items[i]);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *Later_call(Later *self, PyObject *args, PyObject *kwds) {
+    if ((args != NULL && PyTuple_GET_SIZE(args)) || (kwds != NULL && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Later() takes no arguments");
+        return NULL;
+    }
+    return PyObject_Vectorcall(self->items[0], self->items + 1, LATER_N - 1, NULL);
+}
+
+static PyTypeObject LaterType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "lockcheck.engine._capturecore.Later",
+    .tp_basicsize = sizeof(Later),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "an acquisition's event, made when called (fn(*args))",
+    .tp_dealloc = (destructor)Later_dealloc,
+    .tp_call = (ternaryfunc)Later_call,
+};
+
+static PyObject *later(PyObject **items) {
+    Later *self = PyObject_New(Later, &LaterType);
+    if (self == NULL)
+        return NULL;
+    for (int i = 0; i < LATER_N; i++) {
+        Py_INCREF(items[i]);
+        self->items[i] = items[i];
+    }
+    return (PyObject *)self;
+}
+
 /* ---- what Python changes between two lines passed on ------------------------------------- */
 
 static int attr_true(PyObject *obj, PyObject *name, int *out) {
@@ -338,13 +390,19 @@ static int set_longlong(PyObject *obj, PyObject *name, long long value) {
     return r;
 }
 
-/* the checker's counts kept here, written back (keeping an error that is set) */
+static int count_add(PyObject *d, PyObject *key, long long n);
+static int list_add(PyObject *list, Py_ssize_t i, long delta);
+static int flush_annotator(CaptureFilter *self);
+
+/* the checker's and the annotator's counts kept here, written back (keeping an error that is set) */
 static int suspend(CaptureFilter *self) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     int r = set_longlong(self->cstats, s_events, self->ev_now);
     if (r == 0)
         r = set_longlong(self->cstats, s_chain_hits, self->hits_now);
+    if (r == 0)
+        r = flush_annotator(self);
     if (type != NULL) {
         if (r < 0)
             PyErr_Clear();
@@ -355,6 +413,63 @@ static int suspend(CaptureFilter *self) {
 }
 
 /* ---- helpers ----------------------------------------------------------------------------- */
+
+/* d[key] += n, as Python does it (a Counter's missing key is 0) */
+static int count_add(PyObject *d, PyObject *key, long long n) {
+    PyObject *old = PyDict_GetItemWithError(d, key);
+    if (old == NULL) {
+        if (PyErr_Occurred())
+            return -1;
+        old = PyObject_GetItem(d, key);
+        if (old == NULL)
+            return -1;
+    } else {
+        Py_INCREF(old);
+    }
+    PyObject *delta = PyLong_FromLongLong(n);
+    PyObject *sum = delta ? PyNumber_Add(old, delta) : NULL;
+    Py_DECREF(old);
+    Py_XDECREF(delta);
+    if (sum == NULL)
+        return -1;
+    int r = PyObject_SetItem(d, key, sum);
+    Py_DECREF(sum);
+    return r;
+}
+
+/* The annotator's counts of the acquisitions applied since the last time, added to its own:
+ * `tries[file]` (acquisitions, trylocks) and `sources` (by what decided them). */
+static int flush_annotator(CaptureFilter *self) {
+    if (self->tries_delta[0]) {
+        PyObject *counts = PyDict_GetItemWithError(self->tries, self->file);
+        if (counts == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            counts = Py_BuildValue("[ii]", 0, 0);
+            if (counts == NULL || PyDict_SetItem(self->tries, self->file, counts) < 0) {
+                Py_XDECREF(counts);
+                return -1;
+            }
+            Py_DECREF(counts);
+        }
+        if (!PyList_CheckExact(counts) || PyList_GET_SIZE(counts) < 2) {
+            PyErr_SetString(PyExc_TypeError, "tries: no list");
+            return -1;
+        }
+        if (list_add(counts, 0, (long)self->tries_delta[0]) < 0 || list_add(counts, 1, (long)self->tries_delta[1]) < 0)
+            return -1;
+        self->tries_delta[0] = self->tries_delta[1] = 0;
+    }
+    PyObject *keys[3] = {s_state, s_none, s_rule};
+    for (int i = 0; i < 3; i++) {
+        if (self->sources_delta[i]) {
+            if (count_add(self->sources, keys[i], self->sources_delta[i]) < 0)
+                return -1;
+            self->sources_delta[i] = 0;
+        }
+    }
+    return 0;
+}
 
 /* d[key] += 1, as Python does it (a Counter's missing key is 0) */
 static int count_up(PyObject *d, PyObject *key) {
@@ -520,33 +635,21 @@ static int annotate_acquire(CaptureFilter *self, PyObject *view, PyObject *task,
                             PyObject *mode, int trylock, PyObject *cpu, const Verdict *v) {
     if (cpu != Py_None && PyDict_SetItem(self->acpu, task, cpu) < 0)
         return -1;
-    PyObject *counts = PyDict_GetItemWithError(self->tries, self->file);
-    if (counts == NULL) {
-        if (PyErr_Occurred())
-            return -1;
-        counts = Py_BuildValue("[ii]", 0, 0);
-        if (counts == NULL || PyDict_SetItem(self->tries, self->file, counts) < 0) {
-            Py_XDECREF(counts);
-            return -1;
-        }
-        Py_DECREF(counts);
-    }
-    if (!PyList_CheckExact(counts) || PyList_GET_SIZE(counts) < 2) {
-        PyErr_SetString(PyExc_TypeError, "tries: no list");
-        return -1;
-    }
-    if (list_add(counts, 0, 1) < 0 || (trylock && list_add(counts, 1, 1) < 0))
-        return -1;
+    /* (the annotator's counts of acquisitions by file and by source: kept here, added at `suspend`) */
+    self->tries_delta[0]++;
+    if (trylock)
+        self->tries_delta[1]++;
     if (v->origin != NULL) {
         PyObject *why = PyUnicode_Concat(s_rule_prefix, v->origin);
         PyObject *key = why ? PyTuple_Pack(3, s_check0, name, why) : NULL;
         Py_XDECREF(why);
         int r = key ? count_up(self->changes, key) : -1;
         Py_XDECREF(key);
-        if (r < 0 || count_up(self->sources, s_rule) < 0)
+        if (r < 0)
             return -1;
-    } else if (count_up(self->sources, v->use_state ? s_state : s_none) < 0) {
-        return -1;
+        self->sources_delta[S_RULE]++;
+    } else {
+        self->sources_delta[v->use_state ? S_STATE : S_NONE]++;
     }
     PyObject *a_held = SLOT(view, self->view_off[V_A_HELD]);
     if (a_held == Py_None) {
@@ -754,7 +857,7 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         PyObject *parts[12] = {self->event_fn, task, name, instance, mode, trylock ? Py_True : Py_False,
                                check ? Py_True : Py_False, timestamp, cpu, self->file, lineno,
                                PyTuple_GET_ITEM(head, H_DISPLAY)};
-        read_back = PyObject_Vectorcall(self->partial, parts, 12, NULL);
+        read_back = later(parts);
     }
     if (read_back == NULL)
         goto done;
@@ -1283,7 +1386,7 @@ PyMODINIT_FUNC PyInit__capturecore(void) {
 #undef INTERN
     small_ints[0] = PyLong_FromLong(0);
     small_ints[1] = PyLong_FromLong(1);
-    if (PyType_Ready(&CaptureFilterType) < 0)
+    if (PyType_Ready(&CaptureFilterType) < 0 || PyType_Ready(&LaterType) < 0)
         return NULL;
     PyObject *m = PyModule_Create(&capturecore_module);
     if (m == NULL)
