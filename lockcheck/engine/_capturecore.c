@@ -48,8 +48,14 @@ enum { HL_CLS, HL_LOCK, HL_INSTANCE, HL_SUBCLASS, HL_READ, HL_TRYLOCK, HL_CHECK,
 static const char *held_names_[HL_N] = {"cls", "lock", "instance", "subclass", "read", "trylock", "check", "nest",
                                         "irq_context", "hardirqs_off", "references", "prev_chain_key", "_event",
                                         "_source"};
-enum { T_NAME, T_CHAIN_KEY, T_CPU, T_PINS, T_N };
-static const char *task_names[T_N] = {"name", "chain_key", "cpu", "pins"};
+enum { T_NAME, T_CHAIN_KEY, T_CPU, T_PINS, T_HARDIRQS_ENABLED, T_SOFTIRQS_ENABLED, T_HARDIRQ_DEPTH, T_SOFTIRQ_DEPTH,
+       T_USAGE_NEED, T_IRQ_EVENTS, T_IRQ_KNOWN, T_HARDIRQ_THREADED, T_N };
+static const char *task_names[T_N] = {"name", "chain_key", "cpu", "pins", "hardirqs_enabled", "softirqs_enabled",
+                                      "hardirq_depth", "softirq_depth", "usage_need", "irq_events", "irq_known",
+                                      "hardirq_threaded"};
+/* the irq-state ops (events.py), in this order in `irq` */
+enum { OP_IRQS_OFF, OP_IRQS_ON, OP_SOFTIRQS_OFF, OP_SOFTIRQS_ON, OP_HARDIRQ_ENTER, OP_SOFTIRQ_ENTER, OP_HARDIRQ_EXIT,
+       OP_SOFTIRQ_EXIT, OP_N };
 
 enum { R_LOCKS, R_LIMIT, R_N };
 enum { S_STATE, S_NONE, S_RULE };
@@ -59,7 +65,7 @@ static const char *recent_names[R_N] = {"_locks", "_limit"};
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
-static PyObject *s_probe_known, *s_contention, *s_capture, *s_trusted, *s_untrusted_from, *s_fast_depth,
+static PyObject *s_preempt_rt, *s_stopped, *s_stamp_key, *s_probe_known, *s_contention, *s_capture, *s_trusted, *s_untrusted_from, *s_fast_depth,
     *s_events, *s_chain_hits, *s_add, *s_last, *s_usage, *s_irq_context, *s_state, *s_none, *s_rule, *s_check0,
     *s_rule_prefix, *s_empty;
 static PyObject *small_ints[2];
@@ -85,6 +91,12 @@ typedef struct {
     PyObject *move_to_end;  /* OrderedDict.move_to_end */
     /* irq-context changes: ftrace_context.context_transition, fast_stages.context_hit, the _Annotated or None */
     PyObject *transition, *context_hit, *annotated;
+    /* irq-state changes applied here (fast_held.irq_change): the ops, Evidence, rules.USAGE_NEEDS, rules.USED_ONLY,
+     * annotations.context_after, 1 << ENABLED_HARDIRQ, 1 << ENABLED_SOFTIRQ, READ_MASK; `transitions`: what
+     * context_transition gave for (old, new) */
+    PyObject *irq_ops[OP_N], *evidence, *usage_needs, *used_only, *context_after, *transitions, *irq;
+    long hard_bit, soft_bit, read_shift;
+    int preempt_rt, stopped;
     /* the rule tables */
     unsigned long validates_checked, validates_unchecked, separate;
     int usage_index[12];    /* [check*6 + read*2 + trylock]: the index into the view's needs, or -1 */
@@ -151,6 +163,10 @@ static void CaptureFilter_dealloc(CaptureFilter *self) {
         self->keys = NULL;
     }
     Py_CLEAR(self->untrusted_from); Py_CLEAR(self->recent_type); Py_CLEAR(self->move_to_end);
+    for (int i = 0; i < OP_N; i++)
+        Py_CLEAR(self->irq_ops[i]);
+    Py_CLEAR(self->evidence); Py_CLEAR(self->usage_needs); Py_CLEAR(self->used_only); Py_CLEAR(self->context_after);
+    Py_CLEAR(self->transitions); Py_CLEAR(self->irq);
     Py_CLEAR(self->tasks); Py_CLEAR(self->transition); Py_CLEAR(self->context_hit); Py_CLEAR(self->annotated);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -172,10 +188,10 @@ static int get_attr(PyObject *obj, const char *name, PyObject **out) {
 }
 
 static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwds) {
-    PyObject *lines, *caches, *reader, *stats, *checker, *annotated, *make, *rule_tables;
+    PyObject *lines, *caches, *reader, *stats, *checker, *annotated, *make, *rule_tables, *irq_args;
     long tick;
-    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!l", &lines, &PyTuple_Type, &caches, &reader, &stats, &checker,
-                          &annotated, &PyTuple_Type, &make, &PyTuple_Type, &rule_tables, &tick))
+    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!lO!", &lines, &PyTuple_Type, &caches, &reader, &stats, &checker,
+                          &annotated, &PyTuple_Type, &make, &PyTuple_Type, &rule_tables, &tick, &PyTuple_Type, &irq_args))
         return -1;
     /* caches: (heads, flag_cache, bodies, views) */
     if (!PyArg_ParseTuple(caches, "O!O!O!O!", &PyDict_Type, &self->heads, &PyDict_Type, &self->flag_cache,
@@ -210,6 +226,24 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
     if (offsets(self->view_type, view_names, self->view_off, V_N) < 0 ||
         offsets(self->held_type, held_names_, self->held_off, HL_N) < 0 ||
         offsets(self->task_type, task_names, self->task_off, T_N) < 0)
+        return -1;
+    /* irq: (ops, Evidence, USAGE_NEEDS, USED_ONLY, context_after, hard bit, soft bit, read shift) */
+    PyObject *irq_ops;
+    if (!PyArg_ParseTuple(irq_args, "O!OO!O!Olll", &PyTuple_Type, &irq_ops, &self->evidence, &PyDict_Type,
+                          &self->usage_needs, &PyList_Type, &self->used_only, &self->context_after, &self->hard_bit,
+                          &self->soft_bit, &self->read_shift))
+        return -1;
+    if (PyTuple_GET_SIZE(irq_ops) != OP_N) {
+        PyErr_SetString(PyExc_ValueError, "8 irq ops");
+        return -1;
+    }
+    for (int i = 0; i < OP_N; i++) {
+        self->irq_ops[i] = PyTuple_GET_ITEM(irq_ops, i);
+        Py_INCREF(self->irq_ops[i]);
+    }
+    Py_INCREF(self->evidence); Py_INCREF(self->usage_needs); Py_INCREF(self->used_only); Py_INCREF(self->context_after);
+    self->transitions = PyDict_New();
+    if (self->transitions == NULL || get_attr(checker, "irq", &self->irq) < 0)
         return -1;
     /* rules: (validates checked, validates unchecked, separate, usage: 12 x (index, mask)) */
     PyObject *usage;
@@ -369,6 +403,8 @@ static int resume(CaptureFilter *self) {
         attr_longlong(self->cstats, s_chain_hits, &self->hits_now) < 0)
         return -1;
     self->fast_depth = (Py_ssize_t)depth;
+    if (attr_true(self->irq, s_preempt_rt, &self->preempt_rt) < 0 || attr_true(self->checker, s_stopped, &self->stopped) < 0)
+        return -1;
     if (self->annotator != NULL) {
         if (attr_true(self->annotator, s_capture, &self->a_capture) < 0 ||
             attr_true(self->annotator, s_trusted, &self->a_trusted) < 0)
@@ -1033,6 +1069,240 @@ static int take_other(CaptureFilter *self, PyObject *head, PyObject *body) {
     return 1;
 }
 
+/* fast_held._marked: whether every checked held lock's class has `bits` (shifted to _READ for a
+ * reader): 1, 0 (or a held entry it does not know: 0 too), -1 error */
+static int held_marked(CaptureFilter *self, PyObject *held, long bits) {
+    long read_bits = bits << self->read_shift;
+    Py_ssize_t n = PyList_GET_SIZE(held);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *entry = PyList_GET_ITEM(held, i);
+        if (Py_TYPE(entry) != self->held_type)
+            return 0;
+        PyObject *check = SLOT(entry, self->held_off[HL_CHECK]), *cls = SLOT(entry, self->held_off[HL_CLS]),
+                 *read = SLOT(entry, self->held_off[HL_READ]);
+        if (check == NULL || cls == NULL || read == NULL)
+            return 0;
+        int checked = PyObject_IsTrue(check);
+        if (checked <= 0) {
+            if (checked < 0)
+                return -1;
+            continue;
+        }
+        int reader = PyObject_IsTrue(read);
+        if (reader < 0)
+            return -1;
+        PyObject *node = PyDict_GetItemWithError(self->nodes, cls);
+        if (node == NULL || !PyDict_Check(node))
+            return PyErr_Occurred() ? -1 : 0;
+        PyObject *usage = PyDict_GetItemWithError(node, s_usage);
+        if (usage == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        long have = small_long(usage), want = reader ? read_bits : bits;
+        if (have < 0 || (have & want) != want)
+            return 0;
+    }
+    return 1;
+}
+
+static inline int truth_slot(PyObject *o, Py_ssize_t off, int *out) {
+    PyObject *v = SLOT(o, off);
+    if (v == NULL)
+        return -1;
+    *out = PyObject_IsTrue(v);
+    return *out < 0 ? -1 : 0;
+}
+
+/* fast_stages.context_hit done here for the common case: each op of `ops` applied as fast_held.irq_change
+ * would (none marking a usage bit or noting anything), the task's stamps, the checker's events, the
+ * annotator's nesting, and the task's new view (a new reference in *out): 1; 0: not here (nothing changed:
+ * the Python function decides), -1 error. */
+static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *task, PyObject *ops,
+                    PyObject *display, PyObject *cpu, PyObject *lineno, PyObject *ts, PyObject **out) {
+    if (!PyTuple_CheckExact(ops) || PyTuple_GET_SIZE(ops) > 8 || Py_TYPE(ctask) != self->task_type ||
+        self->preempt_rt || self->stopped)
+        return 0;
+    int threaded, pinned, he, se, known;
+    if (truth_slot(ctask, self->task_off[T_HARDIRQ_THREADED], &threaded) < 0 ||
+        truth_slot(ctask, self->task_off[T_PINS], &pinned) < 0 ||
+        truth_slot(ctask, self->task_off[T_HARDIRQS_ENABLED], &he) < 0 ||
+        truth_slot(ctask, self->task_off[T_SOFTIRQS_ENABLED], &se) < 0 ||
+        truth_slot(ctask, self->task_off[T_IRQ_KNOWN], &known) < 0)
+        return PyErr_Occurred() ? -1 : 0;
+    if (threaded || pinned)
+        return 0;
+    PyObject *hd_obj = SLOT(ctask, self->task_off[T_HARDIRQ_DEPTH]), *sd_obj = SLOT(ctask, self->task_off[T_SOFTIRQ_DEPTH]);
+    PyObject *irq_events = SLOT(ctask, self->task_off[T_IRQ_EVENTS]);
+    PyObject *held = SLOT(view, self->view_off[V_HELD]);
+    if (hd_obj == NULL || sd_obj == NULL || irq_events == NULL || !PyDict_CheckExact(irq_events) || held == NULL ||
+        !PyList_CheckExact(held))
+        return 0;
+    long hd = small_long(hd_obj), sd = small_long(sd_obj);
+    if (hd < 0 || sd < 0)
+        return 0;
+    /* the ops tried on the task's irq state, nothing changed yet */
+    int stamped[8], n = (int)PyTuple_GET_SIZE(ops), refresh = 0;
+    Py_ssize_t depth = PyList_GET_SIZE(held);
+    for (int i = 0; i < n; i++) {
+        PyObject *op = PyTuple_GET_ITEM(ops, i);
+        int k = 0;
+        while (k < OP_N && self->irq_ops[k] != op)
+            k++;
+        if (k == OP_N)
+            return 0; /* (an op not one of the eight, or not the same str: the Python function's) */
+        stamped[i] = 0;
+        int done = 0;
+        switch (k) {
+        case OP_IRQS_OFF:
+            if (he) {
+                he = 0;
+                stamped[i] = 1;
+            }
+            break;
+        case OP_IRQS_ON:
+            if (!he) {
+                if (hd)
+                    return 0;
+                if (depth) {
+                    int soft = se && !sd;
+                    int marked = held_marked(self, held, self->hard_bit | (soft ? self->soft_bit : 0));
+                    if (marked <= 0)
+                        return marked;
+                }
+                he = 1;
+                stamped[i] = 1;
+            }
+            break;
+        case OP_SOFTIRQS_OFF:
+            if (!se)
+                done = 1;
+            else
+                se = 0;
+            break;
+        case OP_SOFTIRQS_ON:
+            if (se) {
+                done = 1;
+                break;
+            }
+            if (depth && !sd && he && !hd) {
+                int marked = held_marked(self, held, self->soft_bit);
+                if (marked <= 0)
+                    return marked;
+            }
+            se = 1;
+            break;
+        case OP_HARDIRQ_ENTER:
+            hd++;
+            break;
+        case OP_SOFTIRQ_ENTER:
+            sd++;
+            break;
+        case OP_HARDIRQ_EXIT:
+            if (!hd)
+                return 0;
+            hd--;
+            break;
+        case OP_SOFTIRQ_EXIT:
+            if (!sd)
+                return 0;
+            sd--;
+            break;
+        }
+        if (done)
+            continue;
+        if (k == OP_SOFTIRQS_OFF || k == OP_SOFTIRQS_ON)
+            stamped[i] = 1;
+        refresh = 1;
+    }
+    PyObject *need = NULL;
+    if (refresh) { /* tasks.usage_needs */
+        if (!known) {
+            need = self->used_only;
+        } else {
+            PyObject *key = Py_BuildValue("(OOO)", hd ? Py_True : Py_False, sd ? Py_True : Py_False,
+                                          se ? Py_True : Py_False);
+            if (key == NULL)
+                return -1;
+            need = PyDict_GetItemWithError(self->usage_needs, key);
+            Py_DECREF(key);
+            if (need == NULL)
+                return PyErr_Occurred() ? -1 : 0;
+        }
+    }
+    /* the annotator's nesting after the ops (annotations.context_after) */
+    PyObject *ctx = NULL;
+    if (self->annotator != NULL) {
+        ctx = PyDict_GetItemWithError(self->actx, task);
+        if (ctx == NULL && PyErr_Occurred())
+            return -1;
+        ctx = ctx == NULL ? small_ints[0] : ctx;
+        Py_INCREF(ctx);
+        for (int i = 0; i < n; i++) {
+            PyObject *args[2] = {ctx, PyTuple_GET_ITEM(ops, i)};
+            PyObject *next = PyObject_Vectorcall(self->context_after, args, 2, NULL);
+            Py_DECREF(ctx);
+            if (next == NULL)
+                return -1;
+            ctx = next;
+        }
+    }
+    /* -- applied -------------------------------------------------------------------------- */
+    int r = -1;
+    PyObject *hd_new = PyLong_FromLong(hd), *sd_new = PyLong_FromLong(sd);
+    if (hd_new == NULL || sd_new == NULL)
+        goto out;
+    if (display != Py_None)
+        slot_set(ctask, self->task_off[T_NAME], display); /* (Checker.feed's, before the transition's stamp) */
+    PyObject *name = SLOT(ctask, self->task_off[T_NAME]);
+    slot_set(ctask, self->task_off[T_HARDIRQS_ENABLED], he ? Py_True : Py_False);
+    slot_set(ctask, self->task_off[T_SOFTIRQS_ENABLED], se ? Py_True : Py_False);
+    slot_set(ctask, self->task_off[T_HARDIRQ_DEPTH], hd_new);
+    slot_set(ctask, self->task_off[T_SOFTIRQ_DEPTH], sd_new);
+    if (need != NULL)
+        slot_set(ctask, self->task_off[T_USAGE_NEED], need);
+    for (int i = 0; i < n; i++) { /* fast_held._defer_irq_event, its evidence (Evidence, file, lineno, name, at, ts) */
+        if (!stamped[i])
+            continue;
+        PyObject *old = PyDict_GetItemWithError(irq_events, s_stamp_key);
+        if (old == NULL && PyErr_Occurred())
+            goto out;
+        PyObject *stamp = PyNumber_Add(old == NULL ? small_ints[0] : old, small_ints[1]);
+        if (stamp == NULL)
+            goto out;
+        PyObject *record = PyTuple_Pack(7, stamp, self->evidence, self->file, lineno, name, Py_None, ts);
+        int failed = record == NULL || PyDict_SetItem(irq_events, s_stamp_key, stamp) < 0 ||
+                     PyDict_SetItem(irq_events, PyTuple_GET_ITEM(ops, i), record) < 0;
+        Py_DECREF(stamp);
+        Py_XDECREF(record);
+        if (failed)
+            goto out;
+    }
+    self->ev_now += n;
+    if (cpu != Py_None)
+        slot_set(ctask, self->task_off[T_CPU], cpu);
+    PyObject *a_held = SLOT(view, self->view_off[V_A_HELD]);
+    if (self->annotator != NULL) {
+        if (PyDict_SetItem(self->actx, task, ctx) < 0)
+            goto out;
+        a_held = PyDict_GetItemWithError(self->held_of, task);
+        if (a_held == NULL) {
+            if (PyErr_Occurred())
+                goto out;
+            a_held = Py_None;
+        }
+    }
+    if (a_held == NULL)
+        a_held = Py_None;
+    PyObject *args[2] = {ctask, a_held};
+    *out = PyObject_Vectorcall((PyObject *)self->view_type, args, 2, NULL);
+    if (*out != NULL)
+        r = 1;
+out:
+    Py_XDECREF(ctx);
+    Py_XDECREF(hd_new);
+    Py_XDECREF(sd_new);
+    return r;
+}
+
 /* The Python loop's irq-context change (`context_transition` + `context_hit`, both asked) of a
  * line whose flags column changed: the task's new view (borrowed, in the views), or NULL: passed
  * on, nothing changed (an error set, or not).  Once applied, the change stands whether or not the
@@ -1051,8 +1321,20 @@ static PyObject *change_context(CaptureFilter *self, PyObject *view, PyObject *h
         }
     }
     PyObject *state = PyTuple_GET_ITEM(fl, F_STATE);
-    PyObject *args2[2] = {old == NULL ? small_ints[0] : old, state};
-    PyObject *ops = PyObject_Vectorcall(self->transition, args2, 2, NULL);
+    PyObject *before = old == NULL ? small_ints[0] : old;
+    PyObject *pair = PyTuple_Pack(2, before, state);
+    if (pair == NULL)
+        return NULL;
+    PyObject *ops = PyDict_GetItemWithError(self->transitions, pair); /* (context_transition is a function of the two) */
+    if (ops == NULL) {
+        PyObject *args2[2] = {before, state};
+        ops = PyErr_Occurred() ? NULL : PyObject_Vectorcall(self->transition, args2, 2, NULL);
+        if (ops != NULL && PyDict_SetItem(self->transitions, pair, ops) < 0)
+            Py_CLEAR(ops);
+    } else {
+        Py_INCREF(ops);
+    }
+    Py_DECREF(pair);
     if (ops == NULL)
         return NULL;
     PyObject *result = NULL;
@@ -1060,6 +1342,22 @@ static PyObject *change_context(CaptureFilter *self, PyObject *view, PyObject *h
     PyObject *ts = lineno ? PyFloat_FromString(timestamp) : NULL;
     if (ts == NULL)
         goto out;
+    PyObject *here = NULL;
+    int done = irq_here(self, view, SLOT(view, self->view_off[V_TASK]), task, ops, PyTuple_GET_ITEM(head, H_DISPLAY),
+                        PyTuple_GET_ITEM(head, H_CPU), lineno, ts, &here);
+    if (done < 0)
+        goto out;
+    if (done) {
+        Py_ssize_t k = PyTuple_GET_SIZE(ops);
+        if (PyDict_SetItem(self->views, task, here) < 0 || PyDict_SetItem(self->contexts, task, state) < 0) {
+            Py_DECREF(here);
+            goto out;
+        }
+        self->context_events += k;
+        result = here;
+        Py_DECREF(here); /* the views hold it */
+        goto out;
+    }
     PyObject *args[10] = {self->checker, view, self->annotated, task, ops, PyTuple_GET_ITEM(head, H_DISPLAY),
                           PyTuple_GET_ITEM(head, H_CPU), self->file, lineno, ts};
     /* (it counts the checker's events: the counts kept here go back first, and are read again) */
@@ -1366,6 +1664,9 @@ static struct PyModuleDef capturecore_module = {PyModuleDef_HEAD_INIT, "_capture
 PyMODINIT_FUNC PyInit__capturecore(void) {
 #define INTERN(var, text) if ((var = PyUnicode_InternFromString(text)) == NULL) return NULL
     INTERN(s_probe_known, "probe_known");
+    INTERN(s_preempt_rt, "preempt_rt");
+    INTERN(s_stopped, "stopped");
+    INTERN(s_stamp_key, "stamp");
     INTERN(s_contention, "contention");
     INTERN(s_capture, "capture");
     INTERN(s_trusted, "trusted");

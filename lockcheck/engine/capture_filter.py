@@ -89,4 +89,19 @@ def numbered(lines: Iterable[str], caches: tuple, reader, stats, checker, ann, f
     make = (functools.partial, event, file, ACQUIRE, RELEASE, WRITE, _View, HeldLock, TaskState, RecentLocks,
             context_transition, context_hit, view_limit)
     return core(lines, caches, reader, stats, checker, ann, make, tables,
-                -1 if tick_mask is None else tick_mask)
+                -1 if tick_mask is None else tick_mask, _irq())
+
+
+def _irq() -> tuple:
+    """What the filter applies an irq-context change with (`fast_held.irq_change`'s names and tables): the
+    ops in its order, `Evidence`, `rules.USAGE_NEEDS`/`USED_ONLY` (`tasks.usage_needs`), the annotator's
+    `context_after`, the usage bits an irq-on needs of the held locks, and their read shift."""
+    from lockcheck import events as E
+    from lockcheck.kernel.annotations import context_after
+    from lockcheck.lockdep.findings import Evidence
+    from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
+
+    ops = (E.IRQS_OFF, E.IRQS_ON, E.SOFTIRQS_OFF, E.SOFTIRQS_ON, E.HARDIRQ_ENTER, E.SOFTIRQ_ENTER, E.HARDIRQ_EXIT,
+           E.SOFTIRQ_EXIT)
+    return (ops, Evidence, rules.USAGE_NEEDS, rules.USED_ONLY, context_after, 1 << ENABLED_HARDIRQ,
+            1 << ENABLED_SOFTIRQ, READ_MASK)
