@@ -106,6 +106,12 @@ typedef struct {
     PyObject **keys;        /* KEY_SLOTS str: recent line pieces (split_line), by a hash of their bytes */
     /* the annotator's counts (`tries[file]`, `sources`) not added yet */
     long long tries_delta[2], sources_delta[3];
+    int sources_order[3], sources_seen;  /* the order the three sources came in since (a Counter keeps it) */
+    PyObject *unchecked;    /* dict: class -> [origin, count] of `changes[("check0", class, "rule " + origin)]` to add */
+    /* pure functions' answers kept: `read_policy` (when it is ftrace_context.read_mode) by class, and
+     * annotations.context_after by ctx * 8 + op */
+    PyObject *read_memo, *ctx_memo;
+    int read_pure;
     /* read on resume */
     int probe_known, contention, a_capture, a_trusted;
     PyObject *untrusted_from;
@@ -166,7 +172,8 @@ static void CaptureFilter_dealloc(CaptureFilter *self) {
     for (int i = 0; i < OP_N; i++)
         Py_CLEAR(self->irq_ops[i]);
     Py_CLEAR(self->evidence); Py_CLEAR(self->usage_needs); Py_CLEAR(self->used_only); Py_CLEAR(self->context_after);
-    Py_CLEAR(self->transitions); Py_CLEAR(self->irq);
+    Py_CLEAR(self->transitions); Py_CLEAR(self->irq); Py_CLEAR(self->unchecked); Py_CLEAR(self->read_memo);
+    Py_CLEAR(self->ctx_memo);
     Py_CLEAR(self->tasks); Py_CLEAR(self->transition); Py_CLEAR(self->context_hit); Py_CLEAR(self->annotated);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -229,9 +236,9 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
         return -1;
     /* irq: (ops, Evidence, USAGE_NEEDS, USED_ONLY, context_after, hard bit, soft bit, read shift) */
     PyObject *irq_ops;
-    if (!PyArg_ParseTuple(irq_args, "O!OO!O!Olll", &PyTuple_Type, &irq_ops, &self->evidence, &PyDict_Type,
+    if (!PyArg_ParseTuple(irq_args, "O!OO!O!Olllp", &PyTuple_Type, &irq_ops, &self->evidence, &PyDict_Type,
                           &self->usage_needs, &PyList_Type, &self->used_only, &self->context_after, &self->hard_bit,
-                          &self->soft_bit, &self->read_shift))
+                          &self->soft_bit, &self->read_shift, &self->read_pure))
         return -1;
     if (PyTuple_GET_SIZE(irq_ops) != OP_N) {
         PyErr_SetString(PyExc_ValueError, "8 irq ops");
@@ -243,6 +250,11 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
     }
     Py_INCREF(self->evidence); Py_INCREF(self->usage_needs); Py_INCREF(self->used_only); Py_INCREF(self->context_after);
     self->transitions = PyDict_New();
+    self->unchecked = PyDict_New();
+    self->read_memo = PyDict_New();
+    self->ctx_memo = PyDict_New();
+    if (self->unchecked == NULL || self->read_memo == NULL || self->ctx_memo == NULL)
+        return -1;
     if (self->transitions == NULL || get_attr(checker, "irq", &self->irq) < 0)
         return -1;
     /* rules: (validates checked, validates unchecked, separate, usage: 12 x (index, mask)) */
@@ -496,14 +508,29 @@ static int flush_annotator(CaptureFilter *self) {
             return -1;
         self->tries_delta[0] = self->tries_delta[1] = 0;
     }
-    PyObject *keys[3] = {s_state, s_none, s_rule};
-    for (int i = 0; i < 3; i++) {
-        if (self->sources_delta[i]) {
-            if (count_add(self->sources, keys[i], self->sources_delta[i]) < 0)
+    if (PyDict_GET_SIZE(self->unchecked)) {
+        Py_ssize_t pos = 0;
+        PyObject *name, *counted;
+        while (PyDict_Next(self->unchecked, &pos, &name, &counted)) {
+            PyObject *why = PyUnicode_Concat(s_rule_prefix, PyList_GET_ITEM(counted, 0));
+            PyObject *key = why ? PyTuple_Pack(3, s_check0, name, why) : NULL;
+            Py_XDECREF(why);
+            long long n = PyLong_AsLongLong(PyList_GET_ITEM(counted, 1));
+            int r = key == NULL || (n == -1 && PyErr_Occurred()) ? -1 : count_add(self->changes, key, n);
+            Py_XDECREF(key);
+            if (r < 0)
                 return -1;
-            self->sources_delta[i] = 0;
         }
+        PyDict_Clear(self->unchecked);
     }
+    PyObject *keys[3] = {s_state, s_none, s_rule};
+    for (int j = 0; j < self->sources_seen; j++) {
+        int i = self->sources_order[j];
+        if (count_add(self->sources, keys[i], self->sources_delta[i]) < 0)
+            return -1;
+        self->sources_delta[i] = 0;
+    }
+    self->sources_seen = 0;
     return 0;
 }
 
@@ -675,18 +702,25 @@ static int annotate_acquire(CaptureFilter *self, PyObject *view, PyObject *task,
     self->tries_delta[0]++;
     if (trylock)
         self->tries_delta[1]++;
+    int source = S_RULE;
     if (v->origin != NULL) {
-        PyObject *why = PyUnicode_Concat(s_rule_prefix, v->origin);
-        PyObject *key = why ? PyTuple_Pack(3, s_check0, name, why) : NULL;
-        Py_XDECREF(why);
-        int r = key ? count_up(self->changes, key) : -1;
-        Py_XDECREF(key);
-        if (r < 0)
+        PyObject *counted = PyDict_GetItemWithError(self->unchecked, name);
+        if (counted == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            counted = Py_BuildValue("[Oi]", v->origin, 1);
+            int r = counted == NULL ? -1 : PyDict_SetItem(self->unchecked, name, counted);
+            Py_XDECREF(counted);
+            if (r < 0)
+                return -1;
+        } else if (list_add(counted, 1, 1) < 0) {
             return -1;
-        self->sources_delta[S_RULE]++;
+        }
     } else {
-        self->sources_delta[v->use_state ? S_STATE : S_NONE]++;
+        source = v->use_state ? S_STATE : S_NONE;
     }
+    if (self->sources_delta[source]++ == 0)
+        self->sources_order[self->sources_seen++] = source;
     PyObject *a_held = SLOT(view, self->view_off[V_A_HELD]);
     if (a_held == Py_None) {
         a_held = PyList_New(0);
@@ -773,6 +807,37 @@ static int remember(CaptureFilter *self, PyObject *recent, PyObject *pair) {
     return done == NULL ? -1 : 0;
 }
 
+/* `read_policy(name, in_irq)` (a new reference): asked once per class and irq flag when the policy is
+ * ftrace_context.read_mode (a function of the two), else every time */
+static PyObject *read_mode(CaptureFilter *self, PyObject *name, int in_irq) {
+    PyObject *known = NULL;
+    if (self->read_pure) {
+        known = PyDict_GetItemWithError(self->read_memo, name);
+        if (known == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            known = Py_BuildValue("[OO]", Py_None, Py_None);
+            int r = known == NULL ? -1 : PyDict_SetItem(self->read_memo, name, known);
+            Py_XDECREF(known);
+            if (r < 0)
+                return NULL;
+        }
+        PyObject *mode = PyList_GET_ITEM(known, in_irq);
+        if (mode != Py_None) {
+            Py_INCREF(mode);
+            return mode;
+        }
+    }
+    PyObject *mode = PyObject_CallFunctionObjArgs(self->read_policy, name, in_irq ? Py_True : Py_False, NULL);
+    if (mode != NULL && known != NULL) {
+        Py_INCREF(mode);
+        PyObject *old = PyList_GET_ITEM(known, in_irq);
+        PyList_SET_ITEM(known, in_irq, mode);
+        Py_DECREF(old);
+    }
+    return mode;
+}
+
 /* an acquisition (the Python loop's ACQUIRE branch): 1 applied, 0 passed on, -1 error */
 static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *fl,
                         PyObject *body, PyObject *timestamp) {
@@ -796,7 +861,7 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         return 0;
     PyObject *mode;
     if (read) {
-        mode = PyObject_CallFunctionObjArgs(self->read_policy, name, code >= 4 ? Py_True : Py_False, NULL);
+        mode = read_mode(self, name, code >= 4);
         if (mode == NULL)
             return -1;
     } else {
@@ -1237,8 +1302,22 @@ static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObje
         ctx = ctx == NULL ? small_ints[0] : ctx;
         Py_INCREF(ctx);
         for (int i = 0; i < n; i++) {
-            PyObject *args[2] = {ctx, PyTuple_GET_ITEM(ops, i)};
-            PyObject *next = PyObject_Vectorcall(self->context_after, args, 2, NULL);
+            PyObject *op = PyTuple_GET_ITEM(ops, i);
+            int k = 0;
+            while (self->irq_ops[k] != op) /* (irq_here took only the eight ops) */
+                k++;
+            long before = small_long(ctx);
+            PyObject *key = before >= 0 && before < (1L << 24) ? PyLong_FromLong(before * 8 + k) : NULL;
+            PyObject *next = key == NULL ? NULL : PyDict_GetItemWithError(self->ctx_memo, key);
+            if (next != NULL) {
+                Py_INCREF(next);
+            } else if (!PyErr_Occurred()) { /* annotations.context_after: a function of the two */
+                PyObject *args[2] = {ctx, op};
+                next = PyObject_Vectorcall(self->context_after, args, 2, NULL);
+                if (next != NULL && key != NULL && PyDict_SetItem(self->ctx_memo, key, next) < 0)
+                    Py_CLEAR(next);
+            }
+            Py_XDECREF(key);
             Py_DECREF(ctx);
             if (next == NULL)
                 return -1;

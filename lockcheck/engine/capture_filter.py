@@ -88,14 +88,17 @@ def numbered(lines: Iterable[str], caches: tuple, reader, stats, checker, ann, f
 
     make = (functools.partial, event, file, ACQUIRE, RELEASE, WRITE, _View, HeldLock, TaskState, RecentLocks,
             context_transition, context_hit, view_limit)
+    from lockcheck.readers.ftrace_context import read_mode
+
     return core(lines, caches, reader, stats, checker, ann, make, tables,
-                -1 if tick_mask is None else tick_mask, _irq())
+                -1 if tick_mask is None else tick_mask, _irq() + (reader.read_policy is read_mode,))
 
 
 def _irq() -> tuple:
     """What the filter applies an irq-context change with (`fast_held.irq_change`'s names and tables): the
     ops in its order, `Evidence`, `rules.USAGE_NEEDS`/`USED_ONLY` (`tasks.usage_needs`), the annotator's
-    `context_after`, the usage bits an irq-on needs of the held locks, and their read shift."""
+    `context_after`, the usage bits an irq-on needs of the held locks, and their read shift (then: whether the
+    reader's read policy is `read_mode`, a function of its two arguments the filter may ask once)."""
     from lockcheck import events as E
     from lockcheck.kernel.annotations import context_after
     from lockcheck.lockdep.findings import Evidence
