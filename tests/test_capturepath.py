@@ -536,3 +536,35 @@ def test_the_annotator_passes_on_only_a_chain_the_kernel_explains() -> None:
     assert ann.decide(_annotated_view(annotator, [explained[0]]), "t", unexplained, 0, True, True, "x") is not None
     # a class held twice is the annotator's to resolve (nest_lock, subclass)
     assert ann.decide(_annotated_view(annotator, [explained[0]]), "t", explained[0], 0, False, True, "x") is None
+
+
+@pytest.mark.skipif(not capture_filter.compiled(), reason="the compiled filter is not built")
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_a_file_read_in_blocks_of_bytes_checks_the_same(ending, tmp_path, monkeypatch, capsys) -> None:
+    """Past its first block, the filter splits the file's blocks of bytes itself (`source.Lines.give_bytes`):
+    line endings, blank lines, a block with a non-ASCII line (decoded, as before) and the line numbers of
+    what it passes on are the Python loop's."""
+    lines = []
+    for i in range(9000):
+        stamp = f"{5 + i / 1000:.6f}"
+        lines += [f"           bash-12 [000] ...1.  {stamp}: lock_acquire: 00000000a1 &p->pi_lock",
+                  f"           bash-12 [000] d..2.  {stamp}: lock_acquire: 00000000b2 &rq->__lock",
+                  f"           bash-12 [000] d..2.  {stamp}: lock_release: 00000000b2 &rq->__lock",
+                  f"           bash-12 [000] ...1.  {stamp}: lock_release: 00000000a1 &p->pi_lock"]
+        if i % 2000 == 1999:
+            lines += ["", f"        sshd-4 [001] ...1.  {stamp}: sched_switch: prev_comm=sshd \u00e9"]
+    lines[-3:] = [f"        sshd-4 [001] ...1.  99.0: lock_acquire: 00000000a1 &p->pi_lock",
+                  f"           bash-12 [000] ...1.  99.1: lock_acquire: zz &p->pi_lock"]
+    path = tmp_path / "blocks.ftrace"
+    path.write_bytes(ending.join(lines).encode() + ending.encode())
+    monkeypatch.setenv("LOCKCHECK_JOBS", "1")
+
+    def check() -> tuple:
+        status = main(["check", "--format", "json", "--no-config", "--lockdep-state", str(STATE), str(path)])
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    with _filter(False):
+        loop = check()
+    assert check() == loop
+    assert ":36007:" in loop[2]  # the bad line's error, numbered as in the file

@@ -103,6 +103,9 @@ typedef struct {
     long usage_const[12];   /* the mask when the index is -1 */
     int hash_ok;
     long tick;
+    PyObject *chunk;        /* bytes: a block of lines being split (source.Lines.give_bytes), or NULL */
+    Py_ssize_t pos;         /* where its next line starts */
+    PyObject *held_chunk;   /* the block whose last line is the current line */
     PyObject **keys;        /* KEY_SLOTS str: recent line pieces (split_line), by a hash of their bytes */
     /* the annotator's counts (`tries[file]`, `sources`) not added yet */
     long long tries_delta[2], sources_delta[3];
@@ -173,7 +176,7 @@ static void CaptureFilter_dealloc(CaptureFilter *self) {
         Py_CLEAR(self->irq_ops[i]);
     Py_CLEAR(self->evidence); Py_CLEAR(self->usage_needs); Py_CLEAR(self->used_only); Py_CLEAR(self->context_after);
     Py_CLEAR(self->transitions); Py_CLEAR(self->irq); Py_CLEAR(self->unchecked); Py_CLEAR(self->read_memo);
-    Py_CLEAR(self->ctx_memo);
+    Py_CLEAR(self->ctx_memo); Py_CLEAR(self->chunk); Py_CLEAR(self->held_chunk);
     Py_CLEAR(self->tasks); Py_CLEAR(self->transition); Py_CLEAR(self->context_hit); Py_CLEAR(self->annotated);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -1514,12 +1517,9 @@ typedef struct {
     Py_ssize_t ts_len;
 } Split;
 
-static int split_line(CaptureFilter *self, PyObject *line, Split *out) {
-    if (!PyUnicode_IS_ASCII(line))
-        return 0;
-    const char *text = (const char *)PyUnicode_DATA(line);
+static int split_line(CaptureFilter *self, const char *text, Py_ssize_t n, Split *out) {
     Pieces at;
-    if (!split_pieces(text, PyUnicode_GET_LENGTH(line), &at) || !stamp_ok(text, at.ts_start, at.colon))
+    if (!split_pieces(text, n, &at) || !stamp_ok(text, at.ts_start, at.colon))
         return 0;
     out->head = piece(self, self->heads, text, at.end);
     if (out->head == NULL)
@@ -1564,12 +1564,13 @@ static PyObject *new_view(CaptureFilter *self, PyObject *task) {
     return r < 0 ? NULL : view;
 }
 
-/* One line: 1 applied, 0 passed on (nothing changed), -1 error. */
-static int take_line(CaptureFilter *self, PyObject *line) {
-    if (!PyUnicode_CheckExact(line) || PyUnicode_GET_LENGTH(line) == 0 || PyUnicode_READ_CHAR(line, 0) == '#')
+/* One line (`n` ASCII bytes at `text`, without its line ending): 1 applied, 0 passed on (nothing
+ * changed), -1 error. */
+static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
+    if (n == 0 || text[0] == '#')
         return 0;
     Split sp;
-    if (!split_line(self, line, &sp))
+    if (!split_line(self, text, n, &sp))
         return PyErr_Occurred() ? -1 : 0;
     int r = 0;
     PyObject *head = sp.head, *fl = sp.fl, *body = sp.body, *timestamp = NULL;
@@ -1670,26 +1671,69 @@ done:
     return r;
 }
 
+/* The next line: its text (ASCII, `*n` bytes; `*line` the str when it came as one, else NULL), 1; 0 at
+ * the end, -1 error.  A block of bytes (source.Lines.give_bytes: whole ASCII lines joined by `\n`,
+ * each with the `\r` of a `\r\n` still on it) is split here, a line at a time; any other line comes
+ * as a str, whose text is read here only if it is ASCII (else `*text` is NULL). */
+static int next_line(CaptureFilter *self, const char **text, Py_ssize_t *n, PyObject **line) {
+    *line = NULL;
+    while (self->chunk == NULL) {
+        PyObject *item = PyIter_Next(self->lines);
+        if (item == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (PyBytes_CheckExact(item)) {
+            self->chunk = item;
+            self->pos = 0;
+            break;
+        }
+        *line = item;
+        *text = PyUnicode_Check(item) && PyUnicode_IS_ASCII(item) ? (const char *)PyUnicode_DATA(item) : NULL;
+        *n = *text != NULL ? PyUnicode_GET_LENGTH(item) : 0;
+        return 1;
+    }
+    const char *data = PyBytes_AS_STRING(self->chunk);
+    Py_ssize_t size = PyBytes_GET_SIZE(self->chunk), start = self->pos;
+    const char *end = memchr(data + start, '\n', (size_t)(size - start));
+    Py_ssize_t stop = end != NULL ? end - data : size;
+    *text = data + start;
+    *n = stop - start;
+    if (*n && (*text)[*n - 1] == '\r')
+        (*n)--; /* (a `\r\n` ending, as the decoded lines drop it) */
+    if (end != NULL) {
+        self->pos = stop + 1;
+    } else {
+        /* the block's last line: its text stays valid while `held` keeps the block */
+        Py_XSETREF(self->held_chunk, self->chunk);
+        self->chunk = NULL;
+    }
+    return 1;
+}
+
 static PyObject *CaptureFilter_next(CaptureFilter *self) {
     if (resume(self) < 0)
         return NULL;
     for (;;) {
-        PyObject *line = PyIter_Next(self->lines);
-        if (line == NULL) {
+        const char *text = NULL;
+        Py_ssize_t n = 0;
+        PyObject *line = NULL;
+        int got = next_line(self, &text, &n, &line);
+        if (got <= 0) {
             suspend(self);
             return NULL;
         }
         self->lineno++;
         int r = 0;
-        if (self->tick < 0 || (self->lineno & self->tick))
-            r = take_line(self, line);
+        if (text != NULL && (self->tick < 0 || (self->lineno & self->tick)))
+            r = take_line(self, text, n);
         if (r == 1) {
             self->taken++;
-            Py_DECREF(line);
+            Py_XDECREF(line);
             continue;
         }
+        if (r == 0 && line == NULL && (line = ascii_str(text, n)) == NULL)
+            r = -1;
         if (r < 0) {
-            Py_DECREF(line);
+            Py_XDECREF(line);
             suspend(self);
             return NULL;
         }
@@ -1709,6 +1753,11 @@ static PyObject *CaptureFilter_next(CaptureFilter *self) {
     }
 }
 
+/* How many lines the filter has read (source.Lines.give_bytes counts a block's lines from it). */
+static PyObject *CaptureFilter_lines_read(CaptureFilter *self, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromLongLong(self->lineno);
+}
+
 static PyObject *CaptureFilter_counts(CaptureFilter *self, PyObject *Py_UNUSED(ignored)) {
     return Py_BuildValue("{sLsLsLsLsLsLsLsLsL}", "context_events", self->context_events, "lines", self->lineno, "events", self->events,
                          "hardirq_lines", self->hardirq_lines, "softirq_lines", self->softirq_lines,
@@ -1717,6 +1766,7 @@ static PyObject *CaptureFilter_counts(CaptureFilter *self, PyObject *Py_UNUSED(i
 }
 
 static PyMethodDef CaptureFilter_methods[] = {
+    {"lines_read", (PyCFunction)CaptureFilter_lines_read, METH_NOARGS, "how many lines the filter has read"},
     {"counts", (PyCFunction)CaptureFilter_counts, METH_NOARGS,
      "the reader's counts of the lines applied here (and `lines`: every line read, `taken`: applied)"},
     {NULL, NULL, 0, NULL},

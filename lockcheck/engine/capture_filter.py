@@ -72,11 +72,13 @@ def rule_tables() -> Optional[tuple]:
 
 
 def numbered(lines: Iterable[str], caches: tuple, reader, stats, checker, ann, file: str,
-             tick_mask: Optional[int], event, view_limit: int) -> Optional[Iterator[tuple[int, str]]]:
+             tick_mask: Optional[int], event, view_limit: int, give_bytes=None) -> Optional[Iterator[tuple[int, str]]]:
     """The filter over `lines` (`(lineno, line)` of what the Python loop must handle), or None: it
     cannot run here.  `caches`: the loop's (heads, flag_cache, bodies, views); `ann`: its
     `_Annotated` (or None); `event`: what rebuilds an acquisition's event (`fast_stages._event`);
-    `view_limit`: views kept at most (the loop's `_VIEW_LIMIT`)."""
+    `view_limit`: views kept at most (the loop's `_VIEW_LIMIT`); `give_bytes`: `source.Lines.give_bytes`
+    of the lines, asked to hand the filter the rest of the file as blocks of bytes (it makes a str only
+    of a line it passes on)."""
     core = _compiled()
     if core is None:
         return None
@@ -90,8 +92,11 @@ def numbered(lines: Iterable[str], caches: tuple, reader, stats, checker, ann, f
             context_transition, context_hit, view_limit)
     from lockcheck.readers.ftrace_context import read_mode
 
-    return core(lines, caches, reader, stats, checker, ann, make, tables,
-                -1 if tick_mask is None else tick_mask, _irq() + (reader.read_policy is read_mode,))
+    numbered = core(lines, caches, reader, stats, checker, ann, make, tables,
+                    -1 if tick_mask is None else tick_mask, _irq() + (reader.read_policy is read_mode,))
+    if give_bytes is not None:
+        give_bytes(numbered.lines_read)
+    return numbered
 
 
 def _irq() -> tuple:

@@ -104,8 +104,9 @@ def ftrace_events(checker: Checker, annotators, stats, tick: Optional[Callable[[
         yield from fields_events(checker, annotator, batches, tick, file)
         return
     reader = ftrace.FtraceReader(file, stats=stats)
+    give_bytes = getattr(lines, "give_bytes", None)  # (source.Lines: the compiled filter splits blocks itself)
     reader.probe_known, lines = ftrace.lookahead(lines, reader._scan_any)
-    misses = _ftrace_misses(checker, annotator, reader, stats, tick, lines, file)
+    misses = _ftrace_misses(checker, annotator, reader, stats, tick, lines, file, give_bytes)
     collecting = gc.isenabled()
     gc.disable()  # as hotpath.lt_events: a check makes no cycles per line, the collector's passes cost
     try:
@@ -117,8 +118,9 @@ def ftrace_events(checker: Checker, annotators, stats, tick: Optional[Callable[[
 
 
 def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iterable[str],
-                   file: str) -> Iterator[tuple[int, str]]:
-    """The numbered lines the plain reader must read; every other line applied to the three stages."""
+                   file: str, give_bytes=None) -> Iterator[tuple[int, str]]:
+    """The numbered lines the plain reader must read; every other line applied to the three stages
+    (`give_bytes`: `source.Lines.give_bytes` of `lines`, asked when the compiled filter reads them)."""
     from lockcheck.readers import ftrace, ftrace_scan
 
     scan = ftrace.scan
@@ -147,7 +149,7 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
     split = ftrace_scan.compiled_split()
     # the compiled filter applies the common lines itself and hands this loop the rest (None: this loop alone)
     cfilter = capture_filter.numbered(lines, (heads, flag_cache, bodies, views), reader, stats, checker, ann,
-                                      file, TICK if tick is not None else None, _event, _VIEW_LIMIT)
+                                      file, TICK if tick is not None else None, _event, _VIEW_LIMIT, give_bytes)
     try:
         for lineno, line in cfilter if cfilter is not None else enumerate(lines, 1):
             if tick is not None and not lineno & TICK:
