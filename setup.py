@@ -10,7 +10,8 @@ without it and lockcheck runs its pure-Python fast path
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    Extension("lockcheck.engine._speedups", ["lockcheck/engine/_speedups.c"], depends=["lockcheck/engine/_tuplehash.h"],
+    Extension("lockcheck.engine._speedups", ["lockcheck/engine/_speedups.c"],
+              depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h"],
               optional=True),
     # the capture fast path's filter of common ftrace lines (lockcheck.engine.capture_filter)
     Extension("lockcheck.engine._capturecore", ["lockcheck/engine/_capturecore.c"],
