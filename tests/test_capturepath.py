@@ -553,8 +553,8 @@ def test_a_file_read_in_blocks_of_bytes_checks_the_same(ending, tmp_path, monkey
                   f"           bash-12 [000] ...1.  {stamp}: lock_release: 00000000a1 &p->pi_lock"]
         if i % 2000 == 1999:
             lines += ["", f"        sshd-4 [001] ...1.  {stamp}: sched_switch: prev_comm=sshd \u00e9"]
-    lines[-3:] = [f"        sshd-4 [001] ...1.  99.0: lock_acquire: 00000000a1 &p->pi_lock",
-                  f"           bash-12 [000] ...1.  99.1: lock_acquire: zz &p->pi_lock"]
+    lines[-3:] = ["        sshd-4 [001] ...1.  99.0: lock_acquire: 00000000a1 &p->pi_lock",
+                  "           bash-12 [000] ...1.  99.1: lock_acquire: zz &p->pi_lock"]
     path = tmp_path / "blocks.ftrace"
     path.write_bytes(ending.join(lines).encode() + ending.encode())
     monkeypatch.setenv("LOCKCHECK_JOBS", "1")
