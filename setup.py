@@ -1,4 +1,4 @@
-"""The optional compiled cores (lockcheck/engine/_speedups.c, _jsonlt.c, lockcheck/readers/_ftscan.c,
+"""The optional compiled cores (lockcheck/engine/_speedups.c, _capturecore.c, _jsonlt.c, lockcheck/readers/_ftscan.c,
 lockcheck/python/_tracked.c); everything else is in pyproject.toml.
 
 Built by `pip install` where a C compiler exists.  `optional=True`: when
@@ -10,12 +10,18 @@ without it and lockcheck runs its pure-Python fast path
 from setuptools import Extension, setup
 
 setup(ext_modules=[
-    Extension("lockcheck.engine._speedups", ["lockcheck/engine/_speedups.c"], depends=["lockcheck/engine/_tuplehash.h"],
+    Extension("lockcheck.engine._speedups", ["lockcheck/engine/_speedups.c"],
+              depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h"],
               optional=True),
+    # the capture fast path's filter of common ftrace lines (lockcheck.engine.capture_filter)
+    Extension("lockcheck.engine._capturecore", ["lockcheck/engine/_capturecore.c"],
+              depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h", "lockcheck/readers/_ftsplit.h"],
+              include_dirs=["lockcheck/readers"], optional=True),
     # JSON Lines translated to `.lt` lines (lockcheck.engine.fast_jsonl): the `.lt` engine checks them
     Extension("lockcheck.engine._jsonlt", ["lockcheck/engine/_jsonlt.c"], optional=True),
     # the ftrace reader's scanner for lines whose pieces it has seen (lockcheck.readers.ftrace_scan)
-    Extension("lockcheck.readers._ftscan", ["lockcheck/readers/_ftscan.c"], optional=True),
+    Extension("lockcheck.readers._ftscan", ["lockcheck/readers/_ftscan.c"], depends=["lockcheck/readers/_ftsplit.h"],
+              optional=True),
     # the tracked locks' hit path (the pytest plugin); LOCKCHECK_PURE=1 forces its fallback too
     Extension("lockcheck.python._trackedcore", ["lockcheck/python/_tracked.c"], depends=["lockcheck/engine/_tuplehash.h"],
               include_dirs=["lockcheck/engine"], optional=True),

@@ -12,15 +12,18 @@ and JSON Lines input shipped with the tests.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import json
 import os
 from pathlib import Path
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from lockcheck.engine import fast_capture as capturepath
+from lockcheck.engine import capture_filter, fast_capture as capturepath
 from lockcheck.kernel import state as kstate
 from lockcheck.kernel.annotations import Annotator
 from lockcheck.kernel.per_boot import AnnotationOptions
@@ -187,6 +190,7 @@ def _outcome(lines: list[str], fast, with_state: bool, first: bool = False) -> d
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("filtered", [True, False], ids=["compiled-filter", "python-loop"])
 @settings(max_examples=int(os.environ.get("LOCKCHECK_EXAMPLES", "150")), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(captures(), st.booleans())
@@ -196,10 +200,49 @@ def _outcome(lines: list[str], fast, with_state: bool, first: bool = False) -> d
           "           bash-12 [000] d.h1.  5.1: lock_acquire: 0xc3 read rcu_read_lock",
           "           bash-12 [000] d.h1.  5.2: lock_release: 0xc3 ",
           "           bash-12 [000] d.h1.  5.2: lock_release: 0xc3 rcu_read_lock"] * 3, False)
-def test_fast_path_is_the_plain_path(lines, with_state) -> None:
+def test_fast_path_is_the_plain_path(filtered, lines, with_state) -> None:
     plain = _outcome(lines, False, with_state)
-    assert _outcome(lines, True, with_state) == plain
+    with _filter(filtered):
+        assert _outcome(lines, True, with_state) == plain
     assert _outcome(lines, "fields", with_state) == plain
+
+
+@contextlib.contextmanager
+def _filter(on: bool):
+    """The capture fast path with its compiled filter (`capture_filter`, where built) or its Python loop alone."""
+    if on:
+        yield
+    else:
+        with mock.patch.object(capture_filter, "_compiled", lambda: None):
+            yield
+
+
+#: a block the filter takes the second time, and its locks held at the end (their events compared, line numbers
+#: and all), in and out of irq context
+_HELD_AT_END = [
+    "           bash-12 [000] ...1.  5.1: lock_acquire: 00000000a1 &p->pi_lock",
+    "           bash-12 [000] d..2.  5.2: lock_acquire: 00000000b2 &rq->__lock",
+    "           bash-12 [000] d..2.  5.3: lock_acquired: 00000000b2 &rq->__lock",
+    "           bash-12 [000] d..2.  5.4: lock_release: 00000000b2 &rq->__lock",
+    "           bash-12 [000] ...1.  5.5: lock_release: 00000000a1 &p->pi_lock",
+] * 3 + [
+    "           bash-12 [000] ...1.  6.1: lock_acquire: 00000000a1 &p->pi_lock",
+    "           bash-12 [000] d..2.  6.2: lock_acquire: 00000000b2 &rq->__lock",
+]
+
+
+@pytest.mark.skipif(not capture_filter.compiled(), reason="the compiled filter is not built")
+@settings(max_examples=int(os.environ.get("LOCKCHECK_FILTER_EXAMPLES", "40")), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(captures(), st.booleans())
+@example(_HELD_AT_END, True)
+@example(_HELD_AT_END, False)
+def test_the_compiled_filter_is_the_python_loop(lines, with_state) -> None:
+    """The compiled filter (`_capturecore.CaptureFilter`) in front of the Python loop leaves what the loop alone
+    leaves, and what the plain path leaves (a quicker cousin of the slow property above, run always)."""
+    with _filter(False):
+        loop = _outcome(lines, True, with_state)
+    assert _outcome(lines, True, with_state) == loop == _outcome(lines, False, with_state)
 
 
 def test_a_bad_line_keeps_its_place() -> None:
@@ -243,7 +286,8 @@ def test_first_finding_stops_both_alike() -> None:
     assert [f.kind for f in fast["findings"]] == ["circular-dependency"]
 
 
-def test_hits_are_taken_fast() -> None:
+@pytest.mark.parametrize("filtered", [True, False], ids=["compiled-filter", "python-loop"])
+def test_hits_are_taken_fast(filtered) -> None:
     """A repeated block of lines is applied by the fast path, not handed on (what makes it fast)."""
     block = ["           bash-12 [000] ...1.  5.1: lock_acquire: 00000000a1 &x->a",
              "           bash-12 [000] ...1.  5.1: lock_acquired: 00000000a1 &x->a",
@@ -256,8 +300,10 @@ def test_hits_are_taken_fast() -> None:
     stats = ftrace.ReaderStats()
     handed: list = []
     reader = ftrace.FtraceReader("t.ftrace", stats=stats)
-    misses = capturepath._ftrace_misses(checker, annotator, reader, stats, None, block * 50, "t.ftrace")
-    for numbered in misses:
+    with _filter(filtered):
+        misses = capturepath._ftrace_misses(checker, annotator, reader, stats, None, block * 50, "t.ftrace")
+        handed_first = next(misses)
+    for numbered in itertools.chain([handed_first], misses):
         handed.append(numbered[0])
         for ev in annotator.run(reader.parse_numbered([numbered], count_lines=False)):
             checker.feed(ev)
@@ -490,3 +536,35 @@ def test_the_annotator_passes_on_only_a_chain_the_kernel_explains() -> None:
     assert ann.decide(_annotated_view(annotator, [explained[0]]), "t", unexplained, 0, True, True, "x") is not None
     # a class held twice is the annotator's to resolve (nest_lock, subclass)
     assert ann.decide(_annotated_view(annotator, [explained[0]]), "t", explained[0], 0, False, True, "x") is None
+
+
+@pytest.mark.skipif(not capture_filter.compiled(), reason="the compiled filter is not built")
+@pytest.mark.parametrize("ending", ["\n", "\r\n"])
+def test_a_file_read_in_blocks_of_bytes_checks_the_same(ending, tmp_path, monkeypatch, capsys) -> None:
+    """Past its first block, the filter splits the file's blocks of bytes itself (`source.Lines.give_bytes`):
+    line endings, blank lines, a block with a non-ASCII line (decoded, as before) and the line numbers of
+    what it passes on are the Python loop's."""
+    lines = []
+    for i in range(9000):
+        stamp = f"{5 + i / 1000:.6f}"
+        lines += [f"           bash-12 [000] ...1.  {stamp}: lock_acquire: 00000000a1 &p->pi_lock",
+                  f"           bash-12 [000] d..2.  {stamp}: lock_acquire: 00000000b2 &rq->__lock",
+                  f"           bash-12 [000] d..2.  {stamp}: lock_release: 00000000b2 &rq->__lock",
+                  f"           bash-12 [000] ...1.  {stamp}: lock_release: 00000000a1 &p->pi_lock"]
+        if i % 2000 == 1999:
+            lines += ["", f"        sshd-4 [001] ...1.  {stamp}: sched_switch: prev_comm=sshd \u00e9"]
+    lines[-3:] = ["        sshd-4 [001] ...1.  99.0: lock_acquire: 00000000a1 &p->pi_lock",
+                  "           bash-12 [000] ...1.  99.1: lock_acquire: zz &p->pi_lock"]
+    path = tmp_path / "blocks.ftrace"
+    path.write_bytes(ending.join(lines).encode() + ending.encode())
+    monkeypatch.setenv("LOCKCHECK_JOBS", "1")
+
+    def check() -> tuple:
+        status = main(["check", "--format", "json", "--no-config", "--lockdep-state", str(STATE), str(path)])
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    with _filter(False):
+        loop = check()
+    assert check() == loop
+    assert ":36007:" in loop[2]  # the bad line's error, numbered as in the file

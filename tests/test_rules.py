@@ -81,7 +81,8 @@ def verdicts(tmp_path: Path, rows: list[tuple], monkeypatch: pytest.MonkeyPatch,
         path.write_text(text)
         runs = {"": [], "-jobs2": ["--jobs", "2"]}
         for suffix, extra in runs.items():
-            envs = {"-pure": "1"} if not compiled or name != "lt" else {"-pure": "1", "-compiled": "0"}
+            # (`.lt` and ftrace have compiled cores: `_speedups.LineFilter`, `_capturecore.CaptureFilter`)
+            envs = {"-pure": "1"} if not compiled or name == "jsonl" else {"-pure": "1", "-compiled": "0"}
             for tag, pure in envs.items():
                 monkeypatch.setenv("LOCKCHECK_PURE", pure)
                 out, err = io.StringIO(), io.StringIO()
@@ -213,6 +214,57 @@ def test_a_stale_table_would_be_seen(tmp_path: Path, monkeypatch: pytest.MonkeyP
         text = _irq_head_trace()
     found = every_path(tmp_path, text, monkeypatch)
     assert {tuple(kinds) for key, kinds in found.items() if key.endswith("0")} != {tuple(found["checker"])}
+
+
+# T1 tries Y alone first (its line's pieces are then in the capture filter's caches), then under X: that
+# second trylock is the compiled capture filter's to decide, and whether it is validated decides X -> Y.
+TRYLOCK_AGAIN = [
+    ("T0", "acquire", "Y", False), ("T0", "release", "Y", False),
+    ("T0", "acquire", "X", False), ("T0", "release", "X", False),
+    ("T1", "acquire", "Y", True), ("T1", "release", "Y", False),
+    ("T1", "acquire", "X", False), ("T1", "acquire", "Y", True), ("T1", "release", "Y", False),
+    ("T1", "release", "X", False),
+    ("T2", "acquire", "Y", False), ("T2", "acquire", "X", False), ("T2", "release", "X", False),
+    ("T2", "release", "Y", False),
+]
+
+
+def test_a_stale_capture_table_would_be_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The capture filter (`_capturecore.CaptureFilter`) decides with the tables `capture_filter.rule_tables`
+    makes from `rules` at the start of a run: given the unmutated ones while the trylock rule is mutated,
+    its ftrace verdict differs from every other path's (so the mutation tests above hold it too)."""
+    from lockcheck.engine import capture_filter
+
+    if not capture_filter.compiled():
+        pytest.skip("no compiled capture filter to hold")
+    assert agreed(verdicts(tmp_path, TRYLOCK_AGAIN, monkeypatch, compiled=True)) == []
+    kernel_tables = capture_filter.rule_tables()
+    monkeypatch.setattr(rules, "validates_chain", lambda trylock, check: bool(check))
+    assert agreed(verdicts(tmp_path, TRYLOCK_AGAIN, monkeypatch, compiled=True)) == ["circular-dependency"]
+    monkeypatch.setattr(capture_filter, "rule_tables", lambda: kernel_tables)
+    stale = verdicts(tmp_path, TRYLOCK_AGAIN, monkeypatch, compiled=True)
+    assert stale["ftrace-compiled"] == [] and stale["ftrace-pure"] == ["circular-dependency"]
+
+
+def test_the_capture_usage_table_follows_the_rule(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rules.acquire_usage` is read into the capture filter's usage table: a mutation moves it."""
+    from lockcheck.engine import capture_filter
+
+    before = capture_filter.rule_tables()
+    original = rules.acquire_usage
+    monkeypatch.setattr(rules, "acquire_usage", lambda needs, read, trylock, check, hardirqs_off: (
+        rules.nocheck_usage(read) if trylock else original(needs, read, trylock, check, hardirqs_off)))
+    after = capture_filter.rule_tables()
+    assert after is not None and after[3] != before[3]
+    assert after[3][6 + 1] == (-1, rules.nocheck_usage(0))  # checked, read 0, trylock
+
+
+def test_a_usage_rule_no_table_carries_sends_the_capture_filter_aside(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockcheck.engine import capture_filter
+
+    assert capture_filter.rule_tables() is not None
+    monkeypatch.setattr(rules, "acquire_usage", lambda needs, read, trylock, check, hardirqs_off: needs[0] | needs[1])
+    assert capture_filter.rule_tables() is None
 
 
 def test_the_nest_lock_merge_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

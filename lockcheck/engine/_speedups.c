@@ -29,7 +29,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
-#include "_tuplehash.h"
+#include "_rules.h"
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -132,18 +132,18 @@ typedef struct {
     unsigned long merges;    /* bit 2*NEST+SAME: rules.nest_lock_merges (depth > 0), by nest given, same class */
 } LineFilter;
 
-/* The tabled rules (see LineFilter). An irq context outside 0..3 is no context lockdep has: the
- * caller passes such a line on. */
+/* The tabled rules (see LineFilter), read as the capture core reads them (_rules.h). An irq context
+ * outside 0..3 is no context lockdep has: the caller passes such a line on. */
 static inline int rule_validates(const LineFilter *self, int trylock) {
-    return (int)((self->validates >> (trylock ? 1 : 0)) & 1);
+    return rules_validates(self->validates, trylock);
 }
 
 static inline int rule_separate(const LineFilter *self, long top, long ctx) {
-    return (int)((self->separate >> ((top & 3) * 4 + (ctx & 3))) & 1);
+    return rules_separate(self->separate, top, ctx);
 }
 
 static inline int rule_merges(const LineFilter *self, int nest, int same) {
-    return (int)((self->merges >> ((nest ? 2 : 0) + (same ? 1 : 0))) & 1);
+    return rules_merges(self->merges, nest, same);
 }
 
 /* Direct-mapped caches of str keys: a line's task and rest are looked up in the Python dicts
@@ -837,50 +837,13 @@ static int field_strs(LineFilter *self, const Tail *t, PyObject **release, PyObj
 
 /* ---- the chain key ------------------------------------------------------------------------ */
 
-/* hash((chain_key, cls, read)) as the checker computes it: `tuple_hash3` (_tuplehash.h) where
+/* hash((chain_key, cls, read)) as the checker computes it (_rules.h): `tuple_hash3` where
  * `tuple_hash_ok` says it agrees with PyObject_Hash here (checked once at import), else the
  * tuple is made. */
 static int tuple_hash_ok = 0;
 
-static Py_hash_t hash3(PyObject *a, PyObject *b, PyObject *c) {
-    if (!tuple_hash_ok) {
-        PyObject *parts = PyTuple_Pack(3, a, b, c);
-        if (parts == NULL)
-            return -1;
-        Py_hash_t hash = PyObject_Hash(parts);
-        Py_DECREF(parts);
-        return hash;
-    }
-    return tuple_hash3(a, b, c);
-}
-
-/* Whether hash3 may skip the tuple: it agrees with the interpreter's tuple hash on samples. */
-static int check_tuple_hash(void) {
-    static const long keys[] = {-1, 0, 1, 123456789, -987654321};
-    static const char *names[] = {"&rq->lock", "", "(wq_completion)events#3"};
-    int ok = 1;
-    for (size_t i = 0; ok && i < sizeof keys / sizeof keys[0]; i++) {
-        for (size_t j = 0; ok && j < sizeof names / sizeof names[0]; j++) {
-            for (long r = 0; ok && r < 3; r++) {
-                PyObject *a = PyLong_FromLong(keys[i]), *b = PyUnicode_FromString(names[j]),
-                         *c = PyLong_FromLong(r);
-                PyObject *t = (a && b && c) ? PyTuple_Pack(3, a, b, c) : NULL;
-                if (t == NULL) {
-                    ok = -1;
-                } else {
-                    tuple_hash_ok = 1;
-                    Py_hash_t mine = hash3(a, b, c);
-                    tuple_hash_ok = 0;
-                    ok = mine == PyObject_Hash(t);
-                }
-                Py_XDECREF(a);
-                Py_XDECREF(b);
-                Py_XDECREF(c);
-                Py_XDECREF(t);
-            }
-        }
-    }
-    return ok;
+static inline Py_hash_t hash3(PyObject *a, PyObject *b, PyObject *c) {
+    return rules_hash3(tuple_hash_ok, a, b, c);
 }
 
 /* ---- one line ------------------------------------------------------------------------------ */
@@ -1852,7 +1815,7 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     for (int i = 0; i < 4; i++)
         if ((small_ints[i] = PyLong_FromLong(i)) == NULL)
             return NULL;
-    int hash_ok = check_tuple_hash();
+    int hash_ok = rules_check_tuple_hash();
     if (hash_ok < 0)
         return NULL;
     tuple_hash_ok = hash_ok;

@@ -39,6 +39,7 @@ import gc
 from types import ModuleType
 from typing import Callable, Iterable, Iterator, Optional
 
+from lockcheck.engine import capture_filter
 from lockcheck.lockdep.checker import Checker
 from lockcheck.events import (
     ACQUIRE, ACQUIRED, ALL_OPS, CONTENDED, IRQ_OPS, LOST_EVENTS, RELEASE, RUN, UNREGISTER, WRITE, Event)
@@ -103,8 +104,9 @@ def ftrace_events(checker: Checker, annotators, stats, tick: Optional[Callable[[
         yield from fields_events(checker, annotator, batches, tick, file)
         return
     reader = ftrace.FtraceReader(file, stats=stats)
+    give_bytes = getattr(lines, "give_bytes", None)  # (source.Lines: the compiled filter splits blocks itself)
     reader.probe_known, lines = ftrace.lookahead(lines, reader._scan_any)
-    misses = _ftrace_misses(checker, annotator, reader, stats, tick, lines, file)
+    misses = _ftrace_misses(checker, annotator, reader, stats, tick, lines, file, give_bytes)
     collecting = gc.isenabled()
     gc.disable()  # as hotpath.lt_events: a check makes no cycles per line, the collector's passes cost
     try:
@@ -116,8 +118,9 @@ def ftrace_events(checker: Checker, annotators, stats, tick: Optional[Callable[[
 
 
 def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iterable[str],
-                   file: str) -> Iterator[tuple[int, str]]:
-    """The numbered lines the plain reader must read; every other line applied to the three stages."""
+                   file: str, give_bytes=None) -> Iterator[tuple[int, str]]:
+    """The numbered lines the plain reader must read; every other line applied to the three stages
+    (`give_bytes`: `source.Lines.give_bytes` of `lines`, asked when the compiled filter reads them)."""
     from lockcheck.readers import ftrace, ftrace_scan
 
     scan = ftrace.scan
@@ -144,8 +147,11 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
     events = hardirq_lines = softirq_lines = resolved = acquisitions = context_events = 0
     context_transition = ftrace.context_transition
     split = ftrace_scan.compiled_split()
+    # the compiled filter applies the common lines itself and hands this loop the rest (None: this loop alone)
+    cfilter = capture_filter.numbered(lines, (heads, flag_cache, bodies, views), reader, stats, checker, ann,
+                                      file, TICK if tick is not None else None, _event, _VIEW_LIMIT, give_bytes)
     try:
-        for lineno, line in enumerate(lines, 1):
+        for lineno, line in cfilter if cfilter is not None else enumerate(lines, 1):
             if tick is not None and not lineno & TICK:
                 tick(file)
             if line[:1] == "#":
@@ -344,6 +350,16 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
                 views.clear()
             yield lineno, line
     finally:
+        if cfilter is not None:
+            counts = cfilter.counts()
+            lineno = counts["lines"]
+            events += counts["events"]
+            hardirq_lines += counts["hardirq_lines"]
+            softirq_lines += counts["softirq_lines"]
+            resolved += counts["names_resolved"]
+            acquisitions += counts["acquisitions"]
+            stats.contention += counts["contention"]
+            context_events += counts["context_events"]
         stats.lines += lineno
         stats.events += events
         stats.hardirq_lines += hardirq_lines

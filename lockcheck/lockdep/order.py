@@ -31,9 +31,8 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import networkx as nx
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
@@ -45,6 +44,9 @@ from lockcheck.events import Event
 from lockcheck.lockdep.findings import Evidence
 from lockcheck.util.grammar import grammar_text
 from lockcheck.lockdep.graph import DEP_EN, DepGraph
+
+if TYPE_CHECKING:  # networkx is imported where the declared order is looked at as a graph: a file of rules
+    import networkx as nx  # alone (kernel.annotations, read by every capture check) needs none
 
 #: the task name a declared dependency's evidence carries
 DECLARED_TASK = "declared"
@@ -110,6 +112,8 @@ class OrderFile:
     @functools.cached_property
     def rank_graph(self) -> nx.DiGraph:
         """The declared order as a DAG over names (pseudo ranks included)."""
+        import networkx as nx
+
         graph = nx.DiGraph()
         for (a, b), line in self.edges.items():
             graph.add_edge(a, b, line=line)
@@ -119,6 +123,8 @@ class OrderFile:
     def _rank(self) -> dict[str, int]:
         """Each name's position in a topological order of the declared DAG: `a` can be declared
         before `b` only if its rank is lower (the order is checked acyclic when it is read)."""
+        import networkx as nx
+
         return {name: i for i, name in enumerate(nx.topological_sort(self.rank_graph))}
 
     def before(self, a: str, b: str) -> bool:
@@ -165,6 +171,8 @@ class OrderFile:
 
     def declared_path(self, a: str, b: str) -> list[str]:
         """The declared chain from `a` to `b` (shortest), names as declared."""
+        import networkx as nx
+
         return nx.shortest_path(self.rank_graph, self._name(a), self._name(b))
 
     def line_of(self, a: str, b: str) -> int:
@@ -329,6 +337,10 @@ def _build(statements: list, file: str, text: str) -> OrderFile:
                             raise TraceError(file, line, None, f"{a} is declared before itself",
                                              source=_source_line(text, line))
                         order.edges.setdefault((a, b), line)
+    if not order.edges:
+        return order  # (no order declared, no cycle)
+    import networkx as nx
+
     try:
         cycle = nx.find_cycle(order.rank_graph)
     except nx.NetworkXNoCycle:
