@@ -8,6 +8,7 @@ import json
 import pytest
 
 from lockcheck.commands.cli import main
+from lockcheck.engine import capture_filter
 from lockcheck.readers import parallel
 
 from testdata import CAPTURES
@@ -45,9 +46,32 @@ def test_same_findings_stats_and_notes(tmp_path, monkeypatch, always_parallel):
 
 
 @pytest.mark.slow
-def test_capture_with_annotations_gives_the_same_result(monkeypatch, always_parallel):
+@pytest.mark.parametrize("compiled_filter", [False, True])
+def test_capture_with_annotations_gives_the_same_result(monkeypatch, always_parallel, compiled_filter):
+    """A reader process for a capture only where the compiled capture filter does not run (it is
+    cheaper in one process); the same result either way."""
+    if compiled_filter:
+        if not capture_filter.compiled():
+            pytest.skip("the compiled capture filter is not built")
+
+        def no_worker(*args, **kwargs):
+            raise AssertionError("a capture read in a second process though the compiled filter runs")
+
+        monkeypatch.setattr(parallel, "read_batches_in_worker", no_worker)
+    else:
+        monkeypatch.setattr(capture_filter, "_compiled", lambda: None)
+        started = []
+        worker = parallel.read_batches_in_worker
+
+        def counted(*args, **kwargs):
+            started.append(args[0])
+            return worker(*args, **kwargs)
+
+        monkeypatch.setattr(parallel, "read_batches_in_worker", counted)
     args = ["--lockdep-state", str(CAPTURE), str(CAPTURE / "trace.ftrace.xz")]
     alone, forked = both(monkeypatch, args)
+    if not compiled_filter:
+        assert started == [str(CAPTURE / "trace.ftrace.xz")]  # (the forked run's, not the one alone)
     assert alone == forked
     status, doc, _ = forked
     assert status == 0 and doc["findings"] == []
