@@ -75,6 +75,8 @@ typedef struct ClassSlot {
     uint64_t hash;
     PyObject *cls;
     PyObject *node;
+    uint64_t usage_version; /* the node dict's version when `usage` was read from it (0: never) */
+    long usage;             /* node["usage"] as of that version (node_usage) */
 } ClassSlot;
 
 /* What find_view found for a task key: its view (borrowed: the views dict holds it while the
@@ -625,6 +627,7 @@ typedef struct {
     int trylock;
     PyObject *cls;          /* borrowed: the class (the lock itself: subclass 0) */
     PyObject *node;         /* borrowed: its graph node's attribute dict */
+    ClassSlot *slot;        /* the class table's slot of both */
 } Tail;
 
 enum { B_MODE = 8, B_TRY = 16 };
@@ -742,6 +745,7 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
     t->read = 0;
     t->trylock = 0;
     t->cls = t->node = NULL;
+    t->slot = NULL;
     const char *word = field_end;
     while (word < end) {
         word++; /* the blank before it */
@@ -781,6 +785,7 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
             return found;
         t->cls = slot->cls;
         t->node = slot->node;
+        t->slot = slot;
     }
     return 1;
 }
@@ -889,6 +894,7 @@ static int check_tuple_hash(void) {
  * `owned` ones) made for this line. */
 typedef struct {
     PyObject *release, *cls, *lock, *instance, *read, *nest, *subclass, *node;
+    ClassSlot *slot;        /* the class table's slot of `node` (read here), or NULL (an info tuple's) */
     int trylock;
     PyObject *owned[3];
 } Acquire;
@@ -913,6 +919,31 @@ static int remember(PyObject *view, PyObject *lock, PyObject *instance) {
 }
 
 static PyObject *small_ints[4];
+
+/* node["usage"] of a class's graph node: 1 and *out, 0 none (the full checker's), -1 error.  The
+ * class table keeps the value it read with the node dict's version then: while the dict is
+ * unchanged (any item set, even to an equal value, gives it a new version) that value is the
+ * answer, without the look-up's misses on the dict's keys and the int (a dict version of 0: no
+ * version on this interpreter, every read a look-up). */
+static int node_usage(PyObject *node, ClassSlot *slot, long *out) {
+    uint64_t version = dict_version(node);
+    if (slot != NULL && version != 0 && slot->usage_version == version) {
+        *out = slot->usage;
+        return 1;
+    }
+    PyObject *usage = PyDict_GetItemWithError(node, s_usage);
+    if (usage == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    long value = as_long(usage);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    if (slot != NULL) {
+        slot->usage_version = version;
+        slot->usage = value;
+    }
+    *out = value;
+    return 1;
+}
 
 /* Checker.feed + lock_acquire for a chain-cache hit (or a nest_lock merge): 1 applied, 0 the
  * full checker's, -1 error.  Makes the fields of `a` it still lacks from the Tail `t`. */
@@ -972,10 +1003,11 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     long read_mode = as_long(a->read);
     PyObject *needs = PyTuple_GET_ITEM(view, V_NEEDS);
     long need = as_long(PyList_GET_ITEM(needs, (read_mode ? 1 : 0) | (a->trylock ? 2 : 0)));
-    PyObject *usage = PyDict_GetItemWithError(a->node, s_usage);
-    if (usage == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    if (need & ~as_long(usage))
+    long usage;
+    int known = node_usage(a->node, a->slot, &usage);
+    if (known <= 0)
+        return known;
+    if (need & ~usage)
         return 0; /* a new usage bit: mark_usage, in the full checker */
     PyObject *prev_key = get_chain_key(task);
     if (prev_key == NULL)
@@ -1660,6 +1692,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         a.subclass = small_ints[0];
         a.nest = Py_None;
         a.node = t.node;
+        a.slot = t.slot;
     }
     int r = apply_acquire(self, line, data, n, view, held, top, cpu, &a, &t);
     acquire_clear(&a);
