@@ -92,6 +92,43 @@ typedef struct FieldSlot {
     PyObject *instance;    /* INSTANCE, or None */
 } FieldSlot;
 
+/* ---- the held overlay: the core's own pushes, kept in C until Python may look ----------------
+ *
+ * An acquisition the core reads itself (read_tail: no nest lock, no acquired_ever) is pushed
+ * here, not onto the task's held list as a tuple: the line's bytes, its class (the class
+ * table's str), its irq context and mode, the chain key before it; the plain release of such an
+ * entry pops it here.  A push and its release between two lines the core passes on never make
+ * a tuple, a str or a lineno.  Every other line of such a task, and every line the core hands
+ * to the Python side (the Python loop, the checker, a report may look at any task), first
+ * turns the overlay into what the tuple path would have made (overlay_flush: the same tuples
+ * appended in order, the task's chain key and cpu set), so the Python side only ever sees the
+ * layout it made itself. */
+typedef struct OvEntry {
+    PyObject *cls;          /* borrowed: the class table's str (the table outlives the run) */
+    PyObject *prev_key;     /* the task's chain key before the push (a strong reference) */
+    PyObject *hardirqs_off; /* borrowed: Py_True or Py_False (the view's) */
+    long irq_context;       /* 0..3 */
+    int read, trylock;
+    Py_ssize_t line_off, line_len;   /* the line (without its ending) in the overlay's text */
+    Py_ssize_t field_off, field_len, lock_len;  /* CLASS[@INSTANCE] in it, CLASS's length */
+    int has_instance;
+    long long lineno;
+} OvEntry;
+
+typedef struct Overlay {
+    PyObject *held;         /* the task's held list (a strong reference): the key; NULL: a free slot */
+    PyObject *task;         /* its TaskState (a strong reference) */
+    PyObject *chain_key;    /* the task's chain key now, when not yet set on it (strong), or NULL */
+    long cpu;               /* the task's cpu now, when not yet set on it, or -1 */
+    Py_ssize_t n, cap;
+    OvEntry *entries;
+    char *text;
+    Py_ssize_t text_len, text_cap;
+} Overlay;
+
+/* overlays at once (a power of two): half of them in use flushes them all */
+#define OV_SLOTS 64
+
 typedef struct {
     PyObject_HEAD
     PyObject *lines;       /* the iterator of lines */
@@ -132,6 +169,10 @@ typedef struct {
     unsigned long validates; /* bit T: rules.validates_chain(trylock=T, check=True) */
     unsigned long separate;  /* bit 4*TOP+CTX: rules.separate_irq_context(TOP, CTX), contexts 0..3 */
     unsigned long merges;    /* bit 2*NEST+SAME: rules.nest_lock_merges (depth > 0), by nest given, same class */
+    Overlay *overlays;       /* OV_SLOTS, by held list (the held overlay, above) */
+    Py_ssize_t ov_count;     /* how many are in use */
+    Py_ssize_t ov_used[OV_SLOTS]; /* their indices */
+    int overlay;             /* pushes kept in C (default; `use_overlay(False)`: every push a tuple) */
 } LineFilter;
 
 /* The tabled rules (see LineFilter). An irq context outside 0..3 is no context lockdep has: the
@@ -180,8 +221,12 @@ static void clear_classes(LineFilter *self) {
     self->class_size = self->class_count = 0;
 }
 
+static void overlays_drop(LineFilter *self);
+
 static void LineFilter_dealloc(LineFilter *self) {
     PyObject_GC_UnTrack(self);
+    overlays_drop(self);
+    PyMem_Free(self->overlays);
     Py_XDECREF(self->chunk);
     clear_keys(self->task_keys, TASK_SLOTS);
     clear_keys(self->rest_keys, REST_SLOTS);
@@ -217,6 +262,10 @@ static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
     Py_VISIT(self->checker);
     for (Py_ssize_t i = 0; i < self->class_size; i++)
         Py_VISIT(self->class_table[i].node);
+    for (Py_ssize_t i = 0; i < self->ov_count; i++) {
+        Py_VISIT(self->overlays[self->ov_used[i]].held);
+        Py_VISIT(self->overlays[self->ov_used[i]].task);
+    }
     return 0;
 }
 
@@ -286,7 +335,12 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     self->epoch = 1;
     self->views_known = 0;
     self->current = NULL;
-    if (self->task_keys == NULL || self->rest_keys == NULL || self->fields == NULL || self->task_seen == NULL) {
+    overlays_drop(self);
+    if (self->overlays == NULL)
+        self->overlays = PyMem_Calloc(OV_SLOTS, sizeof(Overlay));
+    self->overlay = 1;
+    if (self->task_keys == NULL || self->rest_keys == NULL || self->fields == NULL || self->task_seen == NULL ||
+        self->overlays == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -945,19 +999,264 @@ static int node_usage(PyObject *node, ClassSlot *slot, long *out) {
     return 1;
 }
 
+/* ---- the held overlay (see OvEntry) --------------------------------------------------------- */
+
+/* The overlay of the task whose held list is `held`, or NULL: none in use (`create`: then one is
+ * made, for `task`; NULL with an error set when that fails). */
+static Overlay *overlay_find(LineFilter *self, PyObject *held, PyObject *task, int create);
+
+/* An entry's tuple, as apply_acquire's tuple path makes it (a new reference), or NULL. */
+static PyObject *overlay_tuple(LineFilter *self, Overlay *ov, OvEntry *e) {
+    Tail t = {0};
+    t.field = ov->text + e->field_off;
+    t.field_len = e->field_len;
+    t.lock_len = e->lock_len;
+    t.has_instance = e->has_instance;
+    PyObject *release, *instance;
+    if (field_strs(self, &t, &release, &instance) < 0)
+        return NULL;
+    PyObject *text = ascii_str(ov->text + e->line_off, e->line_len);
+    PyObject *lineno = text ? PyLong_FromLongLong(e->lineno) : NULL;
+    PyObject *entry = lineno ? PyTuple_New(E_SIZE) : NULL;
+    if (entry == NULL) {
+        Py_DECREF(release);
+        Py_DECREF(instance);
+        Py_XDECREF(text);
+        Py_XDECREF(lineno);
+        return NULL;
+    }
+    /* subclass 0: the lock is the class itself (the same str, as in _scan_tail) */
+    PyObject *items[E_SIZE] = {
+        release, e->cls, e->cls, instance, e->prev_key, small_ints[e->irq_context], small_ints[e->read],
+        e->trylock ? Py_True : Py_False, e->hardirqs_off, Py_None, small_ints[0], small_ints[0], text, lineno,
+    };
+    for (Py_ssize_t i = 0; i < E_SIZE; i++) {
+        if (i != E_RELEASE && i != E_INSTANCE && i != E_LINE && i != E_LINENO)
+            Py_INCREF(items[i]); /* (release, instance, text, lineno: their references move) */
+        PyTuple_SET_ITEM(entry, i, items[i]);
+    }
+    PyObject_GC_UnTrack(entry); /* as apply_acquire's: in no cycle */
+    return entry;
+}
+
+/* Turn `ov` into what the tuple path would have left: its entries appended to the held list as
+ * tuples, in order, the task's chain key and cpu set.  0, or -1 with an error. */
+static int overlay_flush(LineFilter *self, Overlay *ov) {
+    Py_ssize_t i = 0;
+    int r = 0;
+    for (; i < ov->n && r == 0; i++) {
+        OvEntry *e = &ov->entries[i];
+        PyObject *entry = overlay_tuple(self, ov, e);
+        r = entry == NULL ? -1 : PyList_Append(ov->held, entry);
+        Py_XDECREF(entry);
+        Py_CLEAR(e->prev_key);
+    }
+    for (; i < ov->n; i++)
+        Py_CLEAR(ov->entries[i].prev_key);
+    ov->n = 0;
+    ov->text_len = 0;
+    if (ov->chain_key != NULL) {
+        if (r == 0)
+            r = set_chain_key(ov->task, ov->chain_key);
+        Py_CLEAR(ov->chain_key);
+    }
+    if (ov->cpu >= 0) {
+        if (r == 0)
+            r = set_cpu(ov->task, ov->cpu);
+        ov->cpu = -1;
+    }
+    return r;
+}
+
+/* Flush every overlay in use and free their slots: before any line goes to the Python side.
+ * 0, or -1 with an error (every overlay is freed all the same). */
+static int overlays_flush(LineFilter *self) {
+    int r = 0;
+    for (Py_ssize_t i = 0; i < self->ov_count; i++) {
+        Overlay *ov = &self->overlays[self->ov_used[i]];
+        if (r == 0)
+            r = overlay_flush(self, ov);
+        else {
+            for (Py_ssize_t j = 0; j < ov->n; j++)
+                Py_CLEAR(ov->entries[j].prev_key);
+            ov->n = ov->text_len = 0;
+            Py_CLEAR(ov->chain_key);
+            ov->cpu = -1;
+        }
+        Py_CLEAR(ov->held);
+        Py_CLEAR(ov->task);
+    }
+    self->ov_count = 0;
+    return r;
+}
+
+/* Free every overlay, its buffers too, applying nothing (dealloc, a new run). */
+static void overlays_drop(LineFilter *self) {
+    if (self->overlays == NULL)
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    for (Py_ssize_t i = 0; i < self->ov_count; i++) {
+        Overlay *ov = &self->overlays[self->ov_used[i]];
+        for (Py_ssize_t j = 0; j < ov->n; j++)
+            Py_CLEAR(ov->entries[j].prev_key);
+        ov->n = ov->text_len = 0;
+        Py_CLEAR(ov->chain_key);
+        Py_CLEAR(ov->held);
+        Py_CLEAR(ov->task);
+    }
+    self->ov_count = 0;
+    for (Py_ssize_t i = 0; i < OV_SLOTS; i++) {
+        PyMem_Free(self->overlays[i].entries);
+        PyMem_Free(self->overlays[i].text);
+        self->overlays[i].entries = NULL;
+        self->overlays[i].text = NULL;
+        self->overlays[i].cap = self->overlays[i].text_cap = 0;
+    }
+    PyErr_Restore(type, value, tb);
+}
+
+static inline Py_ssize_t overlay_slot(PyObject *held) {
+    return (Py_ssize_t)((((uintptr_t)held >> 4) * 0x9E3779B97F4A7C15ULL) >> 58) & (OV_SLOTS - 1);
+}
+
+static Overlay *overlay_find(LineFilter *self, PyObject *held, PyObject *task, int create) {
+    if (self->ov_count == 0 && !create)
+        return NULL;
+    Py_ssize_t j = overlay_slot(held);
+    for (;; j = (j + 1) & (OV_SLOTS - 1)) {
+        Overlay *ov = &self->overlays[j];
+        if (ov->held == held)
+            return ov;
+        if (ov->held == NULL)
+            break;
+    }
+    if (!create)
+        return NULL;
+    if (self->ov_count * 2 >= OV_SLOTS) {
+        if (overlays_flush(self) < 0)
+            return NULL;
+        j = overlay_slot(held);
+    }
+    Overlay *ov = &self->overlays[j];
+    while (ov->held != NULL) {
+        j = (j + 1) & (OV_SLOTS - 1);
+        ov = &self->overlays[j];
+    }
+    Py_INCREF(held);
+    Py_INCREF(task);
+    ov->held = held;
+    ov->task = task;
+    ov->chain_key = NULL;
+    ov->cpu = -1;
+    ov->n = ov->text_len = 0;
+    self->ov_used[self->ov_count++] = j;
+    return ov;
+}
+
+/* Whether `ov` holds anything the task does not show yet. */
+static inline int overlay_dirty(const Overlay *ov) {
+    return ov != NULL && (ov->n || ov->chain_key != NULL || ov->cpu >= 0);
+}
+
+/* Push an acquisition read here (`t`, the line's `n` bytes at `data`) onto `ov`: 0, -1 error.
+ * `prev_key` and `chain_key`: new references, taken. */
+static int overlay_push(Overlay *ov, const char *data, Py_ssize_t n, const Tail *t, PyObject *cls, long irq_context,
+                        int read, int trylock, PyObject *hardirqs_off, PyObject *prev_key, PyObject *chain_key,
+                        long long lineno) {
+    if (ov->n == ov->cap) {
+        Py_ssize_t cap = ov->cap ? ov->cap * 2 : 8;
+        OvEntry *entries = PyMem_Realloc(ov->entries, (size_t)cap * sizeof(OvEntry));
+        if (entries == NULL)
+            goto nomem;
+        ov->entries = entries;
+        ov->cap = cap;
+    }
+    if (ov->text_len + n > ov->text_cap) {
+        Py_ssize_t cap = ov->text_cap ? ov->text_cap : 512;
+        while (cap < ov->text_len + n)
+            cap *= 2;
+        char *text = PyMem_Realloc(ov->text, (size_t)cap);
+        if (text == NULL)
+            goto nomem;
+        ov->text = text;
+        ov->text_cap = cap;
+    }
+    OvEntry *e = &ov->entries[ov->n++];
+    memcpy(ov->text + ov->text_len, data, (size_t)n);
+    e->cls = cls;
+    e->prev_key = prev_key;
+    e->hardirqs_off = hardirqs_off;
+    e->irq_context = irq_context;
+    e->read = read;
+    e->trylock = trylock;
+    e->line_off = ov->text_len;
+    e->line_len = n;
+    e->field_off = ov->text_len + (t->field - data);
+    e->field_len = t->field_len;
+    e->lock_len = t->lock_len;
+    e->has_instance = t->has_instance;
+    e->lineno = lineno;
+    ov->text_len += n;
+    Py_XSETREF(ov->chain_key, chain_key);
+    return 0;
+nomem:
+    Py_DECREF(prev_key);
+    Py_DECREF(chain_key);
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* Whether the `rest_len` bytes at `rest` are the plain release of the top entry of `ov` (`n` > 0),
+ * `release CLASS[@INSTANCE]`: the text of its tuple's RELEASE. */
+static inline int overlay_releases(const Overlay *ov, const char *rest, Py_ssize_t rest_len) {
+    const OvEntry *e = &ov->entries[ov->n - 1];
+    return rest_len == 8 + e->field_len && memcmp(rest, "release ", 8) == 0 &&
+           memcmp(rest + 8, ov->text + e->field_off, (size_t)e->field_len) == 0;
+}
+
+/* Pop the top entry of `ov` (its plain release), the task's cpu now `cpu` when given. */
+static void overlay_pop(Overlay *ov, long cpu) {
+    OvEntry *e = &ov->entries[ov->n - 1];
+    Py_XSETREF(ov->chain_key, e->prev_key); /* its reference moves */
+    e->prev_key = NULL;
+    ov->text_len = e->line_off;
+    ov->n--;
+    if (cpu >= 0)
+        ov->cpu = cpu;
+}
+
 /* Checker.feed + lock_acquire for a chain-cache hit (or a nest_lock merge): 1 applied, 0 the
  * full checker's, -1 error.  Makes the fields of `a` it still lacks from the Tail `t`. */
 static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n, PyObject *view,
-                         PyObject *held, PyObject *top, long cpu, Acquire *a, const Tail *t) {
+                         PyObject *held, PyObject *top, long cpu, Acquire *a, const Tail *t, Overlay *ov) {
     PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
-    Py_ssize_t depth = PyList_GET_SIZE(held);
-    if (depth >= self->depth_limit)
-        return 0;
     PyObject *cls = a->cls;
     PyObject *nest = a->nest;
     PyObject *irq_context = PyTuple_GET_ITEM(view, V_IRQ_CONTEXT);
+    PyObject *hardirqs_off = PyTuple_GET_ITEM(view, V_HARDIRQS_OFF);
+    long context = as_long(irq_context);
+    /* pushed onto the held overlay: an acquisition read here (subclass 0, no nest lock) of a task
+     * that keeps no acquired_ever, in one of lockdep's irq contexts */
+    int overlaid = self->overlay && a->release == NULL && nest == Py_None &&
+                   PyTuple_GET_ITEM(view, V_ACQUIRED_EVER) == Py_None && context >= 0 && context <= 3 &&
+                   (hardirqs_off == Py_True || hardirqs_off == Py_False);
+    if (overlay_dirty(ov) && (!overlaid || rule_merges(self, 0, 0) || rule_merges(self, 0, 1))) {
+        /* the tuple path, or a merge onto the top entry: on the held list as the tuple path has it */
+        if (overlay_flush(self, ov) < 0)
+            return -1;
+        Py_ssize_t size = PyList_GET_SIZE(held);
+        top = size ? PyList_GET_ITEM(held, size - 1) : NULL;
+    }
+    Py_ssize_t above = ov != NULL ? ov->n : 0;
+    Py_ssize_t depth = PyList_GET_SIZE(held) + above;
+    if (depth >= self->depth_limit)
+        return 0;
     int head = 0;
-    if (top != NULL) {
+    if (above) {
+        /* the overlay's top entry (no merge onto it: the rules merge nothing without a nest lock) */
+        head = rule_separate(self, ov->entries[above - 1].irq_context, context);
+    } else if (top != NULL) {
         long top_context;
         int nest_given = nest != Py_None;
         /* the class compared only where the merge rule depends on it */
@@ -1009,9 +1308,15 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         return known;
     if (need & ~usage)
         return 0; /* a new usage bit: mark_usage, in the full checker */
-    PyObject *prev_key = get_chain_key(task);
-    if (prev_key == NULL)
-        return -1;
+    PyObject *prev_key;
+    if (ov != NULL && ov->chain_key != NULL) {
+        prev_key = ov->chain_key;
+        Py_INCREF(prev_key);
+    } else {
+        prev_key = get_chain_key(task);
+        if (prev_key == NULL)
+            return -1;
+    }
     Py_hash_t hash = hash3(head ? self->initial : prev_key, cls, a->read);
     PyObject *chain_key = hash == -1 ? NULL : PyLong_FromSsize_t(hash);
     if (chain_key == NULL) {
@@ -1025,6 +1330,23 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
             Py_DECREF(chain_key);
             return cached; /* a miss: validate_chain, in the full checker */
         }
+    }
+    if (overlaid) {
+        ov = overlay_find(self, held, task, 1); /* (finding room may have flushed them all) */
+        if (ov == NULL || overlay_push(ov, data, n, t, cls, context, (int)read_mode, a->trylock, hardirqs_off,
+                                       prev_key, chain_key, self->lineno) < 0) {
+            if (ov == NULL) {
+                Py_DECREF(prev_key);
+                Py_DECREF(chain_key);
+            }
+            return -1;
+        }
+        if (cpu >= 0)
+            ov->cpu = cpu;
+        if (rule_validates(self, a->trylock))
+            self->hits++;
+        self->events++;
+        return 1;
     }
     if (a->release == NULL) {
         /* read here: the release text is the start of the tail, `release` for `acquire` */
@@ -1616,7 +1938,27 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     Py_ssize_t depth = PyList_GET_SIZE(held);
     PyObject *top = depth ? PyList_GET_ITEM(held, depth - 1) : NULL;
     long cpu = -1;
-    if (top != NULL && PyTuple_CheckExact(top) && str_is(PyTuple_GET_ITEM(top, E_RELEASE), tail, rest_len)) {
+    Overlay *ov = overlay_find(self, held, task, 0);
+    if (ov != NULL && !ov->n && overlay_dirty(ov)) {
+        /* a chain key and cpu the overlay's pops left: the task's before the held list's paths */
+        if (overlay_flush(self, ov) < 0)
+            return -1;
+    }
+    if (ov != NULL && ov->n) {
+        /* the plain release of the overlay's top entry, recognised by its text; anything else of
+         * this task sees the held list (below) */
+        if (overlay_releases(ov, tail, rest_len)) {
+            if (stamp != NULL) {
+                int ok = read_stamp(stamp, tail_len - rest_len - 4, 0, 1, &cpu);
+                if (ok <= 0)
+                    return ok;
+            }
+            overlay_pop(ov, cpu);
+            self->events++;
+            return 1;
+        }
+        top = NULL; /* (not the list's: the overlay's) */
+    } else if (top != NULL && PyTuple_CheckExact(top) && str_is(PyTuple_GET_ITEM(top, E_RELEASE), tail, rest_len)) {
         PyObject *references = PyTuple_GET_ITEM(top, E_REFERENCES);
         if (references == small_ints[0] || (PyLong_Check(references) && as_long(references) == 0)) {
             /* the plain release of the innermost lock, recognised by its text */
@@ -1657,6 +1999,13 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         if (given != Py_None)
             cpu = as_long(given);
     }
+    if (t.kind != K_ACQUIRE && overlay_dirty(ov)) {
+        /* not the overlay's: on the held list as the tuple path has it */
+        if (overlay_flush(self, ov) < 0)
+            return -1;
+        depth = PyList_GET_SIZE(held);
+        top = depth ? PyList_GET_ITEM(held, depth - 1) : NULL;
+    }
     if (t.kind == K_STATS)
         return apply_contention(self, view, task, held, cpu, info, &t);
     if (t.kind == K_RELEASE)
@@ -1694,13 +2043,18 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         a.node = t.node;
         a.slot = t.slot;
     }
-    int r = apply_acquire(self, line, data, n, view, held, top, cpu, &a, &t);
+    int r = apply_acquire(self, line, data, n, view, held, top, cpu, &a, &t, ov);
     acquire_clear(&a);
     return r;
 }
 
-/* The filter's answer for a line it passes on: (lineno, line). */
+/* The filter's answer for a line it passes on: (lineno, line), the held overlays flushed first
+ * (the Python side may look at any task). */
 static PyObject *numbered(LineFilter *self, PyObject *line) {
+    if (self->ov_count && overlays_flush(self) < 0) {
+        Py_DECREF(line);
+        return NULL;
+    }
     PyObject *lineno = PyLong_FromLongLong(self->lineno);
     if (lineno == NULL) {
         Py_DECREF(line);
@@ -1777,8 +2131,12 @@ static PyObject *LineFilter_next(LineFilter *self) {
             continue;
         }
         PyObject *line = PyIter_Next(self->lines);
-        if (line == NULL)
-            return NULL; /* the end, or an error already set */
+        if (line == NULL) {
+            /* the end (the overlays flushed: the run's state is the Python side's), or an error */
+            if (!PyErr_Occurred() && self->ov_count)
+                overlays_flush(self);
+            return NULL;
+        }
         if (PyBytes_CheckExact(line)) {
             /* a block of whole lines (source.Lines.give_bytes): split here */
             self->chunk = line;
@@ -1813,6 +2171,8 @@ static PyObject *LineFilter_next(LineFilter *self) {
 }
 
 static PyObject *LineFilter_take(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->ov_count && overlays_flush(self) < 0)
+        return NULL;
     PyObject *counts = Py_BuildValue("(LL)", self->events, self->hits);
     self->events = self->hits = 0;
     return counts;
@@ -1822,7 +2182,17 @@ static PyObject *LineFilter_lines_read(LineFilter *self, PyObject *Py_UNUSED(ign
     return PyLong_FromLongLong(self->lineno);
 }
 
+static PyObject *LineFilter_use_overlay(LineFilter *self, PyObject *flag) {
+    int on = PyObject_IsTrue(flag);
+    if (on < 0 || (self->ov_count && overlays_flush(self) < 0))
+        return NULL;
+    self->overlay = on;
+    Py_RETURN_NONE;
+}
+
 static PyObject *LineFilter_stop(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->ov_count && overlays_flush(self) < 0)
+        return NULL;
     self->passthrough = 1;
     Py_RETURN_NONE;
 }
@@ -1831,6 +2201,8 @@ static PyMethodDef LineFilter_methods[] = {
     {"take", (PyCFunction)LineFilter_take, METH_NOARGS,
      "(events, chain-cache hits) applied since the last call, and reset."},
     {"stop", (PyCFunction)LineFilter_stop, METH_NOARGS, "From now on pass every line on."},
+    {"use_overlay", (PyCFunction)LineFilter_use_overlay, METH_O,
+     "Whether pushes are kept in C until a line goes to the Python side (default True; False: each a tuple)."},
     {"lines_read", (PyCFunction)LineFilter_lines_read, METH_NOARGS,
      "The lines taken so far (every line of a block of bytes split so far): a line number."},
     {NULL}};
