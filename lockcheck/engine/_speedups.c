@@ -173,6 +173,10 @@ typedef struct {
     Py_ssize_t ov_count;     /* how many are in use */
     Py_ssize_t ov_used[OV_SLOTS]; /* their indices */
     int overlay;             /* pushes kept in C (default; `use_overlay(False)`: every push a tuple) */
+    /* the line being passed on is a lock or irq op of one task (read_tail's or _scan_tail's kinds),
+     * which the Python side applies to that task alone: only its overlay is flushed (numbered) */
+    int pass_local;
+    PyObject *pass_held;     /* borrowed: that task's held list, while its line is handled */
 } LineFilter;
 
 /* The tabled rules (see LineFilter). An irq context outside 0..3 is no context lockdep has: the
@@ -339,6 +343,8 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     if (self->overlays == NULL)
         self->overlays = PyMem_Calloc(OV_SLOTS, sizeof(Overlay));
     self->overlay = 1;
+    self->pass_local = 0;
+    self->pass_held = NULL;
     if (self->task_keys == NULL || self->rest_keys == NULL || self->fields == NULL || self->task_seen == NULL ||
         self->overlays == NULL) {
         PyErr_NoMemory();
@@ -1999,6 +2005,32 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         if (given != Py_None)
             cpu = as_long(given);
     }
+    /* a lock or irq op of this task from here on: if it is passed on, the Python loop and the
+     * checker apply it to this task alone (lockdep's ops that look at other tasks -- lost events,
+     * runs, directives -- are no line read here) */
+    self->pass_local = 1;
+    self->pass_held = held;
+    if (t.kind == K_RELEASE && ov != NULL && ov->n) {
+        /* release_innermost of the overlay's top entry, its options given (`at=`, a stamp): the
+         * entry's release text is `release ` and the line's lock field */
+        const OvEntry *e = &ov->entries[ov->n - 1];
+        const char *top_field = ov->text + e->field_off;
+        int same;
+        if (info == NULL) {
+            same = t.field_len == e->field_len && memcmp(t.field, top_field, (size_t)e->field_len) == 0;
+        } else {
+            PyObject *release = PyTuple_GET_ITEM(info, I_RELEASE);
+            same = PyUnicode_Check(release) && PyUnicode_IS_COMPACT_ASCII(release) &&
+                   PyUnicode_GET_LENGTH(release) == 8 + e->field_len &&
+                   memcmp(PyUnicode_1BYTE_DATA(release), "release ", 8) == 0 &&
+                   memcmp(PyUnicode_1BYTE_DATA(release) + 8, top_field, (size_t)e->field_len) == 0;
+        }
+        if (same) {
+            overlay_pop(ov, cpu);
+            self->events++;
+            return 1;
+        }
+    }
     if (t.kind != K_ACQUIRE && overlay_dirty(ov)) {
         /* not the overlay's: on the held list as the tuple path has it */
         if (overlay_flush(self, ov) < 0)
@@ -2051,10 +2083,21 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
 /* The filter's answer for a line it passes on: (lineno, line), the held overlays flushed first
  * (the Python side may look at any task). */
 static PyObject *numbered(LineFilter *self, PyObject *line) {
-    if (self->ov_count && overlays_flush(self) < 0) {
-        Py_DECREF(line);
-        return NULL;
+    if (self->ov_count) {
+        int r;
+        if (self->pass_local) {
+            /* a lock or irq op of one task: its overlay (the others stay until a line needs them) */
+            Overlay *ov = overlay_find(self, self->pass_held, NULL, 0);
+            r = overlay_dirty(ov) ? overlay_flush(self, ov) : 0;
+        } else {
+            r = overlays_flush(self);
+        }
+        if (r < 0) {
+            Py_DECREF(line);
+            return NULL;
+        }
     }
+    self->pass_local = 0;
     PyObject *lineno = PyLong_FromLongLong(self->lineno);
     if (lineno == NULL) {
         Py_DECREF(line);
@@ -2098,6 +2141,7 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
         Py_CLEAR(self->chunk); /* its last line */
     }
     self->lineno++;
+    self->pass_local = 0;
     if (len && data[len - 1] == '\r')
         len--;
     Py_ssize_t n = len;
@@ -2144,6 +2188,7 @@ static PyObject *LineFilter_next(LineFilter *self) {
             continue;
         }
         self->lineno++;
+        self->pass_local = 0;
         if (!self->passthrough && PyUnicode_Check(line) && PyUnicode_IS_COMPACT_ASCII(line) &&
             (self->tick < 0 || (self->lineno & self->tick) != 0)) {
             const char *data = (const char *)PyUnicode_1BYTE_DATA(line);
