@@ -81,7 +81,15 @@ LINES = [
 ]
 
 
-@pytest.mark.parametrize("lines", [LINES, _generated(3000, 1), _generated(3000, 7)], ids=["lines", "gen1", "gen7"])
+#: more tasks holding overlay entries at once than the core keeps overlays for (OV_SLOTS / 2):
+#: making room flushes them all, mid-run
+MANY = [f"T{i} acquire A@{i}" for i in range(600)] + [f"T{i} acquire B" for i in range(600)]
+MANY = MANY + [f"T{i} release B" for i in range(600)] + [f"T{i} release A@{i}" for i in range(600)]
+MANY = MANY * 2 + ["T7 acquire A@7", "T7 acquire C", "T7 release C", "T7 release A@7"]
+
+
+@pytest.mark.parametrize("lines", [LINES, MANY, _generated(3000, 1), _generated(3000, 7)],
+                         ids=["lines", "many", "gen1", "gen7"])
 def test_the_overlay_passes_on_what_the_tuples_do(lines, monkeypatch) -> None:
     without = _passed_on(lines, False, monkeypatch)
     with_overlay = _passed_on(lines, True, monkeypatch)
@@ -89,7 +97,7 @@ def test_the_overlay_passes_on_what_the_tuples_do(lines, monkeypatch) -> None:
     assert len(without[0]) < len(lines) / 2  # (the core applied most lines)
 
 
-@pytest.mark.parametrize("lines", [LINES, _generated(3000, 3)], ids=["lines", "gen3"])
+@pytest.mark.parametrize("lines", [LINES, MANY, _generated(3000, 3)], ids=["lines", "many", "gen3"])
 def test_the_overlay_runs_as_the_plain_pipeline(lines) -> None:
     expected = plain(lines)
     for core in ("compiled", "blocks"):

@@ -126,8 +126,9 @@ typedef struct Overlay {
     Py_ssize_t text_len, text_cap;
 } Overlay;
 
-/* overlays at once (a power of two): half of them in use flushes them all */
-#define OV_SLOTS 64
+/* overlays at once (a power of two): half of them in use flushes them all (a trace of more
+ * tasks than that at once pays a flush every so many new ones) */
+#define OV_SLOTS 1024
 
 typedef struct {
     PyObject_HEAD
