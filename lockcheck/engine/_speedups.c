@@ -1980,7 +1980,10 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
             return 1;
         }
     }
-    Tail t = {0};
+    Tail t; /* (read_tail sets what is read of it; on the tails path only kind and seen are) */
+    t.kind = 0;
+    t.seen = 0;
+    t.slot = NULL;
     PyObject *info = NULL;
     int read = read_tail(self, tail, rest_len, &t);
     if (read < 0)
@@ -2056,7 +2059,10 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         return apply_irq(self, line, data, n, view, held, cpu, PyTuple_GET_ITEM(info, I_OP));
     if (t.kind != K_ACQUIRE)
         return 0;
-    Acquire a = {0};
+    Acquire a; /* (each path below sets the rest) */
+    a.release = a.lock = a.instance = NULL;
+    a.slot = NULL;
+    a.owned[0] = a.owned[1] = a.owned[2] = NULL;
     if (info != NULL) {
         a.release = PyTuple_GET_ITEM(info, I_RELEASE);
         a.cls = PyTuple_GET_ITEM(info, I_CLS);
