@@ -102,3 +102,15 @@ def test_the_overlay_runs_as_the_plain_pipeline(lines) -> None:
     expected = plain(lines)
     for core in ("compiled", "blocks"):
         assert fast(lines, False, core) == expected, core
+
+
+def test_chain_keys_are_probed_without_new_ints_on_this_interpreter() -> None:
+    """`probe_of` passed its check against `PyLong_FromSsize_t` at import (CPython 3.11's int
+    layout, up to 3.11): the overlay's pushes make no int; elsewhere it makes them, alike in results."""
+    import platform
+    import sys
+
+    from lockcheck.engine import _speedups
+    expected = int(platform.python_implementation() == "CPython" and sys.version_info < (3, 12)
+                   and sys.int_info.bits_per_digit == 30)
+    assert _speedups.PROBE_INTS == expected

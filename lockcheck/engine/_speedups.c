@@ -105,7 +105,7 @@ typedef struct FieldSlot {
  * layout it made itself. */
 typedef struct OvEntry {
     PyObject *cls;          /* borrowed: the class table's str (the table outlives the run) */
-    PyObject *prev_key;     /* the task's chain key before the push (a strong reference) */
+    Py_hash_t prev_key;     /* the task's chain key before the push (a hash: it fits) */
     PyObject *hardirqs_off; /* borrowed: Py_True or Py_False (the view's) */
     long irq_context;       /* 0..3 */
     int read, trylock;
@@ -118,7 +118,8 @@ typedef struct OvEntry {
 typedef struct Overlay {
     PyObject *held;         /* the task's held list (a strong reference): the key; NULL: a free slot */
     PyObject *task;         /* its TaskState (a strong reference) */
-    PyObject *chain_key;    /* the task's chain key now, when not yet set on it (strong), or NULL */
+    Py_hash_t chain_key;    /* the task's chain key now, when not yet set on it (`keyed`) */
+    int keyed;
     long cpu;               /* the task's cpu now, when not yet set on it, or -1 */
     Py_ssize_t n, cap;
     OvEntry *entries;
@@ -1024,22 +1025,24 @@ static PyObject *overlay_tuple(LineFilter *self, Overlay *ov, OvEntry *e) {
         return NULL;
     PyObject *text = ascii_str(ov->text + e->line_off, e->line_len);
     PyObject *lineno = text ? PyLong_FromLongLong(e->lineno) : NULL;
-    PyObject *entry = lineno ? PyTuple_New(E_SIZE) : NULL;
+    PyObject *prev_key = lineno ? PyLong_FromSsize_t(e->prev_key) : NULL;
+    PyObject *entry = prev_key ? PyTuple_New(E_SIZE) : NULL;
     if (entry == NULL) {
         Py_DECREF(release);
         Py_DECREF(instance);
         Py_XDECREF(text);
         Py_XDECREF(lineno);
+        Py_XDECREF(prev_key);
         return NULL;
     }
     /* subclass 0: the lock is the class itself (the same str, as in _scan_tail) */
     PyObject *items[E_SIZE] = {
-        release, e->cls, e->cls, instance, e->prev_key, small_ints[e->irq_context], small_ints[e->read],
+        release, e->cls, e->cls, instance, prev_key, small_ints[e->irq_context], small_ints[e->read],
         e->trylock ? Py_True : Py_False, e->hardirqs_off, Py_None, small_ints[0], small_ints[0], text, lineno,
     };
     for (Py_ssize_t i = 0; i < E_SIZE; i++) {
-        if (i != E_RELEASE && i != E_INSTANCE && i != E_LINE && i != E_LINENO)
-            Py_INCREF(items[i]); /* (release, instance, text, lineno: their references move) */
+        if (i != E_RELEASE && i != E_INSTANCE && i != E_PREV_KEY && i != E_LINE && i != E_LINENO)
+            Py_INCREF(items[i]); /* (release, instance, prev_key, text, lineno: their references move) */
         PyTuple_SET_ITEM(entry, i, items[i]);
     }
     PyObject_GC_UnTrack(entry); /* as apply_acquire's: in no cycle */
@@ -1056,16 +1059,16 @@ static int overlay_flush(LineFilter *self, Overlay *ov) {
         PyObject *entry = overlay_tuple(self, ov, e);
         r = entry == NULL ? -1 : PyList_Append(ov->held, entry);
         Py_XDECREF(entry);
-        Py_CLEAR(e->prev_key);
     }
-    for (; i < ov->n; i++)
-        Py_CLEAR(ov->entries[i].prev_key);
     ov->n = 0;
     ov->text_len = 0;
-    if (ov->chain_key != NULL) {
-        if (r == 0)
-            r = set_chain_key(ov->task, ov->chain_key);
-        Py_CLEAR(ov->chain_key);
+    if (ov->keyed) {
+        if (r == 0) {
+            PyObject *key = PyLong_FromSsize_t(ov->chain_key);
+            r = key == NULL ? -1 : set_chain_key(ov->task, key);
+            Py_XDECREF(key);
+        }
+        ov->keyed = 0;
     }
     if (ov->cpu >= 0) {
         if (r == 0)
@@ -1084,10 +1087,8 @@ static int overlays_flush(LineFilter *self) {
         if (r == 0)
             r = overlay_flush(self, ov);
         else {
-            for (Py_ssize_t j = 0; j < ov->n; j++)
-                Py_CLEAR(ov->entries[j].prev_key);
             ov->n = ov->text_len = 0;
-            Py_CLEAR(ov->chain_key);
+            ov->keyed = 0;
             ov->cpu = -1;
         }
         Py_CLEAR(ov->held);
@@ -1105,10 +1106,8 @@ static void overlays_drop(LineFilter *self) {
     PyErr_Fetch(&type, &value, &tb);
     for (Py_ssize_t i = 0; i < self->ov_count; i++) {
         Overlay *ov = &self->overlays[self->ov_used[i]];
-        for (Py_ssize_t j = 0; j < ov->n; j++)
-            Py_CLEAR(ov->entries[j].prev_key);
         ov->n = ov->text_len = 0;
-        Py_CLEAR(ov->chain_key);
+        ov->keyed = 0;
         Py_CLEAR(ov->held);
         Py_CLEAR(ov->task);
     }
@@ -1154,7 +1153,7 @@ static Overlay *overlay_find(LineFilter *self, PyObject *held, PyObject *task, i
     Py_INCREF(task);
     ov->held = held;
     ov->task = task;
-    ov->chain_key = NULL;
+    ov->keyed = 0;
     ov->cpu = -1;
     ov->n = ov->text_len = 0;
     self->ov_used[self->ov_count++] = j;
@@ -1163,13 +1162,12 @@ static Overlay *overlay_find(LineFilter *self, PyObject *held, PyObject *task, i
 
 /* Whether `ov` holds anything the task does not show yet. */
 static inline int overlay_dirty(const Overlay *ov) {
-    return ov != NULL && (ov->n || ov->chain_key != NULL || ov->cpu >= 0);
+    return ov != NULL && (ov->n || ov->keyed || ov->cpu >= 0);
 }
 
-/* Push an acquisition read here (`t`, the line's `n` bytes at `data`) onto `ov`: 0, -1 error.
- * `prev_key` and `chain_key`: new references, taken. */
+/* Push an acquisition read here (`t`, the line's `n` bytes at `data`) onto `ov`: 0, -1 error. */
 static int overlay_push(Overlay *ov, const char *data, Py_ssize_t n, const Tail *t, PyObject *cls, long irq_context,
-                        int read, int trylock, PyObject *hardirqs_off, PyObject *prev_key, PyObject *chain_key,
+                        int read, int trylock, PyObject *hardirqs_off, Py_hash_t prev_key, Py_hash_t chain_key,
                         long long lineno) {
     if (ov->n == ov->cap) {
         Py_ssize_t cap = ov->cap ? ov->cap * 2 : 8;
@@ -1205,11 +1203,10 @@ static int overlay_push(Overlay *ov, const char *data, Py_ssize_t n, const Tail 
     e->has_instance = t->has_instance;
     e->lineno = lineno;
     ov->text_len += n;
-    Py_XSETREF(ov->chain_key, chain_key);
+    ov->chain_key = chain_key;
+    ov->keyed = 1;
     return 0;
 nomem:
-    Py_DECREF(prev_key);
-    Py_DECREF(chain_key);
     PyErr_NoMemory();
     return -1;
 }
@@ -1225,12 +1222,112 @@ static inline int overlay_releases(const Overlay *ov, const char *rest, Py_ssize
 /* Pop the top entry of `ov` (its plain release), the task's cpu now `cpu` when given. */
 static void overlay_pop(Overlay *ov, long cpu) {
     OvEntry *e = &ov->entries[ov->n - 1];
-    Py_XSETREF(ov->chain_key, e->prev_key); /* its reference moves */
-    e->prev_key = NULL;
+    ov->chain_key = e->prev_key;
+    ov->keyed = 1;
     ov->text_len = e->line_off;
     ov->n--;
     if (cpu >= 0)
         ov->cpu = cpu;
+}
+
+/* An int of the value `v` to hash or look up (a new reference): on CPython 3.11 (30-bit digits) one
+ * int object of the core's, its digits rewritten in place -- hash3 and the chain cache's
+ * membership test keep no reference to it, and a push held as a C hash needs no int made and
+ * freed (`probe_ok`: checked against PyLong_FromSsize_t at import); elsewhere a new int. */
+static PyObject *probe_int;
+static int probe_ok = 0;
+
+static PyObject *probe_of(Py_hash_t v) {
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    if (probe_ok && Py_REFCNT(probe_int) == 1) {
+        PyLongObject *o = (PyLongObject *)probe_int;
+        uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+        Py_ssize_t digits = 0;
+        while (m) {
+            o->ob_digit[digits++] = (digit)(m & PyLong_MASK);
+            m >>= PyLong_SHIFT;
+        }
+        Py_SET_SIZE(o, v < 0 ? -digits : digits);
+        Py_INCREF(probe_int);
+        return probe_int;
+    }
+#endif
+    return PyLong_FromSsize_t(v);
+}
+
+/* Whether probe_of agrees with PyLong_FromSsize_t (value, hash) on samples: 1, 0, -1 error. */
+static int check_probe(void) {
+    static const long long samples[] = {0, 1, -1, -2, 255, 256, 257, -5, -6, 1073741823, 1073741824,
+                                        -1073741824, 4611686018427387904LL, -4611686018427387904LL,
+                                        9223372036854775807LL, -9223372036854775807LL - 1, 1546275796,
+                                        -3074457345618258602LL};
+    probe_int = PyLong_FromUnsignedLongLong(0xFFFFFFFFFFFFFFFFULL); /* room for 64 bits */
+    if (probe_int == NULL)
+        return -1;
+    probe_ok = 1;
+    int ok = 1;
+    for (size_t i = 0; ok == 1 && i < sizeof samples / sizeof samples[0]; i++) {
+        PyObject *mine = probe_of((Py_hash_t)samples[i]);
+        PyObject *theirs = PyLong_FromSsize_t((Py_ssize_t)samples[i]);
+        if (mine == NULL || theirs == NULL) {
+            ok = -1;
+        } else {
+            int same = PyObject_RichCompareBool(mine, theirs, Py_EQ);
+            ok = same < 0 ? -1 : same && PyObject_Hash(mine) == PyObject_Hash(theirs) &&
+                                 PyLong_AsSsize_t(mine) == (Py_ssize_t)samples[i];
+        }
+        Py_XDECREF(mine);
+        Py_XDECREF(theirs);
+    }
+    probe_ok = ok == 1;
+    return ok;
+}
+
+/* apply_acquire's end for an acquisition pushed onto the held overlay: the chain key computed
+ * and looked up as hashes (probe_of), the push kept in C.  1 applied, 0 the full checker's, -1
+ * error. */
+static int overlay_acquire(LineFilter *self, const char *data, Py_ssize_t n, PyObject *view, PyObject *held,
+                           long cpu, Acquire *a, const Tail *t, Overlay *ov, int head, long context,
+                           long read_mode) {
+    PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
+    Py_hash_t prev;
+    if (ov != NULL && ov->keyed) {
+        prev = ov->chain_key;
+    } else {
+        PyObject *key = get_chain_key(task);
+        if (key == NULL)
+            return -1;
+        prev = PyLong_AsSsize_t(key);
+        Py_DECREF(key);
+        if (prev == -1 && PyErr_Occurred())
+            return -1;
+    }
+    PyObject *lane = head ? (Py_INCREF(self->initial), self->initial) : probe_of(prev);
+    if (lane == NULL)
+        return -1;
+    Py_hash_t hash = hash3(lane, a->cls, a->read);
+    Py_DECREF(lane);
+    if (hash == -1)
+        return -1;
+    if (rule_validates(self, a->trylock)) {
+        PyObject *key = probe_of(hash);
+        if (key == NULL)
+            return -1;
+        int cached = PySet_Contains(self->cache, key);
+        Py_DECREF(key);
+        if (cached <= 0)
+            return cached; /* a miss: validate_chain, in the full checker */
+    }
+    ov = overlay_find(self, held, task, 1); /* (finding room may have flushed them all) */
+    if (ov == NULL || overlay_push(ov, data, n, t, a->cls, context, (int)read_mode, a->trylock,
+                                   PyTuple_GET_ITEM(view, V_HARDIRQS_OFF), prev, hash, self->lineno) < 0)
+        return -1;
+    if (cpu >= 0)
+        ov->cpu = cpu;
+    if (rule_validates(self, a->trylock))
+        self->hits++;
+    self->events++;
+    return 1;
 }
 
 /* Checker.feed + lock_acquire for a chain-cache hit (or a nest_lock merge): 1 applied, 0 the
@@ -1315,15 +1412,11 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         return known;
     if (need & ~usage)
         return 0; /* a new usage bit: mark_usage, in the full checker */
-    PyObject *prev_key;
-    if (ov != NULL && ov->chain_key != NULL) {
-        prev_key = ov->chain_key;
-        Py_INCREF(prev_key);
-    } else {
-        prev_key = get_chain_key(task);
-        if (prev_key == NULL)
-            return -1;
-    }
+    if (overlaid)
+        return overlay_acquire(self, data, n, view, held, cpu, a, t, ov, head, context, read_mode);
+    PyObject *prev_key = get_chain_key(task);
+    if (prev_key == NULL)
+        return -1;
     Py_hash_t hash = hash3(head ? self->initial : prev_key, cls, a->read);
     PyObject *chain_key = hash == -1 ? NULL : PyLong_FromSsize_t(hash);
     if (chain_key == NULL) {
@@ -1337,23 +1430,6 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
             Py_DECREF(chain_key);
             return cached; /* a miss: validate_chain, in the full checker */
         }
-    }
-    if (overlaid) {
-        ov = overlay_find(self, held, task, 1); /* (finding room may have flushed them all) */
-        if (ov == NULL || overlay_push(ov, data, n, t, cls, context, (int)read_mode, a->trylock, hardirqs_off,
-                                       prev_key, chain_key, self->lineno) < 0) {
-            if (ov == NULL) {
-                Py_DECREF(prev_key);
-                Py_DECREF(chain_key);
-            }
-            return -1;
-        }
-        if (cpu >= 0)
-            ov->cpu = cpu;
-        if (rule_validates(self, a->trylock))
-            self->hits++;
-        self->events++;
-        return 1;
     }
     if (a->release == NULL) {
         /* read here: the release text is the start of the tail, `release` for `acquire` */
@@ -2313,11 +2389,18 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (hash_ok < 0)
         return NULL;
     tuple_hash_ok = hash_ok;
+    if (check_probe() < 0)
+        return NULL;
     if (PyType_Ready(&LineFilterType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&speedups_module);
     if (module == NULL)
         return NULL;
+    /* whether chain keys are hashed and looked up through the core's own int (probe_of) */
+    if (PyModule_AddIntConstant(module, "PROBE_INTS", probe_ok) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
     Py_INCREF(&LineFilterType);
     if (PyModule_AddObject(module, "LineFilter", (PyObject *)&LineFilterType) < 0) {
         Py_DECREF(&LineFilterType);
