@@ -33,6 +33,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* PyLong_AsLong for the small ints the core reads on every line (irq contexts, modes, usage masks,
  * references): an int of one digit read as it is (CPython 3.11's layout) instead of the general
@@ -2208,6 +2211,33 @@ static inline int may_apply(const char *data, Py_ssize_t n) {
 /* The next line of the current block of bytes: applied (0), passed on (1, *out set), or -1 on
  * error.  A line of a block decodes to its bytes without the `\r` of a `\r\n` ending (what
  * source.Lines would have yielded for it). */
+/* The length of the line at `p` (up to its `\n`, or all `avail` bytes) and, in *quoted, whether
+ * it holds a `"` or a tab (may_apply's verdict on what it reads): one pass over the line where
+ * three memchr calls were, 16 bytes a step where SSE2 is. */
+static inline Py_ssize_t line_scan(const char *p, Py_ssize_t avail, int *quoted) {
+    int found = 0;
+    Py_ssize_t i = 0;
+#ifdef __SSE2__
+    const __m128i newline = _mm_set1_epi8('\n'), quote = _mm_set1_epi8('"'), tab = _mm_set1_epi8('\t');
+    for (; i + 16 <= avail; i += 16) {
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(p + i));
+        unsigned ends = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(bytes, newline));
+        unsigned odd = (unsigned)_mm_movemask_epi8(
+            _mm_or_si128(_mm_cmpeq_epi8(bytes, quote), _mm_cmpeq_epi8(bytes, tab)));
+        if (ends) {
+            /* the bytes before the first newline */
+            *quoted = found || (odd & ((ends & (0u - ends)) - 1)) != 0;
+            return i + __builtin_ctz(ends);
+        }
+        found |= odd != 0;
+    }
+#endif
+    for (; i < avail && p[i] != '\n'; i++)
+        found |= p[i] == '"' || p[i] == '\t';
+    *quoted = found;
+    return i;
+}
+
 static int next_in_chunk(LineFilter *self, PyObject **out) {
     /* the block stays referenced here until its line is done: its last line clears self->chunk,
      * and the block's producer (a translator: lockcheck.engine._jsonlt) may hold it no longer */
@@ -2216,9 +2246,9 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
     const char *base = PyBytes_AS_STRING(chunk);
     Py_ssize_t size = PyBytes_GET_SIZE(chunk);
     const char *data = base + self->pos;
-    const char *newline = memchr(data, '\n', (size_t)(size - self->pos));
-    Py_ssize_t len = newline ? newline - data : size - self->pos;
-    if (newline != NULL) {
+    int quoted;
+    Py_ssize_t len = line_scan(data, size - self->pos, &quoted);
+    if (len < size - self->pos) {
         self->pos += len + 1;
     } else {
         Py_CLEAR(self->chunk); /* its last line */
@@ -2233,7 +2263,7 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
             Py_DECREF(chunk);
             return 0; /* a blank line */
         }
-        if (may_apply(data, n)) {
+        if (data[0] != '#' && !quoted) { /* may_apply */
             int applied = apply_line(self, NULL, data, n);
             if (applied != 0) {
                 Py_DECREF(chunk);
