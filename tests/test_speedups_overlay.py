@@ -44,7 +44,7 @@ class _Recorded:
         self.filter.use_overlay(overlay)
         self.passed = passed
 
-    def __iter__(self) -> "_Recorded":
+    def __iter__(self) -> _Recorded:
         return self
 
     def __next__(self) -> tuple:

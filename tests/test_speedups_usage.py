@@ -31,7 +31,7 @@ class _Counted:
         self.filter = LineFilter(*args)
         self.passed = passed
 
-    def __iter__(self) -> "_Counted":
+    def __iter__(self) -> _Counted:
         return self
 
     def __next__(self) -> tuple:
