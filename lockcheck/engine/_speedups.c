@@ -23,7 +23,10 @@
  * shape is looked up in `tails`, as before.
  *
  * The layouts of a view, an info and a stack entry are hotpath.py's; tests/test_hotpath.py and
- * tests/test_blocks.py hold the filtered and the pure-Python runs to identical results.
+ * tests/test_blocks.py hold the filtered and the pure-Python runs to identical results.  The
+ * acquisitions it reads itself it keeps in C (the held overlay, OvEntry) and writes into the
+ * task's held list as those stack entries before any line goes to the Python side
+ * (tests/test_speedups_overlay.py).
  */
 
 #define PY_SSIZE_T_CLEAN
