@@ -23,7 +23,10 @@
  * shape is looked up in `tails`, as before.
  *
  * The layouts of a view, an info and a stack entry are hotpath.py's; tests/test_hotpath.py and
- * tests/test_blocks.py hold the filtered and the pure-Python runs to identical results.
+ * tests/test_blocks.py hold the filtered and the pure-Python runs to identical results.  The
+ * acquisitions it reads itself it keeps in C (the held overlay, OvEntry) and writes into the
+ * task's held list as those stack entries before any line goes to the Python side
+ * (tests/test_speedups_overlay.py).
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -33,6 +36,9 @@
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 /* PyLong_AsLong for the small ints the core reads on every line (irq contexts, modes, usage masks,
  * references): an int of one digit read as it is (CPython 3.11's layout) instead of the general
@@ -75,6 +81,8 @@ typedef struct ClassSlot {
     uint64_t hash;
     PyObject *cls;
     PyObject *node;
+    uint64_t usage_version; /* the node dict's version when `usage` was read from it (0: never) */
+    long usage;             /* node["usage"] as of that version (node_usage) */
 } ClassSlot;
 
 /* What find_view found for a task key: its view (borrowed: the views dict holds it while the
@@ -89,6 +97,45 @@ typedef struct FieldSlot {
     PyObject *release;     /* `release CLASS[@INSTANCE]` */
     PyObject *instance;    /* INSTANCE, or None */
 } FieldSlot;
+
+/* ---- the held overlay: the core's own pushes, kept in C until Python may look ----------------
+ *
+ * An acquisition the core reads itself (read_tail: no nest lock, no acquired_ever) is pushed
+ * here, not onto the task's held list as a tuple: the line's bytes, its class (the class
+ * table's str), its irq context and mode, the chain key before it; the plain release of such an
+ * entry pops it here.  A push and its release between two lines the core passes on never make
+ * a tuple, a str or a lineno.  Every other line of such a task, and every line the core hands
+ * to the Python side (the Python loop, the checker, a report may look at any task), first
+ * turns the overlay into what the tuple path would have made (overlay_flush: the same tuples
+ * appended in order, the task's chain key and cpu set), so the Python side only ever sees the
+ * layout it made itself. */
+typedef struct OvEntry {
+    PyObject *cls;          /* borrowed: the class table's str (the table outlives the run) */
+    Py_hash_t prev_key;     /* the task's chain key before the push (a hash: it fits) */
+    PyObject *hardirqs_off; /* borrowed: Py_True or Py_False (the view's) */
+    long irq_context;       /* 0..3 */
+    int read, trylock;
+    Py_ssize_t line_off, line_len;   /* the line (without its ending) in the overlay's text */
+    Py_ssize_t field_off, field_len, lock_len;  /* CLASS[@INSTANCE] in it, CLASS's length */
+    int has_instance;
+    long long lineno;
+} OvEntry;
+
+typedef struct Overlay {
+    PyObject *held;         /* the task's held list (a strong reference): the key; NULL: a free slot */
+    PyObject *task;         /* its TaskState (a strong reference) */
+    Py_hash_t chain_key;    /* the task's chain key now, when not yet set on it (`keyed`) */
+    int keyed;
+    long cpu;               /* the task's cpu now, when not yet set on it, or -1 */
+    Py_ssize_t n, cap;
+    OvEntry *entries;
+    char *text;
+    Py_ssize_t text_len, text_cap;
+} Overlay;
+
+/* overlays at once (a power of two): half of them in use flushes them all (a trace of more
+ * tasks than that at once pays a flush every so many new ones) */
+#define OV_SLOTS 1024
 
 typedef struct {
     PyObject_HEAD
@@ -130,6 +177,14 @@ typedef struct {
     unsigned long validates; /* bit T: rules.validates_chain(trylock=T, check=True) */
     unsigned long separate;  /* bit 4*TOP+CTX: rules.separate_irq_context(TOP, CTX), contexts 0..3 */
     unsigned long merges;    /* bit 2*NEST+SAME: rules.nest_lock_merges (depth > 0), by nest given, same class */
+    Overlay *overlays;       /* OV_SLOTS, by held list (the held overlay, above) */
+    Py_ssize_t ov_count;     /* how many are in use */
+    Py_ssize_t ov_used[OV_SLOTS]; /* their indices */
+    int overlay;             /* pushes kept in C (default; `use_overlay(False)`: every push a tuple) */
+    /* the line being passed on is a lock or irq op of one task (read_tail's or _scan_tail's kinds),
+     * which the Python side applies to that task alone: only its overlay is flushed (numbered) */
+    int pass_local;
+    PyObject *pass_held;     /* borrowed: that task's held list, while its line is handled */
 } LineFilter;
 
 /* The tabled rules (see LineFilter), read as the capture core reads them (_rules.h). An irq context
@@ -178,8 +233,12 @@ static void clear_classes(LineFilter *self) {
     self->class_size = self->class_count = 0;
 }
 
+static void overlays_drop(LineFilter *self);
+
 static void LineFilter_dealloc(LineFilter *self) {
     PyObject_GC_UnTrack(self);
+    overlays_drop(self);
+    PyMem_Free(self->overlays);
     Py_XDECREF(self->chunk);
     clear_keys(self->task_keys, TASK_SLOTS);
     clear_keys(self->rest_keys, REST_SLOTS);
@@ -215,6 +274,10 @@ static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
     Py_VISIT(self->checker);
     for (Py_ssize_t i = 0; i < self->class_size; i++)
         Py_VISIT(self->class_table[i].node);
+    for (Py_ssize_t i = 0; i < self->ov_count; i++) {
+        Py_VISIT(self->overlays[self->ov_used[i]].held);
+        Py_VISIT(self->overlays[self->ov_used[i]].task);
+    }
     return 0;
 }
 
@@ -284,7 +347,14 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     self->epoch = 1;
     self->views_known = 0;
     self->current = NULL;
-    if (self->task_keys == NULL || self->rest_keys == NULL || self->fields == NULL || self->task_seen == NULL) {
+    overlays_drop(self);
+    if (self->overlays == NULL)
+        self->overlays = PyMem_Calloc(OV_SLOTS, sizeof(Overlay));
+    self->overlay = 1;
+    self->pass_local = 0;
+    self->pass_held = NULL;
+    if (self->task_keys == NULL || self->rest_keys == NULL || self->fields == NULL || self->task_seen == NULL ||
+        self->overlays == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -625,6 +695,7 @@ typedef struct {
     int trylock;
     PyObject *cls;          /* borrowed: the class (the lock itself: subclass 0) */
     PyObject *node;         /* borrowed: its graph node's attribute dict */
+    ClassSlot *slot;        /* the class table's slot of both */
 } Tail;
 
 enum { B_MODE = 8, B_TRY = 16 };
@@ -742,6 +813,7 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
     t->read = 0;
     t->trylock = 0;
     t->cls = t->node = NULL;
+    t->slot = NULL;
     const char *word = field_end;
     while (word < end) {
         word++; /* the blank before it */
@@ -781,6 +853,7 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
             return found;
         t->cls = slot->cls;
         t->node = slot->node;
+        t->slot = slot;
     }
     return 1;
 }
@@ -852,6 +925,7 @@ static inline Py_hash_t hash3(PyObject *a, PyObject *b, PyObject *c) {
  * `owned` ones) made for this line. */
 typedef struct {
     PyObject *release, *cls, *lock, *instance, *read, *nest, *subclass, *node;
+    ClassSlot *slot;        /* the class table's slot of `node` (read here), or NULL (an info tuple's) */
     int trylock;
     PyObject *owned[3];
 } Acquire;
@@ -877,19 +951,385 @@ static int remember(PyObject *view, PyObject *lock, PyObject *instance) {
 
 static PyObject *small_ints[4];
 
+/* node["usage"] of a class's graph node: 1 and *out, 0 none (the full checker's), -1 error.  The
+ * class table keeps the value it read with the node dict's version then: while the dict is
+ * unchanged (any item set, even to an equal value, gives it a new version) that value is the
+ * answer, without the look-up's misses on the dict's keys and the int (a dict version of 0: no
+ * version on this interpreter, every read a look-up). */
+static int node_usage(PyObject *node, ClassSlot *slot, long *out) {
+    uint64_t version = dict_version(node);
+    if (slot != NULL && version != 0 && slot->usage_version == version) {
+        *out = slot->usage;
+        return 1;
+    }
+    PyObject *usage = PyDict_GetItemWithError(node, s_usage);
+    if (usage == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    long value = as_long(usage);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    if (slot != NULL) {
+        slot->usage_version = version;
+        slot->usage = value;
+    }
+    *out = value;
+    return 1;
+}
+
+/* ---- the held overlay (see OvEntry) --------------------------------------------------------- */
+
+/* The overlay of the task whose held list is `held`, or NULL: none in use (`create`: then one is
+ * made, for `task`; NULL with an error set when that fails). */
+static Overlay *overlay_find(LineFilter *self, PyObject *held, PyObject *task, int create);
+
+/* An entry's tuple, as apply_acquire's tuple path makes it (a new reference), or NULL. */
+static PyObject *overlay_tuple(LineFilter *self, Overlay *ov, OvEntry *e) {
+    Tail t = {0};
+    t.field = ov->text + e->field_off;
+    t.field_len = e->field_len;
+    t.lock_len = e->lock_len;
+    t.has_instance = e->has_instance;
+    PyObject *release, *instance;
+    if (field_strs(self, &t, &release, &instance) < 0)
+        return NULL;
+    PyObject *text = ascii_str(ov->text + e->line_off, e->line_len);
+    PyObject *lineno = text ? PyLong_FromLongLong(e->lineno) : NULL;
+    PyObject *prev_key = lineno ? PyLong_FromSsize_t(e->prev_key) : NULL;
+    PyObject *entry = prev_key ? PyTuple_New(E_SIZE) : NULL;
+    if (entry == NULL) {
+        Py_DECREF(release);
+        Py_DECREF(instance);
+        Py_XDECREF(text);
+        Py_XDECREF(lineno);
+        Py_XDECREF(prev_key);
+        return NULL;
+    }
+    /* subclass 0: the lock is the class itself (the same str, as in _scan_tail) */
+    PyObject *items[E_SIZE] = {
+        release, e->cls, e->cls, instance, prev_key, small_ints[e->irq_context], small_ints[e->read],
+        e->trylock ? Py_True : Py_False, e->hardirqs_off, Py_None, small_ints[0], small_ints[0], text, lineno,
+    };
+    for (Py_ssize_t i = 0; i < E_SIZE; i++) {
+        if (i != E_RELEASE && i != E_INSTANCE && i != E_PREV_KEY && i != E_LINE && i != E_LINENO)
+            Py_INCREF(items[i]); /* (release, instance, prev_key, text, lineno: their references move) */
+        PyTuple_SET_ITEM(entry, i, items[i]);
+    }
+    PyObject_GC_UnTrack(entry); /* as apply_acquire's: in no cycle */
+    return entry;
+}
+
+/* Turn `ov` into what the tuple path would have left: its entries appended to the held list as
+ * tuples, in order, the task's chain key and cpu set.  0, or -1 with an error. */
+static int overlay_flush(LineFilter *self, Overlay *ov) {
+    Py_ssize_t i = 0;
+    int r = 0;
+    for (; i < ov->n && r == 0; i++) {
+        OvEntry *e = &ov->entries[i];
+        PyObject *entry = overlay_tuple(self, ov, e);
+        r = entry == NULL ? -1 : PyList_Append(ov->held, entry);
+        Py_XDECREF(entry);
+    }
+    ov->n = 0;
+    ov->text_len = 0;
+    if (ov->keyed) {
+        if (r == 0) {
+            PyObject *key = PyLong_FromSsize_t(ov->chain_key);
+            r = key == NULL ? -1 : set_chain_key(ov->task, key);
+            Py_XDECREF(key);
+        }
+        ov->keyed = 0;
+    }
+    if (ov->cpu >= 0) {
+        if (r == 0)
+            r = set_cpu(ov->task, ov->cpu);
+        ov->cpu = -1;
+    }
+    return r;
+}
+
+/* Flush every overlay in use and free their slots: before any line goes to the Python side.
+ * 0, or -1 with an error (every overlay is freed all the same). */
+static int overlays_flush(LineFilter *self) {
+    int r = 0;
+    for (Py_ssize_t i = 0; i < self->ov_count; i++) {
+        Overlay *ov = &self->overlays[self->ov_used[i]];
+        if (r == 0)
+            r = overlay_flush(self, ov);
+        else {
+            ov->n = ov->text_len = 0;
+            ov->keyed = 0;
+            ov->cpu = -1;
+        }
+        Py_CLEAR(ov->held);
+        Py_CLEAR(ov->task);
+    }
+    self->ov_count = 0;
+    return r;
+}
+
+/* Free every overlay, its buffers too, applying nothing (dealloc, a new run). */
+static void overlays_drop(LineFilter *self) {
+    if (self->overlays == NULL)
+        return;
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    for (Py_ssize_t i = 0; i < self->ov_count; i++) {
+        Overlay *ov = &self->overlays[self->ov_used[i]];
+        ov->n = ov->text_len = 0;
+        ov->keyed = 0;
+        Py_CLEAR(ov->held);
+        Py_CLEAR(ov->task);
+    }
+    self->ov_count = 0;
+    for (Py_ssize_t i = 0; i < OV_SLOTS; i++) {
+        PyMem_Free(self->overlays[i].entries);
+        PyMem_Free(self->overlays[i].text);
+        self->overlays[i].entries = NULL;
+        self->overlays[i].text = NULL;
+        self->overlays[i].cap = self->overlays[i].text_cap = 0;
+    }
+    PyErr_Restore(type, value, tb);
+}
+
+static inline Py_ssize_t overlay_slot(PyObject *held) {
+    return (Py_ssize_t)((((uintptr_t)held >> 4) * 0x9E3779B97F4A7C15ULL) >> 58) & (OV_SLOTS - 1);
+}
+
+static Overlay *overlay_find(LineFilter *self, PyObject *held, PyObject *task, int create) {
+    if (self->ov_count == 0 && !create)
+        return NULL;
+    Py_ssize_t j = overlay_slot(held);
+    for (;; j = (j + 1) & (OV_SLOTS - 1)) {
+        Overlay *ov = &self->overlays[j];
+        if (ov->held == held)
+            return ov;
+        if (ov->held == NULL)
+            break;
+    }
+    if (!create)
+        return NULL;
+    if (self->ov_count * 2 >= OV_SLOTS) {
+        if (overlays_flush(self) < 0)
+            return NULL;
+        j = overlay_slot(held);
+    }
+    Overlay *ov = &self->overlays[j];
+    while (ov->held != NULL) {
+        j = (j + 1) & (OV_SLOTS - 1);
+        ov = &self->overlays[j];
+    }
+    Py_INCREF(held);
+    Py_INCREF(task);
+    ov->held = held;
+    ov->task = task;
+    ov->keyed = 0;
+    ov->cpu = -1;
+    ov->n = ov->text_len = 0;
+    self->ov_used[self->ov_count++] = j;
+    return ov;
+}
+
+/* Whether `ov` holds anything the task does not show yet. */
+static inline int overlay_dirty(const Overlay *ov) {
+    return ov != NULL && (ov->n || ov->keyed || ov->cpu >= 0);
+}
+
+/* Push an acquisition read here (`t`, the line's `n` bytes at `data`) onto `ov`: 0, -1 error. */
+static int overlay_push(Overlay *ov, const char *data, Py_ssize_t n, const Tail *t, PyObject *cls, long irq_context,
+                        int read, int trylock, PyObject *hardirqs_off, Py_hash_t prev_key, Py_hash_t chain_key,
+                        long long lineno) {
+    if (ov->n == ov->cap) {
+        Py_ssize_t cap = ov->cap ? ov->cap * 2 : 8;
+        OvEntry *entries = PyMem_Realloc(ov->entries, (size_t)cap * sizeof(OvEntry));
+        if (entries == NULL)
+            goto nomem;
+        ov->entries = entries;
+        ov->cap = cap;
+    }
+    if (ov->text_len + n > ov->text_cap) {
+        Py_ssize_t cap = ov->text_cap ? ov->text_cap : 512;
+        while (cap < ov->text_len + n)
+            cap *= 2;
+        char *text = PyMem_Realloc(ov->text, (size_t)cap);
+        if (text == NULL)
+            goto nomem;
+        ov->text = text;
+        ov->text_cap = cap;
+    }
+    OvEntry *e = &ov->entries[ov->n++];
+    memcpy(ov->text + ov->text_len, data, (size_t)n);
+    e->cls = cls;
+    e->prev_key = prev_key;
+    e->hardirqs_off = hardirqs_off;
+    e->irq_context = irq_context;
+    e->read = read;
+    e->trylock = trylock;
+    e->line_off = ov->text_len;
+    e->line_len = n;
+    e->field_off = ov->text_len + (t->field - data);
+    e->field_len = t->field_len;
+    e->lock_len = t->lock_len;
+    e->has_instance = t->has_instance;
+    e->lineno = lineno;
+    ov->text_len += n;
+    ov->chain_key = chain_key;
+    ov->keyed = 1;
+    return 0;
+nomem:
+    PyErr_NoMemory();
+    return -1;
+}
+
+/* Whether the `rest_len` bytes at `rest` are the plain release of the top entry of `ov` (`n` > 0),
+ * `release CLASS[@INSTANCE]`: the text of its tuple's RELEASE. */
+static inline int overlay_releases(const Overlay *ov, const char *rest, Py_ssize_t rest_len) {
+    const OvEntry *e = &ov->entries[ov->n - 1];
+    return rest_len == 8 + e->field_len && memcmp(rest, "release ", 8) == 0 &&
+           memcmp(rest + 8, ov->text + e->field_off, (size_t)e->field_len) == 0;
+}
+
+/* Pop the top entry of `ov` (its plain release), the task's cpu now `cpu` when given. */
+static void overlay_pop(Overlay *ov, long cpu) {
+    OvEntry *e = &ov->entries[ov->n - 1];
+    ov->chain_key = e->prev_key;
+    ov->keyed = 1;
+    ov->text_len = e->line_off;
+    ov->n--;
+    if (cpu >= 0)
+        ov->cpu = cpu;
+}
+
+/* An int of the value `v` to hash or look up (a new reference): on CPython 3.11 (30-bit digits) one
+ * int object of the core's, its digits rewritten in place -- hash3 and the chain cache's
+ * membership test keep no reference to it, and a push held as a C hash needs no int made and
+ * freed (`probe_ok`: checked against PyLong_FromSsize_t at import); elsewhere a new int. */
+static PyObject *probe_int;
+static int probe_ok = 0;
+
+static PyObject *probe_of(Py_hash_t v) {
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    if (probe_ok && Py_REFCNT(probe_int) == 1) {
+        PyLongObject *o = (PyLongObject *)probe_int;
+        uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+        Py_ssize_t digits = 0;
+        while (m) {
+            o->ob_digit[digits++] = (digit)(m & PyLong_MASK);
+            m >>= PyLong_SHIFT;
+        }
+        Py_SET_SIZE(o, v < 0 ? -digits : digits);
+        Py_INCREF(probe_int);
+        return probe_int;
+    }
+#endif
+    return PyLong_FromSsize_t(v);
+}
+
+/* Whether probe_of agrees with PyLong_FromSsize_t (value, hash) on samples: 1, 0, -1 error. */
+static int check_probe(void) {
+    static const long long samples[] = {0, 1, -1, -2, 255, 256, 257, -5, -6, 1073741823, 1073741824,
+                                        -1073741824, 4611686018427387904LL, -4611686018427387904LL,
+                                        9223372036854775807LL, -9223372036854775807LL - 1, 1546275796,
+                                        -3074457345618258602LL};
+    probe_int = PyLong_FromUnsignedLongLong(0xFFFFFFFFFFFFFFFFULL); /* room for 64 bits */
+    if (probe_int == NULL)
+        return -1;
+    probe_ok = 1;
+    int ok = 1;
+    for (size_t i = 0; ok == 1 && i < sizeof samples / sizeof samples[0]; i++) {
+        PyObject *mine = probe_of((Py_hash_t)samples[i]);
+        PyObject *theirs = PyLong_FromSsize_t((Py_ssize_t)samples[i]);
+        if (mine == NULL || theirs == NULL) {
+            ok = -1;
+        } else {
+            int same = PyObject_RichCompareBool(mine, theirs, Py_EQ);
+            ok = same < 0 ? -1 : same && PyObject_Hash(mine) == PyObject_Hash(theirs) &&
+                                 PyLong_AsSsize_t(mine) == (Py_ssize_t)samples[i];
+        }
+        Py_XDECREF(mine);
+        Py_XDECREF(theirs);
+    }
+    probe_ok = ok == 1;
+    return ok;
+}
+
+/* apply_acquire's end for an acquisition pushed onto the held overlay: the chain key computed
+ * and looked up as hashes (probe_of), the push kept in C.  1 applied, 0 the full checker's, -1
+ * error. */
+static int overlay_acquire(LineFilter *self, const char *data, Py_ssize_t n, PyObject *view, PyObject *held,
+                           long cpu, Acquire *a, const Tail *t, Overlay *ov, int head, long context,
+                           long read_mode) {
+    PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
+    Py_hash_t prev;
+    if (ov != NULL && ov->keyed) {
+        prev = ov->chain_key;
+    } else {
+        PyObject *key = get_chain_key(task);
+        if (key == NULL)
+            return -1;
+        prev = PyLong_AsSsize_t(key);
+        Py_DECREF(key);
+        if (prev == -1 && PyErr_Occurred())
+            return -1;
+    }
+    PyObject *lane = head ? (Py_INCREF(self->initial), self->initial) : probe_of(prev);
+    if (lane == NULL)
+        return -1;
+    Py_hash_t hash = hash3(lane, a->cls, a->read);
+    Py_DECREF(lane);
+    if (hash == -1)
+        return -1;
+    if (rule_validates(self, a->trylock)) {
+        PyObject *key = probe_of(hash);
+        if (key == NULL)
+            return -1;
+        int cached = PySet_Contains(self->cache, key);
+        Py_DECREF(key);
+        if (cached <= 0)
+            return cached; /* a miss: validate_chain, in the full checker */
+    }
+    ov = overlay_find(self, held, task, 1); /* (finding room may have flushed them all) */
+    if (ov == NULL || overlay_push(ov, data, n, t, a->cls, context, (int)read_mode, a->trylock,
+                                   PyTuple_GET_ITEM(view, V_HARDIRQS_OFF), prev, hash, self->lineno) < 0)
+        return -1;
+    if (cpu >= 0)
+        ov->cpu = cpu;
+    if (rule_validates(self, a->trylock))
+        self->hits++;
+    self->events++;
+    return 1;
+}
+
 /* Checker.feed + lock_acquire for a chain-cache hit (or a nest_lock merge): 1 applied, 0 the
  * full checker's, -1 error.  Makes the fields of `a` it still lacks from the Tail `t`. */
 static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n, PyObject *view,
-                         PyObject *held, PyObject *top, long cpu, Acquire *a, const Tail *t) {
+                         PyObject *held, PyObject *top, long cpu, Acquire *a, const Tail *t, Overlay *ov) {
     PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
-    Py_ssize_t depth = PyList_GET_SIZE(held);
-    if (depth >= self->depth_limit)
-        return 0;
     PyObject *cls = a->cls;
     PyObject *nest = a->nest;
     PyObject *irq_context = PyTuple_GET_ITEM(view, V_IRQ_CONTEXT);
+    PyObject *hardirqs_off = PyTuple_GET_ITEM(view, V_HARDIRQS_OFF);
+    long context = as_long(irq_context);
+    /* pushed onto the held overlay: an acquisition read here (subclass 0, no nest lock) of a task
+     * that keeps no acquired_ever, in one of lockdep's irq contexts */
+    int overlaid = self->overlay && a->release == NULL && nest == Py_None &&
+                   PyTuple_GET_ITEM(view, V_ACQUIRED_EVER) == Py_None && context >= 0 && context <= 3 &&
+                   (hardirqs_off == Py_True || hardirqs_off == Py_False);
+    if (overlay_dirty(ov) && (!overlaid || rule_merges(self, 0, 0) || rule_merges(self, 0, 1))) {
+        /* the tuple path, or a merge onto the top entry: on the held list as the tuple path has it */
+        if (overlay_flush(self, ov) < 0)
+            return -1;
+        Py_ssize_t size = PyList_GET_SIZE(held);
+        top = size ? PyList_GET_ITEM(held, size - 1) : NULL;
+    }
+    Py_ssize_t above = ov != NULL ? ov->n : 0;
+    Py_ssize_t depth = PyList_GET_SIZE(held) + above;
+    if (depth >= self->depth_limit)
+        return 0;
     int head = 0;
-    if (top != NULL) {
+    if (above) {
+        /* the overlay's top entry (no merge onto it: the rules merge nothing without a nest lock) */
+        head = rule_separate(self, ov->entries[above - 1].irq_context, context);
+    } else if (top != NULL) {
         long top_context;
         int nest_given = nest != Py_None;
         /* the class compared only where the merge rule depends on it */
@@ -935,11 +1375,14 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     long read_mode = as_long(a->read);
     PyObject *needs = PyTuple_GET_ITEM(view, V_NEEDS);
     long need = as_long(PyList_GET_ITEM(needs, (read_mode ? 1 : 0) | (a->trylock ? 2 : 0)));
-    PyObject *usage = PyDict_GetItemWithError(a->node, s_usage);
-    if (usage == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    if (need & ~as_long(usage))
+    long usage;
+    int known = node_usage(a->node, a->slot, &usage);
+    if (known <= 0)
+        return known;
+    if (need & ~usage)
         return 0; /* a new usage bit: mark_usage, in the full checker */
+    if (overlaid)
+        return overlay_acquire(self, data, n, view, held, cpu, a, t, ov, head, context, read_mode);
     PyObject *prev_key = get_chain_key(task);
     if (prev_key == NULL)
         return -1;
@@ -1547,7 +1990,27 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     Py_ssize_t depth = PyList_GET_SIZE(held);
     PyObject *top = depth ? PyList_GET_ITEM(held, depth - 1) : NULL;
     long cpu = -1;
-    if (top != NULL && PyTuple_CheckExact(top) && str_is(PyTuple_GET_ITEM(top, E_RELEASE), tail, rest_len)) {
+    Overlay *ov = overlay_find(self, held, task, 0);
+    if (ov != NULL && !ov->n && overlay_dirty(ov)) {
+        /* a chain key and cpu the overlay's pops left: the task's before the held list's paths */
+        if (overlay_flush(self, ov) < 0)
+            return -1;
+    }
+    if (ov != NULL && ov->n) {
+        /* the plain release of the overlay's top entry, recognised by its text; anything else of
+         * this task sees the held list (below) */
+        if (overlay_releases(ov, tail, rest_len)) {
+            if (stamp != NULL) {
+                int ok = read_stamp(stamp, tail_len - rest_len - 4, 0, 1, &cpu);
+                if (ok <= 0)
+                    return ok;
+            }
+            overlay_pop(ov, cpu);
+            self->events++;
+            return 1;
+        }
+        top = NULL; /* (not the list's: the overlay's) */
+    } else if (top != NULL && PyTuple_CheckExact(top) && str_is(PyTuple_GET_ITEM(top, E_RELEASE), tail, rest_len)) {
         PyObject *references = PyTuple_GET_ITEM(top, E_REFERENCES);
         if (references == small_ints[0] || (PyLong_Check(references) && as_long(references) == 0)) {
             /* the plain release of the innermost lock, recognised by its text */
@@ -1562,7 +2025,10 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
             return 1;
         }
     }
-    Tail t = {0};
+    Tail t; /* (read_tail sets what is read of it; on the tails path only kind and seen are) */
+    t.kind = 0;
+    t.seen = 0;
+    t.slot = NULL;
     PyObject *info = NULL;
     int read = read_tail(self, tail, rest_len, &t);
     if (read < 0)
@@ -1588,6 +2054,39 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         if (given != Py_None)
             cpu = as_long(given);
     }
+    /* a lock or irq op of this task from here on: if it is passed on, the Python loop and the
+     * checker apply it to this task alone (lockdep's ops that look at other tasks -- lost events,
+     * runs, directives -- are no line read here) */
+    self->pass_local = 1;
+    self->pass_held = held;
+    if (t.kind == K_RELEASE && ov != NULL && ov->n) {
+        /* release_innermost of the overlay's top entry, its options given (`at=`, a stamp): the
+         * entry's release text is `release ` and the line's lock field */
+        const OvEntry *e = &ov->entries[ov->n - 1];
+        const char *top_field = ov->text + e->field_off;
+        int same;
+        if (info == NULL) {
+            same = t.field_len == e->field_len && memcmp(t.field, top_field, (size_t)e->field_len) == 0;
+        } else {
+            PyObject *release = PyTuple_GET_ITEM(info, I_RELEASE);
+            same = PyUnicode_Check(release) && PyUnicode_IS_COMPACT_ASCII(release) &&
+                   PyUnicode_GET_LENGTH(release) == 8 + e->field_len &&
+                   memcmp(PyUnicode_1BYTE_DATA(release), "release ", 8) == 0 &&
+                   memcmp(PyUnicode_1BYTE_DATA(release) + 8, top_field, (size_t)e->field_len) == 0;
+        }
+        if (same) {
+            overlay_pop(ov, cpu);
+            self->events++;
+            return 1;
+        }
+    }
+    if (t.kind != K_ACQUIRE && overlay_dirty(ov)) {
+        /* not the overlay's: on the held list as the tuple path has it */
+        if (overlay_flush(self, ov) < 0)
+            return -1;
+        depth = PyList_GET_SIZE(held);
+        top = depth ? PyList_GET_ITEM(held, depth - 1) : NULL;
+    }
     if (t.kind == K_STATS)
         return apply_contention(self, view, task, held, cpu, info, &t);
     if (t.kind == K_RELEASE)
@@ -1605,7 +2104,10 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         return apply_irq(self, line, data, n, view, held, cpu, PyTuple_GET_ITEM(info, I_OP));
     if (t.kind != K_ACQUIRE)
         return 0;
-    Acquire a = {0};
+    Acquire a; /* (each path below sets the rest) */
+    a.release = a.lock = a.instance = NULL;
+    a.slot = NULL;
+    a.owned[0] = a.owned[1] = a.owned[2] = NULL;
     if (info != NULL) {
         a.release = PyTuple_GET_ITEM(info, I_RELEASE);
         a.cls = PyTuple_GET_ITEM(info, I_CLS);
@@ -1623,14 +2125,31 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         a.subclass = small_ints[0];
         a.nest = Py_None;
         a.node = t.node;
+        a.slot = t.slot;
     }
-    int r = apply_acquire(self, line, data, n, view, held, top, cpu, &a, &t);
+    int r = apply_acquire(self, line, data, n, view, held, top, cpu, &a, &t, ov);
     acquire_clear(&a);
     return r;
 }
 
-/* The filter's answer for a line it passes on: (lineno, line). */
+/* The filter's answer for a line it passes on: (lineno, line), the held overlays flushed first
+ * (the Python side may look at any task). */
 static PyObject *numbered(LineFilter *self, PyObject *line) {
+    if (self->ov_count) {
+        int r;
+        if (self->pass_local) {
+            /* a lock or irq op of one task: its overlay (the others stay until a line needs them) */
+            Overlay *ov = overlay_find(self, self->pass_held, NULL, 0);
+            r = overlay_dirty(ov) ? overlay_flush(self, ov) : 0;
+        } else {
+            r = overlays_flush(self);
+        }
+        if (r < 0) {
+            Py_DECREF(line);
+            return NULL;
+        }
+    }
+    self->pass_local = 0;
     PyObject *lineno = PyLong_FromLongLong(self->lineno);
     if (lineno == NULL) {
         Py_DECREF(line);
@@ -1658,6 +2177,33 @@ static inline int may_apply(const char *data, Py_ssize_t n) {
 /* The next line of the current block of bytes: applied (0), passed on (1, *out set), or -1 on
  * error.  A line of a block decodes to its bytes without the `\r` of a `\r\n` ending (what
  * source.Lines would have yielded for it). */
+/* The length of the line at `p` (up to its `\n`, or all `avail` bytes) and, in *quoted, whether
+ * it holds a `"` or a tab (may_apply's verdict on what it reads): one pass over the line where
+ * three memchr calls were, 16 bytes a step where SSE2 is. */
+static inline Py_ssize_t line_scan(const char *p, Py_ssize_t avail, int *quoted) {
+    int found = 0;
+    Py_ssize_t i = 0;
+#ifdef __SSE2__
+    const __m128i newline = _mm_set1_epi8('\n'), quote = _mm_set1_epi8('"'), tab = _mm_set1_epi8('\t');
+    for (; i + 16 <= avail; i += 16) {
+        __m128i bytes = _mm_loadu_si128((const __m128i *)(p + i));
+        unsigned ends = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(bytes, newline));
+        unsigned odd = (unsigned)_mm_movemask_epi8(
+            _mm_or_si128(_mm_cmpeq_epi8(bytes, quote), _mm_cmpeq_epi8(bytes, tab)));
+        if (ends) {
+            /* the bytes before the first newline */
+            *quoted = found || (odd & ((ends & (0u - ends)) - 1)) != 0;
+            return i + __builtin_ctz(ends);
+        }
+        found |= odd != 0;
+    }
+#endif
+    for (; i < avail && p[i] != '\n'; i++)
+        found |= p[i] == '"' || p[i] == '\t';
+    *quoted = found;
+    return i;
+}
+
 static int next_in_chunk(LineFilter *self, PyObject **out) {
     /* the block stays referenced here until its line is done: its last line clears self->chunk,
      * and the block's producer (a translator: lockcheck.engine._jsonlt) may hold it no longer */
@@ -1666,14 +2212,15 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
     const char *base = PyBytes_AS_STRING(chunk);
     Py_ssize_t size = PyBytes_GET_SIZE(chunk);
     const char *data = base + self->pos;
-    const char *newline = memchr(data, '\n', (size_t)(size - self->pos));
-    Py_ssize_t len = newline ? newline - data : size - self->pos;
-    if (newline != NULL) {
+    int quoted;
+    Py_ssize_t len = line_scan(data, size - self->pos, &quoted);
+    if (len < size - self->pos) {
         self->pos += len + 1;
     } else {
         Py_CLEAR(self->chunk); /* its last line */
     }
     self->lineno++;
+    self->pass_local = 0;
     if (len && data[len - 1] == '\r')
         len--;
     Py_ssize_t n = len;
@@ -1682,7 +2229,7 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
             Py_DECREF(chunk);
             return 0; /* a blank line */
         }
-        if (may_apply(data, n)) {
+        if (data[0] != '#' && !quoted) { /* may_apply */
             int applied = apply_line(self, NULL, data, n);
             if (applied != 0) {
                 Py_DECREF(chunk);
@@ -1707,8 +2254,12 @@ static PyObject *LineFilter_next(LineFilter *self) {
             continue;
         }
         PyObject *line = PyIter_Next(self->lines);
-        if (line == NULL)
-            return NULL; /* the end, or an error already set */
+        if (line == NULL) {
+            /* the end (the overlays flushed: the run's state is the Python side's), or an error */
+            if (!PyErr_Occurred() && self->ov_count)
+                overlays_flush(self);
+            return NULL;
+        }
         if (PyBytes_CheckExact(line)) {
             /* a block of whole lines (source.Lines.give_bytes): split here */
             self->chunk = line;
@@ -1716,6 +2267,7 @@ static PyObject *LineFilter_next(LineFilter *self) {
             continue;
         }
         self->lineno++;
+        self->pass_local = 0;
         if (!self->passthrough && PyUnicode_Check(line) && PyUnicode_IS_COMPACT_ASCII(line) &&
             (self->tick < 0 || (self->lineno & self->tick) != 0)) {
             const char *data = (const char *)PyUnicode_1BYTE_DATA(line);
@@ -1743,6 +2295,8 @@ static PyObject *LineFilter_next(LineFilter *self) {
 }
 
 static PyObject *LineFilter_take(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->ov_count && overlays_flush(self) < 0)
+        return NULL;
     PyObject *counts = Py_BuildValue("(LL)", self->events, self->hits);
     self->events = self->hits = 0;
     return counts;
@@ -1752,7 +2306,17 @@ static PyObject *LineFilter_lines_read(LineFilter *self, PyObject *Py_UNUSED(ign
     return PyLong_FromLongLong(self->lineno);
 }
 
+static PyObject *LineFilter_use_overlay(LineFilter *self, PyObject *flag) {
+    int on = PyObject_IsTrue(flag);
+    if (on < 0 || (self->ov_count && overlays_flush(self) < 0))
+        return NULL;
+    self->overlay = on;
+    Py_RETURN_NONE;
+}
+
 static PyObject *LineFilter_stop(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->ov_count && overlays_flush(self) < 0)
+        return NULL;
     self->passthrough = 1;
     Py_RETURN_NONE;
 }
@@ -1761,6 +2325,8 @@ static PyMethodDef LineFilter_methods[] = {
     {"take", (PyCFunction)LineFilter_take, METH_NOARGS,
      "(events, chain-cache hits) applied since the last call, and reset."},
     {"stop", (PyCFunction)LineFilter_stop, METH_NOARGS, "From now on pass every line on."},
+    {"use_overlay", (PyCFunction)LineFilter_use_overlay, METH_O,
+     "Whether pushes are kept in C until a line goes to the Python side (default True; False: each a tuple)."},
     {"lines_read", (PyCFunction)LineFilter_lines_read, METH_NOARGS,
      "The lines taken so far (every line of a block of bytes split so far): a line number."},
     {NULL}};
@@ -1819,11 +2385,18 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     if (hash_ok < 0)
         return NULL;
     tuple_hash_ok = hash_ok;
+    if (check_probe() < 0)
+        return NULL;
     if (PyType_Ready(&LineFilterType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&speedups_module);
     if (module == NULL)
         return NULL;
+    /* whether chain keys are hashed and looked up through the core's own int (probe_of) */
+    if (PyModule_AddIntConstant(module, "PROBE_INTS", probe_ok) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
     Py_INCREF(&LineFilterType);
     if (PyModule_AddObject(module, "LineFilter", (PyObject *)&LineFilterType) < 0) {
         Py_DECREF(&LineFilterType);

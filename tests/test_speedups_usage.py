@@ -1,0 +1,67 @@
+"""The compiled core reads a class's usage again once the checker has marked a new bit on it.
+
+Why: the core keeps each class's `usage` with the version of its graph node's dict
+(`node_usage` in `_speedups.c`), to skip the dict look-up on every acquisition.  A value kept
+past a change would send every later acquisition needing the new bit to the checker (a
+slower run, and a stale answer were usage ever to shrink): here an acquisition in a hardirq,
+after the first one in a hardirq marked USED_IN_HARDIRQ, must be applied by the core.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+
+from lockcheck.engine import fast_lt as hotpath
+from lockcheck.lockdep.checker import Checker
+from tests.test_hotpath import CORES, fast, plain
+
+pytestmark = pytest.mark.skipif(not hotpath.compiled(), reason="the compiled core is not built here")
+
+IN_IRQ = ["T1 hardirq-enter", "T1 acquire A", "T1 release A", "T1 hardirq-exit"]
+LINES = ["T1 irqs-off", "T1 acquire A", "T1 release A", "T1 acquire A", "T1 release A"] + IN_IRQ * 3
+
+
+class _Counted:
+    """The compiled core's filter, recording the numbers of the lines it passes on."""
+
+    def __init__(self, passed: list, *args) -> None:
+        from lockcheck.engine._speedups import LineFilter
+        self.filter = LineFilter(*args)
+        self.passed = passed
+
+    def __iter__(self) -> _Counted:
+        return self
+
+    def __next__(self) -> tuple:
+        numbered = next(self.filter)
+        self.passed.append(numbered[0])
+        return numbered
+
+    def __getattr__(self, name: str):
+        return getattr(self.filter, name)
+
+
+def _passed_on(lines: list[str], monkeypatch) -> list[int]:
+    """The numbers of the lines the compiled core passes on to the Python loop."""
+    passed: list = []
+    monkeypatch.setattr(hotpath, "_compiled_filter", lambda: functools.partial(_Counted, passed))
+    checker = Checker()
+    checker.open_trace(False)
+    for ev in hotpath.lt_events(checker, lines, "gen.lt"):
+        checker.feed(ev)
+    return passed
+
+
+def test_usage_marked_by_the_checker_is_seen_by_the_core(monkeypatch) -> None:
+    # line 1: the task's first line; 2: a new class; 6, 7, 9: the first hardirq, 7 marking
+    # USED_IN_HARDIRQ on a new chain; the acquisitions in the later hardirqs (lines 11, 15) are
+    # cached chains marking nothing new: the core's
+    assert _passed_on(LINES, monkeypatch) == [1, 2, 6, 7, 9]
+
+
+def test_usage_runs_as_the_plain_pipeline() -> None:
+    expected = plain(LINES)
+    for core in CORES:
+        assert fast(LINES, False, core) == expected, core
