@@ -74,6 +74,11 @@ MORE_LOCK_OPS = frozenset({SET_CLASS, SET_SUBCLASS, DOWNGRADE, SYNC, PIN, UNPIN,
 MORE_PLAIN_OPS = frozenset({ASSERT_IRQS_ON, ASSERT_IRQS_OFF, TASK_EXIT})
 LOCK_OPS = LOCK_OPS | MORE_LOCK_OPS
 ALL_OPS = LOCK_OPS | IRQ_OPS | {EXIT} | MORE_PLAIN_OPS
+#: ops whose effect reaches past the task that names them (every task's held stack is read or
+#: emptied, classes are forgotten: a fast path's per-task or per-class state is stale after one)
+OTHER_TASKS_OPS = frozenset({LOST_EVENTS, RUN, UNREGISTER})
+#: ... and the ops that change the state of their own task only
+OWN_TASK_OPS = frozenset(ALL_OPS - OTHER_TASKS_OPS)
 
 # -- modes: lockdep's `read` argument -------------------------------------------
 WRITE = 0  #: exclusive

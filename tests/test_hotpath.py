@@ -64,6 +64,13 @@ def stamps(draw) -> list[str]:
     return words
 
 
+#: "The rest of lockdep": lines the fast paths hand to the checker, which may change what they
+#: keep (unregister forgets classes and reads every task's held locks)
+_MORE_OPS = ["unregister", "unregister", "set-class", "set-subclass", "downgrade", "sync", "pin", "unpin",
+             "assert-held", "assert-not-held", "task-exit", "assert-irqs-on", "assert-irqs-off"]
+_MORE_PLAIN = ("task-exit", "assert-irqs-on", "assert-irqs-off")
+
+
 @st.composite
 def trace_line(draw, held: dict) -> str:
     """Mostly acquisitions and releases of held locks (LIFO mostly), some of everything else."""
@@ -85,7 +92,7 @@ def trace_line(draw, held: dict) -> str:
         op = draw(st.sampled_from(["contended", "acquired", "exit", "free", "hardirq-enter", "hardirq-exit",
                                    "softirq-enter", "softirq-exit", "irqs-on", "irqs-off", "softirqs-on",
                                    "softirqs-off", "#lockcheck-lost-events", "# a comment", "", "quoted",
-                                   "blanks"]))
+                                   "blanks"] + _MORE_OPS))
         if op == "#lockcheck-lost-events":
             return f"#lockcheck-lost-events cpu={draw(st.sampled_from(['0', '1']))}"
         if op in ("# a comment", ""):
@@ -96,7 +103,12 @@ def trace_line(draw, held: dict) -> str:
             return f"{task}  release {draw(lock_field())} "
         if op == "free":
             stack[:] = []
-        words = [task, op] + ([draw(lock_field())] if op in ("contended", "acquired", "free") else [])
+        if op == "set-class":
+            return f"{task} set-class {draw(lock_field())} {draw(st.sampled_from(CLASSES))}"
+        if op == "unregister":
+            return f"{task} unregister {draw(st.sampled_from(CLASSES))}"
+        takes_lock = op in ("contended", "acquired", "free") or (op in _MORE_OPS and op not in _MORE_PLAIN)
+        words = [task, op] + ([draw(lock_field())] if takes_lock else [])
         words += draw(stamps())
     order = draw(st.permutations(range(3, len(words)))) if len(words) > 3 else []
     return " ".join(words[:3] + [words[i] for i in order])
@@ -202,6 +214,12 @@ def fast(lines: list[str], capture: bool = False, core: str = "pure", block: int
          True)
 @example(["T1 acquire A", "T1 release A"] * 3 + ["T1 hardirq-enter", "T1 acquire A", "T1 release A", "T1 hardirq-exit",
           "T2 acquire B", "T2 irqs-off", "T2 acquire C try", "T2 release C", "T2 irqs-on", "T2 release B"], False)
+@example(["T1 acquire A", "T1 acquire B", "T1 release B", "T1 release A", "T1 acquire A", "T1 acquire B",
+          "T2 unregister A", "T1 release B", "T1 release A", "T3 acquire B", "T3 acquire A", "T3 release A",
+          "T3 release B"], False)  # (unregister reads every task's held locks: T1's were the fast path's)
+@example(["T1 acquire A", "T1 release A", "T1 acquire A", "T1 release A", "T1 unregister A", "T1 irqs-off",
+          "T1 acquire A", "T1 release A", "T1 irqs-on", "T1 acquire A", "T1 release A", "T2 hardirq-enter",
+          "T2 acquire A", "T2 release A", "T2 hardirq-exit"], False)  # (A after unregister: a new node)
 def test_fast_path_is_the_plain_path(lines, capture) -> None:
     # three times through one checker: the later passes find their chains cached, as most of a
     # long trace does, so the fast path takes them

@@ -2321,7 +2321,22 @@ static PyObject *LineFilter_stop(LineFilter *self, PyObject *Py_UNUSED(ignored))
     Py_RETURN_NONE;
 }
 
+/* The graph forgot classes (lockdep_unregister_key): a class's node is a new dict when it comes
+ * back, so the table's nodes (and their usage kept here) are dropped and looked up again. */
+static PyObject *LineFilter_forget_classes(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
+    if (self->ov_count && overlays_flush(self) < 0) /* (their entries borrow the table's strs) */
+        return NULL;
+    if (self->class_size) {
+        clear_classes(self);
+        if (classes_grow(self) < 0)
+            return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef LineFilter_methods[] = {
+    {"forget_classes", (PyCFunction)LineFilter_forget_classes, METH_NOARGS,
+     "Drop the classes looked up so far (the graph removed some: their nodes are new when they return)."},
     {"take", (PyCFunction)LineFilter_take, METH_NOARGS,
      "(events, chain-cache hits) applied since the last call, and reset."},
     {"stop", (PyCFunction)LineFilter_stop, METH_NOARGS, "From now on pass every line on."},

@@ -42,7 +42,7 @@ from typing import Callable, Iterable, Iterator, Optional
 from lockcheck.engine import capture_filter
 from lockcheck.lockdep.checker import Checker
 from lockcheck.events import (
-    ACQUIRE, ACQUIRED, ALL_OPS, CONTENDED, IRQ_OPS, LOST_EVENTS, RELEASE, RUN, UNREGISTER, WRITE, Event)
+    ACQUIRE, ACQUIRED, CONTENDED, IRQ_OPS, LOST_EVENTS, OWN_TASK_OPS, RELEASE, RUN, WRITE, Event)
 from lockcheck.engine.fast_stages import (  # noqa: F401
     _Annotated, _View, _event, _only_unchecked, _pop_innermost, _push_hit, context_hit)
 
@@ -53,8 +53,6 @@ _CACHE_LIMIT = 1 << 16
 #: heads cached (as `ftrace._HEAD_CACHE_LIMIT`: every new task brings new ones)
 _HEAD_CACHE_LIMIT = 1 << 12
 
-#: the ops whose event changes the state of its own task only (others: lost events, a run's start)
-_OWN_TASK_OPS = frozenset(ALL_OPS - {LOST_EVENTS, RUN, UNREGISTER})
 
 #: views of tasks kept at most: a long capture of short-lived tasks (fresh pids) would keep one per
 #: task ever seen; as many as run at a time are enough (a dropped view is built again when needed)
@@ -422,7 +420,7 @@ def _jsonl_misses(checker: Checker, tick, lines: Iterable[str], file: str, start
             task = op = None
             if obj.__class__ is dict:
                 task, op = obj.get("task"), obj.get("op")
-            if task.__class__ is str and op.__class__ is str and op in _OWN_TASK_OPS:
+            if task.__class__ is str and op.__class__ is str and op in OWN_TASK_OPS:
                 views.pop(task, None)  # an event that changes its own task's state only
             else:
                 views.clear()

@@ -38,7 +38,7 @@ from lockcheck.engine.fast_held import (
     find_held, irq_change, irq_evidence, release_out_of_order)
 from lockcheck.lockdep import rules
 from lockcheck.lockdep.checker import Checker
-from lockcheck.events import LOST_EVENTS, RUN, Event
+from lockcheck.events import LOST_EVENTS, OTHER_TASKS_OPS, RUN, UNREGISTER, Event
 from lockcheck.readers import lt
 from lockcheck.readers import lockdep_keys as more
 from lockcheck.lockdep.tasks import HeldLock, usage_needs
@@ -359,6 +359,10 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             task = tasks.get(ev.task)
             if task is not None and task.held:
                 materialize(task.held, file)
+            if ev.op in OTHER_TASKS_OPS:  # (unregister reads every task's held classes)
+                for other in tasks.values():
+                    if other.held:
+                        materialize(other.held, file)
             events = hits = _settle(stats, events, hits, take)
             if ev.op is LOST_EVENTS or ev.op is RUN:
                 task_view.clear()  # other tasks' stacks and irq states change, or the tasks go
@@ -367,6 +371,11 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             yield ev
             if checker.stopped:  # --first: from here on the checker only counts events
                 break
+            if ev.op is UNREGISTER:
+                # classes forgotten: one that comes back is a new node, not the one the texts read
+                tails.clear()
+                if compiled is not None:
+                    numbered.forget_classes()
             if ev.op is not LOST_EVENTS and ev.op is not RUN:
                 task = tasks.get(ev.task)  # its view again, at once (the compiled core only looks views up)
                 if task is not None:
