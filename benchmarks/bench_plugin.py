@@ -194,11 +194,18 @@ def run_pairs(repeat: int, n: int = 200_000) -> dict:
     return best
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ops", type=int, default=20000, help="operations per thread")
     parser.add_argument("--threads", type=int, default=4)
-    parser.add_argument("--repeat", type=int, default=None,
+    parser.add_argument("--repeat", type=_positive, default=None,
                         help="runs of each (default: 5; --suite 3; --pair 15 batches)")
     parser.add_argument("--suite", action="store_true", help="time a generated pytest suite instead")
     parser.add_argument("--waits", action="store_true", help="also check waits on events (--lockcheck-waits)")

@@ -21,7 +21,7 @@ def test_pairs_time_a_tracked_and_a_plain_lock_of_each_kind(monkeypatch) -> None
         return batch(lock, n)
 
     monkeypatch.setattr(bench_plugin, "_pair_batch", spy)
-    best = bench_plugin.run_pairs(2, n=50)
+    best = bench_plugin.run_pairs(2, n=2000)
     assert sorted(best) == [("Lock", "plain"), ("Lock", "tracked"), ("RLock", "plain"), ("RLock", "tracked")]
     assert all(ns > 0 for ns in best.values())
     plain_types = {type(threading.Lock()), type(threading.RLock())}

@@ -217,6 +217,21 @@ def _filter(on: bool):
             yield
 
 
+@contextlib.contextmanager
+def _filters_made(made: list):
+    """Collects the compiled filters the capture fast path makes (to ask what they took)."""
+    make = capture_filter.numbered
+
+    def spy(*args, **kwargs):
+        made_now = make(*args, **kwargs)
+        if made_now is not None:
+            made.append(made_now)
+        return made_now
+
+    with mock.patch.object(capture_filter, "numbered", spy):
+        yield
+
+
 #: a block the filter takes the second time, and its locks held at the end (their events compared, line numbers
 #: and all), in and out of irq context
 _HELD_AT_END = [
@@ -242,7 +257,11 @@ def test_the_compiled_filter_is_the_python_loop(lines, with_state) -> None:
     leaves, and what the plain path leaves (a quicker cousin of the slow property above, run always)."""
     with _filter(False):
         loop = _outcome(lines, True, with_state)
-    assert _outcome(lines, True, with_state) == loop == _outcome(lines, False, with_state)
+    made: list = []
+    with _filters_made(made):
+        assert _outcome(lines, True, with_state) == loop == _outcome(lines, False, with_state)
+    if lines is _HELD_AT_END:
+        assert made and made[0].counts()["taken"] > 0  # (the filter ran and took lines itself)
 
 
 def test_a_bad_line_keeps_its_place() -> None:
@@ -300,7 +319,8 @@ def test_hits_are_taken_fast(filtered) -> None:
     stats = ftrace.ReaderStats()
     handed: list = []
     reader = ftrace.FtraceReader("t.ftrace", stats=stats)
-    with _filter(filtered):
+    made: list = []
+    with _filter(filtered), _filters_made(made):
         misses = capturepath._ftrace_misses(checker, annotator, reader, stats, None, block * 50, "t.ftrace")
         handed_first = next(misses)
     for numbered in itertools.chain([handed_first], misses):
@@ -309,6 +329,11 @@ def test_hits_are_taken_fast(filtered) -> None:
             checker.feed(ev)
     assert handed == [1]  # the new task's first acquisition (a new task, a new chain)
     assert checker.stats.events == 150 and stats.lines == 200 and stats.contention == 50
+    if filtered and capture_filter.compiled():
+        # the compiled filter, not the Python loop behind it, took nearly all of the 199 other lines
+        assert len(made) == 1 and made[0].counts()["taken"] >= 190
+    else:
+        assert made == []
 
 
 # -- every shipped capture and JSON Lines input, through the command ------------------------
@@ -352,6 +377,8 @@ def test_every_shipped_capture_checks_the_same_read_in_a_second_process(name, ar
     from lockcheck.readers import parallel
 
     expected = _check(args, "0", "json", monkeypatch, capsys, tmp_path)
+    # (a capture is read in a second process only where the compiled filter does not run)
+    monkeypatch.setattr(capture_filter, "_compiled", lambda: None)
     monkeypatch.setattr(parallel, "PARALLEL_MIN_BYTES", 0)
     monkeypatch.setattr(parallel.os, "cpu_count", lambda: 2)
     monkeypatch.delenv("LOCKCHECK_JOBS")
@@ -568,3 +595,22 @@ def test_a_file_read_in_blocks_of_bytes_checks_the_same(ending, tmp_path, monkey
         loop = check()
     assert check() == loop
     assert ":36007:" in loop[2]  # the bad line's error, numbered as in the file
+
+
+@pytest.mark.skipif(not capture_filter.compiled(), reason="the compiled filter is not built")
+def test_a_finished_check_leaves_no_filter_behind(tmp_path) -> None:
+    """The source's blocks of bytes ask the filter for its line count (a cycle: lines -> filter ->
+    lines); the collector must be able to free it, and the checker it holds, after each check."""
+    import gc
+    import io
+
+    from lockcheck.engine._capturecore import CaptureFilter
+
+    trace = tmp_path / "t.ftrace"
+    trace.write_text("# tracer: nop\n" + "\n".join(_HELD_AT_END * 20) + "\n")
+    for _ in range(3):
+        status = main(["check", "--format", "json", "--no-config", "--no-progress", str(trace)],
+                      stdout=io.StringIO(), stderr=io.StringIO())
+        assert status in (0, 1)
+    gc.collect()
+    assert not [obj for obj in gc.get_objects() if type(obj) is CaptureFilter]

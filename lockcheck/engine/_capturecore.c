@@ -153,8 +153,7 @@ static inline void slot_set(PyObject *o, Py_ssize_t off, PyObject *value) {
     Py_XSETREF(SLOT(o, off), value);
 }
 
-static void CaptureFilter_dealloc(CaptureFilter *self) {
-    PyObject_GC_UnTrack(self);
+static int CaptureFilter_clear(CaptureFilter *self) {
     Py_CLEAR(self->lines); Py_CLEAR(self->heads); Py_CLEAR(self->flag_cache);
     Py_CLEAR(self->bodies); Py_CLEAR(self->views); Py_CLEAR(self->reader); Py_CLEAR(self->read_policy);
     Py_CLEAR(self->held_names); Py_CLEAR(self->contexts); Py_CLEAR(self->comms); Py_CLEAR(self->pending);
@@ -178,13 +177,38 @@ static void CaptureFilter_dealloc(CaptureFilter *self) {
     Py_CLEAR(self->transitions); Py_CLEAR(self->irq); Py_CLEAR(self->unchecked); Py_CLEAR(self->read_memo);
     Py_CLEAR(self->ctx_memo); Py_CLEAR(self->chunk); Py_CLEAR(self->held_chunk);
     Py_CLEAR(self->tasks); Py_CLEAR(self->transition); Py_CLEAR(self->context_hit); Py_CLEAR(self->annotated);
+    return 0;
+}
+
+static void CaptureFilter_dealloc(CaptureFilter *self) {
+    PyObject_GC_UnTrack(self);
+    CaptureFilter_clear(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
 static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *arg) {
-    Py_VISIT(self->lines); Py_VISIT(self->views); Py_VISIT(self->reader);
-    Py_VISIT(self->checker); Py_VISIT(self->annotator); Py_VISIT(self->partial); Py_VISIT(self->event_fn);
-    Py_VISIT(self->read_policy); Py_VISIT(self->annotated); Py_VISIT(self->context_hit);
+    /* every object the filter holds (a cycle through any of them is then the collector's to break) */
+    Py_VISIT(self->lines); Py_VISIT(self->heads); Py_VISIT(self->flag_cache); Py_VISIT(self->bodies);
+    Py_VISIT(self->views); Py_VISIT(self->reader); Py_VISIT(self->read_policy); Py_VISIT(self->held_names);
+    Py_VISIT(self->contexts); Py_VISIT(self->comms); Py_VISIT(self->pending); Py_VISIT(self->by_map);
+    Py_VISIT(self->skipped); Py_VISIT(self->checker); Py_VISIT(self->cstats); Py_VISIT(self->nodes);
+    Py_VISIT(self->chain_cache); Py_VISIT(self->initial); Py_VISIT(self->annotator); Py_VISIT(self->held_of);
+    Py_VISIT(self->actx); Py_VISIT(self->acpu); Py_VISIT(self->sources); Py_VISIT(self->tries);
+    Py_VISIT(self->changes); Py_VISIT(self->only_unchecked); Py_VISIT(self->ruled_of);
+    Py_VISIT(self->suffixes); Py_VISIT(self->index); Py_VISIT(self->partial); Py_VISIT(self->event_fn);
+    Py_VISIT(self->file); Py_VISIT(self->acquire_op); Py_VISIT(self->release_op); Py_VISIT(self->write_mode);
+    Py_VISIT(self->view_type); Py_VISIT(self->held_type); Py_VISIT(self->task_type);
+    Py_VISIT(self->untrusted_from); Py_VISIT(self->recent_type); Py_VISIT(self->move_to_end);
+    Py_VISIT(self->evidence); Py_VISIT(self->usage_needs); Py_VISIT(self->used_only);
+    Py_VISIT(self->context_after); Py_VISIT(self->transitions); Py_VISIT(self->irq);
+    Py_VISIT(self->unchecked); Py_VISIT(self->read_memo); Py_VISIT(self->ctx_memo); Py_VISIT(self->chunk);
+    Py_VISIT(self->held_chunk); Py_VISIT(self->tasks); Py_VISIT(self->transition);
+    Py_VISIT(self->context_hit); Py_VISIT(self->annotated);
+    for (int i = 0; i < OP_N; i++)
+        Py_VISIT(self->irq_ops[i]);
+    if (self->keys != NULL)
+        for (Py_ssize_t i = 0; i < KEY_SLOTS; i++)
+            Py_VISIT(self->keys[i]);
     return 0;
 }
 
@@ -1783,6 +1807,7 @@ static PyTypeObject CaptureFilterType = {
     .tp_init = (initproc)CaptureFilter_init,
     .tp_dealloc = (destructor)CaptureFilter_dealloc,
     .tp_traverse = (traverseproc)CaptureFilter_traverse,
+    .tp_clear = (inquiry)CaptureFilter_clear,
     .tp_iter = PyObject_SelfIter,
     .tp_iternext = (iternextfunc)CaptureFilter_next,
     .tp_methods = CaptureFilter_methods,

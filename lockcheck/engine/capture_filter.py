@@ -38,6 +38,12 @@ def compiled() -> bool:
     return _compiled() is not None
 
 
+def runs() -> bool:
+    """Whether a capture read now would run through the compiled filter: built, and lockdep's rules
+    as `rules` has them now expressible as its tables (what `numbered` asks)."""
+    return _compiled() is not None and rule_tables() is not None
+
+
 def _usage_table() -> Optional[tuple]:
     """`rules.acquire_usage` with hardirqs on (the view's needs are already its task's for its
     hardirqs-off state), for read 0..2, trylock and check: `(index into the needs, -1)` or

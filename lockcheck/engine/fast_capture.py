@@ -482,7 +482,7 @@ def _worker_batches(module: ModuleType, context, stats, lines, file: str) -> Opt
     process's per-event Python take together (1M-event capture: 2.0 s against 5.9 s)."""
     from lockcheck.readers import parallel
 
-    if context is None or not context.parallel or not parallel.worth_it(file) or capture_filter.compiled():
+    if context is None or not context.parallel or not parallel.worth_it(file) or capture_filter.runs():
         return None
     close = getattr(lines, "close", None)
     if close is not None:
