@@ -11,11 +11,12 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("lockcheck.engine._speedups", ["lockcheck/engine/_speedups.c"],
-              depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h"],
+              depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h"],
               optional=True),
     # the capture fast path's filter of common ftrace lines (lockcheck.engine.capture_filter)
     Extension("lockcheck.engine._capturecore", ["lockcheck/engine/_capturecore.c"],
-              depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h", "lockcheck/readers/_ftsplit.h"],
+              depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h",
+                       "lockcheck/readers/_ftsplit.h"],
               include_dirs=["lockcheck/readers"], optional=True),
     # JSON Lines translated to `.lt` lines (lockcheck.engine.fast_jsonl): the `.lt` engine checks them
     Extension("lockcheck.engine._jsonlt", ["lockcheck/engine/_jsonlt.c"], optional=True),
@@ -23,6 +24,7 @@ setup(ext_modules=[
     Extension("lockcheck.readers._ftscan", ["lockcheck/readers/_ftscan.c"], depends=["lockcheck/readers/_ftsplit.h"],
               optional=True),
     # the tracked locks' hit path (the pytest plugin); LOCKCHECK_PURE=1 forces its fallback too
-    Extension("lockcheck.python._trackedcore", ["lockcheck/python/_tracked.c"], depends=["lockcheck/engine/_tuplehash.h"],
+    Extension("lockcheck.python._trackedcore", ["lockcheck/python/_tracked.c"],
+              depends=["lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h"],
               include_dirs=["lockcheck/engine"], optional=True),
 ])

@@ -30,6 +30,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include "_rules.h"
+#include "_cshared.h"
 #include "_ftsplit.h"
 
 /* the body tuple (fast_capture: kind, op, instance, name, trylock, read, event) and its kinds */
@@ -123,22 +124,6 @@ typedef struct {
     /* counts for the reader's statistics (fast_capture adds them) */
     long long context_events, lineno, events, hardirq_lines, softirq_lines, resolved, acquisitions, contention_lines, taken;
 } CaptureFilter;
-
-static int offsets(PyTypeObject *type, const char **names, Py_ssize_t *off, int n) {
-    for (int i = 0; i < n; i++) {
-        PyObject *d = PyObject_GetAttrString((PyObject *)type, names[i]);
-        if (d == NULL)
-            return -1;
-        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
-            Py_DECREF(d);
-            PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, names[i]);
-            return -1;
-        }
-        off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-    }
-    return 0;
-}
 
 /* a slot's value (borrowed), or NULL with AttributeError when unset */
 static inline PyObject *slot_get(PyObject *o, Py_ssize_t off, const char *name) {
@@ -246,7 +231,7 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
     Py_INCREF(self->context_hit);
     Py_INCREF(annotated);
     self->annotated = annotated;
-    if (offsets(self->recent_type, recent_names, self->recent_off, R_N) < 0)
+    if (slot_offsets(self->recent_type, recent_names, self->recent_off, R_N) < 0)
         return -1;
     self->move_to_end = PyObject_GetAttrString((PyObject *)&PyODict_Type, "move_to_end");
     if (self->move_to_end == NULL)
@@ -257,9 +242,9 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
     self->view_type = (PyTypeObject *)view_type;
     self->held_type = (PyTypeObject *)held_type;
     self->task_type = (PyTypeObject *)task_type;
-    if (offsets(self->view_type, view_names, self->view_off, V_N) < 0 ||
-        offsets(self->held_type, held_names_, self->held_off, HL_N) < 0 ||
-        offsets(self->task_type, task_names, self->task_off, T_N) < 0)
+    if (slot_offsets(self->view_type, view_names, self->view_off, V_N) < 0 ||
+        slot_offsets(self->held_type, held_names_, self->held_off, HL_N) < 0 ||
+        slot_offsets(self->task_type, task_names, self->task_off, T_N) < 0)
         return -1;
     /* irq: (ops, Evidence, USAGE_NEEDS, USED_ONLY, context_after, hard bit, soft bit, read shift) */
     PyObject *irq_ops;
@@ -1492,29 +1477,6 @@ out:
     Py_XDECREF(lineno);
     Py_XDECREF(ts);
     return result;
-}
-
-/* A 64-bit hash of `n` bytes (FNV-style, 8 bytes a step): the slot of a piece in `keys`. */
-static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t word;
-        memcpy(&word, p + i, 8);
-        h = (h ^ word) * 1099511628211ULL;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
-    return h ^ (h >> 32);
-}
-
-/* A str of the `n` ASCII bytes at `p`. */
-static inline PyObject *ascii_str(const char *p, Py_ssize_t n) {
-    PyObject *s = PyUnicode_New(n, 127);
-    if (s != NULL)
-        memcpy(PyUnicode_DATA(s), p, (size_t)n);
-    return s;
 }
 
 /* The value of the piece at `p` (`n` bytes) in `dict` (borrowed), looked up by a str this filter

@@ -33,6 +33,7 @@
 #include <Python.h>
 #include <structmember.h>
 #include "_rules.h"
+#include "_cshared.h"
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -359,30 +360,6 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
         return -1;
     }
     return 0;
-}
-
-/* A 64-bit hash of `n` bytes (FNV-style, 8 bytes a step): the keys of the core's own tables. */
-static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        uint64_t word;
-        memcpy(&word, p + i, 8);
-        h = (h ^ word) * 1099511628211ULL;
-        h ^= h >> 29;
-    }
-    for (; i < n; i++)
-        h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
-    return h ^ (h >> 32);
-}
-
-/* A str of the `n` ASCII bytes at `p`, made without the UTF-8 decoder: the core's text is ASCII (a
- * str line is checked for it, a block of bytes is ASCII by source.Lines.give_bytes' contract). */
-static inline PyObject *ascii_str(const char *p, Py_ssize_t n) {
-    PyObject *s = PyUnicode_New(n, 127);
-    if (s != NULL)
-        memcpy(PyUnicode_1BYTE_DATA(s), p, (size_t)n);
-    return s;
 }
 
 /* The version of a dict: any change to it (an item set, replaced, deleted, the dict cleared) gives

@@ -31,6 +31,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include "_tuplehash.h"
+#include "_cshared.h"
 #include <frameobject.h>
 #include <structmember.h>
 #include <time.h>
@@ -1562,24 +1563,6 @@ static PyTypeObject NestedType = {
 
 /* -- module ------------------------------------------------------------------------------ */
 
-static int
-offsets(PyTypeObject *type, const char **names, Py_ssize_t *off, int n)
-{
-    for (int i = 0; i < n; i++) {
-        PyObject *d = PyObject_GetAttrString((PyObject *)type, names[i]);
-        if (d == NULL)
-            return -1;
-        if (!Py_IS_TYPE(d, &PyMemberDescr_Type) || ((PyMemberDescrObject *)d)->d_member->type != T_OBJECT_EX) {
-            Py_DECREF(d);
-            PyErr_Format(PyExc_TypeError, "%s.%s is not a slot", type->tp_name, names[i]);
-            return -1;
-        }
-        off[i] = ((PyMemberDescrObject *)d)->d_member->offset;
-        Py_DECREF(d);
-    }
-    return 0;
-}
-
 /* -- asyncio locks (lockcheck/python/async_lock.py, async_semaphores.py) ------------------------
  *
  * They are no BaseObject: their Python acquire takes the asyncio lock itself when it is free (no
@@ -1837,9 +1820,9 @@ setup(PyObject *module, PyObject *args)
                           &PyType_Type, &hl, &PyType_Type, &ts, &acq, &PyLong_Type, &initial, &depth,
                           &PyType_Type, &lt, &PyType_Type, &rlt))
         return NULL;
-    if (offsets((PyTypeObject *)ev, ev_names, ev_off, EV_N) < 0
-        || offsets((PyTypeObject *)hl, hl_names, hl_off, HL_N) < 0
-        || offsets((PyTypeObject *)ts, ts_names, ts_off, TS_N) < 0)
+    if (slot_offsets((PyTypeObject *)ev, ev_names, ev_off, EV_N) < 0
+        || slot_offsets((PyTypeObject *)hl, hl_names, hl_off, HL_N) < 0
+        || slot_offsets((PyTypeObject *)ts, ts_names, ts_off, TS_N) < 0)
         return NULL;
     forget_rec();
     for (; n_free_ev > 0; n_free_ev--) {  /* kept objects of the classes given before */
