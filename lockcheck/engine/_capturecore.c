@@ -546,27 +546,6 @@ static int flush_annotator(CaptureFilter *self) {
     return 0;
 }
 
-/* d[key] += 1, as Python does it (a Counter's missing key is 0) */
-static int count_up(PyObject *d, PyObject *key) {
-    PyObject *old = PyDict_GetItemWithError(d, key);
-    if (old == NULL) {
-        if (PyErr_Occurred())
-            return -1;
-        old = PyObject_GetItem(d, key);
-        if (old == NULL)
-            return -1;
-    } else {
-        Py_INCREF(old);
-    }
-    PyObject *one = PyNumber_Add(old, small_ints[1]);
-    Py_DECREF(old);
-    if (one == NULL)
-        return -1;
-    int r = PyObject_SetItem(d, key, one);
-    Py_DECREF(one);
-    return r;
-}
-
 /* list[i] += delta for a list of ints */
 static int list_add(PyObject *list, Py_ssize_t i, long delta) {
     PyObject *old = PyList_GET_ITEM(list, i);
@@ -1576,7 +1555,7 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
         } else if (kind != K_SKIP) {
             goto done;
         }
-        r = count_up(self->skipped, PyTuple_GET_ITEM(body, B_EVENT)) < 0 ? -1 : 1;
+        r = count_add(self->skipped, PyTuple_GET_ITEM(body, B_EVENT), 1) < 0 ? -1 : 1;
         goto done;
     }
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
