@@ -16,6 +16,7 @@ import pytest
 from lockcheck.engine import fast_lt as hotpath
 from lockcheck.lockdep.checker import Checker
 from tests.test_hotpath import CORES, fast, plain
+from tests.test_speedups_overlay import _Recorded
 
 pytestmark = pytest.mark.skipif(not hotpath.compiled(), reason="the compiled core is not built here")
 
@@ -23,30 +24,10 @@ IN_IRQ = ["T1 hardirq-enter", "T1 acquire A", "T1 release A", "T1 hardirq-exit"]
 LINES = ["T1 irqs-off", "T1 acquire A", "T1 release A", "T1 acquire A", "T1 release A"] + IN_IRQ * 3
 
 
-class _Counted:
-    """The compiled core's filter, recording the numbers of the lines it passes on."""
-
-    def __init__(self, passed: list, *args) -> None:
-        from lockcheck.engine._speedups import LineFilter
-        self.filter = LineFilter(*args)
-        self.passed = passed
-
-    def __iter__(self) -> _Counted:
-        return self
-
-    def __next__(self) -> tuple:
-        numbered = next(self.filter)
-        self.passed.append(numbered[0])
-        return numbered
-
-    def __getattr__(self, name: str):
-        return getattr(self.filter, name)
-
-
 def _passed_on(lines: list[str], monkeypatch) -> list[int]:
     """The numbers of the lines the compiled core passes on to the Python loop."""
     passed: list = []
-    monkeypatch.setattr(hotpath, "_compiled_filter", lambda: functools.partial(_Counted, passed))
+    monkeypatch.setattr(hotpath, "_compiled_filter", lambda: functools.partial(_Recorded, passed, True))
     checker = Checker()
     checker.open_trace(False)
     for ev in hotpath.lt_events(checker, lines, "gen.lt"):
