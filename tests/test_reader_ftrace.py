@@ -505,3 +505,24 @@ def test_a_cached_head_names_a_task_as_a_head_read_afresh(limit, monkeypatch):
              "  bash-12  [001] ....  1.2: lock_acquire: 00ab foo\n",
              "  <...>-12  [001] ....  1.3: lock_release: 00ab foo\n"]
     assert [e.comm for e in read(lines)] == ["bash/12", "sh/12", "bash/12", "bash/12"]
+
+
+@pytest.mark.parametrize("body", ["lock_acquire: {} &mm->mmap_lock", "lock_acquire: {} try read rcu_read_lock",
+                                  "lock_release:  {}  &x->y ", "lock_contended: {} A", "lock_acquire: {} "])
+def test_a_known_shape_with_a_new_address_reads_as_in_full(body):
+    """A capture touching many lock instances prints a new body on almost every line; once a shape
+    (the body but its address) is known, a new line of it is read from that (`ftrace_scan._SHAPES`),
+    and must read as the full reading does -- an address that is none included."""
+    from lockcheck.readers import ftrace_scan
+
+    head = "            bash-12      [000] ...1.  5.1: "
+    addresses = ["ffff888000000001", "0x1f", "zz", "0x", "0xg1", "ABCDEF", "ffff888000000002", "1-2"]
+    for _ in range(2):  # (the second time every shape is known)
+        for address in addresses:
+            line = head + body.format(address)
+            assert ftrace_scan.scan_pure(line) == slow_or_error(line) or (
+                ftrace_scan.scan_pure(line) is None), line
+            fast = ftrace.scan(line)
+            if fast is not None:
+                assert fast == slow_or_error(line), line
+    assert any(key.startswith(body.split(":")[0]) for key in ftrace_scan._SHAPES) or body.endswith("{} ")

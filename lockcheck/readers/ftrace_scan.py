@@ -51,6 +51,10 @@ _HEAD_CACHE_LIMIT = 1 << 12
 _HEADS: dict[str, tuple] = {}
 _BODIES: dict[str, tuple] = {}
 _FLAGS: dict[str, Optional[str]] = {}
+#: a lock event's text with its address cut out -> (event, trylock, read, name): a capture touching
+#: many lock instances (every inode's, every socket's) prints a new body on almost every line, which
+#: then reads as one of the shapes seen before once its address is read apart
+_SHAPES: dict[str, tuple] = {}
 
 
 def _digits(text: str) -> bool:
@@ -110,6 +114,8 @@ def scan_pure(line: str) -> Optional[tuple]:
     if not (timestamp.isascii() and timestamp.replace(".", "", 1).isdigit()) or timestamp[0] == "." or timestamp[-1] == ".":
         return None
     body = _BODIES.get(text)
+    if body is None:
+        body = _lock_body(text)
     if body is None:  # "<event>: <address> [try ][read ]<name>" or "<event>: <anything>"
         event, sep, payload = text.lstrip(" ").partition(":")
         if not sep or payload[:1] not in ("", " "):
@@ -142,10 +148,37 @@ def scan_pure(line: str) -> Optional[tuple]:
                 if tail[:1] == " ":
                     return None
             body = (event, address, trylock, read, tail.rstrip(" "))
+            start = text.index(address, len(text) - len(payload))
+            if len(_SHAPES) >= _CACHE_LIMIT:
+                _SHAPES.clear()
+            _SHAPES[text[:start] + "\0" + text[start + len(address):]] = (event, trylock, read, body[4])
         if len(_BODIES) >= _CACHE_LIMIT:
             _BODIES.clear()
         _BODIES[text] = body
     return (head, flags, timestamp, body)
+
+
+def _lock_body(text: str) -> Optional[tuple]:
+    """The body of a lock event whose shape (its text but the address) was read before, with this
+    text's address if it is one (as the full reading below checks it); None: read it in full."""
+    colon = text.find(": ")
+    if colon < 0:
+        return None
+    start = colon + 2
+    while text[start:start + 1] == " ":
+        start += 1
+    end = text.find(" ", start)
+    if end < 0:
+        return None
+    shape = _SHAPES.get(text[:start] + "\0" + text[end:])
+    if shape is None:
+        return None
+    address = text[start:end]
+    bare = address[2:] if address[:2] == "0x" else address
+    if not bare or not _HEX.issuperset(bare):
+        return None
+    event, trylock, read, name = shape
+    return (event, address, trylock, read, name)
 
 
 def _ftscan() -> ModuleType:
