@@ -75,6 +75,8 @@ typedef struct {
     PyObject_HEAD
     PyObject *lines;        /* the iterator of lines */
     PyObject *heads, *flag_cache, *bodies, *views;
+    PyObject *shapes, *lock_events;  /* ftrace_scan._SHAPES and ftrace.LOCK_EVENTS, or NULL */
+    PyObject *shape_body;   /* the body made from a shape for the current line (owned), or NULL */
     /* the reader */
     PyObject *reader, *read_policy, *held_names, *contexts, *comms, *pending, *by_map, *skipped;
     /* the checker */
@@ -140,7 +142,8 @@ static inline void slot_set(PyObject *o, Py_ssize_t off, PyObject *value) {
 
 static int CaptureFilter_clear(CaptureFilter *self) {
     Py_CLEAR(self->lines); Py_CLEAR(self->heads); Py_CLEAR(self->flag_cache);
-    Py_CLEAR(self->bodies); Py_CLEAR(self->views); Py_CLEAR(self->reader); Py_CLEAR(self->read_policy);
+    Py_CLEAR(self->bodies); Py_CLEAR(self->views); Py_CLEAR(self->shapes); Py_CLEAR(self->lock_events);
+    Py_CLEAR(self->shape_body); Py_CLEAR(self->reader); Py_CLEAR(self->read_policy);
     Py_CLEAR(self->held_names); Py_CLEAR(self->contexts); Py_CLEAR(self->comms); Py_CLEAR(self->pending);
     Py_CLEAR(self->by_map); Py_CLEAR(self->skipped); Py_CLEAR(self->checker); Py_CLEAR(self->cstats);
     Py_CLEAR(self->nodes); Py_CLEAR(self->chain_cache); Py_CLEAR(self->initial); Py_CLEAR(self->annotator);
@@ -174,6 +177,7 @@ static void CaptureFilter_dealloc(CaptureFilter *self) {
 static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *arg) {
     /* every object the filter holds (a cycle through any of them is then the collector's to break) */
     Py_VISIT(self->lines); Py_VISIT(self->heads); Py_VISIT(self->flag_cache); Py_VISIT(self->bodies);
+    Py_VISIT(self->shapes); Py_VISIT(self->lock_events); Py_VISIT(self->shape_body);
     Py_VISIT(self->views); Py_VISIT(self->reader); Py_VISIT(self->read_policy); Py_VISIT(self->held_names);
     Py_VISIT(self->contexts); Py_VISIT(self->comms); Py_VISIT(self->pending); Py_VISIT(self->by_map);
     Py_VISIT(self->skipped); Py_VISIT(self->checker); Py_VISIT(self->cstats); Py_VISIT(self->nodes);
@@ -212,11 +216,17 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
     if (!PyArg_ParseTuple(args, "OO!OOOOO!O!lO!", &lines, &PyTuple_Type, &caches, &reader, &stats, &checker,
                           &annotated, &PyTuple_Type, &make, &PyTuple_Type, &rule_tables, &tick, &PyTuple_Type, &irq_args))
         return -1;
-    /* caches: (heads, flag_cache, bodies, views) */
-    if (!PyArg_ParseTuple(caches, "O!O!O!O!", &PyDict_Type, &self->heads, &PyDict_Type, &self->flag_cache,
-                          &PyDict_Type, &self->bodies, &PyDict_Type, &self->views))
+    /* caches: (heads, flag_cache, bodies, views[, shapes, lock_events]) */
+    PyObject *shapes = NULL, *lock_events = NULL;
+    if (!PyArg_ParseTuple(caches, "O!O!O!O!|O!O!", &PyDict_Type, &self->heads, &PyDict_Type, &self->flag_cache,
+                          &PyDict_Type, &self->bodies, &PyDict_Type, &self->views, &PyDict_Type, &shapes,
+                          &PyDict_Type, &lock_events))
         return -1;
     Py_INCREF(self->heads); Py_INCREF(self->flag_cache); Py_INCREF(self->bodies); Py_INCREF(self->views);
+    if (shapes != NULL && lock_events != NULL) {
+        self->shapes = Py_NewRef(shapes);
+        self->lock_events = Py_NewRef(lock_events);
+    }
     /* make: (partial, _event, file, ACQUIRE, RELEASE, WRITE, _View, HeldLock, TaskState, RecentLocks,
      * context_transition, context_hit, _VIEW_LIMIT) */
     PyObject *view_type, *held_type, *task_type, *recent_type;
@@ -1482,6 +1492,72 @@ typedef struct {
     Py_ssize_t ts_len;
 } Split;
 
+/* The body of a lock event whose text was never seen but whose shape was (`ftrace_scan._lock_body`:
+ * the text with its address cut out, and the address read as the full reading reads one): a new
+ * body tuple as the Python loop makes it, kept in `shape_body` for the line; NULL: no such shape
+ * (or an error set). */
+static PyObject *body_from_shape(CaptureFilter *self, const char *p, Py_ssize_t m) {
+    Py_ssize_t start = -1;
+    for (Py_ssize_t i = 0; i + 1 < m; i++)
+        if (p[i] == ':' && p[i + 1] == ' ') {
+            start = i + 2;
+            break;
+        }
+    if (start < 0)
+        return NULL;
+    while (start < m && p[start] == ' ')
+        start++;
+    const char *blank = memchr(p + start, ' ', (size_t)(m - start));
+    if (blank == NULL)
+        return NULL;
+    Py_ssize_t end = blank - p;
+    PyObject *key = PyUnicode_New(start + 1 + (m - end), 127);
+    if (key == NULL)
+        return NULL;
+    char *k = (char *)PyUnicode_1BYTE_DATA(key);
+    memcpy(k, p, (size_t)start);
+    k[start] = '\0';
+    memcpy(k + start + 1, p + end, (size_t)(m - end));
+    PyObject *shape = PyDict_GetItemWithError(self->shapes, key); /* borrowed */
+    Py_DECREF(key);
+    if (shape == NULL || !PyTuple_CheckExact(shape) || PyTuple_GET_SIZE(shape) != 4)
+        return NULL;
+    const char *address = p + start;
+    Py_ssize_t alen = end - start;
+    int prefixed = alen >= 2 && address[0] == '0' && address[1] == 'x';
+    Py_ssize_t bare = prefixed ? 2 : 0;
+    if (alen == bare)
+        return NULL;
+    for (Py_ssize_t i = bare; i < alen; i++) {
+        char c = address[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F')))
+            return NULL;
+    }
+    PyObject *event = PyTuple_GET_ITEM(shape, 0);
+    PyObject *op = PyDict_GetItemWithError(self->lock_events, event); /* borrowed */
+    if (op == NULL)
+        return NULL;
+    PyObject *instance = PyUnicode_New(alen + (prefixed ? 0 : 2), 127);
+    if (instance == NULL)
+        return NULL;
+    char *d = (char *)PyUnicode_1BYTE_DATA(instance);
+    if (!prefixed) {
+        d[0] = '0';
+        d[1] = 'x';
+        d += 2;
+    }
+    memcpy(d, address, (size_t)alen);
+    PyObject *kind = PyLong_FromLong(K_LOCK);
+    PyObject *body = kind ? PyTuple_Pack(7, kind, op, instance, PyTuple_GET_ITEM(shape, 3), PyTuple_GET_ITEM(shape, 1),
+                                         PyTuple_GET_ITEM(shape, 2), event) : NULL;
+    Py_XDECREF(kind);
+    Py_DECREF(instance);
+    if (body == NULL)
+        return NULL;
+    Py_XSETREF(self->shape_body, body);
+    return body;
+}
+
 static int split_line(CaptureFilter *self, const char *text, Py_ssize_t n, Split *out) {
     Pieces at;
     if (!split_pieces(text, n, &at) || !stamp_ok(text, at.ts_start, at.colon))
@@ -1494,6 +1570,8 @@ static int split_line(CaptureFilter *self, const char *text, Py_ssize_t n, Split
     if (out->fl == NULL)
         return 0;
     out->body = piece(self, self->bodies, text + at.colon + 2, at.n - at.colon - 2);
+    if (out->body == NULL && self->shapes != NULL && !PyErr_Occurred())
+        out->body = body_from_shape(self, text + at.colon + 2, at.n - at.colon - 2);
     if (out->body == NULL)
         return 0;
     out->ts = text + at.ts_start;

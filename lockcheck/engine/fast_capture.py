@@ -146,7 +146,8 @@ def _ftrace_misses(checker: Checker, annotator, reader, stats, tick, lines: Iter
     context_transition = ftrace.context_transition
     split = ftrace_scan.compiled_split()
     # the compiled filter applies the common lines itself and hands this loop the rest (None: this loop alone)
-    cfilter = capture_filter.numbered(lines, (heads, flag_cache, bodies, views), reader, stats, checker, ann,
+    cfilter = capture_filter.numbered(lines, (heads, flag_cache, bodies, views, ftrace_scan._SHAPES, lock_events),
+                                      reader, stats, checker, ann,
                                       file, TICK if tick is not None else None, _event, _VIEW_LIMIT, give_bytes)
     try:
         for lineno, line in cfilter if cfilter is not None else enumerate(lines, 1):
