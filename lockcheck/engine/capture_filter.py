@@ -13,18 +13,17 @@ the core is not built, or with `LOCKCHECK_PURE=1`.
 from __future__ import annotations
 
 import functools
-import os
 from typing import Iterable, Iterator, Optional
 
 from lockcheck.events import ACQUIRE, RELEASE, WRITE
+from lockcheck.engine import fast_lt
 from lockcheck.lockdep import rules
 from lockcheck.lockdep.tasks import HeldLock, RecentLocks, TaskState
 
 
 def _compiled():
-    """The compiled filter's type, or None: not built, `LOCKCHECK_PURE=1`, or a chain-key rule
-    the core cannot follow (as `fast_lt._compiled_filter`)."""
-    if os.environ.get("LOCKCHECK_PURE") == "1" or not rules.chain_key_is_tuple_hash():
+    """The compiled filter's type, or None: not built, or not allowed (`fast_lt.compiled_cores_allowed`)."""
+    if not fast_lt.compiled_cores_allowed():
         return None
     try:
         from lockcheck.engine._capturecore import CaptureFilter

@@ -423,10 +423,16 @@ def _rule_tables() -> tuple[int, int, int]:
     return rules.compiled_tables()[:3]
 
 
+def compiled_cores_allowed() -> bool:
+    """Whether a compiled core may run at all (this one, the capture filter's): not with
+    `LOCKCHECK_PURE=1`, nor under a chain-key rule the cores cannot follow."""
+    return os.environ.get("LOCKCHECK_PURE") != "1" and rules.chain_key_is_tuple_hash()
+
+
 def _compiled_filter():
-    """The compiled core's line filter (`lockcheck.engine._speedups`), or None: not built,
-    `LOCKCHECK_PURE=1`, or a chain-key rule the core cannot follow."""
-    if os.environ.get("LOCKCHECK_PURE") == "1" or not rules.chain_key_is_tuple_hash():
+    """The compiled core's line filter (`lockcheck.engine._speedups`), or None: not built, or not
+    allowed (`compiled_cores_allowed`)."""
+    if not compiled_cores_allowed():
         return None
     try:
         from lockcheck.engine._speedups import LineFilter

@@ -551,11 +551,8 @@ _BLANKS = re.compile(r"[ \t]+")
 
 
 def _may_be_event(line: str) -> bool:
-    """Whether the grammar could read LINE (not a comment) as an event: its second word is an op.
-
-    Sniffing asks this of another format's first line (an ftrace or kernel log line), where
-    building the grammar's parser only to be told no took 0.1-0.25 s of a run.
-    """
+    """Whether the grammar could read LINE (no comment) as an event: its second word is an op (sniffing
+    another format's line, building the grammar's parser only to be told no took 0.1-0.25 s)."""
     words = _BLANKS.split(line.strip(" \t"), 2)
     return len(words) > 1 and words[1] in ALL_OPS
 
