@@ -1,4 +1,4 @@
-"""A file of one-class rules (the built-in `kernel.annotations`) is read without the grammar, and
+"""A file of one-class rules (the built-in `kernel.annotations`) is read without the grammar (nor lark), and
 reads exactly as the grammar reads it: the same rules at the same lines, the same error."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from importlib import resources
 from hypothesis import given, settings, strategies as st
 
 from lockcheck.errors import TraceError
-from lockcheck.lockdep import order
+from lockcheck.lockdep import order, order_grammar
 
 _OPS = ["no-check", "no-check like", "recursive-read", "no-check  like", "nest", "subclass", "recursive-read like",
         "no-check\tlike", "no-check"]
@@ -39,7 +39,7 @@ def files(draw) -> str:
 def _read(text: str, scan: bool, monkeypatch) -> object:
     with monkeypatch.context() as m:
         if not scan:
-            m.setattr(order, "_one_class_rules", lambda text: None)
+            m.setattr(order_grammar, "_one_class_rules", lambda text: None)
         try:
             parsed = order.parse_order(text, "f")
         except TraceError as err:
@@ -58,6 +58,21 @@ def test_rule_files_read_as_the_grammar_reads_them(text) -> None:
 
 def test_the_built_in_file_needs_no_grammar() -> None:
     text = resources.files("lockcheck.kernel").joinpath("kernel.annotations").read_text(encoding="utf-8")
-    statements = order._one_class_rules(text)
+    statements = order_grammar._one_class_rules(text)
     assert statements is not None
     assert [rule.kind for _, _, rule in statements].count("no-check-like") == 1
+
+
+def test_a_capture_check_of_the_built_in_rules_imports_no_lark(tmp_path) -> None:
+    import subprocess
+    import sys
+
+    trace = tmp_path / "t.ftrace"
+    trace.write_text("# tracer: nop\n"
+                     "   kworker/0:1-7     [000] .....   100.000001: lock_acquire: 0xffff888000000001 &rq->__lock\n"
+                     "   kworker/0:1-7     [000] .....   100.000002: lock_release: 0xffff888000000001 &rq->__lock\n")
+    code = ("import sys; from lockcheck.commands.cli import main; "
+            f"status = main(['check', '--no-config', '--format', 'json', {str(trace)!r}]); "
+            "print(status, 'lark' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split()[-2:] == ["0", "False"]

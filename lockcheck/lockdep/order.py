@@ -30,12 +30,9 @@ True
 from __future__ import annotations
 
 import functools
-import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
-from lark import Lark, Token, Transformer, v_args
-from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
 
 from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.checker import Checker, CheckerOptions
@@ -43,23 +40,16 @@ from lockcheck.lockdep.tasks import HeldLock, TaskState
 from lockcheck.errors import TraceError
 from lockcheck.events import Event
 from lockcheck.lockdep.findings import Evidence
-from lockcheck.util.grammar import grammar_text
 from lockcheck.lockdep.graph import DEP_EN, DepGraph
+from lockcheck.lockdep.order_grammar import Rule, source_line, statements
 
+if TYPE_CHECKING:
+    from lark import Token
 if TYPE_CHECKING:  # networkx is imported where the declared order is looked at as a graph: a file of rules
     import networkx as nx  # alone (kernel.annotations, read by every capture check) needs none
 
 #: the task name a declared dependency's evidence carries
 DECLARED_TASK = "declared"
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One annotation line: `kind` (`nest-under`, `subclass-by-address`, `recursive-read`), its classes, line."""
-
-    kind: str
-    classes: tuple[str, ...]
-    line: int
 
 
 #: `OrderFile.before` answers kept (a search each; the checker asks once per new dependency)
@@ -223,115 +213,14 @@ def _base(cls: str) -> str:
     return head if sep and tail.isdigit() else cls
 
 
-# -- parsing --------------------------------------------------------------------------
-
-
-@v_args(inline=True)
-class _ToStatements(Transformer):
-    """Trees -> (kind, line, payload) tuples; names resolved in `_build`."""
-
-    def name(self, token: Token) -> Token:
-        if token.type == "QUOTED":
-            text = token[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-            return Token("NAME", text, line=token.line, column=token.column)
-        return token
-
-    def members(self, *names: Token) -> list[Token]:
-        return list(names)
-
-    def order(self, *sides: list) -> tuple:
-        return ("order", sides[0][0].line, list(sides))
-
-    def group(self, name: Token, members: list) -> tuple:
-        return ("group", name.line, (name, members))
-
-    def pseudo(self, members: list) -> tuple:
-        return ("pseudo", members[0].line, members)
-
-    def nestable(self, name: Token) -> tuple:
-        return ("nestable", name.line, name)
-
-    def nest_under(self, name: Token, parent: Token) -> tuple:
-        return ("rule", name.line, Rule("nest-under", (str(name), str(parent)), name.line))
-
-    def subclass_order(self, name: Token) -> tuple:
-        return ("rule", name.line, Rule("subclass-by-address", (str(name),), name.line))
-
-    def recursive_read(self, name: Token) -> tuple:
-        return ("rule", name.line, Rule("recursive-read", (str(name),), name.line))
-
-    def no_check(self, name: Token) -> tuple:
-        return ("rule", name.line, Rule("no-check", (str(name),), name.line))
-
-    def no_check_like(self, name: Token) -> tuple:
-        return ("rule", name.line, Rule("no-check-like", (str(name),), name.line))
-
-    def start(self, *statements: tuple) -> list:
-        return list(statements)
-
-
-@functools.lru_cache(maxsize=None)
-def _parser() -> Lark:
-    """The order file's parser, which applies `_ToStatements` as it parses: no tree of the whole
-    file is built (a declared chain of 20,000 classes made one of ~130 MB)."""
-    return Lark(grammar_text("annotations.lark"), parser="lalr", maybe_placeholders=False,
-                transformer=_ToStatements())
-
-
-#: a one-class rule line as the grammar reads it: `no-check [like] C`, `recursive-read C`, a comment after
-#: (a bare name taken whole, as the lexer takes it: `a#b` is a name, not `a` and a comment)
-_ONE_CLASS_RULE = re.compile(r'[ \t]*(no-check|recursive-read)[ \t]+(?:(like)[ \t]+)?'
-                             r'([^\s<,="#][^\s<,="]*(?![^\s<,="])|"(?:[^"\\\n]|\\["\\])*")[ \t]*(?:#[^\n]*)?')
-#: the grammar's keywords: a class spelled like one is left to the grammar
-_KEYWORDS = frozenset({"group", "pseudo", "nestable", "by", "address", "nest", "under", "subclass", "order",
-                       "recursive-read", "no-check", "like"})
-_RULE_KINDS = {("no-check", None): "no-check", ("no-check", "like"): "no-check-like",
-               ("recursive-read", None): "recursive-read"}
-
-
-def _one_class_rules(text: str) -> Optional[list]:
-    """The statements of a file of one-class rules, comments and blank lines only (the built-in
-    `kernel.annotations`), as the grammar makes them; None: any other line (the grammar reads it).
-
-    Every capture check reads the built-in file, and building the grammar's parser for its
-    handful of `no-check` lines cost ~0.1 s of each run."""
-    statements = []
-    for lineno, line in enumerate(text.split("\n"), 1):
-        if line.endswith("\r"):
-            line = line[:-1]
-        bare = line.lstrip(" \t")
-        if not bare or bare[0] == "#":
-            if "\r" in line:
-                return None
-            continue
-        match = _ONE_CLASS_RULE.fullmatch(line)
-        if match is None:
-            return None
-        op, like, name = match.groups()
-        if name[0] == '"':
-            name = name[1:-1].replace('\\"', '"').replace("\\\\", "\\")
-        elif name in _KEYWORDS:
-            return None
-        kind = _RULE_KINDS.get((op, like))
-        if kind is None:
-            return None
-        statements.append(("rule", lineno, Rule(kind, (name,), lineno)))
-    return statements
+# -- parsing (the text: lockcheck.lockdep.order_grammar) ----------------------------------------
 
 
 def parse_order(text: str, file: str = "lockcheck.order") -> OrderFile:
     """Parse an order file; `TraceError(file, line, col, ...)` for anything malformed or cyclic."""
     if not text.endswith("\n"):
         text += "\n"
-    statements = _one_class_rules(text)
-    if statements is not None:
-        return _build(statements, file, text)
-    try:
-        statements = _parser().parse(text)
-    except UnexpectedInput as err:
-        raise TraceError(file, err.line if err.line > 0 else None, err.column if err.column > 0 else None,
-                         _syntax_message(err), source=_source_line(text, err.line)) from None
-    return _build(statements, file, text)
+    return _build(statements(text, file), file, text)
 
 
 def load_order(path: str) -> OrderFile:
@@ -341,22 +230,6 @@ def load_order(path: str) -> OrderFile:
     return parse_order(read_text(path, "order file"), path)
 
 
-def _syntax_message(err: UnexpectedInput) -> str:
-    if isinstance(err, UnexpectedCharacters):
-        return f"unexpected character {err.char!r}"
-    if isinstance(err, UnexpectedEOF):
-        return "unexpected end of file"
-    if isinstance(err, UnexpectedToken):
-        found = "end of line" if err.token.type == "_NL" else repr(str(err.token))
-        return f"unexpected {found}"
-    return "syntax error"
-
-
-def _source_line(text: str, line: int) -> Optional[str]:
-    lines = text.splitlines()
-    return lines[line - 1] if 0 < line <= len(lines) else None
-
-
 def _build(statements: list, file: str, text: str) -> OrderFile:
     order = OrderFile(file)
     for kind, line, payload in statements:
@@ -364,7 +237,7 @@ def _build(statements: list, file: str, text: str) -> OrderFile:
             name, members = payload
             if str(name) in order.groups:
                 raise TraceError(file, line, name.column, f"group {name} is defined twice",
-                                 source=_source_line(text, line))
+                                 source=source_line(text, line))
             order.groups[str(name)] = tuple(c for m in members for c in _expand(order, m))
         elif kind == "pseudo":
             for name in payload:
@@ -380,7 +253,7 @@ def _build(statements: list, file: str, text: str) -> OrderFile:
                     for b in right:
                         if a == b:
                             raise TraceError(file, line, None, f"{a} is declared before itself",
-                                             source=_source_line(text, line))
+                                             source=source_line(text, line))
                         order.edges.setdefault((a, b), line)
     if not order.edges:
         return order  # (no order declared, no cycle)
@@ -394,7 +267,7 @@ def _build(statements: list, file: str, text: str) -> OrderFile:
     names = " < ".join([a for a, _ in cycle] + [cycle[0][0]])
     raise TraceError(file, max(lines), None, f"the declared order is circular: {names} "
                                              f"(lines {', '.join(map(str, sorted(set(lines))))})",
-                     source=_source_line(text, max(lines)))
+                     source=source_line(text, max(lines)))
 
 
 def _expand(order: OrderFile, name: Token) -> tuple[str, ...]:
