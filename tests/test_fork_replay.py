@@ -171,3 +171,42 @@ def test_two_children_of_one_fork_point_are_not_each_others(tmp_path) -> None:
 def _abba(task: str, reverse: bool = False) -> list[str]:
     a, b = ("D", "C") if reverse else ("C", "D")
     return [f"{task} acquire {a}", f"{task} acquire {b}", f"{task} release {b}", f"{task} release {a}"]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="fork is POSIX-only")
+def test_locks_the_plugin_takes_while_merging_the_children_are_not_written(pytester: pytest.Pytester) -> None:
+    """The parent merges its children's files at the session's end; a lock taken then (an import
+    inside the merge takes `logging._lock`, which every fork point holds) would land among a
+    child's lines and be replayed as the parent's, from that fork point: a recursive locking the
+    program never did.  The conftest makes the merge take that lock once per child."""
+    pytester.makeconftest("""
+        import logging
+        from lockcheck.python import plugin_children
+
+        _read = plugin_children._fork_record
+
+        def _fork_record_taking_logging_lock(path):
+            logging.getLogger("merging." + path.rsplit(".", 1)[1])  # a new logger: under logging._lock
+            return _read(path)
+
+        plugin_children._fork_record = _fork_record_taking_logging_lock
+    """)
+    pytester.makepyfile(test_children="""
+        import os
+
+        def test_forks_twice():
+            for _ in range(2):
+                pid = os.fork()
+                if pid == 0:
+                    os._exit(0)
+                os.waitpid(pid, 0)
+    """)
+    trace = pytester.path / "locks.lt"
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--lockcheck", f"--lockcheck-trace={trace}",
+                                           timeout=TIMEOUT)
+    result.assert_outcomes(passed=1)
+    text = trace.read_text()
+    assert text.count("# forked child: pid") == 2
+    replay = subprocess.run([sys.executable, "-m", "lockcheck", "check", str(trace)],
+                            capture_output=True, text=True, timeout=TIMEOUT)
+    assert replay.returncode == 0, replay.stdout + replay.stderr

@@ -419,6 +419,8 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
             rec.drain()
         self.child_findings.extend(entry[:3] for entry in self._read_children())
         if self.trace_file is not None:
+            if rec is not None:
+                rec.end_trace()
             self._merge_child_traces()
             # finished now, not at unconfigure: an xdist worker may be ended before it unconfigures,
             # and a compressed trace is unreadable without its last block

@@ -330,6 +330,14 @@ class Recorder(ForkHandling):
         if kept and self.on_finding is not None:
             self.on_finding(finding, self.context)
 
+    def end_trace(self) -> None:
+        """Write no more of the trace: the session is over, and what the process does from here on
+        is lockcheck's own work (merging the forked children's files imports modules, and an import
+        takes `logging._lock`).  Written into the file between a child's lines, it would be replayed
+        as the parent's, from that child's fork point: a hold the parent never had."""
+        with self._feed_lock:
+            self.trace = None
+
     def drain(self) -> list[Finding]:
         """Apply the queued work now (at the end of a test, of the session); the findings it made."""
         if not self._pending:
