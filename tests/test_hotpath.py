@@ -92,7 +92,7 @@ def trace_line(draw, held: dict) -> str:
         op = draw(st.sampled_from(["contended", "acquired", "exit", "free", "hardirq-enter", "hardirq-exit",
                                    "softirq-enter", "softirq-exit", "irqs-on", "irqs-off", "softirqs-on",
                                    "softirqs-off", "#lockcheck-lost-events", "# a comment", "", "quoted",
-                                   "blanks"] + _MORE_OPS))
+                                   "blanks", "tabs", "quoted-at"] + _MORE_OPS))
         if op == "#lockcheck-lost-events":
             return f"#lockcheck-lost-events cpu={draw(st.sampled_from(['0', '1']))}"
         if op in ("# a comment", ""):
@@ -101,6 +101,11 @@ def trace_line(draw, held: dict) -> str:
             return f'{task} acquire "{draw(st.sampled_from(CLASSES))}"'
         if op == "blanks":
             return f"{task}  release {draw(lock_field())} "
+        if op == "tabs":  # fields apart by tabs too: the compiled core leaves such a line to Python
+            words = [task, "acquire", draw(lock_field())] + draw(acquire_options())
+            return "".join(w + draw(st.sampled_from([" ", "\t", " \t"])) for w in words).rstrip(" \t")
+        if op == "quoted-at":  # a quote well into the line (past the compiled core's first 16 bytes)
+            return f'{task} acquire {draw(lock_field())} at="{draw(st.sampled_from(["f+0x1/0x2 [kvm]", "g h"]))}"'
         if op == "free":
             stack[:] = []
         if op == "set-class":
