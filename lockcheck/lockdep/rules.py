@@ -1,10 +1,11 @@
-"""Lockdep's rules of one acquisition, with the kernel's names, written once.
+"""Lockdep's rules of one acquisition and of an irq-state change, with the kernel's names, written once.
 
 What an acquisition does to a task's held stack and chain key, which
 acquisitions are validated, which usage bits one sets, how deep a stack
-may grow: the checker (`lockdep.checker`, `lockdep.irq`) and every fast
-path (`engine.fast_lt`, `engine.fast_capture`, the compiled `.lt` path,
-`jobs.part`, the plugin's tracked locks) decide these the same way only if
+may grow, what an irq-state op does to a task and which held locks it
+marks: the checker (`lockdep.checker`, `lockdep.irq`) and every fast path
+(`engine.fast_lt`, `engine.fast_capture`, the compiled `.lt` and capture
+cores, `jobs.part`, the plugin's tracked locks) decide these the same way only if
 they read them from one place.  So every one of them asks this module --
 a call, or a table made here -- and none keeps its own copy.  A rule
 changed here changes every path's verdict alike (tests/test_rules.py
