@@ -97,8 +97,8 @@ def find_held(held: list, lock: str, instance: Optional[str]) -> Optional[int]:
     return None
 
 
-def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, file: str, lineno: int,
-               where: Optional[tuple] = None) -> bool:
+def irq_change(task: TaskState, held: list, op: str, nodes: dict, transitions: dict, line: str, file: str,
+               lineno: int, where: Optional[tuple] = None) -> bool:
     """Apply the irq-state op `op` of `line` as `IrqValidator`'s handler would, if that marks no
     usage bit and notes nothing (True); else change nothing (False: the full checker's).
 
@@ -106,15 +106,17 @@ def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, fil
     read back: `(make, *args)`, `make(*args)` being its `Evidence` (a capture's line is no
     `.lt` line; `fast_stages.context_hit`).
 
-    The op is `rules.irq_transition`'s.  Turning hardirqs (softirqs) on marks every checked held
-    lock with its `marks` (ENABLED_HARDIRQ, ENABLED_SOFTIRQ; _READ for a reader; `mark_held_locks`):
-    when the held classes have those bits already, that marks nothing and validates nothing, and
-    the change is the task's state alone.  A recorded transition is stamped as `irq._irq_event`
-    stamps it, its evidence deferred (`tasks.irq_event` reads it back).  One that notes (an exit
-    without its enter, `irqs-on` inside a hardirq handler) is the full checker's.
+    The op is `rules.irq_transition`'s, looked up in the run's `transitions`
+    (`IrqValidator.transitions`).  Turning hardirqs (softirqs) on marks every checked held lock
+    with its `marks` (ENABLED_HARDIRQ, ENABLED_SOFTIRQ; _READ for a reader; `mark_held_locks`):
+    when the held classes have those bits already, that marks nothing and validates nothing,
+    and the change is the task's state alone.  A recorded transition is stamped as
+    `irq._irq_event` stamps it, its evidence deferred (`tasks.irq_event` reads it back).  One
+    that notes (an exit without its enter, `irqs-on` inside a hardirq handler) is the full
+    checker's.
     """
-    t = rules.irq_transition(op, task.hardirq_depth > 0, task.softirq_depth > 0, task.hardirqs_enabled,
-                             task.softirqs_enabled)
+    t = transitions.get((op, task.hardirq_depth > 0, task.softirq_depth > 0, task.hardirqs_enabled,
+                         task.softirqs_enabled))
     if t is None or t.note:
         return False
     if t.marks and held and not _marked(held, nodes, t.marks):

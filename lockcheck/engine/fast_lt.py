@@ -147,6 +147,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     # separate_irq_context over the four irq contexts (`rules.task_irq_context`'s), for this run
     separate = [[separate_irq_context(top, ctx) for ctx in range(4)] for top in range(4)]
     tuple_hash = rules.chain_key_is_tuple_hash()
+    transitions = checker.irq.transitions  # rules.irq_transition, as the run started
     task_view: dict = {}  # task key -> (TaskState, held, irq_context, hardirqs_off, usage needs, acquired_ever)
     tails: dict = {}  # text after the task -> what _scan_tail read
     events = hits = 0
@@ -327,7 +328,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                 continue
                     elif kind == _IRQ:
                         # -- irq.py's handler, when it marks no usage bit and notes nothing ------------
-                        if irq_change(task, held, info[3], classes, line, file, lineno):
+                        if irq_change(task, held, info[3], classes, transitions, line, file, lineno):
                             if cpu is not None:
                                 task.cpu = cpu
                             task_view[task_key] = _view(task)

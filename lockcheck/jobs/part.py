@@ -145,8 +145,8 @@ class PartChecker(Checker):
     def _irq_hit(self, task: TaskState, ev: Event) -> bool:
         """Irq context events change only the task, except an enable that marks held locks
         (`mark_held_locks`) with a bit one of them lacks, and what leaves a note."""
-        t = rules.irq_transition(ev.op, task.hardirq_depth > 0, task.softirq_depth > 0, task.hardirqs_enabled,
-                                 task.softirqs_enabled)
+        t = self.irq.transitions.get((ev.op, task.hardirq_depth > 0, task.softirq_depth > 0, task.hardirqs_enabled,
+                                      task.softirqs_enabled))
         return t is not None and not t.note and self._marked(task, t.marks)
 
     def _marked(self, task: TaskState, marks: int) -> bool:

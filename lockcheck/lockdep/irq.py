@@ -89,6 +89,9 @@ class IrqValidator:
         self.preempt_rt = False
         #: the task and event whose irq-usage search runs now (where `usage_skip`'s warning is located)
         self.at: Optional[tuple[TaskState, Event]] = None
+        #: `rules.irq_transitions()` as the run starts: the irq-state ops of the checker and of the
+        #: Python fast paths (`fast_held.irq_change`), one look-up each
+        self.transitions = rules.irq_transitions()
 
     # -- context events --------------------------------------------------
     def on_event(self, task: TaskState, ev: Event) -> None:
@@ -105,10 +108,12 @@ class IrqValidator:
         op = ev.op
         if (op == E.SOFTIRQ_ENTER or op == E.SOFTIRQ_EXIT) and not rules.softirq_context_tracked(self.preempt_rt):
             return  # lockdep_softirq_enter()/_exit() are empty on PREEMPT_RT
-        t = rules.irq_transition(op, task.hardirq_depth > 0, task.softirq_depth > 0, task.hardirqs_enabled,
-                                 task.softirqs_enabled)
-        if t is None:
-            return
+        state = (task.hardirq_depth > 0, task.softirq_depth > 0, task.hardirqs_enabled, task.softirqs_enabled)
+        t = self.transitions.get((op, *state))
+        if t is None:  # (a state of no bools: the rule itself)
+            t = rules.irq_transition(op, *map(bool, state))
+            if t is None:
+                return
         if op == E.HARDIRQ_ENTER:
             # lockdep_hardirq_enter() clears hardirq_threaded on the outermost entry;
             # lockdep_hardirq_threaded() sets it (`hardirq-enter threaded`)

@@ -222,6 +222,14 @@ def irq_transition(op: str, in_hardirq: bool, in_softirq: bool, hardirqs_enabled
     return IrqTransition(hard_step, soft_step, he, se, marks, recorded, note, refresh)
 
 
+def irq_transitions() -> dict[tuple, IrqTransition]:
+    """`irq_transition` over its whole domain, keyed by its arguments: what the checker and the Python
+    fast paths look an op up in, made when a run starts (`IrqValidator.transitions`)."""
+    return {(op, hard, soft, he, se): irq_transition(op, hard, soft, he, se)  # type: ignore[misc]
+            for op in IRQ_TRANSITION_OPS for hard in (False, True) for soft in (False, True)
+            for he in (False, True) for se in (False, True)}
+
+
 #: `irq_transition_table`'s entry bits (engine/_rules.h keeps the same): the state after, the depth
 #: steps, recorded, needs refreshed, the checker's (a note), and the usage bits marked from bit 16 up
 IRQT_HE, IRQT_SE, IRQT_HARD_IN, IRQT_HARD_OUT, IRQT_SOFT_IN, IRQT_SOFT_OUT, IRQT_RECORD, IRQT_REFRESH, \
@@ -235,9 +243,10 @@ def irq_transition_table() -> Optional[tuple[int, ...]]:
     `IRQ_TRANSITION_OPS`), of IRQT_* bits; None: a transition no entry can carry (a step of more
     than one, a usage bit past USED_READ), then the cores step aside."""
     table = []
+    transitions = irq_transitions()
     for op in IRQ_TRANSITION_OPS:
         for state in range(16):
-            t = irq_transition(op, bool(state & 8), bool(state & 4), bool(state & 2), bool(state & 1))
+            t = transitions[(op, bool(state & 8), bool(state & 4), bool(state & 2), bool(state & 1))]
             if t is None or t.hardirq_step not in (-1, 0, 1) or t.softirq_step not in (-1, 0, 1) \
                     or not 0 <= t.marks < 1 << IRQT_MARKS_SHIFT:
                 return None
