@@ -117,19 +117,20 @@ def irq_change(task: TaskState, held: list, op: str, nodes: dict, transitions: d
     """
     t = transitions.get((op, task.hardirq_depth > 0, task.softirq_depth > 0, task.hardirqs_enabled,
                          task.softirqs_enabled))
-    if t is None or t.note:
+    if t is None:
         return False
-    if t.marks and held and not _marked(held, nodes, t.marks):
+    hard_step, soft_step, hardirqs_enabled, softirqs_enabled, marks, recorded, note, refresh = t
+    if note or (marks and held and not _marked(held, nodes, marks)):
         return False
-    if t.hardirq_step:
-        task.hardirq_depth += t.hardirq_step
-    if t.softirq_step:
-        task.softirq_depth += t.softirq_step
-    task.hardirqs_enabled = t.hardirqs_enabled
-    task.softirqs_enabled = t.softirqs_enabled
-    if t.recorded:
+    if hard_step:
+        task.hardirq_depth += hard_step
+    if soft_step:
+        task.softirq_depth += soft_step
+    task.hardirqs_enabled = hardirqs_enabled
+    task.softirqs_enabled = softirqs_enabled
+    if recorded:
         _defer_irq_event(task, op, line, file, lineno, where)
-    if t.refresh:
+    if refresh:
         task.usage_need = usage_needs(task)
     return True
 
