@@ -314,3 +314,111 @@ def test_the_trylock_rule_is_read_by_the_plugin_compiled_and_pure() -> None:
     stale = _plugin("stale", pure=False)
     if stale["core"]:  # the compiled core given the kernel's tables disagrees: the test sees it
         assert stale["kinds"] == []
+
+
+# -- the irq-state transitions (`rules.irq_transition`), read by both compiled cores too -----------
+# T0 takes A in a softirq (A is softirq-safe); T1 holds A with hardirqs and softirqs off and turns
+# softirqs on before it lets A go.  `lockdep_softirqs_on()` marks the held locks softirq-unsafe only
+# when hardirqs are on too: nothing to report.  The mutation marks them whatever the hardirqs, and A
+# is inconsistent -- which a compiled core sees only if it reads the rule (`apply_irq`, `irq_here`).
+
+def _softirqs_on_lt() -> str:
+    # (T2 does it first with B, no softirq-safe lock: the compiled cores take a line whose text they saw)
+    text = "T0 softirq-enter\nT0 acquire A\nT0 release A\nT0 softirq-exit\n"
+    for n, lock in ((2, "B"), (1, "A")):
+        text += (f"T{n} acquire C\nT{n} release C\nT{n} irqs-off\nT{n} softirqs-off\nT{n} acquire {lock}\n"
+                 f"T{n} softirqs-on\nT{n} release {lock}\nT{n} irqs-on\n")
+    return text
+
+
+def _softirqs_on_ftrace() -> str:
+    rows = [(100, "..s..", "acquire", "A"), (100, "..s..", "release", "A")]
+    for pid, lock in ((102, "B"), (101, "A")):
+        rows += [(pid, ".....", "acquire", "C"), (pid, ".....", "release", "C"), (pid, "D....", "acquire", lock),
+                 (pid, "d....", "release", lock), (pid, ".....", "acquire", "C"), (pid, ".....", "release", "C")]
+    return "# tracer: nop\n" + "".join(
+        f"  t-{pid} [000] {flags} {1 + n / 1000:.6f}: lock_{op}: 00000000000{lock} {lock}\n"
+        for n, (pid, flags, op, lock) in enumerate(rows))
+
+
+def _irq_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """Every path's finding kinds: `every_path` of the `.lt` trace, and the ftrace capture's, pure and
+    compiled, in one process and with `--jobs 2`."""
+    from test_wait_context import every_path
+
+    found = every_path(tmp_path, _softirqs_on_lt(), monkeypatch)
+    path = tmp_path / "t.txt"
+    path.write_text(_softirqs_on_ftrace())
+    for jobs in ([], ["--jobs", "2"]):
+        for pure in ("1", "0"):
+            monkeypatch.setenv("LOCKCHECK_PURE", pure)
+            out, err = io.StringIO(), io.StringIO()
+            status = main(["check", "--format", "json", "--input-format", "ftrace", *jobs, str(path)],
+                          stdout=out, stderr=err)
+            assert status in (0, 1), err.getvalue()
+            found[f"ftrace{jobs}{pure}"] = sorted(f["kind"] for f in json.loads(out.getvalue())["findings"])
+    return found
+
+
+def _softirqs_on_marks_always(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockcheck.lockdep.usage import ENABLED_SOFTIRQ
+
+    original = rules.irq_transition
+
+    def mutated(op: str, in_hardirq: bool, in_softirq: bool, hardirqs_enabled: bool, softirqs_enabled: bool):
+        t = original(op, in_hardirq, in_softirq, hardirqs_enabled, softirqs_enabled)
+        if op == "softirqs-on" and not softirqs_enabled and not in_hardirq and not in_softirq:
+            t = t._replace(marks=1 << ENABLED_SOFTIRQ)
+        return t
+
+    monkeypatch.setattr(rules, "irq_transition", mutated)
+
+
+def test_the_irq_transition_rule_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert agreed(_irq_paths(tmp_path, monkeypatch)) == []
+    _softirqs_on_marks_always(monkeypatch)
+    assert agreed(_irq_paths(tmp_path, monkeypatch)) == ["inconsistent-lock-state"]
+
+
+def test_a_stale_irq_table_would_be_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test above has teeth for both compiled cores: given the kernel's irq transition table while
+    the rule is mutated, the `.lt` core and the capture filter each miss what every other path reports."""
+    from lockcheck.engine import capture_filter, fast_lt
+
+    if not fast_lt.compiled() or not capture_filter.compiled():
+        pytest.skip("no compiled cores to hold")
+    lt_tables, capture_tables = fast_lt._rule_tables(), capture_filter.rule_tables()
+    _softirqs_on_marks_always(monkeypatch)
+    monkeypatch.setattr(fast_lt, "_rule_tables", lambda: lt_tables)
+    monkeypatch.setattr(capture_filter, "rule_tables", lambda: capture_tables)
+    found = _irq_paths(tmp_path, monkeypatch)
+    compiled = {key for key in found if key.endswith("0")}  # (JSON Lines runs through the `.lt` core)
+    assert {tuple(kinds) for key, kinds in found.items() if key not in compiled} == {("inconsistent-lock-state",)}
+    assert {tuple(found[key]) for key in compiled} == {()} and {"t.lt[]0", "ftrace[]0"} <= compiled
+
+
+def test_the_irq_table_is_the_rule_over_its_domain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each entry of `irq_transition_table` decodes to `irq_transition` of its op and state; a transition
+    no entry can carry sends the compiled cores aside."""
+    from lockcheck.engine import fast_lt
+
+    table = rules.irq_transition_table()
+    assert table is not None and len(table) == 128
+    for index, entry in enumerate(table):
+        op, state = rules.IRQ_TRANSITION_OPS[index >> 4], index & 15
+        t = rules.irq_transition(op, bool(state & 8), bool(state & 4), bool(state & 2), bool(state & 1))
+        assert t is not None
+        step = {rules.IRQT_HARD_IN: 1, rules.IRQT_HARD_OUT: -1, 0: 0}
+        assert step[entry & (rules.IRQT_HARD_IN | rules.IRQT_HARD_OUT)] == t.hardirq_step
+        assert {rules.IRQT_SOFT_IN: 1, rules.IRQT_SOFT_OUT: -1, 0: 0}[
+            entry & (rules.IRQT_SOFT_IN | rules.IRQT_SOFT_OUT)] == t.softirq_step
+        assert (bool(entry & rules.IRQT_HE), bool(entry & rules.IRQT_SE)) == (t.hardirqs_enabled, t.softirqs_enabled)
+        assert entry >> rules.IRQT_MARKS_SHIFT == t.marks
+        assert bool(entry & rules.IRQT_RECORD) == t.recorded and bool(entry & rules.IRQT_REFRESH) == t.refresh
+        assert bool(entry & rules.IRQT_CHECKER) == bool(t.note)
+    original = rules.irq_transition
+    monkeypatch.setattr(rules, "irq_transition", lambda op, *state: (
+        original(op, *state)._replace(hardirq_step=2) if op == "hardirq-enter" else original(op, *state)))
+    assert rules.irq_transition_table() is None
+    monkeypatch.setenv("LOCKCHECK_PURE", "0")
+    assert not fast_lt.compiled_cores_allowed()

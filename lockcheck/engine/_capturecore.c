@@ -94,14 +94,15 @@ typedef struct {
     PyObject *move_to_end;  /* OrderedDict.move_to_end */
     /* irq-context changes: ftrace_context.context_transition, fast_stages.context_hit, the _Annotated or None */
     PyObject *transition, *context_hit, *annotated;
-    /* irq-state changes applied here (fast_held.irq_change): the ops, Evidence, rules.USAGE_NEEDS, rules.USED_ONLY,
-     * annotations.context_after, 1 << ENABLED_HARDIRQ, 1 << ENABLED_SOFTIRQ, READ_MASK; `transitions`: what
+    /* irq-state changes applied here (fast_held.irq_change): the ops (rules.IRQ_TRANSITION_OPS), Evidence,
+     * rules.USAGE_NEEDS, rules.USED_ONLY, annotations.context_after, READ_MASK; `transitions`: what
      * context_transition gave for (old, new) */
     PyObject *irq_ops[OP_N], *evidence, *usage_needs, *used_only, *context_after, *transitions, *irq;
-    long hard_bit, soft_bit, read_shift;
+    long read_shift;
     int preempt_rt, stopped;
     /* the rule tables */
     unsigned long validates_checked, validates_unchecked, separate;
+    unsigned long irq_rule[RULES_IRQ_N]; /* rules.irq_transition_table(): irq_here's transitions */
     int usage_index[12];    /* [check*6 + read*2 + trylock]: the index into the view's needs, or -1 */
     long usage_const[12];   /* the mask when the index is -1 */
     int hash_ok;
@@ -256,11 +257,11 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
         slot_offsets(self->held_type, held_names_, self->held_off, HL_N) < 0 ||
         slot_offsets(self->task_type, task_names, self->task_off, T_N) < 0)
         return -1;
-    /* irq: (ops, Evidence, USAGE_NEEDS, USED_ONLY, context_after, hard bit, soft bit, read shift) */
+    /* irq: (ops, Evidence, USAGE_NEEDS, USED_ONLY, context_after, read shift, read policy pure) */
     PyObject *irq_ops;
-    if (!PyArg_ParseTuple(irq_args, "O!OO!O!Olllp", &PyTuple_Type, &irq_ops, &self->evidence, &PyDict_Type,
-                          &self->usage_needs, &PyList_Type, &self->used_only, &self->context_after, &self->hard_bit,
-                          &self->soft_bit, &self->read_shift, &self->read_pure))
+    if (!PyArg_ParseTuple(irq_args, "O!OO!O!Olp", &PyTuple_Type, &irq_ops, &self->evidence, &PyDict_Type,
+                          &self->usage_needs, &PyList_Type, &self->used_only, &self->context_after,
+                          &self->read_shift, &self->read_pure))
         return -1;
     if (PyTuple_GET_SIZE(irq_ops) != OP_N) {
         PyErr_SetString(PyExc_ValueError, "8 irq ops");
@@ -279,10 +280,11 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
         return -1;
     if (self->transitions == NULL || get_attr(checker, "irq", &self->irq) < 0)
         return -1;
-    /* rules: (validates checked, validates unchecked, separate, usage: 12 x (index, mask)) */
-    PyObject *usage;
-    if (!PyArg_ParseTuple(rule_tables, "kkkO!", &self->validates_checked, &self->validates_unchecked,
-                          &self->separate, &PyTuple_Type, &usage))
+    /* rules: (validates checked, validates unchecked, separate, usage: 12 x (index, mask), irq transitions) */
+    PyObject *usage, *irq_rule;
+    if (!PyArg_ParseTuple(rule_tables, "kkkO!O", &self->validates_checked, &self->validates_unchecked,
+                          &self->separate, &PyTuple_Type, &usage, &irq_rule) ||
+        rules_irq_parse(irq_rule, self->irq_rule) < 0)
         return -1;
     if (PyTuple_GET_SIZE(usage) != 12) {
         PyErr_SetString(PyExc_ValueError, "12 usage entries");
@@ -1215,69 +1217,21 @@ static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObje
             k++;
         if (k == OP_N)
             return 0; /* (an op not one of the eight, or not the same str: the Python function's) */
-        stamped[i] = 0;
-        int done = 0;
-        switch (k) {
-        case OP_IRQS_OFF:
-            if (he) {
-                he = 0;
-                stamped[i] = 1;
-            }
-            break;
-        case OP_IRQS_ON:
-            if (!he) {
-                if (hd)
-                    return 0;
-                if (depth) {
-                    int soft = se && !sd;
-                    int marked = held_marked(self, held, self->hard_bit | (soft ? self->soft_bit : 0));
-                    if (marked <= 0)
-                        return marked;
-                }
-                he = 1;
-                stamped[i] = 1;
-            }
-            break;
-        case OP_SOFTIRQS_OFF:
-            if (!se)
-                done = 1;
-            else
-                se = 0;
-            break;
-        case OP_SOFTIRQS_ON:
-            if (se) {
-                done = 1;
-                break;
-            }
-            if (depth && !sd && he && !hd) {
-                int marked = held_marked(self, held, self->soft_bit);
-                if (marked <= 0)
-                    return marked;
-            }
-            se = 1;
-            break;
-        case OP_HARDIRQ_ENTER:
-            hd++;
-            break;
-        case OP_SOFTIRQ_ENTER:
-            sd++;
-            break;
-        case OP_HARDIRQ_EXIT:
-            if (!hd)
-                return 0;
-            hd--;
-            break;
-        case OP_SOFTIRQ_EXIT:
-            if (!sd)
-                return 0;
-            sd--;
-            break;
+        unsigned long t = rules_irq(self->irq_rule, k, hd, sd, he, se); /* rules.irq_transition */
+        if (t & RULES_IRQT_CHECKER)
+            return 0; /* a note or the kernel's warning */
+        long marks = (long)(t >> RULES_IRQT_MARKS_SHIFT);
+        if (marks && depth) {
+            int marked = held_marked(self, held, marks);
+            if (marked <= 0)
+                return marked;
         }
-        if (done)
-            continue;
-        if (k == OP_SOFTIRQS_OFF || k == OP_SOFTIRQS_ON)
-            stamped[i] = 1;
-        refresh = 1;
+        hd += (t & RULES_IRQT_HARD_IN) ? 1 : (t & RULES_IRQT_HARD_OUT) ? -1 : 0;
+        sd += (t & RULES_IRQT_SOFT_IN) ? 1 : (t & RULES_IRQT_SOFT_OUT) ? -1 : 0;
+        he = (t & RULES_IRQT_HE) != 0;
+        se = (t & RULES_IRQT_SE) != 0;
+        stamped[i] = (t & RULES_IRQT_RECORD) != 0;
+        refresh |= (t & RULES_IRQT_REFRESH) != 0;
     }
     PyObject *need = NULL;
     if (refresh) { /* tasks.usage_needs */

@@ -27,6 +27,45 @@ static inline int rules_merges(unsigned long merges, int nest, int same) {
     return (int)((merges >> ((nest ? 2 : 0) + (same ? 1 : 0))) & 1);
 }
 
+/* rules.irq_transition_table(): an irq-state op's transition, entry 16*OP + 8*IN_HARDIRQ + 4*IN_SOFTIRQ +
+ * 2*HARDIRQS_ENABLED + SOFTIRQS_ENABLED, OP by rules.IRQ_TRANSITION_OPS (rules_irq_op); the entry's bits
+ * are rules.IRQT_*: the state after, the depth steps, recorded, usage needs refreshed, the checker's (a
+ * note), and the usage bits mark_held_locks sets from bit RULES_IRQT_MARKS_SHIFT up. */
+#define RULES_IRQ_N 128
+enum {
+    RULES_IRQT_HE = 1, RULES_IRQT_SE = 2, RULES_IRQT_HARD_IN = 4, RULES_IRQT_HARD_OUT = 8, RULES_IRQT_SOFT_IN = 16,
+    RULES_IRQT_SOFT_OUT = 32, RULES_IRQT_RECORD = 64, RULES_IRQT_REFRESH = 128, RULES_IRQT_CHECKER = 256,
+    RULES_IRQT_MARKS_SHIFT = 16
+};
+
+/* The index of the irq-state op `op` (a str) in rules.IRQ_TRANSITION_OPS, or -1: none. */
+static inline int rules_irq_op(PyObject *op) {
+    static const char *const names[8] = {"irqs-off", "irqs-on", "softirqs-off", "softirqs-on", "hardirq-enter",
+                                         "softirq-enter", "hardirq-exit", "softirq-exit"};
+    for (int k = 0; k < 8; k++)
+        if (PyUnicode_CompareWithASCIIString(op, names[k]) == 0)
+            return k;
+    return -1;
+}
+
+static inline unsigned long rules_irq(const unsigned long *table, int op, long hd, long sd, long he, long se) {
+    return table[(op & 7) * 16 + (hd ? 8 : 0) + (sd ? 4 : 0) + (he ? 2 : 0) + (se ? 1 : 0)];
+}
+
+/* The table from its tuple of RULES_IRQ_N ints: 0, or -1 with an error set. */
+static int rules_irq_parse(PyObject *tuple, unsigned long *out) {
+    if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != RULES_IRQ_N) {
+        PyErr_SetString(PyExc_ValueError, "the irq transition table has 128 entries");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < RULES_IRQ_N; i++) {
+        out[i] = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(tuple, i));
+        if (out[i] == (unsigned long)-1 && PyErr_Occurred())
+            return -1;
+    }
+    return 0;
+}
+
 /* hash((chain_key, cls, read)) as the checker computes it (rules.iterate_chain_key): `tuple_hash3`
  * where `*ok` says it agrees with PyObject_Hash here (rules_check_tuple_hash), else the tuple is
  * made. */

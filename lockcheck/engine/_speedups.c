@@ -164,20 +164,21 @@ typedef struct {
     struct ClassSlot *class_table;
     Py_ssize_t class_size; /* a power of two, or 0 */
     Py_ssize_t class_count;
-    /* irq-state ops (apply_irq), given `irq` = (file, reader, usage_needs, hardirq bits, softirq bits,
-     * read shift): NULL when not given (then the Python loop applies them) */
+    /* irq-state ops (apply_irq), given `irq` = (file, reader, usage_needs, read shift, quick): NULL when
+     * not given (then the Python loop applies them) */
     PyObject *file;        /* the trace's name, for the deferred evidence */
     PyObject *reader;      /* fast_held.irq_evidence: reads a deferred irq event's evidence back */
     PyObject *usage_needs; /* tasks.usage_needs */
     PyObject *checker;     /* the Checker: `contended`/`acquired` read its contention_checked; NULL: the
                             * Python side's lines */
-    long hard_bits, soft_bits, read_shift;
+    long read_shift;
     int quick;             /* releases below the top applied here (Checker.quick_reacquire) */
     /* lockdep's boolean rules as `rules` has them at the start of the run, tabled over their
      * whole domain by fast_lt._rule_tables: this core decides none of them itself */
     unsigned long validates; /* bit T: rules.validates_chain(trylock=T, check=True) */
     unsigned long separate;  /* bit 4*TOP+CTX: rules.separate_irq_context(TOP, CTX), contexts 0..3 */
     unsigned long merges;    /* bit 2*NEST+SAME: rules.nest_lock_merges (depth > 0), by nest given, same class */
+    unsigned long irq_rule[RULES_IRQ_N]; /* rules.irq_transition_table(): apply_irq's transitions */
     Overlay *overlays;       /* OV_SLOTS, by held list (the held overlay, above) */
     Py_ssize_t ov_count;     /* how many are in use */
     Py_ssize_t ov_used[OV_SLOTS]; /* their indices */
@@ -288,13 +289,16 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     PyObject *lines, *views, *tails, *cache, *initial, *classes = NULL, *file = NULL, *reader = NULL,
         *usage_needs = NULL, *checker = NULL;
     Py_ssize_t depth_limit;
-    long tick, hard_bits = 0, soft_bits = 0, read_shift = 0;
+    PyObject *irq_rule;
+    long tick, read_shift = 0;
     unsigned long validates, separate, merges;
     int quick = 0;
-    if (!PyArg_ParseTuple(args, "OO!O!O!Onl(kkk)|O!(OOOlllp)O", &lines, &PyDict_Type, &views, &PyDict_Type,
+    if (!PyArg_ParseTuple(args, "OO!O!O!Onl(kkkO)|O!(OOOlp)O", &lines, &PyDict_Type, &views, &PyDict_Type,
                           &tails, &PySet_Type, &cache, &initial, &depth_limit, &tick, &validates, &separate,
-                          &merges, &PyDict_Type, &classes, &file, &reader, &usage_needs, &hard_bits, &soft_bits,
-                          &read_shift, &quick, &checker))
+                          &merges, &irq_rule, &PyDict_Type, &classes, &file, &reader, &usage_needs, &read_shift,
+                          &quick, &checker))
+        return -1;
+    if (rules_irq_parse(irq_rule, self->irq_rule) < 0)
         return -1;
     self->validates = validates;
     self->separate = separate;
@@ -308,8 +312,6 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->usage_needs, usage_needs);
     Py_XINCREF(checker);
     Py_XSETREF(self->checker, checker);
-    self->hard_bits = hard_bits;
-    self->soft_bits = soft_bits;
     self->read_shift = read_shift;
     clear_classes(self);
     Py_XINCREF(classes);
@@ -1818,10 +1820,6 @@ static int rebuild_view(LineFilter *self, PyObject *view, long hardirq_depth, lo
     return r;
 }
 
-static inline int op_is(PyObject *op, const char *name) {
-    return PyUnicode_CompareWithASCIIString(op, name) == 0;
-}
-
 /* fast_held.irq_change: an irq-state op applied when it marks no usage bit and notes nothing
  * (1), else nothing changed (0: the Python side's), -1 on error. */
 static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n, PyObject *view,
@@ -1834,52 +1832,23 @@ static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssiz
         long_attr(task, s_hardirqs_enabled, &he) < 0 || long_attr(task, s_softirqs_enabled, &se) < 0)
         return -1;
     long hd0 = hd, sd0 = sd, he0 = he, se0 = se;
-    int record = 0, needs = 1;
-    if (op_is(op, "irqs-off")) {
-        record = he != 0;
-        he = 0;
-        needs = 0; /* usage_needs does not read hardirqs_enabled */
-    } else if (op_is(op, "irqs-on")) {
-        needs = 0;
-        if (!he) { /* else redundant_hardirqs_on */
-            if (hd)
-                return 0; /* the kernel's warning: a note */
-            if (PyList_GET_SIZE(held)) {
-                int marked = held_marked(self, held, self->hard_bits | (se && !sd ? self->soft_bits : 0));
-                if (marked <= 0)
-                    return marked;
-            }
-            he = 1;
-            record = 1;
-        }
-    } else if (op_is(op, "softirqs-off")) {
-        record = se != 0;
-        se = 0;
-    } else if (op_is(op, "softirqs-on")) {
-        if (!se) { /* else redundant_softirqs_on */
-            if (PyList_GET_SIZE(held) && !sd && he && !hd) {
-                int marked = held_marked(self, held, self->soft_bits);
-                if (marked <= 0)
-                    return marked;
-            }
-            se = 1;
-            record = 1;
-        }
-    } else if (op_is(op, "hardirq-enter")) {
-        hd++;
-    } else if (op_is(op, "softirq-enter")) {
-        sd++;
-    } else if (op_is(op, "hardirq-exit")) {
-        if (!hd)
-            return 0; /* an exit without its enter: a note */
-        hd--;
-    } else if (op_is(op, "softirq-exit")) {
-        if (!sd)
-            return 0;
-        sd--;
-    } else {
+    int k = rules_irq_op(op);
+    if (k < 0)
         return 0;
+    unsigned long t = rules_irq(self->irq_rule, k, hd, sd, he, se); /* rules.irq_transition */
+    if (t & RULES_IRQT_CHECKER)
+        return 0; /* a note or the kernel's warning */
+    long marks = (long)(t >> RULES_IRQT_MARKS_SHIFT);
+    if (marks && PyList_GET_SIZE(held)) {
+        int marked = held_marked(self, held, marks);
+        if (marked <= 0)
+            return marked;
     }
+    hd += (t & RULES_IRQT_HARD_IN) ? 1 : (t & RULES_IRQT_HARD_OUT) ? -1 : 0;
+    sd += (t & RULES_IRQT_SOFT_IN) ? 1 : (t & RULES_IRQT_SOFT_OUT) ? -1 : 0;
+    he = (t & RULES_IRQT_HE) != 0;
+    se = (t & RULES_IRQT_SE) != 0;
+    int record = (t & RULES_IRQT_RECORD) != 0, needs = (t & RULES_IRQT_REFRESH) != 0;
     if ((hd != hd0 && set_long_attr(task, s_hardirq_depth, hd) < 0) ||
         (sd != sd0 && set_long_attr(task, s_softirq_depth, sd) < 0) ||
         (he != he0 && PyObject_SetAttr(task, s_hardirqs_enabled, he ? Py_True : Py_False) < 0) ||

@@ -66,14 +66,15 @@ def _usage_table() -> Optional[tuple]:
 
 def rule_tables() -> Optional[tuple]:
     """lockdep's rules the filter applies, as tables from `rules` now: `validates_chain` with check
-    on and off (bit T: trylock T), `separate_irq_context` (`compiled_tables`'s), the usage table;
-    None: not expressible (then the Python loop runs alone)."""
+    on and off (bit T: trylock T), `separate_irq_context` (`compiled_tables`'s), the usage table,
+    `irq_transition_table`; None: not expressible (then the Python loop runs alone)."""
     usage = _usage_table()
-    if usage is None:
+    irq = rules.irq_transition_table()
+    if usage is None or irq is None:
         return None
     validates = rules.compiled_tables()[0]
     unchecked = sum(1 << trylock for trylock in (0, 1) if rules.validates_chain(bool(trylock), False))
-    return validates, unchecked, rules.compiled_tables()[1], usage
+    return validates, unchecked, rules.compiled_tables()[1], usage, irq
 
 
 def numbered(lines: Iterable[str], caches: tuple, reader, stats, checker, ann, file: str,
@@ -106,15 +107,11 @@ def numbered(lines: Iterable[str], caches: tuple, reader, stats, checker, ann, f
 
 def _irq() -> tuple:
     """What the filter applies an irq-context change with (`fast_held.irq_change`'s names and tables): the
-    ops in its order, `Evidence`, `rules.USAGE_NEEDS`/`USED_ONLY` (`tasks.usage_needs`), the annotator's
-    `context_after`, the usage bits an irq-on needs of the held locks, and their read shift (then: whether the
-    reader's read policy is `read_mode`, a function of its two arguments the filter may ask once)."""
-    from lockcheck import events as E
+    ops in `irq_transition_table`'s order, `Evidence`, `rules.USAGE_NEEDS`/`USED_ONLY` (`tasks.usage_needs`),
+    the annotator's `context_after`, and the read shift of the usage bits the held locks are marked with (then:
+    whether the reader's read policy is `read_mode`, a function of its two arguments the filter may ask once)."""
     from lockcheck.kernel.annotations import context_after
     from lockcheck.lockdep.findings import Evidence
-    from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
+    from lockcheck.lockdep.usage import READ_MASK
 
-    ops = (E.IRQS_OFF, E.IRQS_ON, E.SOFTIRQS_OFF, E.SOFTIRQS_ON, E.HARDIRQ_ENTER, E.SOFTIRQ_ENTER, E.HARDIRQ_EXIT,
-           E.SOFTIRQ_EXIT)
-    return (ops, Evidence, rules.USAGE_NEEDS, rules.USED_ONLY, context_after, 1 << ENABLED_HARDIRQ,
-            1 << ENABLED_SOFTIRQ, READ_MASK)
+    return (rules.IRQ_TRANSITION_OPS, Evidence, rules.USAGE_NEEDS, rules.USED_ONLY, context_after, READ_MASK)

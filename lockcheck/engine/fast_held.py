@@ -11,12 +11,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from lockcheck import events as E
 from lockcheck.lockdep import rules
 from lockcheck.lockdep.findings import Evidence
 from lockcheck.lockdep.tasks import TaskState, usage_needs
 from lockcheck.readers import lt
-from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
+from lockcheck.lockdep.usage import READ_MASK
 
 RELEASE, CLS, LOCK, INSTANCE, PREV_KEY, IRQ_CONTEXT, READ, TRYLOCK, HARDIRQS_OFF, NEST, SUBCLASS, REFERENCES, \
     LINE, LINENO = range(14)
@@ -98,8 +97,8 @@ def find_held(held: list, lock: str, instance: Optional[str]) -> Optional[int]:
     return None
 
 
-def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, file: str, lineno: int,
-               where: Optional[tuple] = None) -> bool:
+def irq_change(task: TaskState, held: list, op: str, nodes: dict, transitions: dict, line: str, file: str,
+               lineno: int, where: Optional[tuple] = None) -> bool:
     """Apply the irq-state op `op` of `line` as `IrqValidator`'s handler would, if that marks no
     usage bit and notes nothing (True); else change nothing (False: the full checker's).
 
@@ -107,55 +106,32 @@ def irq_change(task: TaskState, held: list, op: str, nodes: dict, line: str, fil
     read back: `(make, *args)`, `make(*args)` being its `Evidence` (a capture's line is no
     `.lt` line; `fast_stages.context_hit`).
 
-    Turning hardirqs (softirqs) on marks every checked held lock ENABLED_HARDIRQ (ENABLED_SOFTIRQ,
-    _READ for a reader; `mark_held_locks`): when the held classes have those bits already, that
-    marks nothing and validates nothing, and the change is the task's state alone.  A real
-    on/off transition is stamped as `irq._irq_event` stamps it, its evidence deferred
-    (`tasks.irq_event` reads it back).  An exit without its enter, or `irqs-on` inside a
-    hardirq handler, leaves a note: the full checker's.
+    The op is `rules.irq_transition`'s, looked up in the run's `transitions`
+    (`IrqValidator.transitions`).  Turning hardirqs (softirqs) on marks every checked held lock
+    with its `marks` (ENABLED_HARDIRQ, ENABLED_SOFTIRQ; _READ for a reader; `mark_held_locks`):
+    when the held classes have those bits already, that marks nothing and validates nothing,
+    and the change is the task's state alone.  A recorded transition is stamped as
+    `irq._irq_event` stamps it, its evidence deferred (`tasks.irq_event` reads it back).  One
+    that notes (an exit without its enter, `irqs-on` inside a hardirq handler) is the full
+    checker's.
     """
-    if op == E.IRQS_OFF:
-        if task.hardirqs_enabled:
-            task.hardirqs_enabled = False
-            _defer_irq_event(task, op, line, file, lineno, where)
-    elif op == E.IRQS_ON:
-        if not task.hardirqs_enabled:  # else redundant_hardirqs_on
-            if task.hardirq_depth:
-                return False
-            if held:
-                soft = task.softirqs_enabled and not task.softirq_depth
-                if not _marked(held, nodes, (1 << ENABLED_HARDIRQ) | (1 << ENABLED_SOFTIRQ if soft else 0)):
-                    return False
-            task.hardirqs_enabled = True
-            _defer_irq_event(task, op, line, file, lineno, where)
-    elif op == E.SOFTIRQS_OFF:
-        if not task.softirqs_enabled:
-            return True
-        task.softirqs_enabled = False
-    elif op == E.SOFTIRQS_ON:
-        if task.softirqs_enabled:
-            return True  # redundant_softirqs_on
-        if (held and not task.softirq_depth and task.hardirqs_enabled and not task.hardirq_depth
-                and not _marked(held, nodes, 1 << ENABLED_SOFTIRQ)):
-            return False
-        task.softirqs_enabled = True
-    elif op == E.HARDIRQ_ENTER:
-        task.hardirq_depth += 1
-    elif op == E.SOFTIRQ_ENTER:
-        task.softirq_depth += 1
-    elif op == E.HARDIRQ_EXIT:
-        if not task.hardirq_depth:
-            return False
-        task.hardirq_depth -= 1
-    elif op == E.SOFTIRQ_EXIT:
-        if not task.softirq_depth:
-            return False
-        task.softirq_depth -= 1
-    else:
+    t = transitions.get((op, task.hardirq_depth > 0, task.softirq_depth > 0, task.hardirqs_enabled,
+                         task.softirqs_enabled))
+    if t is None:
         return False
-    if op == E.SOFTIRQS_OFF or op == E.SOFTIRQS_ON:
+    hard_step, soft_step, hardirqs_enabled, softirqs_enabled, marks, recorded, note, refresh = t
+    if note or (marks and held and not _marked(held, nodes, marks)):
+        return False
+    if hard_step:
+        task.hardirq_depth += hard_step
+    if soft_step:
+        task.softirq_depth += soft_step
+    task.hardirqs_enabled = hardirqs_enabled
+    task.softirqs_enabled = softirqs_enabled
+    if recorded:
         _defer_irq_event(task, op, line, file, lineno, where)
-    task.usage_need = usage_needs(task)
+    if refresh:
+        task.usage_need = usage_needs(task)
     return True
 
 

@@ -42,7 +42,7 @@ from lockcheck.events import LOST_EVENTS, OTHER_TASKS_OPS, RUN, UNREGISTER, Even
 from lockcheck.readers import lt
 from lockcheck.readers import lockdep_keys as more
 from lockcheck.lockdep.tasks import HeldLock, usage_needs
-from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
+from lockcheck.lockdep.usage import READ_MASK
 from lockcheck.engine.fast_lt_words import (  # noqa: F401  (_AT, _TS, _CPU, _stamp: tests read them here)
     NOT_FAST, _ACQUIRE, _AT, _CACHE_LIMIT, _CPU, _EXIT, _IRQ, _RELEASE, _TS, _scan_tail, _stamp, _stamp_cpu,
     _stamp_fits)
@@ -147,6 +147,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
     # separate_irq_context over the four irq contexts (`rules.task_irq_context`'s), for this run
     separate = [[separate_irq_context(top, ctx) for ctx in range(4)] for top in range(4)]
     tuple_hash = rules.chain_key_is_tuple_hash()
+    transitions = checker.irq.transitions  # rules.irq_transition, as the run started
     task_view: dict = {}  # task key -> (TaskState, held, irq_context, hardirqs_off, usage needs, acquired_ever)
     tails: dict = {}  # text after the task -> what _scan_tail read
     events = hits = 0
@@ -155,8 +156,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
         # the compiled core applies the common lines itself and passes on the others, numbered;
         # it splits the rest of a file itself, given blocks of bytes (source.Lines.give_bytes)
         numbered = compiled(lines, task_view, tails, cache, initial, depth_limit, TICK if tick is not None else -1,
-                            _rule_tables(), classes, (file, irq_evidence, usage_needs, 1 << ENABLED_HARDIRQ, 1 << ENABLED_SOFTIRQ,
-                                      READ_MASK, quick), checker)
+                            _rule_tables(), classes, (file, irq_evidence, usage_needs, READ_MASK, quick), checker)
         give_bytes = getattr(lines, "give_bytes", None)
         if give_bytes is not None:
             give_bytes(numbered.lines_read)
@@ -328,7 +328,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                                 continue
                     elif kind == _IRQ:
                         # -- irq.py's handler, when it marks no usage bit and notes nothing ------------
-                        if irq_change(task, held, info[3], classes, line, file, lineno):
+                        if irq_change(task, held, info[3], classes, transitions, line, file, lineno):
                             if cpu is not None:
                                 task.cpu = cpu
                             task_view[task_key] = _view(task)
@@ -418,15 +418,17 @@ def _rules() -> tuple:
             rules.validates_chain)
 
 
-def _rule_tables() -> tuple[int, int, int]:
-    """`rules.compiled_tables()` as the `.lt` core takes them (validates, separate, merges)."""
-    return rules.compiled_tables()[:3]
+def _rule_tables() -> tuple:
+    """`rules.compiled_tables()` as the `.lt` core takes them (validates, separate, merges), and
+    `rules.irq_transition_table()` (its `apply_irq`)."""
+    return rules.compiled_tables()[:3] + (rules.irq_transition_table(),)
 
 
 def compiled_cores_allowed() -> bool:
     """Whether a compiled core may run at all (this one, the capture filter's): not with
-    `LOCKCHECK_PURE=1`, nor under a chain-key rule the cores cannot follow."""
-    return os.environ.get("LOCKCHECK_PURE") != "1" and rules.chain_key_is_tuple_hash()
+    `LOCKCHECK_PURE=1`, nor under a chain-key rule or an irq transition the cores cannot follow."""
+    return (os.environ.get("LOCKCHECK_PURE") != "1" and rules.chain_key_is_tuple_hash()
+            and rules.irq_transition_table() is not None)
 
 
 def _compiled_filter():

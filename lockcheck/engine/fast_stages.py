@@ -218,10 +218,11 @@ def context_hit(checker: Checker, view: _View, ann: Optional[_Annotated], task: 
     if display is not None:
         ctask.name = display  # (Checker.feed's, before its handler stamps the transition)
     nodes = checker.graph._node
+    transitions = checker.irq.transitions
     held = view.held
     where = (Evidence, file, lineno, ctask.name, at, ts)
     for op in ops:
-        if not irq_change(ctask, held, op, nodes, "", file, lineno, where):
+        if not irq_change(ctask, held, op, nodes, transitions, "", file, lineno, where):
             ctask.name = name
             (ctask.hardirqs_enabled, ctask.softirqs_enabled, ctask.hardirq_depth, ctask.softirq_depth,
              ctask.usage_need, events) = saved

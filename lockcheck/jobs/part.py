@@ -14,7 +14,7 @@ from lockcheck.lockdep import rules
 from lockcheck.lockdep.checker import Checker, CheckerOptions
 from lockcheck.lockdep.findings import Finding
 from lockcheck.lockdep.tasks import HeldLock, TaskState
-from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, READ_MASK
+from lockcheck.lockdep.usage import READ_MASK
 
 
 class PartChecker(Checker):
@@ -145,37 +145,21 @@ class PartChecker(Checker):
     def _irq_hit(self, task: TaskState, ev: Event) -> bool:
         """Irq context events change only the task, except an enable that marks held locks
         (`mark_held_locks`) with a bit one of them lacks, and what leaves a note."""
-        op = ev.op
-        if op == E.HARDIRQ_EXIT:
-            return task.hardirq_depth > 0
-        if op == E.SOFTIRQ_EXIT:
-            return task.softirq_depth > 0
-        if op == E.IRQS_ON:
-            if task.hardirqs_enabled:
-                return True
-            if task.hardirq_depth:
-                return False
-            bits = [ENABLED_HARDIRQ]
-            if task.softirqs_enabled and task.softirq_depth == 0:
-                bits.append(ENABLED_SOFTIRQ)
-            return self._marked(task, bits)
-        if op == E.SOFTIRQS_ON:
-            if task.softirqs_enabled or task.softirq_depth:
-                return True
-            if not task.hardirqs_enabled or task.hardirq_depth > 0:
-                return True
-            return self._marked(task, [ENABLED_SOFTIRQ])
-        return True  # enter, irqs-off, softirqs-off
+        t = self.irq.transitions.get((ev.op, task.hardirq_depth > 0, task.softirq_depth > 0, task.hardirqs_enabled,
+                                      task.softirqs_enabled))
+        return t is not None and not t.note and self._marked(task, t.marks)
 
-    def _marked(self, task: TaskState, bits: list) -> bool:
+    def _marked(self, task: TaskState, marks: int) -> bool:
+        """Whether every checked held lock's class has the usage bits `marks` (_READ for a reader)."""
+        if not marks:
+            return True
         nodes = self._nodes
         for h in task.held:
             if not h.check:
                 continue
-            usage = nodes[h.cls]["usage"]
-            for bit in bits:
-                if not usage & (1 << (bit + (READ_MASK if h.read else 0))):
-                    return False
+            want = marks << READ_MASK if h.read else marks
+            if nodes[h.cls]["usage"] & want != want:
+                return False
         return True
 
 

@@ -50,8 +50,7 @@ from lockcheck.lockdep.usage import (
 )
 
 from lockcheck.lockdep.tasks import (
-    HeldLock, TaskState, hardirqs_off, irq_event, irq_state_text, snapshot, softirqs_enabled, task_finding,
-    usage_needs,
+    HeldLock, TaskState, irq_event, irq_state_text, snapshot, task_finding, usage_needs,
 )
 
 LOCKF_IRQ_READ = LOCKF_IRQ << READ_MASK
@@ -90,6 +89,9 @@ class IrqValidator:
         self.preempt_rt = False
         #: the task and event whose irq-usage search runs now (where `usage_skip`'s warning is located)
         self.at: Optional[tuple[TaskState, Event]] = None
+        #: `rules.irq_transitions()` as the run starts: the irq-state ops of the checker and of the
+        #: Python fast paths (`fast_held.irq_change`), one look-up each
+        self.transitions = rules.irq_transitions()
 
     # -- context events --------------------------------------------------
     def on_event(self, task: TaskState, ev: Event) -> None:
@@ -97,83 +99,40 @@ class IrqValidator:
         self.handlers()[ev.op](task, ev)
 
     def handlers(self) -> dict[str, Callable[[TaskState, Event], None]]:
-        """op -> the handler of each irq-context op: its state change, then the task's usage needs."""
-        return {
-            E.HARDIRQ_ENTER: self._hardirq_enter, E.HARDIRQ_EXIT: self._hardirq_exit,
-            E.SOFTIRQ_ENTER: self._softirq_enter, E.SOFTIRQ_EXIT: self._softirq_exit,
-            E.IRQS_OFF: self._irqs_off, E.SOFTIRQS_OFF: self._softirqs_off,
-            E.IRQS_ON: self._irqs_on, E.SOFTIRQS_ON: self._softirqs_on,
-        }
+        """op -> the handler of each irq-context op (one for all: `rules.irq_transition` tells each)."""
+        return {op: self._transition for op in rules.IRQ_TRANSITION_OPS}
 
-    def _hardirq_enter(self, task: TaskState, ev: Event) -> None:
-        # lockdep_hardirq_enter() clears hardirq_threaded on the outermost entry;
-        # lockdep_hardirq_threaded() sets it (`hardirq-enter threaded`)
-        threaded = bool(ev.props and ev.props.get("threaded"))
-        if not task.hardirq_depth or threaded:
-            task.hardirq_threaded = threaded
-        task.hardirq_depth += 1
-        task.usage_need = usage_needs(task)
-
-    def _hardirq_exit(self, task: TaskState, ev: Event) -> None:
-        if task.hardirq_depth:
-            task.hardirq_depth -= 1
+    def _transition(self, task: TaskState, ev: Event) -> None:
+        """An irq-state op as `rules.irq_transition` has it: the task's new state, the transition's
+        stamp, its note or warning, the held locks it marks, the task's usage needs."""
+        op = ev.op
+        if (op == E.SOFTIRQ_ENTER or op == E.SOFTIRQ_EXIT) and not rules.softirq_context_tracked(self.preempt_rt):
+            return  # lockdep_softirq_enter()/_exit() are empty on PREEMPT_RT
+        state = (task.hardirq_depth > 0, task.softirq_depth > 0, task.hardirqs_enabled, task.softirqs_enabled)
+        t = self.transitions.get((op, *state))
+        if t is None:  # (a state of no bools: the rule itself)
+            t = rules.irq_transition(op, *map(bool, state))
+            if t is None:
+                return
+        if op == E.HARDIRQ_ENTER:
+            # lockdep_hardirq_enter() clears hardirq_threaded on the outermost entry;
+            # lockdep_hardirq_threaded() sets it (`hardirq-enter threaded`)
+            threaded = bool(ev.props and ev.props.get("threaded"))
+            if not task.hardirq_depth or threaded:
+                task.hardirq_threaded = threaded
+        if t.hardirq_step:
+            task.hardirq_depth += t.hardirq_step
             if not task.hardirq_depth:
                 task.hardirq_threaded = False
-        else:
-            self._note(ev, f"{ev.op} without a matching enter (ignored)")
-        task.usage_need = usage_needs(task)
-
-    def _softirq_enter(self, task: TaskState, ev: Event) -> None:
-        if not rules.softirq_context_tracked(self.preempt_rt):
-            return  # lockdep_softirq_enter() is empty on PREEMPT_RT
-        task.softirq_depth += 1
-        task.usage_need = usage_needs(task)
-
-    def _softirq_exit(self, task: TaskState, ev: Event) -> None:
-        if not rules.softirq_context_tracked(self.preempt_rt):
-            return
-        if task.softirq_depth:
-            task.softirq_depth -= 1
-        else:
-            self._note(ev, f"{ev.op} without a matching enter (ignored)")
-        task.usage_need = usage_needs(task)
-
-    # The usage needs depend on the handler depths and on whether softirqs are enabled, not on
-    # whether hardirqs are (an acquisition's own hardirqs-off picks among them): irqs-on/-off
-    # leave them as they are, softirqs-on/-off refresh them only on a real transition.
-    def _irqs_off(self, task: TaskState, ev: Event) -> None:
-        if task.hardirqs_enabled:  # lockdep_hardirqs_off: an ON -> OFF transition
-            task.hardirqs_enabled = False
-            _irq_event(task, E.IRQS_OFF, ev)
-
-    def _softirqs_off(self, task: TaskState, ev: Event) -> None:
-        if task.softirqs_enabled:  # lockdep_softirqs_off
-            task.softirqs_enabled = False
-            _irq_event(task, E.SOFTIRQS_OFF, ev)
-            task.usage_need = usage_needs(task)
-
-    def _irqs_on(self, task: TaskState, ev: Event) -> None:
-        if not task.hardirqs_enabled:  # (redundant_hardirqs_on returns at once)
-            self.lockdep_hardirqs_on(task, ev)
-
-    def _softirqs_on(self, task: TaskState, ev: Event) -> None:
-        if not task.softirqs_enabled:  # (redundant_softirqs_on)
-            self.lockdep_softirqs_on(task, ev)
-            task.usage_need = usage_needs(task)
-
-    def _note(self, ev: Event, text: str) -> None:
-        notes = self.notes
-        if len(notes) < 20:
-            notes.append(f"{ev.location}: {text}")
-
-
-    def lockdep_hardirqs_on(self, task: TaskState, ev: Event) -> None:
-        """Enabling hardirqs makes every held lock hardirq-unsafe (and softirq-unsafe if BHs are on)."""
-        if task.hardirqs_enabled:
-            return  # redundant_hardirqs_on
-        task.hardirqs_enabled = True
-        _irq_event(task, E.IRQS_ON, ev)
-        if task.hardirq_depth:
+        if t.softirq_step:
+            task.softirq_depth += t.softirq_step
+        task.hardirqs_enabled = t.hardirqs_enabled
+        task.softirqs_enabled = t.softirqs_enabled
+        if t.recorded:
+            _irq_event(task, op, ev)
+        if t.note == rules.NOTE_UNMATCHED_EXIT:
+            self._note(ev, f"{op} without a matching enter (ignored)")
+        elif t.note == rules.NOTE_IRQS_ON_IN_HARDIRQ:
             # lockdep_hardirqs_on_prepare: DEBUG_LOCKS_WARN_ON(lockdep_hardirq_context()) -- a WARN that
             # turns lockdep off, so a finding as the same WARN read from a kernel log is; the held locks
             # are not marked (the kernel returns before mark_held_locks())
@@ -181,19 +140,19 @@ class IrqValidator:
             self.report(task_finding(self.graph, F.LOCKDEP_WARNING, task, ev, lock=message, details={
                 "message": message, "warned_at": "lockdep_hardirqs_on_prepare",
                 "dedup": "lockdep_hardirqs_on_prepare"}))
-            return
-        if self.mark_held_locks(task, ENABLED_HARDIRQ, ev) and softirqs_enabled(task):
-            self.mark_held_locks(task, ENABLED_SOFTIRQ, ev)
+        marks = t.marks
+        bit = 0
+        while marks >> bit:  # mark_held_locks per bit, in bit order (hardirq first), until one reports
+            if marks & (1 << bit) and not self.mark_held_locks(task, bit, ev):
+                break
+            bit += 1
+        if t.refresh:
+            task.usage_need = usage_needs(task)
 
-    def lockdep_softirqs_on(self, task: TaskState, ev: Event) -> None:
-        if task.softirqs_enabled:
-            return  # redundant_softirqs_on
-        task.softirqs_enabled = True
-        _irq_event(task, E.SOFTIRQS_ON, ev)
-        if task.softirq_depth:
-            return
-        if not hardirqs_off(task):
-            self.mark_held_locks(task, ENABLED_SOFTIRQ, ev)
+    def _note(self, ev: Event, text: str) -> None:
+        notes = self.notes
+        if len(notes) < 20:
+            notes.append(f"{ev.location}: {text}")
 
     def mark_held_locks(self, task: TaskState, base_bit: int, ev: Event) -> bool:
         for hlock in list(task.held):

@@ -1,10 +1,11 @@
-"""Lockdep's rules of one acquisition, with the kernel's names, written once.
+"""Lockdep's rules of one acquisition and of an irq-state change, with the kernel's names, written once.
 
 What an acquisition does to a task's held stack and chain key, which
 acquisitions are validated, which usage bits one sets, how deep a stack
-may grow: the checker (`lockdep.checker`, `lockdep.irq`) and every fast
-path (`engine.fast_lt`, `engine.fast_capture`, the compiled `.lt` path,
-`jobs.part`, the plugin's tracked locks) decide these the same way only if
+may grow, what an irq-state op does to a task and which held locks it
+marks: the checker (`lockdep.checker`, `lockdep.irq`) and every fast path
+(`engine.fast_lt`, `engine.fast_capture`, the compiled `.lt` and capture
+cores, `jobs.part`, the plugin's tracked locks) decide these the same way only if
 they read them from one place.  So every one of them asks this module --
 a call, or a table made here -- and none keeps its own copy.  A rule
 changed here changes every path's verdict alike (tests/test_rules.py
@@ -16,6 +17,9 @@ Readers that run per event bind what they need when a run starts
 
 from __future__ import annotations
 
+from typing import NamedTuple, Optional
+
+from lockcheck import events as E
 from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ
 
 #: lockdep's MAX_LOCK_DEPTH: the 48th simultaneously held entry is reported (`__lock_acquire`)
@@ -147,6 +151,111 @@ USAGE_NEEDS = {(h, s, e): mark_usage_bits(h, s, e) for h in (False, True) for s 
 
 #: a task whose irq state the trace does not tell: USED (or USED_READ) only
 USED_ONLY = [nocheck_usage(index & 1) for index in range(8)]
+
+
+# -- irq-state transitions ------------------------------------------------------------------------
+
+#: the irq-state ops, in the order of `irq_transition_table` (and of the capture core's OP_*)
+IRQ_TRANSITION_OPS = (E.IRQS_OFF, E.IRQS_ON, E.SOFTIRQS_OFF, E.SOFTIRQS_ON, E.HARDIRQ_ENTER, E.SOFTIRQ_ENTER,
+                      E.HARDIRQ_EXIT, E.SOFTIRQ_EXIT)
+#: what an irq-state op leaves besides its change (`IrqTransition.note`): nothing; an exit without its
+#: enter (a capture that starts inside a handler: a note, ignored); `irqs-on` inside a hardirq handler
+#: (`lockdep_hardirqs_on_prepare()`'s DEBUG_LOCKS_WARN_ON(lockdep_hardirq_context()): a warning)
+NOTE_NONE, NOTE_UNMATCHED_EXIT, NOTE_IRQS_ON_IN_HARDIRQ = range(3)
+
+
+class IrqTransition(NamedTuple):
+    """What one irq-state op does to a task (`irq_transition`)."""
+
+    hardirq_step: int  #: added to the hardirq depth (+1 enter, -1 exit)
+    softirq_step: int  #: added to the softirq depth
+    hardirqs_enabled: bool  #: after the op
+    softirqs_enabled: bool
+    marks: int  #: the usage bits `mark_held_locks` sets on every checked held lock (_READ for a reader), in bit order
+    recorded: bool  #: a real on/off transition, stamped in `curr->irqtrace` (`++trace->irq_events`)
+    note: int  #: NOTE_*: what the checker notes or reports besides
+    refresh: bool  #: the state `mark_usage_bits` reads (a handler, softirqs on) may change: needs recomputed
+
+
+def irq_transition(op: str, in_hardirq: bool, in_softirq: bool, hardirqs_enabled: bool,
+                   softirqs_enabled: bool) -> Optional[IrqTransition]:
+    """An irq-state op in an irq state (in a hardirq / softirq handler, hardirqs / softirqs enabled);
+    None: `op` is none.  `lockdep_hardirqs_off()`/`lockdep_softirqs_off()` record an ON -> OFF
+    transition only; `lockdep_hardirqs_on()` (`redundant_hardirqs_on` when on already) marks the held
+    locks ENABLED_HARDIRQ, then ENABLED_SOFTIRQ when softirqs are on outside a softirq -- except in a
+    hardirq handler, where `lockdep_hardirqs_on_prepare()` warns and marks nothing; `lockdep_softirqs_on()`
+    (`redundant_softirqs_on`) marks them ENABLED_SOFTIRQ when hardirqs are on, outside any handler;
+    `lockdep_hardirq_enter()`/`_exit()` and `lockdep_softirq_enter()`/`_exit()` count the handlers (an
+    exit without its enter changes nothing).  The checker (`lockdep.irq`) applies this; the fast paths
+    (`fast_held.irq_change`, the compiled cores through `irq_transition_table`) apply it when it
+    marks nothing new and notes nothing."""
+    hard_step = soft_step = marks = note = 0
+    he, se = bool(hardirqs_enabled), bool(softirqs_enabled)
+    recorded = False
+    if op == E.IRQS_OFF:
+        recorded, he = he, False
+    elif op == E.IRQS_ON:
+        if not he:
+            recorded = he = True
+            if in_hardirq:
+                note = NOTE_IRQS_ON_IN_HARDIRQ
+            else:
+                marks = 1 << ENABLED_HARDIRQ | (1 << ENABLED_SOFTIRQ if se and not in_softirq else 0)
+    elif op == E.SOFTIRQS_OFF:
+        recorded, se = se, False
+    elif op == E.SOFTIRQS_ON:
+        if not se:
+            recorded = se = True
+            if not in_softirq and hardirqs_enabled and not in_hardirq:
+                marks = 1 << ENABLED_SOFTIRQ
+    elif op == E.HARDIRQ_ENTER:
+        hard_step = 1
+    elif op == E.SOFTIRQ_ENTER:
+        soft_step = 1
+    elif op == E.HARDIRQ_EXIT:
+        hard_step, note = (-1, NOTE_NONE) if in_hardirq else (0, NOTE_UNMATCHED_EXIT)
+    elif op == E.SOFTIRQ_EXIT:
+        soft_step, note = (-1, NOTE_NONE) if in_softirq else (0, NOTE_UNMATCHED_EXIT)
+    else:
+        return None
+    refresh = bool(hard_step or soft_step or se != bool(softirqs_enabled))
+    return IrqTransition(hard_step, soft_step, he, se, marks, recorded, note, refresh)
+
+
+def irq_transitions() -> dict[tuple, IrqTransition]:
+    """`irq_transition` over its whole domain, keyed by its arguments: what the checker and the Python
+    fast paths look an op up in, made when a run starts (`IrqValidator.transitions`)."""
+    return {(op, hard, soft, he, se): irq_transition(op, hard, soft, he, se)  # type: ignore[misc]
+            for op in IRQ_TRANSITION_OPS for hard in (False, True) for soft in (False, True)
+            for he in (False, True) for se in (False, True)}
+
+
+#: `irq_transition_table`'s entry bits (engine/_rules.h keeps the same): the state after, the depth
+#: steps, recorded, needs refreshed, the checker's (a note), and the usage bits marked from bit 16 up
+IRQT_HE, IRQT_SE, IRQT_HARD_IN, IRQT_HARD_OUT, IRQT_SOFT_IN, IRQT_SOFT_OUT, IRQT_RECORD, IRQT_REFRESH, \
+    IRQT_CHECKER = (1 << bit for bit in range(9))
+IRQT_MARKS_SHIFT = 16
+
+
+def irq_transition_table() -> Optional[tuple[int, ...]]:
+    """`irq_transition` over its whole domain, for the compiled cores (read at the start of a run):
+    entry 16*OP + 8*IN_HARDIRQ + 4*IN_SOFTIRQ + 2*HARDIRQS_ENABLED + SOFTIRQS_ENABLED (OP by
+    `IRQ_TRANSITION_OPS`), of IRQT_* bits; None: a transition no entry can carry (a step of more
+    than one, a usage bit past USED_READ), then the cores step aside."""
+    table = []
+    transitions = irq_transitions()
+    for op in IRQ_TRANSITION_OPS:
+        for state in range(16):
+            t = transitions[(op, bool(state & 8), bool(state & 4), bool(state & 2), bool(state & 1))]
+            if t is None or t.hardirq_step not in (-1, 0, 1) or t.softirq_step not in (-1, 0, 1) \
+                    or not 0 <= t.marks < 1 << IRQT_MARKS_SHIFT:
+                return None
+            table.append((IRQT_HE if t.hardirqs_enabled else 0) | (IRQT_SE if t.softirqs_enabled else 0)
+                         | {1: IRQT_HARD_IN, -1: IRQT_HARD_OUT, 0: 0}[t.hardirq_step]
+                         | {1: IRQT_SOFT_IN, -1: IRQT_SOFT_OUT, 0: 0}[t.softirq_step]
+                         | (IRQT_RECORD if t.recorded else 0) | (IRQT_REFRESH if t.refresh else 0)
+                         | (IRQT_CHECKER if t.note else 0) | t.marks << IRQT_MARKS_SHIFT)
+    return tuple(table)
 
 
 # -- wait contexts (CONFIG_PROVE_RAW_LOCK_NESTING) ---------------------------------------------
