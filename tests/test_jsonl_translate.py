@@ -248,3 +248,19 @@ def test_a_string_is_read_the_same_wherever_its_first_unusual_character_falls(st
         plain = _outcome(lines, "plain")
         assert _outcome(lines, "str") == plain
         assert _outcome(lines, "bytes") == plain
+
+
+@pytest.mark.parametrize("odd", ["", " ", "@", "=", "#"])
+def test_a_clean_line_is_read_the_same_wherever_its_strings_end(odd) -> None:
+    """A line of printable ASCII without a backslash is scanned 16 bytes a step (_jsonlt_scan.h): its
+    strings ending at every offset of a step, a character `.lt` does not write bare (a blank, `@`, `=`)
+    at every offset of a name, and the data's last line (no newline after it), read as the reader reads them."""
+    name = "abcdefghijklmnopqrstuvwxyz0123456789"
+    for cut in range(len(name) + 1):
+        lock = name[:cut] + odd + name[cut:cut + 5]
+        lines = ['{"task": "T%d", "op": "acquire", "lock": "%s", "at": "%s"}' % (cut, lock, lock),
+                 '{"task":"T%d","op":"acquire","lock":"B","instance":"%s"}' % (cut, name[:cut] + odd),
+                 '{"task": "T%d", "op": "release", "lock": "%s"}' % (cut, lock)]
+        plain = _outcome(lines, "plain")
+        assert _outcome(lines, "bytes") == plain
+        assert _outcome(lines, "str") == plain

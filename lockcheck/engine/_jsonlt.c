@@ -26,6 +26,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_jsonlt_scan.h"
+
 typedef struct {
     PyObject_HEAD
     PyObject *lines;      /* the source iterator */
@@ -165,7 +167,19 @@ static const char *read_string_utf8(const char *p, const char *end, Value *v, in
 /* whether strings may hold UTF-8 (a str line being translated); set around translate() */
 static int utf8_strings = 0;
 
-static const char *read_string(const char *p, const char *end, Value *v) {
+/* set around translate() of a clean line (_jsonlt_scan.h): up to where its bytes may be read */
+static const char *clean_limit = NULL;
+
+static inline __attribute__((always_inline)) const char *read_string(const char *p, const char *end, Value *v) {
+    if (clean_limit != NULL) {
+        const char *after = clean_string_end(p, end, clean_limit);
+        if (after != NULL) {
+            v->kind = J_STR;
+            v->p = p + 1;
+            v->n = after - p - 2;
+        }
+        return after;
+    }
     return read_string_utf8(p, end, v, utf8_strings);
 }
 
@@ -247,6 +261,23 @@ static const char *read_nest(const char *p, const char *end, Value *v, Value *ne
     return p + 1;
 }
 
+/* The key a member's name is (K_COUNT: none of them), by its length and first letter. */
+static inline int key_index(const Value *key) {
+    const char *p = key->p;
+#define KEY_IS(word) (memcmp(p, word, sizeof(word) - 1) == 0) /* (a fixed size: compiled inline) */
+    switch (key->n) {
+    case 2: return KEY_IS("op") ? K_OP : KEY_IS("at") ? K_AT : KEY_IS("ts") ? K_TS : K_COUNT;
+    case 3: return KEY_IS("try") ? K_TRY : KEY_IS("cpu") ? K_CPU : K_COUNT;
+    case 4: return KEY_IS("task") ? K_TASK : KEY_IS("lock") ? K_LOCK : KEY_IS("mode") ? K_MODE
+                 : KEY_IS("nest") ? K_NEST : K_COUNT;
+    case 5: return KEY_IS("check") ? K_CHECK : K_COUNT;
+    case 7: return KEY_IS("nocheck") ? K_NOCHECK : K_COUNT;
+    case 8: return KEY_IS("instance") ? K_INSTANCE : KEY_IS("subclass") ? K_SUBCLASS : K_COUNT;
+    default: return K_COUNT;
+    }
+#undef KEY_IS
+}
+
 /* The values of a flat object (`values[key]`, `seen` bits; `nest` the parts of a `nest` object);
  * 0: not a line read here. */
 static int read_object(const char *p, const char *end, Value *values, unsigned *seen, Value *nest) {
@@ -264,10 +295,7 @@ static int read_object(const char *p, const char *end, Value *values, unsigned *
             p = read_string(p, end, &key);
             if (p == NULL)
                 return 0;
-            int k = 0;
-            while (k < K_COUNT && !(key_lens[k] == key.n && key_names[k][0] == key.p[0]
-                                    && memcmp(key_names[k], key.p, key.n) == 0))
-                k++;
+            int k = key_index(&key);
             if (k == K_COUNT || *seen & (1u << k))
                 return 0; /* an unknown key (maybe the reader's error), a repeated one */
             p = skip_ws(p, end);
@@ -308,9 +336,11 @@ static int read_object(const char *p, const char *end, Value *values, unsigned *
 /* -- what the `.lt` format writes bare ------------------------------------------------------- */
 
 /* A class name or site written bare (events.quote_token leaves it as it is); `at_ok`: `@` allowed. */
-static int bare_name(const Value *v) {
+static inline int bare_name(const Value *v) {
     if (v->kind != J_STR || v->n == 0 || v->p[0] == '#')
         return 0;
+    if (clean_limit != NULL)
+        return !clean_has_any3(v->p, v->n, clean_limit, ' ', '@', '=');
     for (Py_ssize_t i = 0; i < v->n; i++) {
         char c = v->p[i];
         if (c == ' ' || c == '@' || c == '=')
@@ -334,6 +364,9 @@ static inline int str_is(const Value *v, const char *word) {
     return v->kind == J_STR && (Py_ssize_t)strlen(word) == v->n && memcmp(v->p, word, v->n) == 0;
 }
 
+/* whether a string is `word`, a literal (compared inline) */
+#define STR_IS(v, word) ((v)->kind == J_STR && (v)->n == sizeof(word) - 1 && memcmp((v)->p, word, sizeof(word) - 1) == 0)
+
 /* The ops translated here: lock ops (with a lock), irq-state ops and exit (without). */
 enum { OP_LOCK = 1, OP_SITE = 2, OP_ACQUIRE = 4 };
 static const struct {
@@ -344,6 +377,27 @@ static const struct {
            {"softirq-exit", 0}, {"irqs-on", OP_SITE}, {"irqs-off", OP_SITE}, {"softirqs-on", OP_SITE},
            {"softirqs-off", OP_SITE}, {"exit", 0}, {NULL, 0}};
 
+/* An op's index in `ops` (-1: none translated here): acquire and release, most lines' ops, first. */
+static inline int op_index(const Value *v) {
+    if (STR_IS(v, "acquire"))
+        return 0;
+    if (STR_IS(v, "release"))
+        return 1;
+    for (int i = 2; ops[i].name != NULL; i++)
+        if (str_is(v, ops[i].name))
+            return i;
+    return -1;
+}
+
+/* `n` bytes copied to `w` (short runs: a word at a time, no call): the end of the copy */
+static inline char *copy_to(char *w, const char *p, Py_ssize_t n) {
+    for (; n >= 8; n -= 8, p += 8, w += 8)
+        memcpy(w, p, 8);
+    for (; n > 0; n--)
+        *w++ = *p++;
+    return w;
+}
+
 static int put(Translator *self, const char *p, Py_ssize_t n) {
     if (buf_reserve(self, n) < 0)
         return -1;
@@ -352,8 +406,6 @@ static int put(Translator *self, const char *p, Py_ssize_t n) {
     return 0;
 }
 
-#define PUT(p, n) do { if (put(self, (p), (n)) < 0) return -1; } while (0)
-#define PUTS(s) PUT((s), (Py_ssize_t)strlen(s))
 
 /* The `.lt` line of one JSON line, appended to the buffer with its `\n`: 1 written, 0 not a line
  * translated here (nothing written), -1 error.  Accepts only what the JSON Lines reader accepts, as
@@ -365,16 +417,10 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
         return 0;
     if (!given(seen, values, K_TASK) || !bare_token(&values[K_TASK], 1) || !given(seen, values, K_OP))
         return 0;
-    int flags = -1;
-    const char *op = NULL;
-    for (int i = 0; ops[i].name != NULL; i++)
-        if (str_is(&values[K_OP], ops[i].name)) {
-            flags = ops[i].flags;
-            op = ops[i].name;
-            break;
-        }
-    if (flags < 0)
+    int op_i = op_index(&values[K_OP]);
+    if (op_i < 0)
         return 0;
+    int flags = ops[op_i].flags;
     int acquire = flags & OP_ACQUIRE;
     /* the lock and instance: a lock op's, no other op's */
     if (flags & OP_LOCK) {
@@ -389,11 +435,11 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
     const char *mode = NULL;
     if (given(seen, values, K_MODE)) {
         const Value *v = &values[K_MODE];
-        if (str_is(v, "read") || str_is(v, "rread")) {
+        if (STR_IS(v, "read") || STR_IS(v, "rread")) {
             if (!acquire)
                 return 0;
-            mode = str_is(v, "read") ? "read" : "rread";
-        } else if (!str_is(v, "write")) {
+            mode = STR_IS(v, "read") ? "r" : "rr";
+        } else if (!STR_IS(v, "write")) {
             return 0;
         }
     }
@@ -467,50 +513,61 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
             return 0;
     }
     /* -- the line, in lt_write.format_event's order ---------------------------------------- */
-    PUT(values[K_TASK].p, values[K_TASK].n);
-    PUTS(" ");
-    PUTS(op);
+    /* (room for all of it at once: its values are parts of the line, each literal is at most 16 bytes) */
+    if (buf_reserve(self, n + 16 * 16) < 0)
+        return -1;
+    char *w = self->buf + self->len;
+#define W(p, n) (w = copy_to(w, (p), (n)))
+#define WS(s) (memcpy(w, (s), sizeof(s) - 1), w += sizeof(s) - 1)
+    W(values[K_TASK].p, values[K_TASK].n);
+    WS(" ");
+    W(values[K_OP].p, values[K_OP].n);
     if (flags & OP_LOCK) {
-        PUTS(" ");
-        PUT(values[K_LOCK].p, values[K_LOCK].n);
+        WS(" ");
+        W(values[K_LOCK].p, values[K_LOCK].n);
         if (given(seen, values, K_INSTANCE)) {
-            PUTS("@");
-            PUT(values[K_INSTANCE].p, values[K_INSTANCE].n);
+            WS("@");
+            W(values[K_INSTANCE].p, values[K_INSTANCE].n);
         }
     }
     if (mode != NULL) {
-        PUTS(" ");
-        PUTS(mode);
+        if (mode[1])
+            WS(" rread");
+        else
+            WS(" read");
     }
     if (trylock)
-        PUTS(" try");
+        WS(" try");
     if (subclass != '0') {
-        PUTS(" subclass=");
-        PUT(&subclass, 1);
+        WS(" subclass=");
+        *w++ = subclass;
     }
     if (nest != NULL) {
-        PUTS(" nest=");
-        PUT(nest->p, nest->n);
+        WS(" nest=");
+        W(nest->p, nest->n);
         if (nest_instance != NULL) {
-            PUTS("@");
-            PUT(nest_instance->p, nest_instance->n);
+            WS("@");
+            W(nest_instance->p, nest_instance->n);
         }
     }
     if (nocheck)
-        PUTS(" nocheck");
+        WS(" nocheck");
     if (given(seen, values, K_AT)) {
-        PUTS(" at=");
-        PUT(values[K_AT].p, values[K_AT].n);
+        WS(" at=");
+        W(values[K_AT].p, values[K_AT].n);
     }
     if (given(seen, values, K_TS)) {
-        PUTS(" ts=");
-        PUT(values[K_TS].p, values[K_TS].n);
+        WS(" ts=");
+        W(values[K_TS].p, values[K_TS].n);
     }
     if (given(seen, values, K_CPU)) {
-        PUTS(" cpu=");
-        PUT(values[K_CPU].p, values[K_CPU].n);
+        WS(" cpu=");
+        W(values[K_CPU].p, values[K_CPU].n);
     }
-    PUTS("\n");
+    WS("\n");
+#undef W
+#undef WS
+    self->len = w - self->buf;
     return 1;
 }
 
@@ -553,11 +610,14 @@ static void keep_error(Translator *self) {
 }
 
 /* Translate one line (`data`, `n`: ASCII, without its ending), or hand it to `slow`: 1 go on,
- * 0 stopped (`.lt` cannot carry it), -1 error kept or raised. */
-static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *str_line) {
+ * 0 stopped (`.lt` cannot carry it), -1 error kept or raised.  `limit`: not NULL when the line is
+ * clean (json_line_scan), up to where its bytes may be read. */
+static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *str_line, const char *limit) {
     self->lineno++;
     if (data != NULL) {
+        clean_limit = limit;
         int r = translate(self, data, n);
+        clean_limit = NULL;
         if (r != 0)
             return r;
     }
@@ -582,10 +642,10 @@ static int translate_block(Translator *self, PyObject *block) {
     Py_ssize_t pos = 0;
     for (;;) {
         const char *data = base + pos;
-        const char *newline = memchr(data, '\n', (size_t)(size - pos));
-        Py_ssize_t len = newline ? newline - data : size - pos;
+        Py_ssize_t odd, len = json_line_scan(data, size - pos, &odd);
+        const char *newline = len < size - pos ? data + len : NULL;
         Py_ssize_t n = len && data[len - 1] == '\r' ? len - 1 : len;
-        int r = one_line(self, data, n, NULL);
+        int r = one_line(self, data, n, NULL, odd >= n ? base + size : NULL);
         if (r < 0) {
             if (PyErr_Occurred())
                 keep_error(self);
@@ -639,13 +699,13 @@ static int translate_str(Translator *self, PyObject *line) {
         Py_ssize_t n = PyUnicode_GET_LENGTH(line);
         while (n && (data[n - 1] == '\n' || data[n - 1] == '\r'))
             n--;
-        r = one_line(self, data, n, line);
+        r = one_line(self, data, n, line, NULL);
     } else {
         Py_ssize_t n;
         const char *data = PyUnicode_AsUTF8AndSize(line, &n);
         if (data == NULL) {
             PyErr_Clear(); /* (a lone surrogate: the reader's to name) */
-            r = one_line(self, NULL, 0, line);
+            r = one_line(self, NULL, 0, line, NULL);
         } else {
             while (n && (data[n - 1] == '\n' || data[n - 1] == '\r'))
                 n--;
@@ -664,7 +724,7 @@ static int translate_str(Translator *self, PyObject *line) {
                 Py_DECREF(text);
                 return r;
             }
-            r = one_line(self, NULL, 0, line);
+            r = one_line(self, NULL, 0, line, NULL);
         }
     }
     if (r < 0) {
