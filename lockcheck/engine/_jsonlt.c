@@ -278,10 +278,10 @@ static inline int key_index(const Value *key) {
 #undef KEY_IS
 }
 
-/* The values of a flat object (`values[key]`, `seen` bits; `nest` the parts of a `nest` object);
- * 0: not a line read here. */
-static int read_object(const char *p, const char *end, Value *values, unsigned *seen, Value *nest) {
-    *seen = 0;
+/* The values of a flat object (`values[key]`, `seen` bits, `have` those of the keys not null; `nest`
+ * the parts of a `nest` object); 0: not a line read here. */
+static int read_object(const char *p, const char *end, Value *values, unsigned *seen, unsigned *have, Value *nest) {
+    *seen = *have = 0;
     if (p >= end || *p != '{')
         return 0;
     p = skip_ws(p + 1, end);
@@ -298,10 +298,16 @@ static int read_object(const char *p, const char *end, Value *values, unsigned *
             int k = key_index(&key);
             if (k == K_COUNT || *seen & (1u << k))
                 return 0; /* an unknown key (maybe the reader's error), a repeated one */
-            p = skip_ws(p, end);
-            if (p >= end || *p != ':')
-                return 0;
-            p = skip_ws(p + 1, end);
+            /* (the usual `": "` and `", "` taken without a call: skip_ws for anything else) */
+            if (p >= end || *p != ':') {
+                p = skip_ws(p, end);
+                if (p >= end || *p != ':')
+                    return 0;
+            }
+            if (p + 2 < end && p[1] == ' ' && p[2] != ' ' && p[2] != '\t')
+                p += 2;
+            else
+                p = skip_ws(p + 1, end);
             if (p >= end)
                 return 0;
             Value *v = &values[k];
@@ -316,6 +322,12 @@ static int read_object(const char *p, const char *end, Value *values, unsigned *
             if (p == NULL)
                 return 0;
             *seen |= 1u << k;
+            if (v->kind != J_NULL)
+                *have |= 1u << k;
+            if (p < end && *p == ',' && p + 2 < end && p[1] == ' ' && p[2] == '"') {
+                p += 2;
+                continue;
+            }
             p = skip_ws(p, end);
             if (p < end && *p == ',') {
                 p = skip_ws(p + 1, end);
@@ -353,12 +365,13 @@ static inline int bare_name(const Value *v) {
 static int bare_token(const Value *v, int task) {
     if (v->kind != J_STR || v->n == 0 || (task && v->p[0] == '#'))
         return 0;
+    if (clean_limit != NULL)
+        return !clean_has_any3(v->p, v->n, clean_limit, ' ', ' ', ' ');
     return memchr(v->p, ' ', (size_t)v->n) == NULL;
 }
 
-static inline int given(unsigned seen, const Value *values, int k) {
-    return (seen & (1u << k)) && values[k].kind != J_NULL;
-}
+/* whether key `k` was given a value other than null (`have`, read_object's) */
+#define given(have, values, k) (((have) >> (k)) & 1u)
 
 static inline int str_is(const Value *v, const char *word) {
     return v->kind == J_STR && (Py_ssize_t)strlen(word) == v->n && memcmp(v->p, word, v->n) == 0;
@@ -389,14 +402,7 @@ static inline int op_index(const Value *v) {
     return -1;
 }
 
-/* `n` bytes copied to `w` (short runs: a word at a time, no call): the end of the copy */
-static inline char *copy_to(char *w, const char *p, Py_ssize_t n) {
-    for (; n >= 8; n -= 8, p += 8, w += 8)
-        memcpy(w, p, 8);
-    for (; n > 0; n--)
-        *w++ = *p++;
-    return w;
-}
+
 
 static int put(Translator *self, const char *p, Py_ssize_t n) {
     if (buf_reserve(self, n) < 0)
@@ -412,10 +418,10 @@ static int put(Translator *self, const char *p, Py_ssize_t n) {
  * the event lt_write.format_event writes: tests/test_jsonl_translate.py holds the two together. */
 static int translate(Translator *self, const char *data, Py_ssize_t n) {
     Value values[K_COUNT], nest_parts[2];
-    unsigned seen;
-    if (!read_object(data, data + n, values, &seen, nest_parts))
+    unsigned seen, have;
+    if (!read_object(data, data + n, values, &seen, &have, nest_parts))
         return 0;
-    if (!given(seen, values, K_TASK) || !bare_token(&values[K_TASK], 1) || !given(seen, values, K_OP))
+    if (!given(have, values, K_TASK) || !bare_token(&values[K_TASK], 1) || !given(have, values, K_OP))
         return 0;
     int op_i = op_index(&values[K_OP]);
     if (op_i < 0)
@@ -424,16 +430,16 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
     int acquire = flags & OP_ACQUIRE;
     /* the lock and instance: a lock op's, no other op's */
     if (flags & OP_LOCK) {
-        if (!given(seen, values, K_LOCK) || !bare_name(&values[K_LOCK]))
+        if (!given(have, values, K_LOCK) || !bare_name(&values[K_LOCK]))
             return 0;
-        if (given(seen, values, K_INSTANCE) && !bare_token(&values[K_INSTANCE], 0))
+        if (given(have, values, K_INSTANCE) && !bare_token(&values[K_INSTANCE], 0))
             return 0;
-    } else if (given(seen, values, K_LOCK) || given(seen, values, K_INSTANCE)) {
+    } else if (given(have, values, K_LOCK) || given(have, values, K_INSTANCE)) {
         return 0;
     }
     /* acquire's options; on another op only their defaults (the reader's error otherwise) */
     const char *mode = NULL;
-    if (given(seen, values, K_MODE)) {
+    if (given(have, values, K_MODE)) {
         const Value *v = &values[K_MODE];
         if (STR_IS(v, "read") || STR_IS(v, "rread")) {
             if (!acquire)
@@ -444,21 +450,21 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
         }
     }
     int trylock = 0;
-    if (given(seen, values, K_TRY)) {
+    if (given(have, values, K_TRY)) {
         if (values[K_TRY].kind == J_TRUE && acquire)
             trylock = 1;
         else if (values[K_TRY].kind != J_FALSE)
             return 0;
     }
     char subclass = '0';
-    if (given(seen, values, K_SUBCLASS)) {
+    if (given(have, values, K_SUBCLASS)) {
         const Value *v = &values[K_SUBCLASS];
         if (v->kind != J_NUM || v->n != 1 || v->p[0] < '0' || v->p[0] > '7' || (!acquire && v->p[0] != '0'))
             return 0;
         subclass = v->p[0];
     }
     const Value *nest = NULL, *nest_instance = NULL;
-    if (given(seen, values, K_NEST)) {
+    if (given(have, values, K_NEST)) {
         nest = &values[K_NEST];
         if (!acquire)
             return 0;
@@ -487,10 +493,10 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
         }
     }
     int nocheck = 0;
-    if (given(seen, values, K_NOCHECK) && given(seen, values, K_CHECK))
+    if (given(have, values, K_NOCHECK) && given(have, values, K_CHECK))
         return 0;
-    if (given(seen, values, K_NOCHECK) || given(seen, values, K_CHECK)) {
-        int k = given(seen, values, K_NOCHECK) ? K_NOCHECK : K_CHECK;
+    if (given(have, values, K_NOCHECK) || given(have, values, K_CHECK)) {
+        int k = given(have, values, K_NOCHECK) ? K_NOCHECK : K_CHECK;
         int kind = values[k].kind;
         if (kind != J_TRUE && kind != J_FALSE)
             return 0;
@@ -500,24 +506,25 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
     }
     if ((seen & (1u << K_NOCHECK)) && (seen & (1u << K_CHECK)))
         return 0; /* (one of them null: the reader's own words on it) */
-    if (given(seen, values, K_AT) && (!(flags & OP_SITE) || !bare_name(&values[K_AT])))
+    if (given(have, values, K_AT) && (!(flags & OP_SITE) || !bare_name(&values[K_AT])))
         return 0;
-    if (given(seen, values, K_TS)) {
+    if (given(have, values, K_TS)) {
         const Value *v = &values[K_TS];
         if (v->kind != J_NUM || v->p[0] == '-' || v->n > 40)
             return 0; /* (-0 is 0.0 to the reader, -0.0 to `.lt`: negative time stamps go the slow way) */
     }
-    if (given(seen, values, K_CPU)) {
+    if (given(have, values, K_CPU)) {
         const Value *v = &values[K_CPU];
         if (v->kind != J_NUM || !v->integer || v->p[0] == '-' || v->n > 9)
             return 0;
     }
     /* -- the line, in lt_write.format_event's order ---------------------------------------- */
-    /* (room for all of it at once: its values are parts of the line, each literal is at most 16 bytes) */
+    /* (room for all of it at once: its values are parts of the line, each literal is at most 16 bytes,
+     * and a copy writes at most 15 bytes past its end) */
     if (buf_reserve(self, n + 16 * 16) < 0)
         return -1;
     char *w = self->buf + self->len;
-#define W(p, n) (w = copy_to(w, (p), (n)))
+#define W(p, n) (w = copy_to(w, (p), (n), clean_limit))
 #define WS(s) (memcpy(w, (s), sizeof(s) - 1), w += sizeof(s) - 1)
     W(values[K_TASK].p, values[K_TASK].n);
     WS(" ");
@@ -525,7 +532,7 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
     if (flags & OP_LOCK) {
         WS(" ");
         W(values[K_LOCK].p, values[K_LOCK].n);
-        if (given(seen, values, K_INSTANCE)) {
+        if (given(have, values, K_INSTANCE)) {
             WS("@");
             W(values[K_INSTANCE].p, values[K_INSTANCE].n);
         }
@@ -552,15 +559,15 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
     }
     if (nocheck)
         WS(" nocheck");
-    if (given(seen, values, K_AT)) {
+    if (given(have, values, K_AT)) {
         WS(" at=");
         W(values[K_AT].p, values[K_AT].n);
     }
-    if (given(seen, values, K_TS)) {
+    if (given(have, values, K_TS)) {
         WS(" ts=");
         W(values[K_TS].p, values[K_TS].n);
     }
-    if (given(seen, values, K_CPU)) {
+    if (given(have, values, K_CPU)) {
         WS(" cpu=");
         W(values[K_CPU].p, values[K_CPU].n);
     }

@@ -92,4 +92,22 @@ static inline int clean_has_any3(const char *p, Py_ssize_t n, const char *limit,
     return 0;
 }
 
+/* `n` bytes copied from `p` to `w`, which has room for 15 more: the end of the copy.  `limit` (not NULL in a
+ * clean line): up to where bytes may be read, 16 a step; else a word at a time, and never a call. */
+static inline char *copy_to(char *w, const char *p, Py_ssize_t n, const char *limit) {
+#ifdef __SSE2__
+    if (limit != NULL && p + ((n + 15) & ~(Py_ssize_t)15) <= limit) {
+        for (Py_ssize_t i = 0; i < n; i += 16)
+            _mm_storeu_si128((__m128i *)(w + i), _mm_loadu_si128((const __m128i *)(p + i)));
+        return w + n;
+    }
+#endif
+    (void)limit;
+    for (; n >= 8; n -= 8, p += 8, w += 8)
+        memcpy(w, p, 8);
+    for (; n > 0; n--)
+        *w++ = *p++;
+    return w;
+}
+
 #endif
