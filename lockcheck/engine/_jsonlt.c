@@ -26,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_jsonlt_keys.h"
 #include "_jsonlt_scan.h"
 
 typedef struct {
@@ -38,25 +39,35 @@ typedef struct {
     PyObject *exc_type, *exc_value, *exc_tb; /* an error to raise once `out` is empty */
     long long stopped_at; /* the line `.lt` cannot carry (0: none) */
     PyObject *rest;       /* list of str: that line and the rest of its block */
-    char *buf;            /* the block being written */
+    PyObject *block;      /* the bytes being written (NULL between blocks), `buf` its data */
+    char *buf;
     Py_ssize_t len, cap;
+    Py_ssize_t hint;      /* the room the largest block so far needed (where the next one starts) */
 } Translator;
 
 /* -- the output buffer ---------------------------------------------------------------------- */
 
+/* Room for `more` bytes.  The lines are written into the `bytes` object that will be yielded (cut to
+ * its length then): a copy of every block the less (issue 23). */
 static int buf_reserve(Translator *self, Py_ssize_t more) {
     if (self->len + more <= self->cap)
         return 0;
-    Py_ssize_t cap = self->cap ? self->cap : 1 << 16;
+    Py_ssize_t cap = self->cap ? self->cap * 2 : self->hint;
     while (cap < self->len + more)
         cap *= 2;
-    char *grown = PyMem_Realloc(self->buf, (size_t)cap);
-    if (grown == NULL) {
-        PyErr_NoMemory();
+    if (self->block == NULL)
+        self->block = PyBytes_FromStringAndSize(NULL, cap);
+    else
+        _PyBytes_Resize(&self->block, cap); /* (NULL on failure) */
+    if (self->block == NULL) {
+        self->buf = NULL;
+        self->len = self->cap = 0;
         return -1;
     }
-    self->buf = grown;
+    self->buf = PyBytes_AS_STRING(self->block);
     self->cap = cap;
+    if (cap > self->hint)
+        self->hint = cap;
     return 0;
 }
 
@@ -64,9 +75,12 @@ static int buf_reserve(Translator *self, Py_ssize_t more) {
 static int flush(Translator *self) {
     if (self->len == 0)
         return 0;
-    PyObject *block = PyBytes_FromStringAndSize(self->buf, self->len - 1); /* (its last `\n` off) */
-    self->len = 0;
-    if (block == NULL)
+    PyObject *block = self->block;
+    Py_ssize_t len = self->len - 1; /* (its last `\n` off) */
+    self->block = NULL;
+    self->buf = NULL;
+    self->len = self->cap = 0;
+    if (_PyBytes_Resize(&block, len) < 0)
         return -1;
     int r = PyList_Append(self->out, block);
     Py_DECREF(block);
@@ -84,12 +98,6 @@ typedef struct {
     int integer;   /* a number without fraction or exponent */
 } Value;
 
-enum { K_TASK, K_OP, K_LOCK, K_INSTANCE, K_MODE, K_TRY, K_SUBCLASS, K_NEST, K_NOCHECK, K_CHECK, K_AT, K_TS,
-       K_CPU, K_COUNT };
-static const char *const key_names[K_COUNT] = {"task", "op", "lock", "instance", "mode", "try", "subclass", "nest",
-                                             "nocheck", "check", "at", "ts", "cpu"};
-/* their lengths (a key is looked for on every member of every line) */
-static const unsigned char key_lens[K_COUNT] = {4, 2, 4, 8, 4, 3, 8, 4, 7, 5, 2, 2, 3};
 
 static inline const char *skip_ws(const char *p, const char *end) {
     while (p < end && (*p == ' ' || *p == '\t'))
@@ -261,22 +269,6 @@ static const char *read_nest(const char *p, const char *end, Value *v, Value *ne
     return p + 1;
 }
 
-/* The key a member's name is (K_COUNT: none of them), by its length and first letter. */
-static inline int key_index(const Value *key) {
-    const char *p = key->p;
-#define KEY_IS(word) (memcmp(p, word, sizeof(word) - 1) == 0) /* (a fixed size: compiled inline) */
-    switch (key->n) {
-    case 2: return KEY_IS("op") ? K_OP : KEY_IS("at") ? K_AT : KEY_IS("ts") ? K_TS : K_COUNT;
-    case 3: return KEY_IS("try") ? K_TRY : KEY_IS("cpu") ? K_CPU : K_COUNT;
-    case 4: return KEY_IS("task") ? K_TASK : KEY_IS("lock") ? K_LOCK : KEY_IS("mode") ? K_MODE
-                 : KEY_IS("nest") ? K_NEST : K_COUNT;
-    case 5: return KEY_IS("check") ? K_CHECK : K_COUNT;
-    case 7: return KEY_IS("nocheck") ? K_NOCHECK : K_COUNT;
-    case 8: return KEY_IS("instance") ? K_INSTANCE : KEY_IS("subclass") ? K_SUBCLASS : K_COUNT;
-    default: return K_COUNT;
-    }
-#undef KEY_IS
-}
 
 /* The values of a flat object (`values[key]`, `seen` bits, `have` those of the keys not null; `nest`
  * the parts of a `nest` object); 0: not a line read here. */
@@ -291,11 +283,17 @@ static int read_object(const char *p, const char *end, Value *values, unsigned *
         for (;;) {
             if (p >= end || *p != '"')
                 return 0;
-            Value key;
-            p = read_string(p, end, &key);
-            if (p == NULL)
-                return 0;
-            int k = key_index(&key);
+            const char *after;
+            int k = clean_limit != NULL && p + 10 <= clean_limit ? clean_key(p + 1, end, &after) : K_COUNT;
+            if (k != K_COUNT) {
+                p = after;
+            } else {
+                Value key;
+                p = read_string(p, end, &key);
+                if (p == NULL)
+                    return 0;
+                k = key_index(key.p, key.n);
+            }
             if (k == K_COUNT || *seen & (1u << k))
                 return 0; /* an unknown key (maybe the reader's error), a repeated one */
             /* (the usual `": "` and `", "` taken without a call: skip_ws for anything else) */
@@ -766,6 +764,7 @@ static int Translator_init(Translator *self, PyObject *args, PyObject *kwds) {
     if (self->out == NULL)
         return -1;
     self->out_pos = 0;
+    self->hint = 1 << 16;
     self->lineno = 0;
     self->stopped_at = 0;
     return 0;
@@ -780,7 +779,7 @@ static void Translator_dealloc(Translator *self) {
     Py_CLEAR(self->exc_value);
     Py_CLEAR(self->exc_tb);
     Py_CLEAR(self->rest);
-    PyMem_Free(self->buf);
+    Py_CLEAR(self->block);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 

@@ -22,31 +22,43 @@
  * its first byte that is not printable ASCII or is a backslash (`len` when none): the line is clean
  * up to there.  One pass where a memchr for the line's end was. */
 static inline Py_ssize_t json_line_scan(const char *p, Py_ssize_t avail, Py_ssize_t *odd) {
-    Py_ssize_t i = 0, first = -1;
+    Py_ssize_t i = 0;
 #ifdef __SSE2__
     const __m128i newline = _mm_set1_epi8('\n'), space = _mm_set1_epi8(' '), del = _mm_set1_epi8(0x7f),
                   backslash = _mm_set1_epi8('\\');
+    __m128i seen = _mm_setzero_si128(); /* the odd bytes of the steps before the last, OR-ed */
     for (; i + 16 <= avail; i += 16) {
         __m128i bytes = _mm_loadu_si128((const __m128i *)(p + i));
+        /* (signed: a byte of 0x80 or more is below ' ' too; the newline itself is one) */
+        __m128i bad = _mm_or_si128(_mm_cmplt_epi8(bytes, space),
+                                   _mm_or_si128(_mm_cmpeq_epi8(bytes, del), _mm_cmpeq_epi8(bytes, backslash)));
         unsigned ends = (unsigned)_mm_movemask_epi8(_mm_cmpeq_epi8(bytes, newline));
-        /* (signed: a byte of 0x80 or more is below ' ' too) */
-        unsigned bad = (unsigned)_mm_movemask_epi8(_mm_or_si128(
-            _mm_cmplt_epi8(bytes, space), _mm_or_si128(_mm_cmpeq_epi8(bytes, del), _mm_cmpeq_epi8(bytes, backslash))));
-        if (first < 0 && bad)
-            first = i + __builtin_ctz(bad); /* (the newline itself, if it comes first: >= len below) */
         if (ends) {
             Py_ssize_t len = i + __builtin_ctz(ends);
-            *odd = first < 0 || first > len ? len : first;
+            unsigned before = (unsigned)_mm_movemask_epi8(bad) & ((ends & (0u - ends)) - 1);
+            if (_mm_movemask_epi8(seen) == 0 && before == 0) {
+                *odd = len;
+                return len;
+            }
+            /* (an odd byte: where, counted again a byte at a time: lines seldom have one) */
+            Py_ssize_t k = 0;
+            while (k < len && !((unsigned char)p[k] < 0x20 || (unsigned char)p[k] >= 0x7f || p[k] == '\\'))
+                k++;
+            *odd = k;
             return len;
         }
+        seen = _mm_or_si128(seen, bad);
     }
+    if (_mm_movemask_epi8(seen) != 0)
+        i = 0; /* (the line's end not found 16 bytes a step: the whole line a byte at a time) */
 #endif
+    Py_ssize_t first = -1;
     for (; i < avail && p[i] != '\n'; i++) {
         unsigned char c = (unsigned char)p[i];
         if (first < 0 && (c < 0x20 || c >= 0x7f || c == '\\'))
             first = i;
     }
-    *odd = first < 0 || first > i ? i : first;
+    *odd = first < 0 ? i : first;
     return i;
 }
 
