@@ -7,16 +7,105 @@
  * strings a byte (or a word) at a time, each byte tested for an escape, a control character or UTF-8;
  * with the line scanned once, 16 bytes a step, for the one thing that ends its line and the few that
  * would make a string unusual, a string of a clean line is read with one compare per 16 bytes.
+ * Any other line's strings are read by read_string_utf8 (here too: the reading of a line's pieces).
  */
 
 #ifndef LOCKCHECK_JSONLT_SCAN_H
 #define LOCKCHECK_JSONLT_SCAN_H
 
 #include <Python.h>
+#include <stdint.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+
+/* -- a value and a string of any line (the general reading) ------------------------------------ */
+
+enum { J_STR, J_NUM, J_TRUE, J_FALSE, J_NULL, J_OBJ };
+
+typedef struct {
+    int kind;
+    const char *p; /* a string's characters (without quotes), a number's text */
+    Py_ssize_t n;
+    int integer;   /* a number without fraction or exponent */
+} Value;
+
+
+static inline const char *skip_ws(const char *p, const char *end) {
+    while (p < end && (*p == ' ' || *p == '\t'))
+        p++;
+    return p;
+}
+
+/* Whether a code point may stand in a name written to `.lt` from a str line: none that Python calls
+ * white space or a line boundary (`str.split()`, `strip()`, `splitlines()` would cut the name there), no
+ * C1 control, format character or byte order mark; the rest goes to the reader (`slow`). */
+static inline int plain_code_point(unsigned long c) {
+    return c >= 0xa1 && c != 0x1680 && !(c >= 0x2000 && c <= 0x206f) && c != 0x3000 && c != 0xfeff &&
+           !(c >= 0xfff0 && c <= 0xffff) && !(c >= 0xd800 && c <= 0xdfff);
+}
+
+/* Bytes of a 64-bit word (exact "any byte" tests: a false hit only above a true one). */
+#define ONES 0x0101010101010101ULL
+static inline uint64_t has_zero(uint64_t x) { return (x - ONES) & ~x & ONES * 0x80; }
+static inline uint64_t has_less(uint64_t x, unsigned n) { return (x - ONES * n) & ~x & ONES * 0x80; }
+
+/* A string without escapes, of printable ASCII (and, with `utf8`, plain_code_point characters of valid
+ * UTF-8, as a str line's UTF-8 is): its end (after the closing quote), or NULL. */
+static const char *read_string_utf8(const char *p, const char *end, Value *v, int utf8) {
+    const char *start = ++p;
+    while (p < end && *p != '"') {
+        /* eight bytes at a time while none of them ends the run of printable ASCII (a string's
+         * usual content): the byte loop below takes over at the first one that may */
+#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        while (end - p >= 8) {
+            uint64_t x;
+            memcpy(&x, p, 8);
+            uint64_t stop = (x & ONES * 0x80) | has_zero(x ^ ONES * '"') | has_zero(x ^ ONES * '\\')
+                    | has_zero(x ^ ONES * 0x7f) | has_less(x, 0x20);
+            if (stop) {
+                /* the lowest byte flagged is a true one (a little-endian word's first) */
+                p += __builtin_ctzll(stop) >> 3;
+                break;
+            }
+            p += 8;
+        }
+#endif
+        if (p >= end || *p == '"')
+            break;
+        unsigned char c = (unsigned char)*p;
+        if (c >= 0x80) {
+            if (!utf8)
+                return NULL;
+            int more = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc0 ? 1 : -1;
+            if (more < 0 || end - p <= more)
+                return NULL;
+            unsigned long cp = c & (0x3f >> more);
+            for (int i = 1; i <= more; i++) {
+                unsigned char cc = (unsigned char)p[i];
+                if ((cc & 0xc0) != 0x80)
+                    return NULL;
+                cp = (cp << 6) | (cc & 0x3f);
+            }
+            if (!plain_code_point(cp))
+                return NULL;
+            p += more + 1;
+            continue;
+        }
+        if (c < 0x20 || c > 0x7e || c == '\\')
+            return NULL;
+        p++;
+    }
+    if (p >= end)
+        return NULL;
+    v->kind = J_STR;
+    v->p = start;
+    v->n = p - start;
+    return p + 1;
+}
+
+/* -- a clean line ---------------------------------------------------------------------------------- */
 
 /* The length of the line at `p` (up to its `\n`, or all `avail` bytes), and in *odd the offset of
  * its first byte that is not printable ASCII or is a backslash (`len` when none): the line is clean
