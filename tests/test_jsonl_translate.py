@@ -248,3 +248,35 @@ def test_a_string_is_read_the_same_wherever_its_first_unusual_character_falls(st
         plain = _outcome(lines, "plain")
         assert _outcome(lines, "str") == plain
         assert _outcome(lines, "bytes") == plain
+
+
+@pytest.mark.parametrize("odd", ["", " ", "@", "=", "#"])
+def test_a_clean_line_is_read_the_same_wherever_its_strings_end(odd) -> None:
+    """A line of printable ASCII without a backslash is scanned 16 bytes a step (_jsonlt_scan.h): its
+    strings ending at every offset of a step, a character `.lt` does not write bare (a blank, `@`, `=`)
+    at every offset of a name, and the data's last line (no newline after it), read as the reader reads them."""
+    name = "abcdefghijklmnopqrstuvwxyz0123456789"
+    for cut in range(len(name) + 1):
+        lock = name[:cut] + odd + name[cut:cut + 5]
+        instance = name[:cut] + odd
+        lines = [f'{{"task": "T{cut}", "op": "acquire", "lock": "{lock}", "at": "{lock}"}}',
+                 f'{{"task":"T{cut}","op":"acquire","lock":"B","instance":"{instance}"}}',
+                 f'{{"task": "T{cut}", "op": "release", "lock": "{lock}"}}']
+        plain = _outcome(lines, "plain")
+        assert _outcome(lines, "bytes") == plain
+        assert _outcome(lines, "str") == plain
+
+
+def test_blocks_larger_than_the_first_buffer_come_out_whole() -> None:
+    """The translator writes a block's lines into the `bytes` it yields, grown as a block needs (the first
+    from 64 KiB): a file of several such blocks comes out line for line, none lost or cut."""
+    lines = [f'{{"task": "T{i % 7}", "op": "acquire", "lock": "lock-{i}", "at": "f+0x{i:x}/0x80", "ts": {i}.5, '
+             f'"cpu": {i % 4}}}' for i in range(12000)]
+    source = Lines.opened(io.BytesIO("\n".join(lines).encode()), "big.jsonl", lambda: None)
+    translator = fast_jsonl._translator()(source, fast_jsonl.slow_line("big.jsonl"))
+    source.give_bytes(translator.lines_read)
+    items = list(translator)
+    assert all(isinstance(item, bytes) for item in items)
+    assert max(len(item) for item in items) > 1 << 16
+    out = b"\n".join(items).decode().split("\n")
+    assert out == [f"T{i % 7} acquire lock-{i} at=f+0x{i:x}/0x80 ts={i}.5 cpu={i % 4}" for i in range(12000)]

@@ -26,6 +26,9 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "_jsonlt_keys.h"
+#include "_jsonlt_scan.h"
+
 typedef struct {
     PyObject_HEAD
     PyObject *lines;      /* the source iterator */
@@ -36,25 +39,35 @@ typedef struct {
     PyObject *exc_type, *exc_value, *exc_tb; /* an error to raise once `out` is empty */
     long long stopped_at; /* the line `.lt` cannot carry (0: none) */
     PyObject *rest;       /* list of str: that line and the rest of its block */
-    char *buf;            /* the block being written */
+    PyObject *block;      /* the bytes being written (NULL between blocks), `buf` its data */
+    char *buf;
     Py_ssize_t len, cap;
+    Py_ssize_t hint;      /* the room the largest block so far needed (where the next one starts) */
 } Translator;
 
 /* -- the output buffer ---------------------------------------------------------------------- */
 
+/* Room for `more` bytes.  The lines are written into the `bytes` object that will be yielded (cut to
+ * its length then): a copy of every block the less (issue 23). */
 static int buf_reserve(Translator *self, Py_ssize_t more) {
     if (self->len + more <= self->cap)
         return 0;
-    Py_ssize_t cap = self->cap ? self->cap : 1 << 16;
+    Py_ssize_t cap = self->cap ? self->cap * 2 : self->hint;
     while (cap < self->len + more)
         cap *= 2;
-    char *grown = PyMem_Realloc(self->buf, (size_t)cap);
-    if (grown == NULL) {
-        PyErr_NoMemory();
+    if (self->block == NULL)
+        self->block = PyBytes_FromStringAndSize(NULL, cap);
+    else
+        _PyBytes_Resize(&self->block, cap); /* (NULL on failure) */
+    if (self->block == NULL) {
+        self->buf = NULL;
+        self->len = self->cap = 0;
         return -1;
     }
-    self->buf = grown;
+    self->buf = PyBytes_AS_STRING(self->block);
     self->cap = cap;
+    if (cap > self->hint)
+        self->hint = cap;
     return 0;
 }
 
@@ -62,9 +75,12 @@ static int buf_reserve(Translator *self, Py_ssize_t more) {
 static int flush(Translator *self) {
     if (self->len == 0)
         return 0;
-    PyObject *block = PyBytes_FromStringAndSize(self->buf, self->len - 1); /* (its last `\n` off) */
-    self->len = 0;
-    if (block == NULL)
+    PyObject *block = self->block;
+    Py_ssize_t len = self->len - 1; /* (its last `\n` off) */
+    self->block = NULL;
+    self->buf = NULL;
+    self->len = self->cap = 0;
+    if (_PyBytes_Resize(&block, len) < 0)
         return -1;
     int r = PyList_Append(self->out, block);
     Py_DECREF(block);
@@ -73,99 +89,22 @@ static int flush(Translator *self) {
 
 /* -- reading one flat JSON object ------------------------------------------------------------- */
 
-enum { J_STR, J_NUM, J_TRUE, J_FALSE, J_NULL, J_OBJ };
-
-typedef struct {
-    int kind;
-    const char *p; /* a string's characters (without quotes), a number's text */
-    Py_ssize_t n;
-    int integer;   /* a number without fraction or exponent */
-} Value;
-
-enum { K_TASK, K_OP, K_LOCK, K_INSTANCE, K_MODE, K_TRY, K_SUBCLASS, K_NEST, K_NOCHECK, K_CHECK, K_AT, K_TS,
-       K_CPU, K_COUNT };
-static const char *const key_names[K_COUNT] = {"task", "op", "lock", "instance", "mode", "try", "subclass", "nest",
-                                             "nocheck", "check", "at", "ts", "cpu"};
-/* their lengths (a key is looked for on every member of every line) */
-static const unsigned char key_lens[K_COUNT] = {4, 2, 4, 8, 4, 3, 8, 4, 7, 5, 2, 2, 3};
-
-static inline const char *skip_ws(const char *p, const char *end) {
-    while (p < end && (*p == ' ' || *p == '\t'))
-        p++;
-    return p;
-}
-
-/* Whether a code point may stand in a name written to `.lt` from a str line: none that Python calls
- * white space or a line boundary (`str.split()`, `strip()`, `splitlines()` would cut the name there), no
- * C1 control, format character or byte order mark; the rest goes to the reader (`slow`). */
-static inline int plain_code_point(unsigned long c) {
-    return c >= 0xa1 && c != 0x1680 && !(c >= 0x2000 && c <= 0x206f) && c != 0x3000 && c != 0xfeff &&
-           !(c >= 0xfff0 && c <= 0xffff) && !(c >= 0xd800 && c <= 0xdfff);
-}
-
-/* Bytes of a 64-bit word (exact "any byte" tests: a false hit only above a true one). */
-#define ONES 0x0101010101010101ULL
-static inline uint64_t has_zero(uint64_t x) { return (x - ONES) & ~x & ONES * 0x80; }
-static inline uint64_t has_less(uint64_t x, unsigned n) { return (x - ONES * n) & ~x & ONES * 0x80; }
-
-/* A string without escapes, of printable ASCII (and, with `utf8`, plain_code_point characters of valid
- * UTF-8, as a str line's UTF-8 is): its end (after the closing quote), or NULL. */
-static const char *read_string_utf8(const char *p, const char *end, Value *v, int utf8) {
-    const char *start = ++p;
-    while (p < end && *p != '"') {
-        /* eight bytes at a time while none of them ends the run of printable ASCII (a string's
-         * usual content): the byte loop below takes over at the first one that may */
-#if defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-        while (end - p >= 8) {
-            uint64_t x;
-            memcpy(&x, p, 8);
-            uint64_t stop = (x & ONES * 0x80) | has_zero(x ^ ONES * '"') | has_zero(x ^ ONES * '\\')
-                    | has_zero(x ^ ONES * 0x7f) | has_less(x, 0x20);
-            if (stop) {
-                /* the lowest byte flagged is a true one (a little-endian word's first) */
-                p += __builtin_ctzll(stop) >> 3;
-                break;
-            }
-            p += 8;
-        }
-#endif
-        if (p >= end || *p == '"')
-            break;
-        unsigned char c = (unsigned char)*p;
-        if (c >= 0x80) {
-            if (!utf8)
-                return NULL;
-            int more = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : c >= 0xc0 ? 1 : -1;
-            if (more < 0 || end - p <= more)
-                return NULL;
-            unsigned long cp = c & (0x3f >> more);
-            for (int i = 1; i <= more; i++) {
-                unsigned char cc = (unsigned char)p[i];
-                if ((cc & 0xc0) != 0x80)
-                    return NULL;
-                cp = (cp << 6) | (cc & 0x3f);
-            }
-            if (!plain_code_point(cp))
-                return NULL;
-            p += more + 1;
-            continue;
-        }
-        if (c < 0x20 || c > 0x7e || c == '\\')
-            return NULL;
-        p++;
-    }
-    if (p >= end)
-        return NULL;
-    v->kind = J_STR;
-    v->p = start;
-    v->n = p - start;
-    return p + 1;
-}
-
 /* whether strings may hold UTF-8 (a str line being translated); set around translate() */
 static int utf8_strings = 0;
 
-static const char *read_string(const char *p, const char *end, Value *v) {
+/* set around translate() of a clean line (_jsonlt_scan.h): up to where its bytes may be read */
+static const char *clean_limit = NULL;
+
+static inline __attribute__((always_inline)) const char *read_string(const char *p, const char *end, Value *v) {
+    if (clean_limit != NULL) {
+        const char *after = clean_string_end(p, end, clean_limit);
+        if (after != NULL) {
+            v->kind = J_STR;
+            v->p = p + 1;
+            v->n = after - p - 2;
+        }
+        return after;
+    }
     return read_string_utf8(p, end, v, utf8_strings);
 }
 
@@ -247,10 +186,11 @@ static const char *read_nest(const char *p, const char *end, Value *v, Value *ne
     return p + 1;
 }
 
-/* The values of a flat object (`values[key]`, `seen` bits; `nest` the parts of a `nest` object);
- * 0: not a line read here. */
-static int read_object(const char *p, const char *end, Value *values, unsigned *seen, Value *nest) {
-    *seen = 0;
+
+/* The values of a flat object (`values[key]`, `seen` bits, `have` those of the keys not null; `nest`
+ * the parts of a `nest` object); 0: not a line read here. */
+static int read_object(const char *p, const char *end, Value *values, unsigned *seen, unsigned *have, Value *nest) {
+    *seen = *have = 0;
     if (p >= end || *p != '{')
         return 0;
     p = skip_ws(p + 1, end);
@@ -260,20 +200,29 @@ static int read_object(const char *p, const char *end, Value *values, unsigned *
         for (;;) {
             if (p >= end || *p != '"')
                 return 0;
-            Value key;
-            p = read_string(p, end, &key);
-            if (p == NULL)
-                return 0;
-            int k = 0;
-            while (k < K_COUNT && !(key_lens[k] == key.n && key_names[k][0] == key.p[0]
-                                    && memcmp(key_names[k], key.p, key.n) == 0))
-                k++;
+            const char *after;
+            int k = clean_limit != NULL && p + 10 <= clean_limit ? clean_key(p + 1, end, &after) : K_COUNT;
+            if (k != K_COUNT) {
+                p = after;
+            } else {
+                Value key;
+                p = read_string(p, end, &key);
+                if (p == NULL)
+                    return 0;
+                k = key_index(key.p, key.n);
+            }
             if (k == K_COUNT || *seen & (1u << k))
                 return 0; /* an unknown key (maybe the reader's error), a repeated one */
-            p = skip_ws(p, end);
-            if (p >= end || *p != ':')
-                return 0;
-            p = skip_ws(p + 1, end);
+            /* (the usual `": "` and `", "` taken without a call: skip_ws for anything else) */
+            if (p >= end || *p != ':') {
+                p = skip_ws(p, end);
+                if (p >= end || *p != ':')
+                    return 0;
+            }
+            if (p + 2 < end && p[1] == ' ' && p[2] != ' ' && p[2] != '\t')
+                p += 2;
+            else
+                p = skip_ws(p + 1, end);
             if (p >= end)
                 return 0;
             Value *v = &values[k];
@@ -288,6 +237,12 @@ static int read_object(const char *p, const char *end, Value *values, unsigned *
             if (p == NULL)
                 return 0;
             *seen |= 1u << k;
+            if (v->kind != J_NULL)
+                *have |= 1u << k;
+            if (p < end && *p == ',' && p + 2 < end && p[1] == ' ' && p[2] == '"') {
+                p += 2;
+                continue;
+            }
             p = skip_ws(p, end);
             if (p < end && *p == ',') {
                 p = skip_ws(p + 1, end);
@@ -308,9 +263,11 @@ static int read_object(const char *p, const char *end, Value *values, unsigned *
 /* -- what the `.lt` format writes bare ------------------------------------------------------- */
 
 /* A class name or site written bare (events.quote_token leaves it as it is); `at_ok`: `@` allowed. */
-static int bare_name(const Value *v) {
+static inline int bare_name(const Value *v) {
     if (v->kind != J_STR || v->n == 0 || v->p[0] == '#')
         return 0;
+    if (clean_limit != NULL)
+        return !clean_has_any3(v->p, v->n, clean_limit, ' ', '@', '=');
     for (Py_ssize_t i = 0; i < v->n; i++) {
         char c = v->p[i];
         if (c == ' ' || c == '@' || c == '=')
@@ -323,16 +280,20 @@ static int bare_name(const Value *v) {
 static int bare_token(const Value *v, int task) {
     if (v->kind != J_STR || v->n == 0 || (task && v->p[0] == '#'))
         return 0;
+    if (clean_limit != NULL)
+        return !clean_has_any3(v->p, v->n, clean_limit, ' ', ' ', ' ');
     return memchr(v->p, ' ', (size_t)v->n) == NULL;
 }
 
-static inline int given(unsigned seen, const Value *values, int k) {
-    return (seen & (1u << k)) && values[k].kind != J_NULL;
-}
+/* whether key `k` was given a value other than null (`have`, read_object's) */
+#define given(have, values, k) (((have) >> (k)) & 1u)
 
 static inline int str_is(const Value *v, const char *word) {
     return v->kind == J_STR && (Py_ssize_t)strlen(word) == v->n && memcmp(v->p, word, v->n) == 0;
 }
+
+/* whether a string is `word`, a literal (compared inline) */
+#define STR_IS(v, word) ((v)->kind == J_STR && (v)->n == sizeof(word) - 1 && memcmp((v)->p, word, sizeof(word) - 1) == 0)
 
 /* The ops translated here: lock ops (with a lock), irq-state ops and exit (without). */
 enum { OP_LOCK = 1, OP_SITE = 2, OP_ACQUIRE = 4 };
@@ -344,6 +305,20 @@ static const struct {
            {"softirq-exit", 0}, {"irqs-on", OP_SITE}, {"irqs-off", OP_SITE}, {"softirqs-on", OP_SITE},
            {"softirqs-off", OP_SITE}, {"exit", 0}, {NULL, 0}};
 
+/* An op's index in `ops` (-1: none translated here): acquire and release, most lines' ops, first. */
+static inline int op_index(const Value *v) {
+    if (STR_IS(v, "acquire"))
+        return 0;
+    if (STR_IS(v, "release"))
+        return 1;
+    for (int i = 2; ops[i].name != NULL; i++)
+        if (str_is(v, ops[i].name))
+            return i;
+    return -1;
+}
+
+
+
 static int put(Translator *self, const char *p, Py_ssize_t n) {
     if (buf_reserve(self, n) < 0)
         return -1;
@@ -352,67 +327,59 @@ static int put(Translator *self, const char *p, Py_ssize_t n) {
     return 0;
 }
 
-#define PUT(p, n) do { if (put(self, (p), (n)) < 0) return -1; } while (0)
-#define PUTS(s) PUT((s), (Py_ssize_t)strlen(s))
 
 /* The `.lt` line of one JSON line, appended to the buffer with its `\n`: 1 written, 0 not a line
  * translated here (nothing written), -1 error.  Accepts only what the JSON Lines reader accepts, as
  * the event lt_write.format_event writes: tests/test_jsonl_translate.py holds the two together. */
 static int translate(Translator *self, const char *data, Py_ssize_t n) {
     Value values[K_COUNT], nest_parts[2];
-    unsigned seen;
-    if (!read_object(data, data + n, values, &seen, nest_parts))
+    unsigned seen, have;
+    if (!read_object(data, data + n, values, &seen, &have, nest_parts))
         return 0;
-    if (!given(seen, values, K_TASK) || !bare_token(&values[K_TASK], 1) || !given(seen, values, K_OP))
+    if (!given(have, values, K_TASK) || !bare_token(&values[K_TASK], 1) || !given(have, values, K_OP))
         return 0;
-    int flags = -1;
-    const char *op = NULL;
-    for (int i = 0; ops[i].name != NULL; i++)
-        if (str_is(&values[K_OP], ops[i].name)) {
-            flags = ops[i].flags;
-            op = ops[i].name;
-            break;
-        }
-    if (flags < 0)
+    int op_i = op_index(&values[K_OP]);
+    if (op_i < 0)
         return 0;
+    int flags = ops[op_i].flags;
     int acquire = flags & OP_ACQUIRE;
     /* the lock and instance: a lock op's, no other op's */
     if (flags & OP_LOCK) {
-        if (!given(seen, values, K_LOCK) || !bare_name(&values[K_LOCK]))
+        if (!given(have, values, K_LOCK) || !bare_name(&values[K_LOCK]))
             return 0;
-        if (given(seen, values, K_INSTANCE) && !bare_token(&values[K_INSTANCE], 0))
+        if (given(have, values, K_INSTANCE) && !bare_token(&values[K_INSTANCE], 0))
             return 0;
-    } else if (given(seen, values, K_LOCK) || given(seen, values, K_INSTANCE)) {
+    } else if (given(have, values, K_LOCK) || given(have, values, K_INSTANCE)) {
         return 0;
     }
     /* acquire's options; on another op only their defaults (the reader's error otherwise) */
     const char *mode = NULL;
-    if (given(seen, values, K_MODE)) {
+    if (given(have, values, K_MODE)) {
         const Value *v = &values[K_MODE];
-        if (str_is(v, "read") || str_is(v, "rread")) {
+        if (STR_IS(v, "read") || STR_IS(v, "rread")) {
             if (!acquire)
                 return 0;
-            mode = str_is(v, "read") ? "read" : "rread";
-        } else if (!str_is(v, "write")) {
+            mode = STR_IS(v, "read") ? "r" : "rr";
+        } else if (!STR_IS(v, "write")) {
             return 0;
         }
     }
     int trylock = 0;
-    if (given(seen, values, K_TRY)) {
+    if (given(have, values, K_TRY)) {
         if (values[K_TRY].kind == J_TRUE && acquire)
             trylock = 1;
         else if (values[K_TRY].kind != J_FALSE)
             return 0;
     }
     char subclass = '0';
-    if (given(seen, values, K_SUBCLASS)) {
+    if (given(have, values, K_SUBCLASS)) {
         const Value *v = &values[K_SUBCLASS];
         if (v->kind != J_NUM || v->n != 1 || v->p[0] < '0' || v->p[0] > '7' || (!acquire && v->p[0] != '0'))
             return 0;
         subclass = v->p[0];
     }
     const Value *nest = NULL, *nest_instance = NULL;
-    if (given(seen, values, K_NEST)) {
+    if (given(have, values, K_NEST)) {
         nest = &values[K_NEST];
         if (!acquire)
             return 0;
@@ -441,10 +408,10 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
         }
     }
     int nocheck = 0;
-    if (given(seen, values, K_NOCHECK) && given(seen, values, K_CHECK))
+    if (given(have, values, K_NOCHECK) && given(have, values, K_CHECK))
         return 0;
-    if (given(seen, values, K_NOCHECK) || given(seen, values, K_CHECK)) {
-        int k = given(seen, values, K_NOCHECK) ? K_NOCHECK : K_CHECK;
+    if (given(have, values, K_NOCHECK) || given(have, values, K_CHECK)) {
+        int k = given(have, values, K_NOCHECK) ? K_NOCHECK : K_CHECK;
         int kind = values[k].kind;
         if (kind != J_TRUE && kind != J_FALSE)
             return 0;
@@ -454,63 +421,75 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
     }
     if ((seen & (1u << K_NOCHECK)) && (seen & (1u << K_CHECK)))
         return 0; /* (one of them null: the reader's own words on it) */
-    if (given(seen, values, K_AT) && (!(flags & OP_SITE) || !bare_name(&values[K_AT])))
+    if (given(have, values, K_AT) && (!(flags & OP_SITE) || !bare_name(&values[K_AT])))
         return 0;
-    if (given(seen, values, K_TS)) {
+    if (given(have, values, K_TS)) {
         const Value *v = &values[K_TS];
         if (v->kind != J_NUM || v->p[0] == '-' || v->n > 40)
             return 0; /* (-0 is 0.0 to the reader, -0.0 to `.lt`: negative time stamps go the slow way) */
     }
-    if (given(seen, values, K_CPU)) {
+    if (given(have, values, K_CPU)) {
         const Value *v = &values[K_CPU];
         if (v->kind != J_NUM || !v->integer || v->p[0] == '-' || v->n > 9)
             return 0;
     }
     /* -- the line, in lt_write.format_event's order ---------------------------------------- */
-    PUT(values[K_TASK].p, values[K_TASK].n);
-    PUTS(" ");
-    PUTS(op);
+    /* (room for all of it at once: its values are parts of the line, each literal is at most 16 bytes,
+     * and a copy writes at most 15 bytes past its end) */
+    if (buf_reserve(self, n + 16 * 16) < 0)
+        return -1;
+    char *w = self->buf + self->len;
+#define W(p, n) (w = copy_to(w, (p), (n), clean_limit))
+#define WS(s) (memcpy(w, (s), sizeof(s) - 1), w += sizeof(s) - 1)
+    W(values[K_TASK].p, values[K_TASK].n);
+    WS(" ");
+    W(values[K_OP].p, values[K_OP].n);
     if (flags & OP_LOCK) {
-        PUTS(" ");
-        PUT(values[K_LOCK].p, values[K_LOCK].n);
-        if (given(seen, values, K_INSTANCE)) {
-            PUTS("@");
-            PUT(values[K_INSTANCE].p, values[K_INSTANCE].n);
+        WS(" ");
+        W(values[K_LOCK].p, values[K_LOCK].n);
+        if (given(have, values, K_INSTANCE)) {
+            WS("@");
+            W(values[K_INSTANCE].p, values[K_INSTANCE].n);
         }
     }
     if (mode != NULL) {
-        PUTS(" ");
-        PUTS(mode);
+        if (mode[1])
+            WS(" rread");
+        else
+            WS(" read");
     }
     if (trylock)
-        PUTS(" try");
+        WS(" try");
     if (subclass != '0') {
-        PUTS(" subclass=");
-        PUT(&subclass, 1);
+        WS(" subclass=");
+        *w++ = subclass;
     }
     if (nest != NULL) {
-        PUTS(" nest=");
-        PUT(nest->p, nest->n);
+        WS(" nest=");
+        W(nest->p, nest->n);
         if (nest_instance != NULL) {
-            PUTS("@");
-            PUT(nest_instance->p, nest_instance->n);
+            WS("@");
+            W(nest_instance->p, nest_instance->n);
         }
     }
     if (nocheck)
-        PUTS(" nocheck");
-    if (given(seen, values, K_AT)) {
-        PUTS(" at=");
-        PUT(values[K_AT].p, values[K_AT].n);
+        WS(" nocheck");
+    if (given(have, values, K_AT)) {
+        WS(" at=");
+        W(values[K_AT].p, values[K_AT].n);
     }
-    if (given(seen, values, K_TS)) {
-        PUTS(" ts=");
-        PUT(values[K_TS].p, values[K_TS].n);
+    if (given(have, values, K_TS)) {
+        WS(" ts=");
+        W(values[K_TS].p, values[K_TS].n);
     }
-    if (given(seen, values, K_CPU)) {
-        PUTS(" cpu=");
-        PUT(values[K_CPU].p, values[K_CPU].n);
+    if (given(have, values, K_CPU)) {
+        WS(" cpu=");
+        W(values[K_CPU].p, values[K_CPU].n);
     }
-    PUTS("\n");
+    WS("\n");
+#undef W
+#undef WS
+    self->len = w - self->buf;
     return 1;
 }
 
@@ -553,11 +532,14 @@ static void keep_error(Translator *self) {
 }
 
 /* Translate one line (`data`, `n`: ASCII, without its ending), or hand it to `slow`: 1 go on,
- * 0 stopped (`.lt` cannot carry it), -1 error kept or raised. */
-static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *str_line) {
+ * 0 stopped (`.lt` cannot carry it), -1 error kept or raised.  `limit`: not NULL when the line is
+ * clean (json_line_scan), up to where its bytes may be read. */
+static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *str_line, const char *limit) {
     self->lineno++;
     if (data != NULL) {
+        clean_limit = limit;
         int r = translate(self, data, n);
+        clean_limit = NULL;
         if (r != 0)
             return r;
     }
@@ -582,10 +564,10 @@ static int translate_block(Translator *self, PyObject *block) {
     Py_ssize_t pos = 0;
     for (;;) {
         const char *data = base + pos;
-        const char *newline = memchr(data, '\n', (size_t)(size - pos));
-        Py_ssize_t len = newline ? newline - data : size - pos;
+        Py_ssize_t odd, len = json_line_scan(data, size - pos, &odd);
+        const char *newline = len < size - pos ? data + len : NULL;
         Py_ssize_t n = len && data[len - 1] == '\r' ? len - 1 : len;
-        int r = one_line(self, data, n, NULL);
+        int r = one_line(self, data, n, NULL, odd >= n ? base + size : NULL);
         if (r < 0) {
             if (PyErr_Occurred())
                 keep_error(self);
@@ -639,13 +621,13 @@ static int translate_str(Translator *self, PyObject *line) {
         Py_ssize_t n = PyUnicode_GET_LENGTH(line);
         while (n && (data[n - 1] == '\n' || data[n - 1] == '\r'))
             n--;
-        r = one_line(self, data, n, line);
+        r = one_line(self, data, n, line, NULL);
     } else {
         Py_ssize_t n;
         const char *data = PyUnicode_AsUTF8AndSize(line, &n);
         if (data == NULL) {
             PyErr_Clear(); /* (a lone surrogate: the reader's to name) */
-            r = one_line(self, NULL, 0, line);
+            r = one_line(self, NULL, 0, line, NULL);
         } else {
             while (n && (data[n - 1] == '\n' || data[n - 1] == '\r'))
                 n--;
@@ -664,7 +646,7 @@ static int translate_str(Translator *self, PyObject *line) {
                 Py_DECREF(text);
                 return r;
             }
-            r = one_line(self, NULL, 0, line);
+            r = one_line(self, NULL, 0, line, NULL);
         }
     }
     if (r < 0) {
@@ -699,6 +681,7 @@ static int Translator_init(Translator *self, PyObject *args, PyObject *kwds) {
     if (self->out == NULL)
         return -1;
     self->out_pos = 0;
+    self->hint = 1 << 16;
     self->lineno = 0;
     self->stopped_at = 0;
     return 0;
@@ -713,7 +696,7 @@ static void Translator_dealloc(Translator *self) {
     Py_CLEAR(self->exc_value);
     Py_CLEAR(self->exc_tb);
     Py_CLEAR(self->rest);
-    PyMem_Free(self->buf);
+    Py_CLEAR(self->block);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
