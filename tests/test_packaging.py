@@ -67,3 +67,25 @@ def test_grammars_load_from_the_installed_package():
     assert "acquire" in text
     # an editable or regular install maps grammars/ to lockcheck.grammars
     assert resources.files("lockcheck.grammars").joinpath("lockcheck.lark").read_text() == text
+
+
+def test_sdist_carries_every_header_a_compiled_core_includes(tmp_path):
+    """A header missing from the sdist (MANIFEST.in) does not fail the sdist: it fails the build
+    of the core that includes it on the user's machine, which then runs the pure Python paths."""
+    import re
+    import tarfile
+
+    source = _clean_copy(tmp_path)
+    proc = subprocess.run([sys.executable, "setup.py", "-q", "sdist", "-d", str(tmp_path / "dist")], cwd=source,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    (sdist,) = (tmp_path / "dist").glob("pylockdep-*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        shipped = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name}
+    headers = {path.name: path.relative_to(ROOT).as_posix() for path in ROOT.glob("lockcheck/**/*.h")}
+    included = set()
+    for c_file in [*ROOT.glob("lockcheck/**/*.c"), *ROOT.glob("lockcheck/**/*.h")]:
+        for name in re.findall(r'^#include "([^"]+)"', c_file.read_text(), re.M):
+            included.add(headers[Path(name).name])  # (setup.py's include_dirs: found by name)
+    assert {"lockcheck/engine/_rules.h", "lockcheck/engine/_jsonlt_scan.h"} <= included
+    assert included <= shipped, sorted(included - shipped)
