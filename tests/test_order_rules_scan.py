@@ -8,7 +8,7 @@ from importlib import resources
 from hypothesis import given, settings, strategies as st
 
 from lockcheck.errors import TraceError
-from lockcheck.lockdep import order, order_grammar
+from lockcheck.lockdep import order, order_text
 
 _OPS = ["no-check", "no-check like", "recursive-read", "no-check  like", "nest", "subclass", "recursive-read like",
         "no-check\tlike", "no-check"]
@@ -39,7 +39,7 @@ def files(draw) -> str:
 def _read(text: str, scan: bool, monkeypatch) -> object:
     with monkeypatch.context() as m:
         if not scan:
-            m.setattr(order_grammar, "_one_class_rules", lambda text: None)
+            m.setattr(order_text, "_one_class_rules", lambda text: None)
         try:
             parsed = order.parse_order(text, "f")
         except TraceError as err:
@@ -58,7 +58,7 @@ def test_rule_files_read_as_the_grammar_reads_them(text) -> None:
 
 def test_the_built_in_file_needs_no_grammar() -> None:
     text = resources.files("lockcheck.kernel").joinpath("kernel.annotations").read_text(encoding="utf-8")
-    statements = order_grammar._one_class_rules(text)
+    statements = order_text._one_class_rules(text)
     assert statements is not None
     assert [rule.kind for _, _, rule in statements].count("no-check-like") == 1
 

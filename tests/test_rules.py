@@ -397,6 +397,82 @@ def test_a_stale_irq_table_would_be_seen(tmp_path: Path, monkeypatch: pytest.Mon
     assert {tuple(found[key]) for key in compiled} == {()} and {"t.lt[]0", "ftrace[]0"} <= compiled
 
 
+# A second mutation, of the state an op leaves rather than the bits it marks: `hardirq-exit` ends no
+# handler.  B, taken after T0's handler returned, is then taken in a hardirq, and T1 takes it with
+# hardirqs on: inconsistent.  (T2 does it all first with C: lines the compiled cores saw.)
+
+def _hardirq_exit_lt() -> str:
+    text = ""
+    for n, lock in ((2, "C"), (0, "B")):
+        text += (f"T{n} hardirq-enter\nT{n} acquire A\nT{n} release A\nT{n} hardirq-exit\n"
+                 f"T{n} acquire {lock}\nT{n} release {lock}\n")
+    return text + "T1 irqs-off\nT1 irqs-on\nT1 acquire B\nT1 release B\n"
+
+
+def _hardirq_exit_ftrace() -> str:
+    rows = []
+    for pid, lock in ((102, "C"), (100, "B")):
+        rows += [(pid, "d.h..", "acquire", "A"), (pid, "d.h..", "release", "A"), (pid, ".....", "acquire", lock),
+                 (pid, ".....", "release", lock)]
+    rows += [(101, ".....", "acquire", "B"), (101, ".....", "release", "B")]
+    return "# tracer: nop\n" + "".join(
+        f"  t-{pid} [000] {flags} {1 + n / 1000:.6f}: lock_{op}: 00000000000{lock} {lock}\n"
+        for n, (pid, flags, op, lock) in enumerate(rows))
+
+
+def _hardirq_exit_stays(monkeypatch: pytest.MonkeyPatch) -> None:
+    original = rules.irq_transition
+
+    def mutated(op: str, in_hardirq: bool, in_softirq: bool, hardirqs_enabled: bool, softirqs_enabled: bool):
+        t = original(op, in_hardirq, in_softirq, hardirqs_enabled, softirqs_enabled)
+        return t._replace(hardirq_step=0, refresh=False) if op == "hardirq-exit" and in_hardirq else t
+
+    monkeypatch.setattr(rules, "irq_transition", mutated)
+
+
+def _hardirq_exit_paths(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[dict, dict]:
+    """`every_path` of the `.lt` trace; the ftrace capture's kinds, pure ("1") and compiled ("0")."""
+    from test_wait_context import every_path
+
+    found = every_path(tmp_path, _hardirq_exit_lt(), monkeypatch)
+    path = tmp_path / "t.txt"
+    path.write_text(_hardirq_exit_ftrace())
+    captured = {}
+    for pure in ("1", "0"):
+        monkeypatch.setenv("LOCKCHECK_PURE", pure)
+        out, err = io.StringIO(), io.StringIO()
+        status = main(["check", "--format", "json", "--input-format", "ftrace", str(path)], stdout=out, stderr=err)
+        assert status in (0, 1), err.getvalue()
+        captured[pure] = sorted(f["kind"] for f in json.loads(out.getvalue())["findings"])
+    return found, captured
+
+
+def test_the_irq_state_an_op_leaves_is_read_by_every_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    found, captured = _hardirq_exit_paths(tmp_path, monkeypatch)
+    assert agreed(found) == [] and captured == {"1": [], "0": []}
+    _hardirq_exit_stays(monkeypatch)
+    found, captured = _hardirq_exit_paths(tmp_path, monkeypatch)
+    assert agreed(found) == ["inconsistent-lock-state"]
+    # (the capture also warns: its flags say the handler ended, its state says not)
+    assert captured["1"] == captured["0"] and "inconsistent-lock-state" in captured["0"]
+
+
+def test_a_stale_table_of_the_state_an_op_leaves_would_be_seen(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockcheck.engine import capture_filter, fast_lt
+
+    if not fast_lt.compiled() or not capture_filter.compiled():
+        pytest.skip("no compiled cores to hold")
+    lt_tables, capture_tables = fast_lt._rule_tables(), capture_filter.rule_tables()
+    _hardirq_exit_stays(monkeypatch)
+    monkeypatch.setattr(fast_lt, "_rule_tables", lambda: lt_tables)
+    monkeypatch.setattr(capture_filter, "rule_tables", lambda: capture_tables)
+    found, captured = _hardirq_exit_paths(tmp_path, monkeypatch)
+    assert {found[key] == [] for key in found if key.endswith("0")} == {True}
+    assert {tuple(found[key]) for key in found if not key.endswith("0")} == {("inconsistent-lock-state",)}
+    assert "inconsistent-lock-state" in captured["1"] and "inconsistent-lock-state" not in captured["0"]
+
+
 def test_the_irq_table_is_the_rule_over_its_domain(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each entry of `irq_transition_table` decodes to `irq_transition` of its op and state; a transition
     no entry can carry sends the compiled cores aside."""

@@ -26,6 +26,15 @@
 #include <stdint.h>
 #include <string.h>
 
+/* a function the hot loop must not call (GCC and clang; MSVC's own word; else left to the compiler) */
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#elif defined(_MSC_VER)
+#define ALWAYS_INLINE __forceinline
+#else
+#define ALWAYS_INLINE inline
+#endif
+
 #include "_jsonlt_keys.h"
 #include "_jsonlt_scan.h"
 
@@ -47,6 +56,10 @@ typedef struct {
 
 /* -- the output buffer ---------------------------------------------------------------------- */
 
+/* The most a block starts with: one huge line must not make every later block allocate (and shrink)
+ * as much. */
+#define HINT_MAX ((Py_ssize_t)1 << 22)
+
 /* Room for `more` bytes.  The lines are written into the `bytes` object that will be yielded (cut to
  * its length then): a copy of every block the less (issue 23). */
 static int buf_reserve(Translator *self, Py_ssize_t more) {
@@ -66,7 +79,7 @@ static int buf_reserve(Translator *self, Py_ssize_t more) {
     }
     self->buf = PyBytes_AS_STRING(self->block);
     self->cap = cap;
-    if (cap > self->hint)
+    if (cap > self->hint && cap <= HINT_MAX)
         self->hint = cap;
     return 0;
 }
@@ -95,7 +108,7 @@ static int utf8_strings = 0;
 /* set around translate() of a clean line (_jsonlt_scan.h): up to where its bytes may be read */
 static const char *clean_limit = NULL;
 
-static inline __attribute__((always_inline)) const char *read_string(const char *p, const char *end, Value *v) {
+static ALWAYS_INLINE const char *read_string(const char *p, const char *end, Value *v) {
     if (clean_limit != NULL) {
         const char *after = clean_string_end(p, end, clean_limit);
         if (after != NULL) {

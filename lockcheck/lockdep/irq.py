@@ -89,9 +89,9 @@ class IrqValidator:
         self.preempt_rt = False
         #: the task and event whose irq-usage search runs now (where `usage_skip`'s warning is located)
         self.at: Optional[tuple[TaskState, Event]] = None
-        #: `rules.irq_transitions()` as the run starts: the irq-state ops of the checker and of the
+        #: `rules.irq_transitions_by_state()` as the run starts: the irq-state ops of the checker and of the
         #: Python fast paths (`fast_held.irq_change`), one look-up each
-        self.transitions = rules.irq_transitions()
+        self.transitions = rules.irq_transitions_by_state()
 
     # -- context events --------------------------------------------------
     def on_event(self, task: TaskState, ev: Event) -> None:

@@ -33,7 +33,6 @@ import functools
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Optional
 
-
 from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.checker import Checker, CheckerOptions
 from lockcheck.lockdep.tasks import HeldLock, TaskState
@@ -41,12 +40,11 @@ from lockcheck.errors import TraceError
 from lockcheck.events import Event
 from lockcheck.lockdep.findings import Evidence
 from lockcheck.lockdep.graph import DEP_EN, DepGraph
-from lockcheck.lockdep.order_grammar import Rule, source_line, statements
+from lockcheck.lockdep.order_text import Rule, source_line, statements
 
-if TYPE_CHECKING:
-    from lark import Token
-if TYPE_CHECKING:  # networkx is imported where the declared order is looked at as a graph: a file of rules
-    import networkx as nx  # alone (kernel.annotations, read by every capture check) needs none
+if TYPE_CHECKING:  # lark: only order_text builds a parser, when a file needs one; networkx is imported where
+    import networkx as nx  # the declared order is looked at as a graph: a file of rules alone
+    from lark import Token  # (kernel.annotations, read by every capture check) needs neither
 
 #: the task name a declared dependency's evidence carries
 DECLARED_TASK = "declared"
@@ -213,7 +211,7 @@ def _base(cls: str) -> str:
     return head if sep and tail.isdigit() else cls
 
 
-# -- parsing (the text: lockcheck.lockdep.order_grammar) ----------------------------------------
+# -- parsing (the text: lockcheck.lockdep.order_text) ----------------------------------------
 
 
 def parse_order(text: str, file: str = "lockcheck.order") -> OrderFile:

@@ -222,7 +222,7 @@ def irq_transition(op: str, in_hardirq: bool, in_softirq: bool, hardirqs_enabled
     return IrqTransition(hard_step, soft_step, he, se, marks, recorded, note, refresh)
 
 
-def irq_transitions() -> dict[tuple, IrqTransition]:
+def irq_transitions_by_state() -> dict[tuple, IrqTransition]:
     """`irq_transition` over its whole domain, keyed by its arguments: what the checker and the Python
     fast paths look an op up in, made when a run starts (`IrqValidator.transitions`)."""
     return {(op, hard, soft, he, se): irq_transition(op, hard, soft, he, se)  # type: ignore[misc]
@@ -243,7 +243,7 @@ def irq_transition_table() -> Optional[tuple[int, ...]]:
     `IRQ_TRANSITION_OPS`), of IRQT_* bits; None: a transition no entry can carry (a step of more
     than one, a usage bit past USED_READ), then the cores step aside."""
     table = []
-    transitions = irq_transitions()
+    transitions = irq_transitions_by_state()
     for op in IRQ_TRANSITION_OPS:
         for state in range(16):
             t = transitions[(op, bool(state & 8), bool(state & 4), bool(state & 2), bool(state & 1))]

@@ -417,10 +417,10 @@ class LockcheckPlugin(ForkedChildren, XdistSession):
         if rec is not None:
             self.lingering = plugin_threads.join_lingering(self.threads_before, self.thread_wait)
             rec.drain()
+            if self.trace_file is not None:
+                rec.end_trace()  # from here on, lockcheck's own work: none of it in the trace
         self.child_findings.extend(entry[:3] for entry in self._read_children())
         if self.trace_file is not None:
-            if rec is not None:
-                rec.end_trace()
             self._merge_child_traces()
             # finished now, not at unconfigure: an xdist worker may be ended before it unconfigures,
             # and a compressed trace is unreadable without its last block

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Optional
-
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Optional
 
 from lockcheck.errors import TraceError
 from lockcheck.util.grammar import grammar_text
@@ -25,7 +23,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class Rule:
-    """One annotation line: `kind` (`nest-under`, `subclass-by-address`, `recursive-read`), its classes, line."""
+    """One annotation line: `kind` (`nest-under`, `subclass-by-address`, `recursive-read`, `no-check`,
+    `no-check-like`), its classes, line."""
 
     kind: str
     classes: tuple[str, ...]
@@ -100,7 +99,7 @@ class _StatementRules:
 
 @functools.lru_cache(maxsize=None)
 def _parser() -> Lark:
-    """The order file's parser, which applies `_ToStatements` as it parses: no tree of the whole
+    """The order file's parser, which applies `_StatementRules` (as a lark Transformer) as it parses: no tree of the whole
     file is built (a declared chain of 20,000 classes made one of ~130 MB)."""
     from lark import Lark, Transformer, v_args
 
