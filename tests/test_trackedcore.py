@@ -133,3 +133,24 @@ def test_an_rlock_released_in_a_thread_is_released_for_the_checker() -> None:
         held = {key: list(task.held) for key, task in rec.checker.tasks.items() if task.held}
     assert held == {}
     assert not rlock._is_owned()
+
+
+def test_a_held_lock_says_when_it_was_taken_on_time_monotonic_clock() -> None:
+    """`_since` (what a hang report's "held for" reads against time.monotonic()) is set when the
+    hit path takes a lock: never after the acquire returned, at most a clock tick before it."""
+    import threading
+    import time
+
+    from lockcheck.python import instrument as pylocks
+
+    with pylocks.instrument() as rec:
+        lock, rlock = threading.Lock(), threading.RLock()
+        for tracked in (lock, rlock, lock, rlock):  # (the second round: the compiled hit path's)
+            before = time.monotonic()
+            with tracked:
+                after = time.monotonic()
+                assert isinstance(tracked._since, float)
+                assert before - 0.05 <= tracked._since <= after, (before, tracked._since, after)
+                time.sleep(0.02)
+                assert time.monotonic() - tracked._since >= 0.02
+    assert not rec.findings
