@@ -139,6 +139,12 @@ _ASSIGN = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?=\s*" + _FACTORY)
 #: `a, b = Lock(), Lock()`: one target per lock made on the line
 _TUPLE_ASSIGN = re.compile(r"^\s*\(?\s*([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)+)\s*,?\s*\)?\s*=(?!=)")
 _CALL = re.compile(_FACTORY)
+#: a lock factory's line (`def _create_lock(self): return RLock()`), and its caller's when that assigns
+#: what a call returns (`self._jobs_lock = self._create_lock()`): the class is the caller's site
+_RETURNS_NEW = re.compile(r"^\s*return\s+" + _FACTORY)
+_RETURNS_CALL = re.compile(r"^\s*return\s+[A-Za-z_][\w.]*\s*\(")
+_ASSIGN_CALL = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?=\s*[A-Za-z_][\w.]*\s*\(")
+_line_kinds: dict = {}
 #: Python 3.11+ records each instruction's column: two locks made on one line are two classes
 _HAS_COLUMNS = sys.version_info >= (3, 11)
 #: logging's `Handler.createLock`: one class per handler type, not one for every handler --
@@ -171,7 +177,8 @@ class _Registry:
         self._mutex = _thread.allocate_lock()
         self._busy: set = set()  # threads inside (a signal handler making a lock there must not wait)
 
-    def class_for(self, frame: Any) -> str:
+    def class_for(self, frame: Any, factory: bool = False) -> str:
+        """The class of a lock made at `frame`'s site (`factory`: by a call there to a lock factory)."""
         code = frame.f_code
         owner = None
         if code.co_name == "createLock" and code.co_filename == _LOGGING_FILE:
@@ -185,13 +192,13 @@ class _Registry:
         if name is None:
             me = _thread.get_ident()
             if me in self._busy:  # interrupted in here: name it without the mutex
-                return self._new(code, frame.f_lineno, frame, owner)
+                return self._new(code, frame.f_lineno, frame, owner, factory)
             self._busy.add(me)
             try:
                 with self._mutex:
                     name = self.by_site.get(key)
                     if name is None:
-                        name = self._new(code, frame.f_lineno, frame, owner)
+                        name = self._new(code, frame.f_lineno, frame, owner, factory)
                         self.by_site[key] = name
             finally:
                 self._busy.discard(me)
@@ -202,7 +209,8 @@ class _Registry:
         self._mutex = _thread.allocate_lock()
         self._busy = set()
 
-    def _new(self, code: Any, line: int, frame: Any = None, owner: Optional[type] = None) -> str:
+    def _new(self, code: Any, line: int, frame: Any = None, owner: Optional[type] = None,
+             factory: bool = False) -> str:
         rel = relpath(code.co_filename)
         if owner is not None:
             name = f"{owner.__qualname__}.lock"
@@ -214,7 +222,7 @@ class _Registry:
             return name
         col = _column(frame) if frame is not None else None
         site = f"{rel}:{line}" if col is None else f"{rel}:{line}:{col}"
-        readable = self._readable(code, line, frame, col)
+        readable = self._readable(code, line, frame, col, factory)
         name = readable or f"{os.path.basename(rel)}:{line}"
         if self.sites.get(name, site) != site:
             name = f"{name}#{line}"
@@ -228,9 +236,10 @@ class _Registry:
         return name
 
     @staticmethod
-    def _readable(code: Any, line: int, frame: Any = None, col: Optional[int] = None) -> Optional[str]:
+    def _readable(code: Any, line: int, frame: Any = None, col: Optional[int] = None,
+                  factory: bool = False) -> Optional[str]:
         text = linecache.getline(code.co_filename, line)
-        match = _ASSIGN.match(text)
+        match = (_ASSIGN_CALL if factory else _ASSIGN).match(text)
         if match is not None:
             target = match.group(1)
         else:
@@ -294,7 +303,40 @@ def creation(depth: int = 2) -> Optional[tuple[str, str]]:
         kind = _kind_of(frame.f_code)
     if kind == _RAW:
         return None
-    return registry.class_for(frame), new_instance()
+    frame, factory = _factory_caller(frame)
+    return registry.class_for(frame, factory), new_instance()
+
+
+def _line_is(frame: Any, pattern: "re.Pattern[str]") -> bool:
+    key = (frame.f_code, frame.f_lineno, pattern)
+    found = _line_kinds.get(key)
+    if found is None:
+        found = _line_kinds[key] = pattern.match(linecache.getline(frame.f_code.co_filename, frame.f_lineno)) is not None
+    return found
+
+
+def _factory_caller(frame: Any) -> tuple[Any, bool]:
+    """The frame whose site names a new lock, and whether it is a lock factory's caller.
+
+    A function that only returns a new lock (`return RLock()`, apscheduler's `_create_lock`) makes
+    every lock of its callers: keyed by its own line they would all be one class, and two of them
+    held together a "recursive locking" no program has.  Its callers' sites are the classes when
+    they assign what it returns -- as the kernel's `mutex_init()` is a macro so that each caller
+    has its own key.  A caller that does not (`defaultdict(make_lock)`, `with make_lock():`) leaves
+    the factory's line the class, as before.
+    """
+    if not _line_is(frame, _RETURNS_NEW):
+        return frame, False
+    caller = frame.f_back
+    for _ in range(3):  # (a factory whose caller is a factory: `return _make_lock()`)
+        if caller is None or _kind_of(caller.f_code) != _USER:
+            break
+        if _line_is(caller, _ASSIGN_CALL):
+            return caller, True
+        if not _line_is(caller, _RETURNS_CALL):
+            break
+        caller = caller.f_back
+    return frame, False
 
 
 def new_instance() -> str:
