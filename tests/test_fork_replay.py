@@ -210,3 +210,28 @@ def test_locks_the_plugin_takes_while_merging_the_children_are_not_written(pytes
     replay = subprocess.run([sys.executable, "-m", "lockcheck", "check", str(trace)],
                             capture_output=True, text=True, timeout=TIMEOUT)
     assert replay.returncode == 0, replay.stdout + replay.stderr
+
+
+def test_a_childs_lines_get_its_prefix_without_being_parsed(tmp_path) -> None:
+    """The merge renames a child's tasks in the text: comments and plugin lines pass as they are, a last line the child did not finish becomes a comment (one
+    line still: the fork records' line numbers hold); what comes out reads as the same events."""
+    import io
+
+    from lockcheck.python.plugin_children import ForkedChildren
+    from lockcheck.readers import lt
+
+    child = (b"#lockcheck-trace v1\n#lockcheck-plugin fork 12 11 3\n# context t.py::test_x\n"
+             b"MainThread/1 acquire m.A@0x4 at=t.py:5\nworker-2/7 acquire m.B@0x5\n"
+             b"worker-2/7 release m.B@0x5\nMainThread/1 release m.A@0x4\nMainThread/1 acq")
+    merger = ForkedChildren()
+    merger.trace_file = out = io.StringIO()
+    merger._append_child("pid12", iter(io.BytesIO(child)))
+    lines = out.getvalue().splitlines()
+    assert len(lines) == child.count(b"\n") + 1
+    assert lines[0] == "# forked child: pid12 (its tasks are named pid12:TASK)"
+    assert lines[1:3] == ["#lockcheck-plugin fork 12 11 3", "# context t.py::test_x"]
+    assert lines[-1] == "# (a line the child did not finish)"
+    events = list(lt.parse(lines, "merged.lt"))
+    assert [(ev.task, ev.op, ev.lock) for ev in events] == [
+        ("pid12:MainThread/1", "acquire", "m.A"), ("pid12:worker-2/7", "acquire", "m.B"),
+        ("pid12:worker-2/7", "release", "m.B"), ("pid12:MainThread/1", "release", "m.A")]

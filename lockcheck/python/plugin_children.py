@@ -115,28 +115,24 @@ class ForkedChildren:
                 pass
 
     def _append_child(self, name: str, raw: Any) -> None:
-        """One child's file, streamed line by line (split at newlines only, as the readers split)."""
-        from lockcheck.readers.lt import parse_line
-        from lockcheck.readers.lt_write import format_event
+        """One child's file, streamed line by line (split at newlines only, as the readers split).
 
+        Its events are the child's recorder's own `.lt` lines, whose first field is the task (never
+        quoted: a task has no blanks): the prefix goes in front of it without parsing the line --
+        a grammar parse per line made a child's thousands of events cost seconds, and imported lark
+        at the session's end.  The child writes whole lines, so only a last line without its newline
+        is one it did not finish (killed mid-line): a comment stands for it, the numbering holds.
+        """
         prefix = name + ":"
         out = self.trace_file
         out.write(f"# forked child: {name} (its tasks are named {prefix}TASK)\n")
         next(raw, None)  # its `#lockcheck-trace v1`: the line just written stands for it
         for data in raw:
-            line = data.rstrip(b"\n").decode("utf-8", "surrogateescape")
-            if not line.strip() or line.startswith("#"):
-                out.write(line + "\n")
+            if not data.endswith(b"\n"):
+                out.write("# (a line the child did not finish)\n")
                 continue
-            try:
-                ev = parse_line(line)
-            except Exception:  # noqa: BLE001 - a child killed mid-line: its last line is lost
-                ev = None
-            if ev is None:
-                out.write("# (a line the child did not finish)\n")  # one line still: the numbering holds
-                continue
-            ev.task = prefix + ev.task
-            out.write(format_event(ev) + "\n")
+            line = data[:-1].decode("utf-8", "surrogateescape")
+            out.write((line if not line.strip() or line.startswith("#") else prefix + line) + "\n")
 
 
 def _fork_record(path: str) -> tuple[int, int]:
