@@ -380,17 +380,22 @@ def test_the_irq_transition_rule_is_read_by_every_path(tmp_path: Path, monkeypat
     assert agreed(_irq_paths(tmp_path, monkeypatch)) == ["inconsistent-lock-state"]
 
 
-def test_a_stale_irq_table_would_be_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The test above has teeth for both compiled cores: given the kernel's irq transition table while
-    the rule is mutated, the `.lt` core and the capture filter each miss what every other path reports."""
+def _stale_tables(monkeypatch: pytest.MonkeyPatch, mutate) -> None:
+    """Both compiled cores given the rule tables of the kernel's rules, then the rule mutated."""
     from lockcheck.engine import capture_filter, fast_lt
 
     if not fast_lt.compiled() or not capture_filter.compiled():
         pytest.skip("no compiled cores to hold")
     lt_tables, capture_tables = fast_lt._rule_tables(), capture_filter.rule_tables()
-    _softirqs_on_marks_always(monkeypatch)
+    mutate(monkeypatch)
     monkeypatch.setattr(fast_lt, "_rule_tables", lambda: lt_tables)
     monkeypatch.setattr(capture_filter, "rule_tables", lambda: capture_tables)
+
+
+def test_a_stale_irq_table_would_be_seen(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The test above has teeth for both compiled cores: given the kernel's irq transition table while
+    the rule is mutated, the `.lt` core and the capture filter each miss what every other path reports."""
+    _stale_tables(monkeypatch, _softirqs_on_marks_always)
     found = _irq_paths(tmp_path, monkeypatch)
     compiled = {key for key in found if key.endswith("0")}  # (JSON Lines runs through the `.lt` core)
     assert {tuple(kinds) for key, kinds in found.items() if key not in compiled} == {("inconsistent-lock-state",)}
@@ -459,14 +464,7 @@ def test_the_irq_state_an_op_leaves_is_read_by_every_path(tmp_path: Path, monkey
 
 def test_a_stale_table_of_the_state_an_op_leaves_would_be_seen(tmp_path: Path,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    from lockcheck.engine import capture_filter, fast_lt
-
-    if not fast_lt.compiled() or not capture_filter.compiled():
-        pytest.skip("no compiled cores to hold")
-    lt_tables, capture_tables = fast_lt._rule_tables(), capture_filter.rule_tables()
-    _hardirq_exit_stays(monkeypatch)
-    monkeypatch.setattr(fast_lt, "_rule_tables", lambda: lt_tables)
-    monkeypatch.setattr(capture_filter, "rule_tables", lambda: capture_tables)
+    _stale_tables(monkeypatch, _hardirq_exit_stays)
     found, captured = _hardirq_exit_paths(tmp_path, monkeypatch)
     assert {found[key] == [] for key in found if key.endswith("0")} == {True}
     assert {tuple(found[key]) for key in found if not key.endswith("0")} == {("inconsistent-lock-state",)}
