@@ -75,7 +75,8 @@ enum { B_AT = 1, B_TS = 2, B_CPU = 4 };
 
 static PyObject *s_chain_key, *s_cpu, *s_usage, *s_add, *s_lock, *s_instance, *s_references, *s_prev_chain_key,
     *s_cls, *s_irq_context, *s_hardirqs_enabled, *s_softirqs_enabled, *s_hardirq_depth, *s_softirq_depth,
-    *s_irq_events, *s_stamp, *s_name, *s_usage_need, *s_key, *s_check, *s_read, *s_contention_checked;
+    *s_irq_events, *s_stamp, *s_name, *s_usage_need, *s_key, *s_check, *s_read, *s_contention_checked,
+    *s_generation;
 
 /* A slot of the class table (read_tail). */
 typedef struct ClassSlot {
@@ -187,6 +188,12 @@ typedef struct {
      * which the Python side applies to that task alone: only its overlay is flushed (numbered) */
     int pass_local;
     PyObject *pass_held;     /* borrowed: that task's held list, while its line is handled */
+    /* the chain keys found in `cache` so far, a copy of them (lockcheck/lockdep/chain_cache.py): a
+     * hit is one probe of this table instead of an int hashed and compared in the set */
+    uint64_t *known;         /* open addressing, 0 an empty slot (the key 0: known_zero) */
+    Py_ssize_t known_size, known_count;
+    int known_zero;
+    long long known_gen;     /* cache.generation the copy is of; -1: a set without one, no copy */
 } LineFilter;
 
 /* The tabled rules (see LineFilter), read as the capture core reads them (_rules.h). An irq context
@@ -240,6 +247,7 @@ static void overlays_drop(LineFilter *self);
 static void LineFilter_dealloc(LineFilter *self) {
     PyObject_GC_UnTrack(self);
     overlays_drop(self);
+    PyMem_Free(self->known);
     PyMem_Free(self->overlays);
     Py_XDECREF(self->chunk);
     clear_keys(self->task_keys, TASK_SLOTS);
@@ -285,6 +293,127 @@ static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
 
 static int classes_grow(LineFilter *self);
 
+/* ---- the known chain keys (LineFilter.known) ------------------------------------------------ */
+
+/* cache.generation (0 and *out), 1: the cache has none (a plain set), -1 on error. */
+static int cache_generation(LineFilter *self, long long *out) {
+    PyObject *value = PyObject_GetAttr(self->cache, s_generation);
+    if (value == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    *out = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static void known_forget(LineFilter *self) {
+    if (self->known != NULL)
+        memset(self->known, 0, (size_t)self->known_size * sizeof(uint64_t));
+    self->known_count = 0;
+    self->known_zero = 0;
+}
+
+/* A new run: an empty copy, of the cache's generation now (none kept for a set without one). */
+static int known_start(LineFilter *self) {
+    known_forget(self);
+    long long generation = 0;
+    int r = cache_generation(self, &generation);
+    if (r < 0)
+        return -1;
+    self->known_gen = r ? -1 : generation;
+    return 0;
+}
+
+/* Back from the Python side: the copy forgotten if the cache may have lost a key since. */
+static int known_sync(LineFilter *self) {
+    if (self->known_gen < 0)
+        return 0;
+    long long generation = 0;
+    int r = cache_generation(self, &generation);
+    if (r < 0)
+        return -1;
+    if (r || generation != self->known_gen) {
+        known_forget(self);
+        self->known_gen = r ? -1 : generation;
+    }
+    return 0;
+}
+
+static inline Py_ssize_t known_slot(uint64_t key, Py_ssize_t size) {
+    return (Py_ssize_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & (size - 1);
+}
+
+static inline int known_has(const LineFilter *self, Py_hash_t hash) {
+    uint64_t key = (uint64_t)hash;
+    if (key == 0)
+        return self->known_zero;
+    if (self->known_count == 0)
+        return 0;
+    Py_ssize_t mask = self->known_size - 1;
+    for (Py_ssize_t j = known_slot(key, self->known_size);; j = (j + 1) & mask) {
+        uint64_t k = self->known[j];
+        if (k == key)
+            return 1;
+        if (k == 0)
+            return 0;
+    }
+}
+
+/* Remember a key found in the cache (a copy that cannot grow is simply not kept: no error). */
+static void known_add(LineFilter *self, Py_hash_t hash) {
+    uint64_t key = (uint64_t)hash;
+    if (key == 0) {
+        self->known_zero = 1;
+        return;
+    }
+    if ((self->known_count + 1) * 2 > self->known_size) {
+        Py_ssize_t size = self->known_size ? self->known_size * 2 : 4096;
+        uint64_t *table = PyMem_Calloc((size_t)size, sizeof(uint64_t));
+        if (table == NULL)
+            return;
+        for (Py_ssize_t i = 0; i < self->known_size; i++) {
+            uint64_t k = self->known[i];
+            if (k == 0)
+                continue;
+            Py_ssize_t j = known_slot(k, size);
+            while (table[j] != 0)
+                j = (j + 1) & (size - 1);
+            table[j] = k;
+        }
+        PyMem_Free(self->known);
+        self->known = table;
+        self->known_size = size;
+    }
+    Py_ssize_t mask = self->known_size - 1;
+    Py_ssize_t j = known_slot(key, self->known_size);
+    for (; self->known[j] != 0; j = (j + 1) & mask)
+        if (self->known[j] == key)
+            return;
+    self->known[j] = key;
+    self->known_count++;
+}
+
+static PyObject *probe_of(Py_hash_t v);
+
+/* Whether the chain key `hash` is in the chain cache (`key`: it as an int, or NULL: made here if
+ * needed): 1, 0, -1 on error. */
+static int cache_has(LineFilter *self, Py_hash_t hash, PyObject *key) {
+    if (self->known_gen >= 0 && known_has(self, hash))
+        return 1;
+    if (key != NULL)
+        Py_INCREF(key);
+    else if ((key = probe_of(hash)) == NULL)
+        return -1;
+    int cached = PySet_Contains(self->cache, key);
+    Py_DECREF(key);
+    if (cached > 0 && self->known_gen >= 0)
+        known_add(self, hash);
+    return cached;
+}
+
 static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     PyObject *lines, *views, *tails, *cache, *initial, *classes = NULL, *file = NULL, *reader = NULL,
         *usage_needs = NULL, *checker = NULL;
@@ -328,6 +457,8 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->tails, tails);
     Py_INCREF(cache);
     Py_XSETREF(self->cache, cache);
+    if (known_start(self) < 0)
+        return -1;
     Py_INCREF(initial);
     Py_XSETREF(self->initial, initial);
     self->depth_limit = depth_limit;
@@ -1258,11 +1389,7 @@ static int overlay_acquire(LineFilter *self, const char *data, Py_ssize_t n, PyO
     if (hash == -1)
         return -1;
     if (rule_validates(self, a->trylock)) {
-        PyObject *key = probe_of(hash);
-        if (key == NULL)
-            return -1;
-        int cached = PySet_Contains(self->cache, key);
-        Py_DECREF(key);
+        int cached = cache_has(self, hash, NULL);
         if (cached <= 0)
             return cached; /* a miss: validate_chain, in the full checker */
     }
@@ -1372,7 +1499,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         return -1;
     }
     if (rule_validates(self, a->trylock)) {
-        int cached = PySet_Contains(self->cache, chain_key);
+        int cached = cache_has(self, hash, chain_key);
         if (cached <= 0) {
             Py_DECREF(prev_key);
             Py_DECREF(chain_key);
@@ -1592,7 +1719,7 @@ static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObj
             break;
         }
         if (rule_validates(self, trylock)) {
-            int cached = PySet_Contains(self->cache, next_key);
+            int cached = cache_has(self, hash, next_key);
             if (cached <= 0) {
                 Py_DECREF(next_key);
                 r = cached; /* a new chain: validate_chain */
@@ -2189,6 +2316,9 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
 }
 
 static PyObject *LineFilter_next(LineFilter *self) {
+    /* back from the Python side, which may have emptied the chain cache */
+    if (self->known_gen >= 0 && known_sync(self) < 0)
+        return NULL;
     for (;;) {
         if (self->chunk != NULL) {
             PyObject *line = NULL;
@@ -2334,10 +2464,11 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_check = PyUnicode_InternFromString("check");
     s_read = PyUnicode_InternFromString("read");
     s_contention_checked = PyUnicode_InternFromString("contention_checked");
+    s_generation = PyUnicode_InternFromString("generation");
     if (!s_chain_key || !s_cpu || !s_usage || !s_add || !s_lock || !s_instance || !s_references ||
         !s_prev_chain_key || !s_cls || !s_irq_context || !s_hardirqs_enabled || !s_softirqs_enabled ||
         !s_hardirq_depth || !s_softirq_depth || !s_irq_events || !s_stamp || !s_name || !s_usage_need || !s_key ||
-        !s_check || !s_read || !s_contention_checked)
+        !s_check || !s_read || !s_contention_checked || !s_generation)
         return NULL;
     for (int i = 0; i < 4; i++)
         if ((small_ints[i] = PyLong_FromLong(i)) == NULL)
