@@ -2378,6 +2378,14 @@ static PyObject *LineFilter_take(LineFilter *self, PyObject *Py_UNUSED(ignored))
     return counts;
 }
 
+/* The counts alone, the overlays left as they are: before an event of a line passed on, whose
+ * checker looks at the overlays numbered() flushed for it (its task's, or all of them). */
+static PyObject *LineFilter_counts(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *counts = Py_BuildValue("(LL)", self->events, self->hits);
+    self->events = self->hits = 0;
+    return counts;
+}
+
 static PyObject *LineFilter_lines_read(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
     return PyLong_FromLongLong(self->lineno);
 }
@@ -2414,7 +2422,9 @@ static PyMethodDef LineFilter_methods[] = {
     {"forget_classes", (PyCFunction)LineFilter_forget_classes, METH_NOARGS,
      "Drop the classes looked up so far (the graph removed some: their nodes are new when they return)."},
     {"take", (PyCFunction)LineFilter_take, METH_NOARGS,
-     "(events, chain-cache hits) applied since the last call, and reset."},
+     "(events, chain-cache hits) applied since the last call, and reset; every held overlay flushed."},
+    {"counts", (PyCFunction)LineFilter_counts, METH_NOARGS,
+     "(events, chain-cache hits) applied since the last call, and reset; the held overlays left as they are."},
     {"stop", (PyCFunction)LineFilter_stop, METH_NOARGS, "From now on pass every line on."},
     {"use_overlay", (PyCFunction)LineFilter_use_overlay, METH_O,
      "Whether pushes are kept in C until a line goes to the Python side (default True; False: each a tuple)."},
