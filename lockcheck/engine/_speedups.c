@@ -2106,6 +2106,12 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     int read = read_tail(self, tail, rest_len, &t);
     if (read < 0)
         return -1;
+    if (t.kind != 0) {
+        /* a lock op (read_tail knew its word, if not the rest: a class new to the graph, a nest
+         * lock...), which the Python side applies to this task alone if it is passed on */
+        self->pass_local = 1;
+        self->pass_held = held;
+    }
     if (read == 0) {
         /* a shape not read here: what the Python loop's _scan_tail read of it, if it did */
         PyObject *rest = key_str(self->rest_keys, REST_SLOTS, tail, rest_len);
