@@ -114,3 +114,16 @@ def test_chain_keys_are_probed_without_new_ints_on_this_interpreter() -> None:
     expected = int(platform.python_implementation() == "CPython" and sys.version_info < (3, 12)
                    and sys.int_info.bits_per_digit == 30)
     assert _speedups.PROBE_INTS == expected
+
+
+def test_chain_keys_are_hashed_from_kept_hashes_on_this_interpreter() -> None:
+    """`hash3_lanes` (the int's hash computed, the class's kept) passed its check against the
+    tuple's hash at import wherever the core's tuple hash is the interpreter's (64-bit CPython):
+    the overlay's pushes read neither the class's str nor an int."""
+    import platform
+    import sys
+
+    from lockcheck.engine import _speedups
+    expected = int(platform.python_implementation() == "CPython" and sys.hash_info.width == 64
+                   and sys.hash_info.modulus == 2**61 - 1)
+    assert _speedups.HASH_LANES == expected

@@ -83,6 +83,7 @@ typedef struct ClassSlot {
     uint64_t hash;
     PyObject *cls;
     PyObject *node;
+    Py_hash_t cls_hash;     /* hash(cls): a chain key's lane (hash3_lanes), without reading the str */
     uint64_t usage_version; /* the node dict's version when `usage` was read from it (0: never) */
     long usage;             /* node["usage"] as of that version (node_usage) */
 } ClassSlot;
@@ -174,6 +175,7 @@ typedef struct {
                             * Python side's lines */
     long read_shift;
     int quick;             /* releases below the top applied here (Checker.quick_reacquire) */
+    Py_hash_t initial_lane; /* hash(initial): its lane in hash3_lanes (-1: not an int; hash3 then) */
     /* lockdep's boolean rules as `rules` has them at the start of the run, tabled over their
      * whole domain by fast_lt._rule_tables: this core decides none of them itself */
     unsigned long validates; /* bit T: rules.validates_chain(trylock=T, check=True) */
@@ -461,6 +463,13 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
         return -1;
     Py_INCREF(initial);
     Py_XSETREF(self->initial, initial);
+    self->initial_lane = -1;
+    if (PyLong_CheckExact(initial)) {
+        Py_hash_t lane = PyObject_Hash(initial);
+        if (lane == -1)
+            return -1;
+        self->initial_lane = lane;
+    }
     self->depth_limit = depth_limit;
     self->tick = tick;
     self->lineno = 0;
@@ -869,8 +878,14 @@ static int find_class(LineFilter *self, const char *p, Py_ssize_t n, ClassSlot *
     j = (Py_ssize_t)(h & (uint64_t)mask);
     while (self->class_table[j].cls != NULL)
         j = (j + 1) & mask;
+    Py_hash_t cls_hash = PyObject_Hash(cls);
+    if (cls_hash == -1) {
+        Py_DECREF(cls);
+        return -1;
+    }
     Py_INCREF(node);
     self->class_table[j].hash = h;
+    self->class_table[j].cls_hash = cls_hash;
     self->class_table[j].cls = cls;
     self->class_table[j].node = node;
     self->class_count++;
@@ -1027,6 +1042,66 @@ static int tuple_hash_ok = 0;
 
 static inline Py_hash_t hash3(PyObject *a, PyObject *b, PyObject *c) {
     return rules_hash3(tuple_hash_ok, a, b, c);
+}
+
+/* hash(v) of an int v that fits a Py_hash_t, as CPython's long_hash computes it: |v| modulo the
+ * hash modulus (2**61 - 1 on 64-bit builds), the sign kept, -1 taken to -2. */
+static inline Py_hash_t int_hash(Py_hash_t v) {
+    uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    Py_hash_t h = (Py_hash_t)(m % (uint64_t)_PyHASH_MODULUS);
+    if (v < 0)
+        h = -h;
+    return h == -1 ? -2 : h;
+}
+
+/* hash((a, b, c)) from the items' hashes (tuple_hash3's sum, the lanes given): with the chain key's
+ * int hashed by int_hash and the class's hash kept in the class table, a push reads neither the
+ * str nor an int.  `lanes_ok`: checked against hash3 at import. */
+static int lanes_ok = 0;
+
+static inline Py_hash_t hash3_lanes(Py_hash_t a, Py_hash_t b, Py_hash_t c) {
+    Py_hash_t lanes[3] = {a, b, c};
+    Py_uhash_t acc = LC_XXPRIME_5;
+    for (int i = 0; i < 3; i++) {
+        acc += (Py_uhash_t)lanes[i] * LC_XXPRIME_2;
+        acc = LC_XXROTATE(acc);
+        acc *= LC_XXPRIME_1;
+    }
+    acc += 3 ^ (LC_XXPRIME_5 ^ 3527539UL);
+    if (acc == (Py_uhash_t)-1)
+        return 1546275796;
+    return (Py_hash_t)acc;
+}
+
+/* Whether hash3_lanes(int_hash(k), hash(s), r) is hash3(k, s, r) here, on samples: 1, 0, -1. */
+static int check_lanes(void) {
+    static const long long keys[] = {-1, -2, 0, 1, 2, 123456789, -987654321, 2305843009213693951LL,
+                                     2305843009213693952LL, -2305843009213693951LL, -2305843009213693953LL,
+                                     9223372036854775807LL, -9223372036854775807LL - 1, 1546275796};
+    static const char *names[] = {"&rq->lock", "", "(wq_completion)events#3"};
+    if (!tuple_hash_ok || sizeof(Py_hash_t) != 8)
+        return 0;
+    int ok = 1;
+    for (size_t i = 0; ok == 1 && i < sizeof keys / sizeof keys[0]; i++) {
+        for (size_t j = 0; ok == 1 && j < sizeof names / sizeof names[0]; j++) {
+            for (long r = 0; ok == 1 && r < 3; r++) {
+                PyObject *a = PyLong_FromLongLong(keys[i]), *b = PyUnicode_FromString(names[j]),
+                         *c = PyLong_FromLong(r);
+                if (a == NULL || b == NULL || c == NULL) {
+                    ok = -1;
+                } else {
+                    Py_hash_t want = hash3(a, b, c), sh = PyObject_Hash(b);
+                    ok = want == -1 || sh == -1 ? -1
+                         : PyObject_Hash(a) == int_hash((Py_hash_t)keys[i]) &&
+                               hash3_lanes(int_hash((Py_hash_t)keys[i]), sh, r) == want;
+                }
+                Py_XDECREF(a);
+                Py_XDECREF(b);
+                Py_XDECREF(c);
+            }
+        }
+    }
+    return ok;
 }
 
 /* ---- one line ------------------------------------------------------------------------------ */
@@ -1381,13 +1456,18 @@ static int overlay_acquire(LineFilter *self, const char *data, Py_ssize_t n, PyO
         if (prev == -1 && PyErr_Occurred())
             return -1;
     }
-    PyObject *lane = head ? (Py_INCREF(self->initial), self->initial) : probe_of(prev);
-    if (lane == NULL)
-        return -1;
-    Py_hash_t hash = hash3(lane, a->cls, a->read);
-    Py_DECREF(lane);
-    if (hash == -1)
-        return -1;
+    Py_hash_t hash;
+    if (lanes_ok && a->slot != NULL && self->initial_lane != -1) {
+        hash = hash3_lanes(head ? self->initial_lane : int_hash(prev), a->slot->cls_hash, read_mode);
+    } else {
+        PyObject *lane = head ? (Py_INCREF(self->initial), self->initial) : probe_of(prev);
+        if (lane == NULL)
+            return -1;
+        hash = hash3(lane, a->cls, a->read);
+        Py_DECREF(lane);
+        if (hash == -1)
+            return -1;
+    }
     if (rule_validates(self, a->trylock)) {
         int cached = cache_has(self, hash, NULL);
         if (cached <= 0)
@@ -2495,12 +2575,21 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     tuple_hash_ok = hash_ok;
     if (check_probe() < 0)
         return NULL;
+    int lanes = check_lanes();
+    if (lanes < 0)
+        return NULL;
+    lanes_ok = lanes;
     if (PyType_Ready(&LineFilterType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&speedups_module);
     if (module == NULL)
         return NULL;
     /* whether chain keys are hashed and looked up through the core's own int (probe_of) */
+    /* whether a push onto the held overlay hashes its chain key from kept hashes (hash3_lanes) */
+    if (PyModule_AddIntConstant(module, "HASH_LANES", lanes_ok) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
     if (PyModule_AddIntConstant(module, "PROBE_INTS", probe_ok) < 0) {
         Py_DECREF(module);
         return NULL;
