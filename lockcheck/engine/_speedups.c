@@ -1873,6 +1873,35 @@ static int apply_contention(LineFilter *self, PyObject *view, PyObject *task, Py
     return 1;
 }
 
+/* apply_contention for a task whose top entries are in the overlay `ov` (`n` > 0): 1 applied there
+ * (the checker counts contention only, or find_held would find the lock among the overlay's
+ * entries: the same CLASS[@INSTANCE] text -- the entries hold no references -- without crossing
+ * into another irq context), 0 not decided here (the caller flushes and asks apply_contention),
+ * -1 on error. */
+static int overlay_contention(LineFilter *self, Overlay *ov, long cpu, const Tail *t) {
+    if (self->checker == NULL)
+        return 0;
+    int checked = attr_true(self->checker, s_contention_checked);
+    if (checked < 0)
+        return -1;
+    if (checked) {
+        Py_ssize_t k = ov->n - 1;
+        for (;; k--) {
+            const OvEntry *e = &ov->entries[k];
+            if (e->field_len == t->field_len && memcmp(ov->text + e->field_off, t->field, (size_t)t->field_len) == 0)
+                break;
+            /* (the overlay's entries share one irq context -- an irq op flushes it -- but find_held's
+             * rule is kept: an entry below in another context is not looked at) */
+            if (k == 0 || ov->entries[k - 1].irq_context != e->irq_context)
+                return 0; /* (the held list's below, or not held: the tuple path's answer) */
+        }
+    }
+    if (cpu >= 0)
+        ov->cpu = cpu;
+    self->events++;
+    return 1;
+}
+
 /* A release: of the innermost lock, or (Checker.quick_reacquire) of one below it. */
 static int apply_release(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *top, long cpu,
                          PyObject *info, const Tail *t) {
@@ -2238,6 +2267,13 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
             self->events++;
             return 1;
         }
+    }
+    if (t.kind == K_STATS && info == NULL && ov != NULL && ov->n) {
+        /* contended/acquired of a task with pushes in the overlay: applied there when it would be
+         * on the held list (apply_contention), else on the held list as the tuple path has it */
+        int r = overlay_contention(self, ov, cpu, &t);
+        if (r != 0)
+            return r;
     }
     if (t.kind != K_ACQUIRE && overlay_dirty(ov)) {
         /* not the overlay's: on the held list as the tuple path has it */
