@@ -97,6 +97,30 @@ def test_the_overlay_passes_on_what_the_tuples_do(lines, monkeypatch) -> None:
     assert len(without[0]) < len(lines) / 2  # (the core applied most lines)
 
 
+#: releases below the top and contention of the overlay's own entries: applied in the overlay
+#: (overlay_release_below, overlay_contention), the chains re-keyed there hits of the warm-up's
+BELOW = [
+    "T1 acquire A", "T1 acquire B", "T1 acquire C", "T1 release C", "T1 release B", "T1 release A",
+    "T1 acquire A", "T1 acquire C", "T1 acquire D", "T1 release D", "T1 release C", "T1 release A",
+] * 2 + [
+    "T1 acquire A", "T1 acquire B", "T1 acquire C",
+    "T1 contended B ts=3 cpu=4", "T1 acquired B",  # held below the top, in the overlay
+    "T1 release B at=f+0x1/0x2",  # below the top: C re-keyed onto A's chain
+    "T1 acquire D",  # a hit only on the re-keyed chain
+    "T1 contended C", "T1 release D", "T1 release A", "T1 acquire E", "T1 release C ts=4 cpu=1",
+    "T1 release E",
+]
+
+
+@pytest.mark.parametrize("overlay", [False, True])
+def test_releases_below_the_top_are_applied_in_the_overlay(overlay, monkeypatch) -> None:
+    passed, held = _passed_on(BELOW, overlay, monkeypatch)
+    # new chains only (the warm-up's, A and C below the top re-keyed onto chains never seen, E)
+    assert passed == [1, 2, 3, 8, 9, 34, 35, 36]
+    assert (passed, held) == _passed_on(BELOW, not overlay, monkeypatch)
+    assert fast(BELOW, False, "compiled") == plain(BELOW)
+
+
 @pytest.mark.parametrize("lines", [LINES, MANY, _generated(3000, 3)], ids=["lines", "many", "gen3"])
 def test_the_overlay_runs_as_the_plain_pipeline(lines) -> None:
     expected = plain(lines)

@@ -1902,6 +1902,112 @@ static int overlay_contention(LineFilter *self, Overlay *ov, long cpu, const Tai
     return 1;
 }
 
+/* The most entries above a released one overlay_release_below re-keys (more: the tuple path's). */
+#define OV_MOVED 64
+
+/* release_below for a lock among the overlay's entries below its top (`n` > 0, the top not it):
+ * every entry above it re-acquired onto a cached chain marking no usage bit, in the overlay -- the
+ * released entry's text taken out, the entries above re-keyed.  1 applied, 0 not decided here
+ * (not an overlay entry, a chain not cached, a new usage bit...: the caller flushes and the tuple
+ * path decides), -1 on error. */
+static int overlay_release_below(LineFilter *self, PyObject *view, Overlay *ov, long cpu, const Tail *t) {
+    if (self->classes == NULL)
+        return 0;
+    /* find_held over the overlay: the same CLASS[@INSTANCE] text (its entries hold no references) */
+    Py_ssize_t k = ov->n - 2;
+    for (;; k--) {
+        if (k < 0)
+            return 0;
+        const OvEntry *e = &ov->entries[k];
+        if (e->field_len == t->field_len && memcmp(ov->text + e->field_off, t->field, (size_t)t->field_len) == 0)
+            break;
+        if (e->irq_context != ov->entries[k + 1].irq_context)
+            return 0;
+    }
+    Py_ssize_t above = ov->n - 1 - k;
+    if (above > OV_MOVED)
+        return 0;
+    long irq_context = as_long(PyTuple_GET_ITEM(view, V_IRQ_CONTEXT));
+    if (irq_context < 0 || irq_context > 3)
+        return 0;
+    long below_context = -1; /* no lock below: the chain goes on from the key */
+    if (k > 0) {
+        below_context = ov->entries[k - 1].irq_context;
+    } else {
+        PyObject *held = ov->held;
+        if (PyList_GET_SIZE(held)) {
+            PyObject *below = PyList_GET_ITEM(held, PyList_GET_SIZE(held) - 1);
+            if (!PyTuple_CheckExact(below))
+                return 0; /* a HeldLock: the tuple path's */
+            below_context = as_long(PyTuple_GET_ITEM(below, E_IRQ_CONTEXT));
+        }
+    }
+    PyObject *need = PyObject_GetAttr(ov->task, s_usage_need);
+    if (need == NULL)
+        return -1;
+    Py_hash_t keys[OV_MOVED + 1];
+    long hits = 0;
+    int r = PyList_Check(need) && PyList_GET_SIZE(need) == 8 ? 1 : -1;
+    keys[0] = ov->entries[k].prev_key;
+    for (Py_ssize_t i = 0; r > 0 && i < above; i++) {
+        const OvEntry *e = &ov->entries[k + 1 + i];
+        long wanted = as_long(PyList_GET_ITEM(need, (e->read ? 1 : 0) | (e->trylock ? 2 : 0) |
+                                                        (e->hardirqs_off == Py_True ? 4 : 0)));
+        PyObject *node = PyDict_GetItemWithError(self->classes, e->cls);
+        PyObject *usage = node && PyDict_Check(node) ? PyDict_GetItemWithError(node, s_usage) : NULL;
+        if (usage == NULL) {
+            r = PyErr_Occurred() ? -1 : 0;
+            break;
+        }
+        if (wanted & ~as_long(usage)) {
+            r = 0; /* a new usage bit: mark_usage */
+            break;
+        }
+        int head = below_context >= 0 && rule_separate(self, below_context, irq_context);
+        PyObject *lane = head ? (Py_INCREF(self->initial), self->initial) : probe_of(keys[i]);
+        Py_hash_t hash = lane == NULL ? -1 : hash3(lane, e->cls, small_ints[e->read]);
+        Py_XDECREF(lane);
+        if (hash == -1) {
+            r = -1;
+            break;
+        }
+        if (rule_validates(self, e->trylock)) {
+            int cached = cache_has(self, hash, NULL);
+            if (cached <= 0) {
+                r = cached; /* a new chain: validate_chain */
+                break;
+            }
+            hits++;
+        }
+        keys[i + 1] = hash;
+        below_context = irq_context;
+    }
+    Py_DECREF(need);
+    if (r <= 0)
+        return r;
+    /* everything checked: the released entry's line out of the text, the entries above moved down */
+    OvEntry *gone = &ov->entries[k];
+    Py_ssize_t cut = gone->line_len, from = gone->line_off + cut;
+    memmove(ov->text + gone->line_off, ov->text + from, (size_t)(ov->text_len - from));
+    ov->text_len -= cut;
+    for (Py_ssize_t i = 0; i < above; i++) {
+        OvEntry *e = &ov->entries[k + i];
+        *e = ov->entries[k + 1 + i];
+        e->line_off -= cut;
+        e->field_off -= cut;
+        e->prev_key = keys[i];
+        e->irq_context = irq_context;
+    }
+    ov->n--;
+    ov->chain_key = keys[above];
+    ov->keyed = 1;
+    if (cpu >= 0)
+        ov->cpu = cpu;
+    self->hits += hits;
+    self->events++;
+    return 1;
+}
+
 /* A release: of the innermost lock, or (Checker.quick_reacquire) of one below it. */
 static int apply_release(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *top, long cpu,
                          PyObject *info, const Tail *t) {
@@ -2267,6 +2373,12 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
             self->events++;
             return 1;
         }
+    }
+    if (t.kind == K_RELEASE && info == NULL && ov != NULL && ov->n && self->quick) {
+        /* a release below the overlay's top, of one of its entries (release_below, there) */
+        int r = overlay_release_below(self, view, ov, cpu, &t);
+        if (r != 0)
+            return r;
     }
     if (t.kind == K_STATS && info == NULL && ov != NULL && ov->n) {
         /* contended/acquired of a task with pushes in the overlay: applied there when it would be
