@@ -151,3 +151,17 @@ def test_chain_keys_are_hashed_from_kept_hashes_on_this_interpreter() -> None:
     expected = int(platform.python_implementation() == "CPython" and sys.hash_info.width == 64
                    and sys.hash_info.modulus == 2**61 - 1)
     assert _speedups.HASH_LANES == expected
+
+
+#: class names longer than the bytes the class table keeps of them (CLASS_INLINE), two alike in those
+LONG = "&" + "very_long_lock_class_name_" * 4
+LONG_LINES = [f"T1 acquire {LONG}a@1", f"T1 acquire {LONG}b", f"T1 release {LONG}b", f"T1 release {LONG}a@1",
+              f"T1 acquire {LONG}b", f"T1 acquire {LONG}a@2", f"T1 release {LONG}a@2", f"T1 release {LONG}b"] * 3
+
+
+def test_long_class_names_run_as_the_plain_pipeline() -> None:
+    assert len(LONG) > 72
+    expected = plain(LONG_LINES)
+    assert "circular-dependency" in [f.kind for f in expected["findings"]]
+    for core in ("compiled", "blocks"):
+        assert fast(LONG_LINES, False, core) == expected, core

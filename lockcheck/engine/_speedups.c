@@ -78,14 +78,20 @@ static PyObject *s_chain_key, *s_cpu, *s_usage, *s_add, *s_lock, *s_instance, *s
     *s_irq_events, *s_stamp, *s_name, *s_usage_need, *s_key, *s_check, *s_read, *s_contention_checked,
     *s_generation;
 
-/* A slot of the class table (read_tail). */
+/* The bytes of a class's name kept in its class-table entry (the rest, if any, read from its str). */
+#define CLASS_INLINE 72
+
+/* An entry of the class table (read_tail): 128 bytes, aligned to them, so that a look-up reads
+ * the name, the node and the usage kept from one pair of cache lines, not from the str too. */
 typedef struct ClassSlot {
-    uint64_t hash;
+    uint64_t hash;          /* hash_bytes of the name */
+    Py_ssize_t len;         /* the name's length */
     PyObject *cls;
     PyObject *node;
     Py_hash_t cls_hash;     /* hash(cls): a chain key's lane (hash3_lanes), without reading the str */
     uint64_t usage_version; /* the node dict's version when `usage` was read from it (0: never) */
     long usage;             /* node["usage"] as of that version (node_usage) */
+    char name[CLASS_INLINE]; /* the name's first bytes */
 } ClassSlot;
 
 /* What find_view found for a task key: its view (borrowed: the views dict holds it while the
@@ -163,7 +169,10 @@ typedef struct {
     PyObject **rest_keys;  /* REST_SLOTS str: recent texts after the task (up to ` ts=`), alike */
     FieldSlot *fields;     /* FIELD_SLOTS: recent lock fields' release text and instance (field_strs) */
     PyObject *classes;     /* dict: the graph's nodes (class -> attributes), or NULL */
-    struct ClassSlot *class_table;
+    struct ClassSlot *class_table; /* the entries, in the order they came (class_count of class_cap) */
+    void *class_raw;       /* the allocation class_table is aligned in */
+    Py_ssize_t class_cap;
+    uint64_t *class_index; /* class_size slots: 0 free, else the hash's upper half | entry index + 1 */
     Py_ssize_t class_size; /* a power of two, or 0 */
     Py_ssize_t class_count;
     /* irq-state ops (apply_irq), given `irq` = (file, reader, usage_needs, read shift, quick): NULL when
@@ -235,13 +244,16 @@ static void clear_keys(PyObject **keys, Py_ssize_t n) {
 }
 
 static void clear_classes(LineFilter *self) {
-    for (Py_ssize_t i = 0; i < self->class_size; i++) {
+    for (Py_ssize_t i = 0; i < self->class_count; i++) {
         Py_XDECREF(self->class_table[i].cls);
         Py_XDECREF(self->class_table[i].node);
     }
-    PyMem_Free(self->class_table);
+    PyMem_Free(self->class_raw);
+    PyMem_Free(self->class_index);
     self->class_table = NULL;
-    self->class_size = self->class_count = 0;
+    self->class_raw = NULL;
+    self->class_index = NULL;
+    self->class_size = self->class_count = self->class_cap = 0;
 }
 
 static void overlays_drop(LineFilter *self);
@@ -284,7 +296,7 @@ static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
     Py_VISIT(self->reader);
     Py_VISIT(self->usage_needs);
     Py_VISIT(self->checker);
-    for (Py_ssize_t i = 0; i < self->class_size; i++)
+    for (Py_ssize_t i = 0; i < self->class_count; i++)
         Py_VISIT(self->class_table[i].node);
     for (Py_ssize_t i = 0; i < self->ov_count; i++) {
         Py_VISIT(self->overlays[self->ov_used[i]].held);
@@ -823,26 +835,61 @@ enum { B_MODE = 8, B_TRY = 16 };
  * removed from it, so an entry stays true).  Open addressing, linear probing. */
 /* (ClassSlot: above LineFilter) */
 
+#define CLASS_TAG (~(uint64_t)0xFFFFFFFF)
+
+/* The index twice as large (its first: 1024 slots), the entries placed again. */
 static int classes_grow(LineFilter *self) {
     Py_ssize_t size = self->class_size ? self->class_size * 2 : 1024;
-    ClassSlot *table = PyMem_Calloc((size_t)size, sizeof(ClassSlot));
-    if (table == NULL) {
+    uint64_t *index = PyMem_Calloc((size_t)size, sizeof(uint64_t));
+    if (index == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t i = 0; i < self->class_size; i++) {
-        ClassSlot *old = &self->class_table[i];
-        if (old->cls == NULL)
-            continue;
-        Py_ssize_t j = (Py_ssize_t)(old->hash & (uint64_t)(size - 1));
-        while (table[j].cls != NULL)
+    for (Py_ssize_t i = 0; i < self->class_count; i++) {
+        uint64_t h = self->class_table[i].hash;
+        Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(size - 1));
+        while (index[j] != 0)
             j = (j + 1) & (size - 1);
-        table[j] = *old;
+        index[j] = (h & CLASS_TAG) | (uint64_t)(i + 1);
     }
-    PyMem_Free(self->class_table);
-    self->class_table = table;
+    PyMem_Free(self->class_index);
+    self->class_index = index;
     self->class_size = size;
     return 0;
+}
+
+/* Room for one more entry (twice the room, the entries moved: no ClassSlot pointer outlives a line). */
+static int class_entries_grow(LineFilter *self) {
+    if (self->class_count < self->class_cap)
+        return 0;
+    Py_ssize_t cap = self->class_cap ? self->class_cap * 2 : 256;
+    if (cap >= (Py_ssize_t)0xFFFFFFFF) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    char *raw = PyMem_Malloc((size_t)cap * sizeof(ClassSlot) + 127);
+    if (raw == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    ClassSlot *table = (ClassSlot *)(((uintptr_t)raw + 127) & ~(uintptr_t)127);
+    if (self->class_count)
+        memcpy(table, self->class_table, (size_t)self->class_count * sizeof(ClassSlot));
+    PyMem_Free(self->class_raw);
+    self->class_raw = raw;
+    self->class_table = table;
+    self->class_cap = cap;
+    return 0;
+}
+
+/* Whether `slot` is the class named by the `n` bytes at `p`. */
+static inline int class_is(const ClassSlot *slot, uint64_t h, const char *p, Py_ssize_t n) {
+    if (slot->hash != h || slot->len != n)
+        return 0;
+    if (n <= CLASS_INLINE)
+        return memcmp(slot->name, p, (size_t)n) == 0;
+    return memcmp(slot->name, p, CLASS_INLINE) == 0 &&
+           memcmp(PyUnicode_1BYTE_DATA(slot->cls) + CLASS_INLINE, p + CLASS_INLINE, (size_t)(n - CLASS_INLINE)) == 0;
 }
 
 /* The class named by `n` bytes at `p`, if the graph has it: 1 (*slot set), 0 not, -1 error. */
@@ -851,13 +898,15 @@ static int find_class(LineFilter *self, const char *p, Py_ssize_t n, ClassSlot *
     Py_ssize_t mask = self->class_size - 1;
     Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)mask);
     for (;; j = (j + 1) & mask) {
-        ClassSlot *slot = &self->class_table[j];
-        if (slot->cls == NULL)
+        uint64_t x = self->class_index[j];
+        if (x == 0)
             break;
-        if (slot->hash == h && PyUnicode_GET_LENGTH(slot->cls) == n &&
-            memcmp(PyUnicode_1BYTE_DATA(slot->cls), p, (size_t)n) == 0) {
-            *found = slot;
-            return 1;
+        if ((x & CLASS_TAG) == (h & CLASS_TAG)) {
+            ClassSlot *slot = &self->class_table[(x & 0xFFFFFFFF) - 1];
+            if (class_is(slot, h, p, n)) {
+                *found = slot;
+                return 1;
+            }
         }
     }
     PyObject *cls = ascii_str(p, n);
@@ -868,28 +917,28 @@ static int find_class(LineFilter *self, const char *p, Py_ssize_t n, ClassSlot *
         Py_DECREF(cls);
         return PyErr_Occurred() ? -1 : 0; /* not (yet) in the graph: the full checker's */
     }
-    if ((self->class_count + 1) * 2 > self->class_size) {
-        if (classes_grow(self) < 0) {
-            Py_DECREF(cls);
-            return -1;
-        }
-        mask = self->class_size - 1;
-    }
-    j = (Py_ssize_t)(h & (uint64_t)mask);
-    while (self->class_table[j].cls != NULL)
-        j = (j + 1) & mask;
     Py_hash_t cls_hash = PyObject_Hash(cls);
-    if (cls_hash == -1) {
+    if (cls_hash == -1 || ((self->class_count + 1) * 2 > self->class_size && classes_grow(self) < 0) ||
+        class_entries_grow(self) < 0) {
         Py_DECREF(cls);
         return -1;
     }
+    mask = self->class_size - 1;
+    j = (Py_ssize_t)(h & (uint64_t)mask);
+    while (self->class_index[j] != 0)
+        j = (j + 1) & mask;
+    ClassSlot *slot = &self->class_table[self->class_count];
+    memset(slot, 0, sizeof *slot);
     Py_INCREF(node);
-    self->class_table[j].hash = h;
-    self->class_table[j].cls_hash = cls_hash;
-    self->class_table[j].cls = cls;
-    self->class_table[j].node = node;
+    slot->hash = h;
+    slot->len = n;
+    slot->cls_hash = cls_hash;
+    slot->cls = cls;
+    slot->node = node;
+    memcpy(slot->name, p, (size_t)(n < CLASS_INLINE ? n : CLASS_INLINE));
     self->class_count++;
-    *found = &self->class_table[j];
+    self->class_index[j] = (h & CLASS_TAG) | (uint64_t)self->class_count;
+    *found = slot;
     return 1;
 }
 
