@@ -34,6 +34,7 @@
 #include <structmember.h>
 #include "_rules.h"
 #include "_cshared.h"
+#include "_bytescan.h"
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -534,7 +535,7 @@ static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ss
     uint64_t h = hash_bytes(p, n);
     PyObject **slot = &keys[h & (uint64_t)(slots - 1)];
     PyObject *key = *slot;
-    if (key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_1BYTE_DATA(key), p, (size_t)n) == 0) {
+    if (key != NULL && PyUnicode_GET_LENGTH(key) == n && bytes_eq((const char *)PyUnicode_1BYTE_DATA(key), p, n)) {
         Py_INCREF(key);
         return key;
     }
@@ -549,12 +550,12 @@ static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ss
 /* Whether the ASCII str `s` is exactly the `n` bytes at `p`. */
 static inline int str_is(PyObject *s, const char *p, Py_ssize_t n) {
     return PyUnicode_Check(s) && PyUnicode_IS_COMPACT_ASCII(s) && PyUnicode_GET_LENGTH(s) == n &&
-           memcmp(PyUnicode_1BYTE_DATA(s), p, (size_t)n) == 0;
+           bytes_eq((const char *)PyUnicode_1BYTE_DATA(s), p, n);
 }
 
 /* lt._seconds: a finite number of seconds float() reads, without `_`, at most 64 characters. */
 static int valid_seconds(const char *p, Py_ssize_t n) {
-    if (n > 64 || memchr(p, '_', (size_t)n) != NULL)
+    if (n > 64 || find_byte(p, n, '_') != NULL)
         return 0;
     /* the usual shape, DIGITS[.DIGITS], is a finite float at 64 characters or fewer: no str,
      * no float made for it; anything else is float()'s to judge */
@@ -590,7 +591,7 @@ static int valid_seconds(const char *p, Py_ssize_t n) {
 static int read_stamp(const char *p, Py_ssize_t n, long seen, int takes_cpu, long *cpu) {
     if (seen & (B_TS | B_CPU))
         return 0;
-    const char *blank = memchr(p, ' ', (size_t)n);
+    const char *blank = find_byte(p, n, ' ');
     Py_ssize_t ts_len = blank ? blank - p : n;
     int ok = valid_seconds(p, ts_len);
     if (ok <= 0)
@@ -887,8 +888,8 @@ static inline int class_is(const ClassSlot *slot, uint64_t h, const char *p, Py_
     if (slot->hash != h || slot->len != n)
         return 0;
     if (n <= CLASS_INLINE)
-        return memcmp(slot->name, p, (size_t)n) == 0;
-    return memcmp(slot->name, p, CLASS_INLINE) == 0 &&
+        return bytes_eq(slot->name, p, n);
+    return bytes_eq(slot->name, p, CLASS_INLINE) &&
            memcmp(PyUnicode_1BYTE_DATA(slot->cls) + CLASS_INLINE, p + CLASS_INLINE, (size_t)(n - CLASS_INLINE)) == 0;
 }
 
@@ -951,7 +952,7 @@ static inline int word_is(const char *p, Py_ssize_t n, const char *word) {
  * (hotpath._scan_tail decides), -1 error. */
 static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
     const char *end = p + n;
-    const char *space = memchr(p, ' ', (size_t)n);
+    const char *space = find_byte(p, n, ' ');
     if (space == NULL)
         return 0;
     Py_ssize_t op_len = space - p;
@@ -970,13 +971,13 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
         return 0;
     }
     const char *field = space + 1;
-    const char *field_end = memchr(field, ' ', (size_t)(end - field));
+    const char *field_end = find_byte(field, end - field, ' ');
     if (field_end == NULL)
         field_end = end;
     /* lt scan's _lock_field: CLASS, or CLASS@INSTANCE with both given, no `=` in CLASS */
-    const char *at_sign = memchr(field, '@', (size_t)(field_end - field));
+    const char *at_sign = find_byte(field, field_end - field, '@');
     const char *lock_end = at_sign ? at_sign : field_end;
-    if (lock_end == field || memchr(field, '=', (size_t)(lock_end - field)) != NULL ||
+    if (lock_end == field || find_byte(field, lock_end - field, '=') != NULL ||
         (at_sign && at_sign + 1 == field_end))
         return 0;
     t->field = field;
@@ -991,7 +992,7 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
     const char *word = field_end;
     while (word < end) {
         word++; /* the blank before it */
-        const char *word_end = memchr(word, ' ', (size_t)(end - word));
+        const char *word_end = find_byte(word, end - word, ' ');
         if (word_end == NULL)
             word_end = end;
         Py_ssize_t len = word_end - word;
@@ -1060,7 +1061,7 @@ static int field_strs(LineFilter *self, const Tail *t, PyObject **release, PyObj
     FieldSlot *slot = &self->fields[hash_bytes(t->field, t->field_len) & (FIELD_SLOTS - 1)];
     PyObject *text = slot->release;
     if (text == NULL || PyUnicode_GET_LENGTH(text) != 8 + t->field_len ||
-        memcmp(PyUnicode_1BYTE_DATA(text) + 8, t->field, (size_t)t->field_len) != 0) {
+        !bytes_eq((const char *)PyUnicode_1BYTE_DATA(text) + 8, t->field, t->field_len)) {
         text = PyUnicode_New(8 + t->field_len, 127);
         if (text == NULL)
             return -1;
@@ -1419,7 +1420,7 @@ nomem:
 static inline int overlay_releases(const Overlay *ov, const char *rest, Py_ssize_t rest_len) {
     const OvEntry *e = &ov->entries[ov->n - 1];
     return rest_len == 8 + e->field_len && memcmp(rest, "release ", 8) == 0 &&
-           memcmp(rest + 8, ov->text + e->field_off, (size_t)e->field_len) == 0;
+           bytes_eq(rest + 8, ov->text + e->field_off, e->field_len);
 }
 
 /* Pop the top entry of `ov` (its plain release), the task's cpu now `cpu` when given. */
@@ -1937,7 +1938,7 @@ static int overlay_contention(LineFilter *self, Overlay *ov, long cpu, const Tai
         Py_ssize_t k = ov->n - 1;
         for (;; k--) {
             const OvEntry *e = &ov->entries[k];
-            if (e->field_len == t->field_len && memcmp(ov->text + e->field_off, t->field, (size_t)t->field_len) == 0)
+            if (e->field_len == t->field_len && bytes_eq(ov->text + e->field_off, t->field, t->field_len))
                 break;
             /* (the overlay's entries share one irq context -- an irq op flushes it -- but find_held's
              * rule is kept: an entry below in another context is not looked at) */
@@ -1968,7 +1969,7 @@ static int overlay_release_below(LineFilter *self, PyObject *view, Overlay *ov, 
         if (k < 0)
             return 0;
         const OvEntry *e = &ov->entries[k];
-        if (e->field_len == t->field_len && memcmp(ov->text + e->field_off, t->field, (size_t)t->field_len) == 0)
+        if (e->field_len == t->field_len && bytes_eq(ov->text + e->field_off, t->field, t->field_len))
             break;
         if (e->irq_context != ov->entries[k + 1].irq_context)
             return 0;
@@ -2278,7 +2279,7 @@ static PyObject *find_view(LineFilter *self, const char *p, Py_ssize_t n) {
         self->epoch++;
     }
     self->current = NULL;
-    int same_key = key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_1BYTE_DATA(key), p, (size_t)n) == 0;
+    int same_key = key != NULL && PyUnicode_GET_LENGTH(key) == n && bytes_eq((const char *)PyUnicode_1BYTE_DATA(key), p, n);
     if (same_key && seen->epoch == self->epoch) {
         self->current = seen;
         return seen->view;
@@ -2302,7 +2303,7 @@ static PyObject *find_view(LineFilter *self, const char *p, Py_ssize_t n) {
  * `data`/`n`: the ASCII line without its line ending; `line`: that line as a str when there is
  * one (of `n` characters, or with its line ending), NULL when it comes from a block of bytes. */
 static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n) {
-    const char *space = memchr(data, ' ', (size_t)n);
+    const char *space = find_byte(data, n, ' ');
     if (space == NULL || space == data)
         return 0;
     PyObject *view = find_view(self, data, space - data); /* borrowed */
@@ -2317,7 +2318,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     /* time stamps make lines unique: the rest is what is read */
     Py_ssize_t rest_len = tail_len;
     const char *stamp = NULL;
-    for (const char *p = tail; (p = memchr(p, ' ', (size_t)(tail + tail_len - p))) != NULL; p++) {
+    for (const char *p = tail; (p = find_byte(p, tail + tail_len - p, ' ')) != NULL; p++) {
         if (tail + tail_len - p >= 4 && memcmp(p, " ts=", 4) == 0) {
             rest_len = p - tail;
             stamp = p + 4;
@@ -2409,7 +2410,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         const char *top_field = ov->text + e->field_off;
         int same;
         if (info == NULL) {
-            same = t.field_len == e->field_len && memcmp(t.field, top_field, (size_t)e->field_len) == 0;
+            same = t.field_len == e->field_len && bytes_eq(t.field, top_field, e->field_len);
         } else {
             PyObject *release = PyTuple_GET_ITEM(info, I_RELEASE);
             same = PyUnicode_Check(release) && PyUnicode_IS_COMPACT_ASCII(release) &&
