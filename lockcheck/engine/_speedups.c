@@ -120,7 +120,9 @@ typedef struct FieldSlot {
  * appended in order, the task's chain key and cpu set), so the Python side only ever sees the
  * layout it made itself. */
 typedef struct OvEntry {
-    PyObject *cls;          /* borrowed: the class table's str (the table outlives the run) */
+    PyObject *cls;          /* borrowed: the class table's str (the table outlives the run), or info's */
+    PyObject *info;         /* the tails' info of an acquisition read by _scan_tail (a subclass, a nest
+                             * lock: its strs the entry's), a strong reference; NULL: read here */
     Py_hash_t prev_key;     /* the task's chain key before the push (a hash: it fits) */
     PyObject *hardirqs_off; /* borrowed: Py_True or Py_False (the view's) */
     long irq_context;       /* 0..3 */
@@ -1161,6 +1163,7 @@ static int check_lanes(void) {
 typedef struct {
     PyObject *release, *cls, *lock, *instance, *read, *nest, *subclass, *node;
     ClassSlot *slot;        /* the class table's slot of `node` (read here), or NULL (an info tuple's) */
+    PyObject *info;         /* borrowed: the info tuple the fields are from, or NULL (read here) */
     int trylock;
     PyObject *owned[3];
 } Acquire;
@@ -1219,6 +1222,33 @@ static Overlay *overlay_find(LineFilter *self, PyObject *held, PyObject *task, i
 
 /* An entry's tuple, as apply_acquire's tuple path makes it (a new reference), or NULL. */
 static PyObject *overlay_tuple(LineFilter *self, Overlay *ov, OvEntry *e) {
+    if (e->info != NULL) {
+        /* read by _scan_tail: its strs, subclass and nest lock, as apply_acquire's tuple path has them */
+        PyObject *info = e->info;
+        PyObject *text = ascii_str(ov->text + e->line_off, e->line_len);
+        PyObject *lineno = text ? PyLong_FromLongLong(e->lineno) : NULL;
+        PyObject *prev_key = lineno ? PyLong_FromSsize_t(e->prev_key) : NULL;
+        PyObject *entry = prev_key ? PyTuple_New(E_SIZE) : NULL;
+        if (entry == NULL) {
+            Py_XDECREF(text);
+            Py_XDECREF(lineno);
+            Py_XDECREF(prev_key);
+            return NULL;
+        }
+        PyObject *items[E_SIZE] = {
+            PyTuple_GET_ITEM(info, I_RELEASE), PyTuple_GET_ITEM(info, I_CLS), PyTuple_GET_ITEM(info, I_LOCK),
+            PyTuple_GET_ITEM(info, I_INSTANCE), prev_key, small_ints[e->irq_context], PyTuple_GET_ITEM(info, I_READ),
+            e->trylock ? Py_True : Py_False, e->hardirqs_off, PyTuple_GET_ITEM(info, I_NEST),
+            PyTuple_GET_ITEM(info, I_SUBCLASS), small_ints[0], text, lineno,
+        };
+        for (Py_ssize_t i = 0; i < E_SIZE; i++) {
+            if (i != E_PREV_KEY && i != E_LINE && i != E_LINENO)
+                Py_INCREF(items[i]);
+            PyTuple_SET_ITEM(entry, i, items[i]);
+        }
+        PyObject_GC_UnTrack(entry);
+        return entry;
+    }
     Tail t = {0};
     t.field = ov->text + e->field_off;
     t.field_len = e->field_len;
@@ -1253,6 +1283,13 @@ static PyObject *overlay_tuple(LineFilter *self, Overlay *ov, OvEntry *e) {
     return entry;
 }
 
+/* Empty `ov` of its entries (their infos released), applying nothing. */
+static void overlay_clear_entries(Overlay *ov) {
+    for (Py_ssize_t i = 0; i < ov->n; i++)
+        Py_CLEAR(ov->entries[i].info);
+    ov->n = ov->text_len = 0;
+}
+
 /* Turn `ov` into what the tuple path would have left: its entries appended to the held list as
  * tuples, in order, the task's chain key and cpu set.  0, or -1 with an error. */
 static int overlay_flush(LineFilter *self, Overlay *ov) {
@@ -1264,8 +1301,7 @@ static int overlay_flush(LineFilter *self, Overlay *ov) {
         r = entry == NULL ? -1 : PyList_Append(ov->held, entry);
         Py_XDECREF(entry);
     }
-    ov->n = 0;
-    ov->text_len = 0;
+    overlay_clear_entries(ov);
     if (ov->keyed) {
         if (r == 0) {
             PyObject *key = PyLong_FromSsize_t(ov->chain_key);
@@ -1291,7 +1327,7 @@ static int overlays_flush(LineFilter *self) {
         if (r == 0)
             r = overlay_flush(self, ov);
         else {
-            ov->n = ov->text_len = 0;
+            overlay_clear_entries(ov);
             ov->keyed = 0;
             ov->cpu = -1;
         }
@@ -1310,7 +1346,7 @@ static void overlays_drop(LineFilter *self) {
     PyErr_Fetch(&type, &value, &tb);
     for (Py_ssize_t i = 0; i < self->ov_count; i++) {
         Overlay *ov = &self->overlays[self->ov_used[i]];
-        ov->n = ov->text_len = 0;
+        overlay_clear_entries(ov);
         ov->keyed = 0;
         Py_CLEAR(ov->held);
         Py_CLEAR(ov->task);
@@ -1370,9 +1406,9 @@ static inline int overlay_dirty(const Overlay *ov) {
 }
 
 /* Push an acquisition read here (`t`, the line's `n` bytes at `data`) onto `ov`: 0, -1 error. */
-static int overlay_push(Overlay *ov, const char *data, Py_ssize_t n, const Tail *t, PyObject *cls, long irq_context,
-                        int read, int trylock, PyObject *hardirqs_off, Py_hash_t prev_key, Py_hash_t chain_key,
-                        long long lineno) {
+static int overlay_push(Overlay *ov, const char *data, Py_ssize_t n, const Tail *t, PyObject *cls, PyObject *info,
+                        long irq_context, int read, int trylock, PyObject *hardirqs_off, Py_hash_t prev_key,
+                        Py_hash_t chain_key, long long lineno) {
     if (ov->n == ov->cap) {
         Py_ssize_t cap = ov->cap ? ov->cap * 2 : 8;
         OvEntry *entries = PyMem_Realloc(ov->entries, (size_t)cap * sizeof(OvEntry));
@@ -1394,6 +1430,8 @@ static int overlay_push(Overlay *ov, const char *data, Py_ssize_t n, const Tail 
     OvEntry *e = &ov->entries[ov->n++];
     memcpy(ov->text + ov->text_len, data, (size_t)n);
     e->cls = cls;
+    Py_XINCREF(info);
+    e->info = info;
     e->prev_key = prev_key;
     e->hardirqs_off = hardirqs_off;
     e->irq_context = irq_context;
@@ -1426,6 +1464,7 @@ static inline int overlay_releases(const Overlay *ov, const char *rest, Py_ssize
 /* Pop the top entry of `ov` (its plain release), the task's cpu now `cpu` when given. */
 static void overlay_pop(Overlay *ov, long cpu) {
     OvEntry *e = &ov->entries[ov->n - 1];
+    Py_CLEAR(e->info);
     ov->chain_key = e->prev_key;
     ov->keyed = 1;
     ov->text_len = e->line_off;
@@ -1524,7 +1563,7 @@ static int overlay_acquire(LineFilter *self, const char *data, Py_ssize_t n, PyO
             return cached; /* a miss: validate_chain, in the full checker */
     }
     ov = overlay_find(self, held, task, 1); /* (finding room may have flushed them all) */
-    if (ov == NULL || overlay_push(ov, data, n, t, a->cls, context, (int)read_mode, a->trylock,
+    if (ov == NULL || overlay_push(ov, data, n, t, a->cls, a->info, context, (int)read_mode, a->trylock,
                                    PyTuple_GET_ITEM(view, V_HARDIRQS_OFF), prev, hash, self->lineno) < 0)
         return -1;
     if (cpu >= 0)
@@ -1533,6 +1572,52 @@ static int overlay_acquire(LineFilter *self, const char *data, Py_ssize_t n, PyO
         self->hits++;
     self->events++;
     return 1;
+}
+
+/* The lock field of an acquisition _scan_tail read (its `info`) in its line (`TASK acquire FIELD ...`,
+ * the field the info's release text names): 1 and *t set, 0 not found as expected (the tuple path). */
+static int info_field(const char *data, Py_ssize_t n, PyObject *info, Tail *t) {
+    PyObject *release = PyTuple_GET_ITEM(info, I_RELEASE), *lock = PyTuple_GET_ITEM(info, I_LOCK);
+    PyObject *instance = PyTuple_GET_ITEM(info, I_INSTANCE);
+    if (!PyUnicode_Check(release) || !PyUnicode_IS_COMPACT_ASCII(release) || !PyUnicode_Check(lock) ||
+        !PyUnicode_IS_COMPACT_ASCII(lock) || PyUnicode_GET_LENGTH(release) <= 8)
+        return 0;
+    const char *space = find_byte(data, n, ' ');
+    if (space == NULL || data + n - (space + 1) < 8 || !bytes_eq(space + 1, "acquire ", 8))
+        return 0;
+    const char *field = space + 9, *end = data + n;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(release) - 8, lock_len = PyUnicode_GET_LENGTH(lock);
+    int has_instance = instance != Py_None;
+    if (end - field < len || (end - field > len && field[len] != ' ') ||
+        !bytes_eq(field, (const char *)PyUnicode_1BYTE_DATA(release) + 8, len) || lock_len > len ||
+        !bytes_eq(field, (const char *)PyUnicode_1BYTE_DATA(lock), lock_len) ||
+        (has_instance ? lock_len >= len || field[lock_len] != '@' : lock_len != len))
+        return 0;
+    t->field = field;
+    t->field_len = len;
+    t->lock_len = lock_len;
+    t->has_instance = has_instance;
+    return 1;
+}
+
+/* Checker.lock_is_held over the overlay's entries (they hold no references: the lock and instance
+ * given): 1 held, 0 not found there (or a lock not ASCII: asked of the held list alone). */
+static int overlay_holds(const Overlay *ov, PyObject *lock, PyObject *instance) {
+    int has_instance = instance != Py_None;
+    if (!PyUnicode_Check(lock) || !PyUnicode_IS_COMPACT_ASCII(lock) ||
+        (has_instance && (!PyUnicode_Check(instance) || !PyUnicode_IS_COMPACT_ASCII(instance))))
+        return 0;
+    Py_ssize_t lock_len = PyUnicode_GET_LENGTH(lock), instance_len = has_instance ? PyUnicode_GET_LENGTH(instance) : 0;
+    for (Py_ssize_t i = 0; i < ov->n; i++) {
+        const OvEntry *e = &ov->entries[i];
+        const char *field = ov->text + e->field_off;
+        if (e->lock_len == lock_len && e->has_instance == has_instance &&
+            bytes_eq(field, (const char *)PyUnicode_1BYTE_DATA(lock), lock_len) &&
+            (!has_instance || (e->field_len - lock_len - 1 == instance_len &&
+                               bytes_eq(field + lock_len + 1, (const char *)PyUnicode_1BYTE_DATA(instance), instance_len))))
+            return 1;
+    }
+    return 0;
 }
 
 /* Checker.feed + lock_acquire for a chain-cache hit (or a nest_lock merge): 1 applied, 0 the
@@ -1545,12 +1630,30 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     PyObject *irq_context = PyTuple_GET_ITEM(view, V_IRQ_CONTEXT);
     PyObject *hardirqs_off = PyTuple_GET_ITEM(view, V_HARDIRQS_OFF);
     long context = as_long(irq_context);
-    /* pushed onto the held overlay: an acquisition read here (subclass 0, no nest lock) of a task
-     * that keeps no acquired_ever, in one of lockdep's irq contexts */
-    int overlaid = self->overlay && a->release == NULL && nest == Py_None &&
-                   PyTuple_GET_ITEM(view, V_ACQUIRED_EVER) == Py_None && context >= 0 && context <= 3 &&
-                   (hardirqs_off == Py_True || hardirqs_off == Py_False);
-    if (overlay_dirty(ov) && (!overlaid || rule_merges(self, 0, 0) || rule_merges(self, 0, 1))) {
+    int nest_given = nest != Py_None;
+    /* pushed onto the held overlay: an acquisition read here, or read by _scan_tail (a subclass, a
+     * nest lock: its info kept with the entry), of a task that keeps no acquired_ever, in one of
+     * lockdep's irq contexts */
+    int overlaid = self->overlay && PyTuple_GET_ITEM(view, V_ACQUIRED_EVER) == Py_None && context >= 0 &&
+                   context <= 3 && (hardirqs_off == Py_True || hardirqs_off == Py_False);
+    Tail info_tail; /* an info's lock field in the line (where the overlay keeps it) */
+    const Tail *field = t;
+    if (overlaid && a->release != NULL) {
+        overlaid = a->info != NULL && info_field(data, n, a->info, &info_tail);
+        field = &info_tail;
+    }
+    if (overlaid && ov != NULL && ov->n) {
+        /* a merge onto the overlay's top entry (nest_lock_merges): the tuple path's, on the held list */
+        int same = 0;
+        if (rule_merges(self, nest_given, 0) != rule_merges(self, nest_given, 1)) {
+            same = PyObject_RichCompareBool(ov->entries[ov->n - 1].cls, cls, Py_EQ);
+            if (same < 0)
+                return -1;
+        }
+        if (rule_merges(self, nest_given, same))
+            overlaid = 0;
+    }
+    if (overlay_dirty(ov) && !overlaid) {
         /* the tuple path, or a merge onto the top entry: on the held list as the tuple path has it */
         if (overlay_flush(self, ov) < 0)
             return -1;
@@ -1563,11 +1666,10 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         return 0;
     int head = 0;
     if (above) {
-        /* the overlay's top entry (no merge onto it: the rules merge nothing without a nest lock) */
+        /* the overlay's top entry (no merge onto it: asked above) */
         head = rule_separate(self, ov->entries[above - 1].irq_context, context);
     } else if (top != NULL) {
         long top_context;
-        int nest_given = nest != Py_None;
         /* the class compared only where the merge rule depends on it */
         int ask_class = rule_merges(self, nest_given, 0) != rule_merges(self, nest_given, 1);
         int same_class = 0;
@@ -1604,7 +1706,9 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         head = rule_separate(self, top_context, as_long(irq_context));
     }
     if (nest != Py_None) {
-        int holds = holds_lock(held, PyTuple_GET_ITEM(nest, 0), PyTuple_GET_ITEM(nest, 1));
+        int holds = above ? overlay_holds(ov, PyTuple_GET_ITEM(nest, 0), PyTuple_GET_ITEM(nest, 1)) : 0;
+        if (!holds)
+            holds = holds_lock(held, PyTuple_GET_ITEM(nest, 0), PyTuple_GET_ITEM(nest, 1));
         if (holds <= 0)
             return holds; /* not held (a report), or a HeldLock to ask: the Python side */
     }
@@ -1618,7 +1722,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     if (need & ~usage)
         return 0; /* a new usage bit: mark_usage, in the full checker */
     if (overlaid)
-        return overlay_acquire(self, data, n, view, held, cpu, a, t, ov, head, context, read_mode);
+        return overlay_acquire(self, data, n, view, held, cpu, a, field, ov, head, context, read_mode);
     PyObject *prev_key = get_chain_key(task);
     if (prev_key == NULL)
         return -1;
@@ -2001,6 +2105,10 @@ static int overlay_release_below(LineFilter *self, PyObject *view, Overlay *ov, 
     keys[0] = ov->entries[k].prev_key;
     for (Py_ssize_t i = 0; r > 0 && i < above; i++) {
         const OvEntry *e = &ov->entries[k + 1 + i];
+        if (e->info != NULL && PyTuple_GET_ITEM(e->info, I_NEST) != Py_None) {
+            r = 0; /* a nest lock: lock_acquire would look for it (the tuple path's) */
+            break;
+        }
         long wanted = as_long(PyList_GET_ITEM(need, (e->read ? 1 : 0) | (e->trylock ? 2 : 0) |
                                                         (e->hardirqs_off == Py_True ? 4 : 0)));
         PyObject *node = PyDict_GetItemWithError(self->classes, e->cls);
@@ -2037,6 +2145,7 @@ static int overlay_release_below(LineFilter *self, PyObject *view, Overlay *ov, 
         return r;
     /* everything checked: the released entry's line out of the text, the entries above moved down */
     OvEntry *gone = &ov->entries[k];
+    PyObject *gone_info = gone->info; /* (its slot is overwritten below) */
     Py_ssize_t cut = gone->line_len, from = gone->line_off + cut;
     memmove(ov->text + gone->line_off, ov->text + from, (size_t)(ov->text_len - from));
     ov->text_len -= cut;
@@ -2049,6 +2158,7 @@ static int overlay_release_below(LineFilter *self, PyObject *view, Overlay *ov, 
         e->irq_context = irq_context;
     }
     ov->n--;
+    Py_XDECREF(gone_info);
     ov->chain_key = keys[above];
     ov->keyed = 1;
     if (cpu >= 0)
@@ -2464,6 +2574,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     Acquire a; /* (each path below sets the rest) */
     a.release = a.lock = a.instance = NULL;
     a.slot = NULL;
+    a.info = info;
     a.owned[0] = a.owned[1] = a.owned[2] = NULL;
     if (info != NULL) {
         a.release = PyTuple_GET_ITEM(info, I_RELEASE);
