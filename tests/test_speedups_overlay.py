@@ -195,3 +195,21 @@ def test_subclass_and_nest_acquisitions_run_as_the_plain_pipeline(monkeypatch) -
                                                       _passed_on(NESTED, False, monkeypatch))
     assert set(passed) <= set(passed_without) and held == held_without
     assert {63, 69, 81} <= set(passed)  # (69: the same line again, reported once; the checker's all the same)
+
+
+#: an acquisition whose text the core keeps with its info (a subclass: _scan_tail's), its class
+#: unregistered and taken again: the kept info names the old node, whose usage the new one lacks
+FORGOTTEN = [
+    "T1 irqs-on", "T1 hardirq-enter", "T1 acquire A@1 subclass=1", "T1 release A@1", "T1 hardirq-exit",
+] * 3 + [
+    "T2 unregister A",
+    "T1 acquire A@1 subclass=1", "T1 release A@1",  # HARDIRQ-ON-W on the new node (the checker's)
+    "T1 hardirq-enter", "T1 acquire A@1 subclass=1", "T1 release A@1", "T1 hardirq-exit",  # IN-HARDIRQ-W: a report
+]
+
+
+def test_unregistered_classes_forget_the_kept_infos() -> None:
+    expected = plain(FORGOTTEN)
+    assert "inconsistent-lock-state" in {f.kind for f in expected["findings"]}, expected["findings"]
+    for core in ("compiled", "blocks"):
+        assert fast(FORGOTTEN, False, core) == expected, core

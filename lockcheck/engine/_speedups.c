@@ -102,6 +102,13 @@ typedef struct TaskSeen {
     PyObject *view;
 } TaskSeen;
 
+/* A slot of the rest cache (rest_info): a text after the task not read here, as a str, and the info
+ * the Python loop's _scan_tail read of it (strong references; the info NULL: not looked up yet). */
+typedef struct RestSlot {
+    PyObject *key;
+    PyObject *info;
+} RestSlot;
+
 /* A slot of the field cache (field_strs): an acquisition's release text and instance. */
 typedef struct FieldSlot {
     PyObject *release;     /* `release CLASS[@INSTANCE]` */
@@ -169,7 +176,7 @@ typedef struct {
     uint64_t epoch;        /* find_view's answers of this epoch stand (a new one: the views changed) */
     uint64_t views_known;  /* the views dict's version as the core last saw or made it */
     TaskSeen *current;     /* the current line's task's slot (NULL: none) */
-    PyObject **rest_keys;  /* REST_SLOTS str: recent texts after the task (up to ` ts=`), alike */
+    struct RestSlot *rest_slots; /* REST_SLOTS: recent texts after the task (up to ` ts=`) and their infos */
     FieldSlot *fields;     /* FIELD_SLOTS: recent lock fields' release text and instance (field_strs) */
     PyObject *classes;     /* dict: the graph's nodes (class -> attributes), or NULL */
     struct ClassSlot *class_table; /* the entries, in the order they came (class_count of class_cap) */
@@ -239,6 +246,17 @@ static void clear_fields(FieldSlot *fields) {
     }
 }
 
+/* The rest cache's infos dropped (and its keys, given `keys`). */
+static void clear_rest(RestSlot *slots, int keys) {
+    if (slots == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < REST_SLOTS; i++) {
+        Py_CLEAR(slots[i].info);
+        if (keys)
+            Py_CLEAR(slots[i].key);
+    }
+}
+
 static void clear_keys(PyObject **keys, Py_ssize_t n) {
     if (keys == NULL)
         return;
@@ -268,10 +286,10 @@ static void LineFilter_dealloc(LineFilter *self) {
     PyMem_Free(self->overlays);
     Py_XDECREF(self->chunk);
     clear_keys(self->task_keys, TASK_SLOTS);
-    clear_keys(self->rest_keys, REST_SLOTS);
+    clear_rest(self->rest_slots, 1);
     PyMem_Free(self->task_keys);
     PyMem_Free(self->task_seen);
-    PyMem_Free(self->rest_keys);
+    PyMem_Free(self->rest_slots);
     clear_fields(self->fields);
     PyMem_Free(self->fields);
     clear_classes(self);
@@ -301,6 +319,9 @@ static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
     Py_VISIT(self->checker);
     for (Py_ssize_t i = 0; i < self->class_count; i++)
         Py_VISIT(self->class_table[i].node);
+    if (self->rest_slots != NULL)
+        for (Py_ssize_t i = 0; i < REST_SLOTS; i++)
+            Py_VISIT(self->rest_slots[i].info);
     for (Py_ssize_t i = 0; i < self->ov_count; i++) {
         Py_VISIT(self->overlays[self->ov_used[i]].held);
         Py_VISIT(self->overlays[self->ov_used[i]].task);
@@ -494,8 +515,10 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     self->pos = 0;
     if (self->task_keys == NULL)
         self->task_keys = PyMem_Calloc(TASK_SLOTS, sizeof(PyObject *));
-    if (self->rest_keys == NULL)
-        self->rest_keys = PyMem_Calloc(REST_SLOTS, sizeof(PyObject *));
+    if (self->rest_slots == NULL)
+        self->rest_slots = PyMem_Calloc(REST_SLOTS, sizeof(RestSlot));
+    else
+        clear_rest(self->rest_slots, 0); /* (the infos of another run's tails) */
     if (self->fields == NULL)
         self->fields = PyMem_Calloc(FIELD_SLOTS, sizeof(FieldSlot));
     if (self->task_seen == NULL)
@@ -511,7 +534,7 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     self->overlay = 1;
     self->pass_local = 0;
     self->pass_held = NULL;
-    if (self->task_keys == NULL || self->rest_keys == NULL || self->fields == NULL || self->task_seen == NULL ||
+    if (self->task_keys == NULL || self->rest_slots == NULL || self->fields == NULL || self->task_seen == NULL ||
         self->overlays == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -531,22 +554,30 @@ static inline uint64_t dict_version(PyObject *dict) {
 #endif
 }
 
-/* The str of the `n` ASCII bytes at `p`, from `keys` (`slots` of them, a power of two) when it
- * was the last text there of its hash; a new reference. */
-static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ssize_t n) {
-    uint64_t h = hash_bytes(p, n);
-    PyObject **slot = &keys[h & (uint64_t)(slots - 1)];
-    PyObject *key = *slot;
+/* The info the Python loop's _scan_tail read of the `n` bytes at `p` (borrowed: kept in the rest
+ * cache until its slot's next text), or NULL: none in `tails` (or an error, set).  A text's info,
+ * once found, is kept with its str: an info is the same whenever the text is read again (the
+ * Python loop drops its dict at a size only to bound it) until classes are forgotten
+ * (forget_classes drops the kept infos too); the dict is looked up only for a text new here. */
+static PyObject *rest_info(LineFilter *self, const char *p, Py_ssize_t n) {
+    RestSlot *slot = &self->rest_slots[hash_bytes(p, n) & (REST_SLOTS - 1)];
+    PyObject *key = slot->key;
     if (key != NULL && PyUnicode_GET_LENGTH(key) == n && bytes_eq((const char *)PyUnicode_1BYTE_DATA(key), p, n)) {
-        Py_INCREF(key);
-        return key;
+        if (slot->info != NULL)
+            return slot->info;
+    } else {
+        key = ascii_str(p, n);
+        if (key == NULL)
+            return NULL;
+        Py_XSETREF(slot->key, key);
+        Py_CLEAR(slot->info);
     }
-    key = ascii_str(p, n);
-    if (key == NULL)
-        return NULL;
-    Py_INCREF(key);
-    Py_XSETREF(*slot, key);
-    return key;
+    PyObject *info = PyDict_GetItemWithError(self->tails, key); /* borrowed */
+    if (info != NULL) {
+        Py_INCREF(info);
+        slot->info = info;
+    }
+    return info;
 }
 
 /* Whether the ASCII str `s` is exactly the `n` bytes at `p`. */
@@ -1056,7 +1087,7 @@ static int tail_lock(const Tail *t, PyObject **lock, PyObject **instance) {
 
 /* The release text (`release CLASS[@INSTANCE]`: the plain release that pops the entry) and the
  * instance (None: none given) of a Tail's lock field, as new references: the strs of the field's
- * last acquisition when it is the same text (a direct-mapped cache, as key_str's), else made (and
+ * last acquisition when it is the same text (a direct-mapped cache, as rest_info's), else made (and
  * kept).  Per pushed entry these were two new strs, made and freed again at its release.  0, or
  * -1 on error. */
 static int field_strs(LineFilter *self, const Tail *t, PyObject **release, PyObject **instance) {
@@ -2489,11 +2520,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     }
     if (read == 0) {
         /* a shape not read here: what the Python loop's _scan_tail read of it, if it did */
-        PyObject *rest = key_str(self->rest_keys, REST_SLOTS, tail, rest_len);
-        if (rest == NULL)
-            return -1;
-        info = PyDict_GetItemWithError(self->tails, rest); /* borrowed */
-        Py_DECREF(rest);
+        info = rest_info(self, tail, rest_len); /* borrowed */
         if (info == NULL)
             return PyErr_Occurred() ? -1 : 0;
         t.kind = (int)as_long(PyTuple_GET_ITEM(info, I_KIND));
@@ -2810,6 +2837,7 @@ static PyObject *LineFilter_forget_classes(LineFilter *self, PyObject *Py_UNUSED
         if (classes_grow(self) < 0)
             return NULL;
     }
+    clear_rest(self->rest_slots, 0); /* (their infos name the classes' nodes) */
     Py_RETURN_NONE;
 }
 
