@@ -11,7 +11,8 @@ from setuptools import Extension, setup
 
 setup(ext_modules=[
     Extension("lockcheck.engine._speedups", ["lockcheck/engine/_speedups.c"],
-              depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h"],
+              depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h",
+                       "lockcheck/engine/_bytescan.h"],
               optional=True),
     # the capture fast path's filter of common ftrace lines (lockcheck.engine.capture_filter)
     Extension("lockcheck.engine._capturecore", ["lockcheck/engine/_capturecore.c"],

@@ -34,6 +34,7 @@
 #include <structmember.h>
 #include "_rules.h"
 #include "_cshared.h"
+#include "_bytescan.h"
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -75,15 +76,23 @@ enum { B_AT = 1, B_TS = 2, B_CPU = 4 };
 
 static PyObject *s_chain_key, *s_cpu, *s_usage, *s_add, *s_lock, *s_instance, *s_references, *s_prev_chain_key,
     *s_cls, *s_irq_context, *s_hardirqs_enabled, *s_softirqs_enabled, *s_hardirq_depth, *s_softirq_depth,
-    *s_irq_events, *s_stamp, *s_name, *s_usage_need, *s_key, *s_check, *s_read, *s_contention_checked;
+    *s_irq_events, *s_stamp, *s_name, *s_usage_need, *s_key, *s_check, *s_read, *s_contention_checked,
+    *s_generation;
 
-/* A slot of the class table (read_tail). */
+/* The bytes of a class's name kept in its class-table entry (the rest, if any, read from its str). */
+#define CLASS_INLINE 72
+
+/* An entry of the class table (read_tail): 128 bytes, aligned to them, so that a look-up reads
+ * the name, the node and the usage kept from one pair of cache lines, not from the str too. */
 typedef struct ClassSlot {
-    uint64_t hash;
+    uint64_t hash;          /* hash_bytes of the name */
+    Py_ssize_t len;         /* the name's length */
     PyObject *cls;
     PyObject *node;
+    Py_hash_t cls_hash;     /* hash(cls): a chain key's lane (hash3_lanes), without reading the str */
     uint64_t usage_version; /* the node dict's version when `usage` was read from it (0: never) */
     long usage;             /* node["usage"] as of that version (node_usage) */
+    char name[CLASS_INLINE]; /* the name's first bytes */
 } ClassSlot;
 
 /* What find_view found for a task key: its view (borrowed: the views dict holds it while the
@@ -92,6 +101,13 @@ typedef struct TaskSeen {
     uint64_t epoch;
     PyObject *view;
 } TaskSeen;
+
+/* A slot of the rest cache (rest_info): a text after the task not read here, as a str, and the info
+ * the Python loop's _scan_tail read of it (strong references; the info NULL: not looked up yet). */
+typedef struct RestSlot {
+    PyObject *key;
+    PyObject *info;
+} RestSlot;
 
 /* A slot of the field cache (field_strs): an acquisition's release text and instance. */
 typedef struct FieldSlot {
@@ -111,7 +127,9 @@ typedef struct FieldSlot {
  * appended in order, the task's chain key and cpu set), so the Python side only ever sees the
  * layout it made itself. */
 typedef struct OvEntry {
-    PyObject *cls;          /* borrowed: the class table's str (the table outlives the run) */
+    PyObject *cls;          /* borrowed: the class table's str (the table outlives the run), or info's */
+    PyObject *info;         /* the tails' info of an acquisition read by _scan_tail (a subclass, a nest
+                             * lock: its strs the entry's), a strong reference; NULL: read here */
     Py_hash_t prev_key;     /* the task's chain key before the push (a hash: it fits) */
     PyObject *hardirqs_off; /* borrowed: Py_True or Py_False (the view's) */
     long irq_context;       /* 0..3 */
@@ -158,10 +176,13 @@ typedef struct {
     uint64_t epoch;        /* find_view's answers of this epoch stand (a new one: the views changed) */
     uint64_t views_known;  /* the views dict's version as the core last saw or made it */
     TaskSeen *current;     /* the current line's task's slot (NULL: none) */
-    PyObject **rest_keys;  /* REST_SLOTS str: recent texts after the task (up to ` ts=`), alike */
+    struct RestSlot *rest_slots; /* REST_SLOTS: recent texts after the task (up to ` ts=`) and their infos */
     FieldSlot *fields;     /* FIELD_SLOTS: recent lock fields' release text and instance (field_strs) */
     PyObject *classes;     /* dict: the graph's nodes (class -> attributes), or NULL */
-    struct ClassSlot *class_table;
+    struct ClassSlot *class_table; /* the entries, in the order they came (class_count of class_cap) */
+    void *class_raw;       /* the allocation class_table is aligned in */
+    Py_ssize_t class_cap;
+    uint64_t *class_index; /* class_size slots: 0 free, else the hash's upper half | entry index + 1 */
     Py_ssize_t class_size; /* a power of two, or 0 */
     Py_ssize_t class_count;
     /* irq-state ops (apply_irq), given `irq` = (file, reader, usage_needs, read shift, quick): NULL when
@@ -173,6 +194,7 @@ typedef struct {
                             * Python side's lines */
     long read_shift;
     int quick;             /* releases below the top applied here (Checker.quick_reacquire) */
+    Py_hash_t initial_lane; /* hash(initial): its lane in hash3_lanes (-1: not an int; hash3 then) */
     /* lockdep's boolean rules as `rules` has them at the start of the run, tabled over their
      * whole domain by fast_lt._rule_tables: this core decides none of them itself */
     unsigned long validates; /* bit T: rules.validates_chain(trylock=T, check=True) */
@@ -187,6 +209,12 @@ typedef struct {
      * which the Python side applies to that task alone: only its overlay is flushed (numbered) */
     int pass_local;
     PyObject *pass_held;     /* borrowed: that task's held list, while its line is handled */
+    /* the chain keys found in `cache` so far, a copy of them (lockcheck/lockdep/chain_cache.py): a
+     * hit is one probe of this table instead of an int hashed and compared in the set */
+    uint64_t *known;         /* open addressing, 0 an empty slot (the key 0: known_zero) */
+    Py_ssize_t known_size, known_count;
+    int known_zero;
+    long long known_gen;     /* cache.generation the copy is of; -1: a set without one, no copy */
 } LineFilter;
 
 /* The tabled rules (see LineFilter), read as the capture core reads them (_rules.h). An irq context
@@ -218,6 +246,17 @@ static void clear_fields(FieldSlot *fields) {
     }
 }
 
+/* The rest cache's infos dropped (and its keys, given `keys`). */
+static void clear_rest(RestSlot *slots, int keys) {
+    if (slots == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < REST_SLOTS; i++) {
+        Py_CLEAR(slots[i].info);
+        if (keys)
+            Py_CLEAR(slots[i].key);
+    }
+}
+
 static void clear_keys(PyObject **keys, Py_ssize_t n) {
     if (keys == NULL)
         return;
@@ -226,13 +265,16 @@ static void clear_keys(PyObject **keys, Py_ssize_t n) {
 }
 
 static void clear_classes(LineFilter *self) {
-    for (Py_ssize_t i = 0; i < self->class_size; i++) {
+    for (Py_ssize_t i = 0; i < self->class_count; i++) {
         Py_XDECREF(self->class_table[i].cls);
         Py_XDECREF(self->class_table[i].node);
     }
-    PyMem_Free(self->class_table);
+    PyMem_Free(self->class_raw);
+    PyMem_Free(self->class_index);
     self->class_table = NULL;
-    self->class_size = self->class_count = 0;
+    self->class_raw = NULL;
+    self->class_index = NULL;
+    self->class_size = self->class_count = self->class_cap = 0;
 }
 
 static void overlays_drop(LineFilter *self);
@@ -240,13 +282,14 @@ static void overlays_drop(LineFilter *self);
 static void LineFilter_dealloc(LineFilter *self) {
     PyObject_GC_UnTrack(self);
     overlays_drop(self);
+    PyMem_Free(self->known);
     PyMem_Free(self->overlays);
     Py_XDECREF(self->chunk);
     clear_keys(self->task_keys, TASK_SLOTS);
-    clear_keys(self->rest_keys, REST_SLOTS);
+    clear_rest(self->rest_slots, 1);
     PyMem_Free(self->task_keys);
     PyMem_Free(self->task_seen);
-    PyMem_Free(self->rest_keys);
+    PyMem_Free(self->rest_slots);
     clear_fields(self->fields);
     PyMem_Free(self->fields);
     clear_classes(self);
@@ -274,8 +317,11 @@ static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
     Py_VISIT(self->reader);
     Py_VISIT(self->usage_needs);
     Py_VISIT(self->checker);
-    for (Py_ssize_t i = 0; i < self->class_size; i++)
+    for (Py_ssize_t i = 0; i < self->class_count; i++)
         Py_VISIT(self->class_table[i].node);
+    if (self->rest_slots != NULL)
+        for (Py_ssize_t i = 0; i < REST_SLOTS; i++)
+            Py_VISIT(self->rest_slots[i].info);
     for (Py_ssize_t i = 0; i < self->ov_count; i++) {
         Py_VISIT(self->overlays[self->ov_used[i]].held);
         Py_VISIT(self->overlays[self->ov_used[i]].task);
@@ -284,6 +330,127 @@ static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
 }
 
 static int classes_grow(LineFilter *self);
+
+/* ---- the known chain keys (LineFilter.known) ------------------------------------------------ */
+
+/* cache.generation (0 and *out), 1: the cache has none (a plain set), -1 on error. */
+static int cache_generation(LineFilter *self, long long *out) {
+    PyObject *value = PyObject_GetAttr(self->cache, s_generation);
+    if (value == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    *out = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static void known_forget(LineFilter *self) {
+    if (self->known != NULL)
+        memset(self->known, 0, (size_t)self->known_size * sizeof(uint64_t));
+    self->known_count = 0;
+    self->known_zero = 0;
+}
+
+/* A new run: an empty copy, of the cache's generation now (none kept for a set without one). */
+static int known_start(LineFilter *self) {
+    known_forget(self);
+    long long generation = 0;
+    int r = cache_generation(self, &generation);
+    if (r < 0)
+        return -1;
+    self->known_gen = r ? -1 : generation;
+    return 0;
+}
+
+/* Back from the Python side: the copy forgotten if the cache may have lost a key since. */
+static int known_sync(LineFilter *self) {
+    if (self->known_gen < 0)
+        return 0;
+    long long generation = 0;
+    int r = cache_generation(self, &generation);
+    if (r < 0)
+        return -1;
+    if (r || generation != self->known_gen) {
+        known_forget(self);
+        self->known_gen = r ? -1 : generation;
+    }
+    return 0;
+}
+
+static inline Py_ssize_t known_slot(uint64_t key, Py_ssize_t size) {
+    return (Py_ssize_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & (size - 1);
+}
+
+static inline int known_has(const LineFilter *self, Py_hash_t hash) {
+    uint64_t key = (uint64_t)hash;
+    if (key == 0)
+        return self->known_zero;
+    if (self->known_count == 0)
+        return 0;
+    Py_ssize_t mask = self->known_size - 1;
+    for (Py_ssize_t j = known_slot(key, self->known_size);; j = (j + 1) & mask) {
+        uint64_t k = self->known[j];
+        if (k == key)
+            return 1;
+        if (k == 0)
+            return 0;
+    }
+}
+
+/* Remember a key found in the cache (a copy that cannot grow is simply not kept: no error). */
+static void known_add(LineFilter *self, Py_hash_t hash) {
+    uint64_t key = (uint64_t)hash;
+    if (key == 0) {
+        self->known_zero = 1;
+        return;
+    }
+    if ((self->known_count + 1) * 2 > self->known_size) {
+        Py_ssize_t size = self->known_size ? self->known_size * 2 : 4096;
+        uint64_t *table = PyMem_Calloc((size_t)size, sizeof(uint64_t));
+        if (table == NULL)
+            return;
+        for (Py_ssize_t i = 0; i < self->known_size; i++) {
+            uint64_t k = self->known[i];
+            if (k == 0)
+                continue;
+            Py_ssize_t j = known_slot(k, size);
+            while (table[j] != 0)
+                j = (j + 1) & (size - 1);
+            table[j] = k;
+        }
+        PyMem_Free(self->known);
+        self->known = table;
+        self->known_size = size;
+    }
+    Py_ssize_t mask = self->known_size - 1;
+    Py_ssize_t j = known_slot(key, self->known_size);
+    for (; self->known[j] != 0; j = (j + 1) & mask)
+        if (self->known[j] == key)
+            return;
+    self->known[j] = key;
+    self->known_count++;
+}
+
+static PyObject *probe_of(Py_hash_t v);
+
+/* Whether the chain key `hash` is in the chain cache (`key`: it as an int, or NULL: made here if
+ * needed): 1, 0, -1 on error. */
+static int cache_has(LineFilter *self, Py_hash_t hash, PyObject *key) {
+    if (self->known_gen >= 0 && known_has(self, hash))
+        return 1;
+    if (key != NULL)
+        Py_INCREF(key);
+    else if ((key = probe_of(hash)) == NULL)
+        return -1;
+    int cached = PySet_Contains(self->cache, key);
+    Py_DECREF(key);
+    if (cached > 0 && self->known_gen >= 0)
+        known_add(self, hash);
+    return cached;
+}
 
 static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     PyObject *lines, *views, *tails, *cache, *initial, *classes = NULL, *file = NULL, *reader = NULL,
@@ -328,8 +495,17 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->tails, tails);
     Py_INCREF(cache);
     Py_XSETREF(self->cache, cache);
+    if (known_start(self) < 0)
+        return -1;
     Py_INCREF(initial);
     Py_XSETREF(self->initial, initial);
+    self->initial_lane = -1;
+    if (PyLong_CheckExact(initial)) {
+        Py_hash_t lane = PyObject_Hash(initial);
+        if (lane == -1)
+            return -1;
+        self->initial_lane = lane;
+    }
     self->depth_limit = depth_limit;
     self->tick = tick;
     self->lineno = 0;
@@ -339,8 +515,10 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     self->pos = 0;
     if (self->task_keys == NULL)
         self->task_keys = PyMem_Calloc(TASK_SLOTS, sizeof(PyObject *));
-    if (self->rest_keys == NULL)
-        self->rest_keys = PyMem_Calloc(REST_SLOTS, sizeof(PyObject *));
+    if (self->rest_slots == NULL)
+        self->rest_slots = PyMem_Calloc(REST_SLOTS, sizeof(RestSlot));
+    else
+        clear_rest(self->rest_slots, 0); /* (the infos of another run's tails) */
     if (self->fields == NULL)
         self->fields = PyMem_Calloc(FIELD_SLOTS, sizeof(FieldSlot));
     if (self->task_seen == NULL)
@@ -356,7 +534,7 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     self->overlay = 1;
     self->pass_local = 0;
     self->pass_held = NULL;
-    if (self->task_keys == NULL || self->rest_keys == NULL || self->fields == NULL || self->task_seen == NULL ||
+    if (self->task_keys == NULL || self->rest_slots == NULL || self->fields == NULL || self->task_seen == NULL ||
         self->overlays == NULL) {
         PyErr_NoMemory();
         return -1;
@@ -376,33 +554,41 @@ static inline uint64_t dict_version(PyObject *dict) {
 #endif
 }
 
-/* The str of the `n` ASCII bytes at `p`, from `keys` (`slots` of them, a power of two) when it
- * was the last text there of its hash; a new reference. */
-static PyObject *key_str(PyObject **keys, Py_ssize_t slots, const char *p, Py_ssize_t n) {
-    uint64_t h = hash_bytes(p, n);
-    PyObject **slot = &keys[h & (uint64_t)(slots - 1)];
-    PyObject *key = *slot;
-    if (key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_1BYTE_DATA(key), p, (size_t)n) == 0) {
-        Py_INCREF(key);
-        return key;
+/* The info the Python loop's _scan_tail read of the `n` bytes at `p` (borrowed: kept in the rest
+ * cache until its slot's next text), or NULL: none in `tails` (or an error, set).  A text's info,
+ * once found, is kept with its str: an info is the same whenever the text is read again (the
+ * Python loop drops its dict at a size only to bound it) until classes are forgotten
+ * (forget_classes drops the kept infos too); the dict is looked up only for a text new here. */
+static PyObject *rest_info(LineFilter *self, const char *p, Py_ssize_t n) {
+    RestSlot *slot = &self->rest_slots[hash_bytes(p, n) & (REST_SLOTS - 1)];
+    PyObject *key = slot->key;
+    if (key != NULL && PyUnicode_GET_LENGTH(key) == n && bytes_eq((const char *)PyUnicode_1BYTE_DATA(key), p, n)) {
+        if (slot->info != NULL)
+            return slot->info;
+    } else {
+        key = ascii_str(p, n);
+        if (key == NULL)
+            return NULL;
+        Py_XSETREF(slot->key, key);
+        Py_CLEAR(slot->info);
     }
-    key = ascii_str(p, n);
-    if (key == NULL)
-        return NULL;
-    Py_INCREF(key);
-    Py_XSETREF(*slot, key);
-    return key;
+    PyObject *info = PyDict_GetItemWithError(self->tails, key); /* borrowed */
+    if (info != NULL) {
+        Py_INCREF(info);
+        slot->info = info;
+    }
+    return info;
 }
 
 /* Whether the ASCII str `s` is exactly the `n` bytes at `p`. */
 static inline int str_is(PyObject *s, const char *p, Py_ssize_t n) {
     return PyUnicode_Check(s) && PyUnicode_IS_COMPACT_ASCII(s) && PyUnicode_GET_LENGTH(s) == n &&
-           memcmp(PyUnicode_1BYTE_DATA(s), p, (size_t)n) == 0;
+           bytes_eq((const char *)PyUnicode_1BYTE_DATA(s), p, n);
 }
 
 /* lt._seconds: a finite number of seconds float() reads, without `_`, at most 64 characters. */
 static int valid_seconds(const char *p, Py_ssize_t n) {
-    if (n > 64 || memchr(p, '_', (size_t)n) != NULL)
+    if (n > 64 || find_byte(p, n, '_') != NULL)
         return 0;
     /* the usual shape, DIGITS[.DIGITS], is a finite float at 64 characters or fewer: no str,
      * no float made for it; anything else is float()'s to judge */
@@ -438,7 +624,7 @@ static int valid_seconds(const char *p, Py_ssize_t n) {
 static int read_stamp(const char *p, Py_ssize_t n, long seen, int takes_cpu, long *cpu) {
     if (seen & (B_TS | B_CPU))
         return 0;
-    const char *blank = memchr(p, ' ', (size_t)n);
+    const char *blank = find_byte(p, n, ' ');
     Py_ssize_t ts_len = blank ? blank - p : n;
     int ok = valid_seconds(p, ts_len);
     if (ok <= 0)
@@ -683,26 +869,61 @@ enum { B_MODE = 8, B_TRY = 16 };
  * removed from it, so an entry stays true).  Open addressing, linear probing. */
 /* (ClassSlot: above LineFilter) */
 
+#define CLASS_TAG (~(uint64_t)0xFFFFFFFF)
+
+/* The index twice as large (its first: 1024 slots), the entries placed again. */
 static int classes_grow(LineFilter *self) {
     Py_ssize_t size = self->class_size ? self->class_size * 2 : 1024;
-    ClassSlot *table = PyMem_Calloc((size_t)size, sizeof(ClassSlot));
-    if (table == NULL) {
+    uint64_t *index = PyMem_Calloc((size_t)size, sizeof(uint64_t));
+    if (index == NULL) {
         PyErr_NoMemory();
         return -1;
     }
-    for (Py_ssize_t i = 0; i < self->class_size; i++) {
-        ClassSlot *old = &self->class_table[i];
-        if (old->cls == NULL)
-            continue;
-        Py_ssize_t j = (Py_ssize_t)(old->hash & (uint64_t)(size - 1));
-        while (table[j].cls != NULL)
+    for (Py_ssize_t i = 0; i < self->class_count; i++) {
+        uint64_t h = self->class_table[i].hash;
+        Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)(size - 1));
+        while (index[j] != 0)
             j = (j + 1) & (size - 1);
-        table[j] = *old;
+        index[j] = (h & CLASS_TAG) | (uint64_t)(i + 1);
     }
-    PyMem_Free(self->class_table);
-    self->class_table = table;
+    PyMem_Free(self->class_index);
+    self->class_index = index;
     self->class_size = size;
     return 0;
+}
+
+/* Room for one more entry (twice the room, the entries moved: no ClassSlot pointer outlives a line). */
+static int class_entries_grow(LineFilter *self) {
+    if (self->class_count < self->class_cap)
+        return 0;
+    Py_ssize_t cap = self->class_cap ? self->class_cap * 2 : 256;
+    if (cap >= (Py_ssize_t)0xFFFFFFFF) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    char *raw = PyMem_Malloc((size_t)cap * sizeof(ClassSlot) + 127);
+    if (raw == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    ClassSlot *table = (ClassSlot *)(((uintptr_t)raw + 127) & ~(uintptr_t)127);
+    if (self->class_count)
+        memcpy(table, self->class_table, (size_t)self->class_count * sizeof(ClassSlot));
+    PyMem_Free(self->class_raw);
+    self->class_raw = raw;
+    self->class_table = table;
+    self->class_cap = cap;
+    return 0;
+}
+
+/* Whether `slot` is the class named by the `n` bytes at `p`. */
+static inline int class_is(const ClassSlot *slot, uint64_t h, const char *p, Py_ssize_t n) {
+    if (slot->hash != h || slot->len != n)
+        return 0;
+    if (n <= CLASS_INLINE)
+        return bytes_eq(slot->name, p, n);
+    return bytes_eq(slot->name, p, CLASS_INLINE) &&
+           memcmp(PyUnicode_1BYTE_DATA(slot->cls) + CLASS_INLINE, p + CLASS_INLINE, (size_t)(n - CLASS_INLINE)) == 0;
 }
 
 /* The class named by `n` bytes at `p`, if the graph has it: 1 (*slot set), 0 not, -1 error. */
@@ -711,13 +932,15 @@ static int find_class(LineFilter *self, const char *p, Py_ssize_t n, ClassSlot *
     Py_ssize_t mask = self->class_size - 1;
     Py_ssize_t j = (Py_ssize_t)(h & (uint64_t)mask);
     for (;; j = (j + 1) & mask) {
-        ClassSlot *slot = &self->class_table[j];
-        if (slot->cls == NULL)
+        uint64_t x = self->class_index[j];
+        if (x == 0)
             break;
-        if (slot->hash == h && PyUnicode_GET_LENGTH(slot->cls) == n &&
-            memcmp(PyUnicode_1BYTE_DATA(slot->cls), p, (size_t)n) == 0) {
-            *found = slot;
-            return 1;
+        if ((x & CLASS_TAG) == (h & CLASS_TAG)) {
+            ClassSlot *slot = &self->class_table[(x & 0xFFFFFFFF) - 1];
+            if (class_is(slot, h, p, n)) {
+                *found = slot;
+                return 1;
+            }
         }
     }
     PyObject *cls = ascii_str(p, n);
@@ -728,22 +951,28 @@ static int find_class(LineFilter *self, const char *p, Py_ssize_t n, ClassSlot *
         Py_DECREF(cls);
         return PyErr_Occurred() ? -1 : 0; /* not (yet) in the graph: the full checker's */
     }
-    if ((self->class_count + 1) * 2 > self->class_size) {
-        if (classes_grow(self) < 0) {
-            Py_DECREF(cls);
-            return -1;
-        }
-        mask = self->class_size - 1;
+    Py_hash_t cls_hash = PyObject_Hash(cls);
+    if (cls_hash == -1 || ((self->class_count + 1) * 2 > self->class_size && classes_grow(self) < 0) ||
+        class_entries_grow(self) < 0) {
+        Py_DECREF(cls);
+        return -1;
     }
+    mask = self->class_size - 1;
     j = (Py_ssize_t)(h & (uint64_t)mask);
-    while (self->class_table[j].cls != NULL)
+    while (self->class_index[j] != 0)
         j = (j + 1) & mask;
+    ClassSlot *slot = &self->class_table[self->class_count];
+    memset(slot, 0, sizeof *slot);
     Py_INCREF(node);
-    self->class_table[j].hash = h;
-    self->class_table[j].cls = cls;
-    self->class_table[j].node = node;
+    slot->hash = h;
+    slot->len = n;
+    slot->cls_hash = cls_hash;
+    slot->cls = cls;
+    slot->node = node;
+    memcpy(slot->name, p, (size_t)(n < CLASS_INLINE ? n : CLASS_INLINE));
     self->class_count++;
-    *found = &self->class_table[j];
+    self->class_index[j] = (h & CLASS_TAG) | (uint64_t)self->class_count;
+    *found = slot;
     return 1;
 }
 
@@ -756,7 +985,7 @@ static inline int word_is(const char *p, Py_ssize_t n, const char *word) {
  * (hotpath._scan_tail decides), -1 error. */
 static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
     const char *end = p + n;
-    const char *space = memchr(p, ' ', (size_t)n);
+    const char *space = find_byte(p, n, ' ');
     if (space == NULL)
         return 0;
     Py_ssize_t op_len = space - p;
@@ -775,13 +1004,13 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
         return 0;
     }
     const char *field = space + 1;
-    const char *field_end = memchr(field, ' ', (size_t)(end - field));
+    const char *field_end = find_byte(field, end - field, ' ');
     if (field_end == NULL)
         field_end = end;
     /* lt scan's _lock_field: CLASS, or CLASS@INSTANCE with both given, no `=` in CLASS */
-    const char *at_sign = memchr(field, '@', (size_t)(field_end - field));
+    const char *at_sign = find_byte(field, field_end - field, '@');
     const char *lock_end = at_sign ? at_sign : field_end;
-    if (lock_end == field || memchr(field, '=', (size_t)(lock_end - field)) != NULL ||
+    if (lock_end == field || find_byte(field, lock_end - field, '=') != NULL ||
         (at_sign && at_sign + 1 == field_end))
         return 0;
     t->field = field;
@@ -796,7 +1025,7 @@ static int read_tail(LineFilter *self, const char *p, Py_ssize_t n, Tail *t) {
     const char *word = field_end;
     while (word < end) {
         word++; /* the blank before it */
-        const char *word_end = memchr(word, ' ', (size_t)(end - word));
+        const char *word_end = find_byte(word, end - word, ' ');
         if (word_end == NULL)
             word_end = end;
         Py_ssize_t len = word_end - word;
@@ -858,14 +1087,14 @@ static int tail_lock(const Tail *t, PyObject **lock, PyObject **instance) {
 
 /* The release text (`release CLASS[@INSTANCE]`: the plain release that pops the entry) and the
  * instance (None: none given) of a Tail's lock field, as new references: the strs of the field's
- * last acquisition when it is the same text (a direct-mapped cache, as key_str's), else made (and
+ * last acquisition when it is the same text (a direct-mapped cache, as rest_info's), else made (and
  * kept).  Per pushed entry these were two new strs, made and freed again at its release.  0, or
  * -1 on error. */
 static int field_strs(LineFilter *self, const Tail *t, PyObject **release, PyObject **instance) {
     FieldSlot *slot = &self->fields[hash_bytes(t->field, t->field_len) & (FIELD_SLOTS - 1)];
     PyObject *text = slot->release;
     if (text == NULL || PyUnicode_GET_LENGTH(text) != 8 + t->field_len ||
-        memcmp(PyUnicode_1BYTE_DATA(text) + 8, t->field, (size_t)t->field_len) != 0) {
+        !bytes_eq((const char *)PyUnicode_1BYTE_DATA(text) + 8, t->field, t->field_len)) {
         text = PyUnicode_New(8 + t->field_len, 127);
         if (text == NULL)
             return -1;
@@ -898,6 +1127,66 @@ static inline Py_hash_t hash3(PyObject *a, PyObject *b, PyObject *c) {
     return rules_hash3(tuple_hash_ok, a, b, c);
 }
 
+/* hash(v) of an int v that fits a Py_hash_t, as CPython's long_hash computes it: |v| modulo the
+ * hash modulus (2**61 - 1 on 64-bit builds), the sign kept, -1 taken to -2. */
+static inline Py_hash_t int_hash(Py_hash_t v) {
+    uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    Py_hash_t h = (Py_hash_t)(m % (uint64_t)_PyHASH_MODULUS);
+    if (v < 0)
+        h = -h;
+    return h == -1 ? -2 : h;
+}
+
+/* hash((a, b, c)) from the items' hashes (tuple_hash3's sum, the lanes given): with the chain key's
+ * int hashed by int_hash and the class's hash kept in the class table, a push reads neither the
+ * str nor an int.  `lanes_ok`: checked against hash3 at import. */
+static int lanes_ok = 0;
+
+static inline Py_hash_t hash3_lanes(Py_hash_t a, Py_hash_t b, Py_hash_t c) {
+    Py_hash_t lanes[3] = {a, b, c};
+    Py_uhash_t acc = LC_XXPRIME_5;
+    for (int i = 0; i < 3; i++) {
+        acc += (Py_uhash_t)lanes[i] * LC_XXPRIME_2;
+        acc = LC_XXROTATE(acc);
+        acc *= LC_XXPRIME_1;
+    }
+    acc += 3 ^ (LC_XXPRIME_5 ^ 3527539UL);
+    if (acc == (Py_uhash_t)-1)
+        return 1546275796;
+    return (Py_hash_t)acc;
+}
+
+/* Whether hash3_lanes(int_hash(k), hash(s), r) is hash3(k, s, r) here, on samples: 1, 0, -1. */
+static int check_lanes(void) {
+    static const long long keys[] = {-1, -2, 0, 1, 2, 123456789, -987654321, 2305843009213693951LL,
+                                     2305843009213693952LL, -2305843009213693951LL, -2305843009213693953LL,
+                                     9223372036854775807LL, -9223372036854775807LL - 1, 1546275796};
+    static const char *names[] = {"&rq->lock", "", "(wq_completion)events#3"};
+    if (!tuple_hash_ok || sizeof(Py_hash_t) != 8)
+        return 0;
+    int ok = 1;
+    for (size_t i = 0; ok == 1 && i < sizeof keys / sizeof keys[0]; i++) {
+        for (size_t j = 0; ok == 1 && j < sizeof names / sizeof names[0]; j++) {
+            for (long r = 0; ok == 1 && r < 3; r++) {
+                PyObject *a = PyLong_FromLongLong(keys[i]), *b = PyUnicode_FromString(names[j]),
+                         *c = PyLong_FromLong(r);
+                if (a == NULL || b == NULL || c == NULL) {
+                    ok = -1;
+                } else {
+                    Py_hash_t want = hash3(a, b, c), sh = PyObject_Hash(b);
+                    ok = want == -1 || sh == -1 ? -1
+                         : PyObject_Hash(a) == int_hash((Py_hash_t)keys[i]) &&
+                               hash3_lanes(int_hash((Py_hash_t)keys[i]), sh, r) == want;
+                }
+                Py_XDECREF(a);
+                Py_XDECREF(b);
+                Py_XDECREF(c);
+            }
+        }
+    }
+    return ok;
+}
+
 /* ---- one line ------------------------------------------------------------------------------ */
 
 /* An acquisition's fields, from a Tail read here or a hotpath info tuple: borrowed, or (the
@@ -905,6 +1194,7 @@ static inline Py_hash_t hash3(PyObject *a, PyObject *b, PyObject *c) {
 typedef struct {
     PyObject *release, *cls, *lock, *instance, *read, *nest, *subclass, *node;
     ClassSlot *slot;        /* the class table's slot of `node` (read here), or NULL (an info tuple's) */
+    PyObject *info;         /* borrowed: the info tuple the fields are from, or NULL (read here) */
     int trylock;
     PyObject *owned[3];
 } Acquire;
@@ -963,6 +1253,33 @@ static Overlay *overlay_find(LineFilter *self, PyObject *held, PyObject *task, i
 
 /* An entry's tuple, as apply_acquire's tuple path makes it (a new reference), or NULL. */
 static PyObject *overlay_tuple(LineFilter *self, Overlay *ov, OvEntry *e) {
+    if (e->info != NULL) {
+        /* read by _scan_tail: its strs, subclass and nest lock, as apply_acquire's tuple path has them */
+        PyObject *info = e->info;
+        PyObject *text = ascii_str(ov->text + e->line_off, e->line_len);
+        PyObject *lineno = text ? PyLong_FromLongLong(e->lineno) : NULL;
+        PyObject *prev_key = lineno ? PyLong_FromSsize_t(e->prev_key) : NULL;
+        PyObject *entry = prev_key ? PyTuple_New(E_SIZE) : NULL;
+        if (entry == NULL) {
+            Py_XDECREF(text);
+            Py_XDECREF(lineno);
+            Py_XDECREF(prev_key);
+            return NULL;
+        }
+        PyObject *items[E_SIZE] = {
+            PyTuple_GET_ITEM(info, I_RELEASE), PyTuple_GET_ITEM(info, I_CLS), PyTuple_GET_ITEM(info, I_LOCK),
+            PyTuple_GET_ITEM(info, I_INSTANCE), prev_key, small_ints[e->irq_context], PyTuple_GET_ITEM(info, I_READ),
+            e->trylock ? Py_True : Py_False, e->hardirqs_off, PyTuple_GET_ITEM(info, I_NEST),
+            PyTuple_GET_ITEM(info, I_SUBCLASS), small_ints[0], text, lineno,
+        };
+        for (Py_ssize_t i = 0; i < E_SIZE; i++) {
+            if (i != E_PREV_KEY && i != E_LINE && i != E_LINENO)
+                Py_INCREF(items[i]);
+            PyTuple_SET_ITEM(entry, i, items[i]);
+        }
+        PyObject_GC_UnTrack(entry);
+        return entry;
+    }
     Tail t = {0};
     t.field = ov->text + e->field_off;
     t.field_len = e->field_len;
@@ -997,6 +1314,13 @@ static PyObject *overlay_tuple(LineFilter *self, Overlay *ov, OvEntry *e) {
     return entry;
 }
 
+/* Empty `ov` of its entries (their infos released), applying nothing. */
+static void overlay_clear_entries(Overlay *ov) {
+    for (Py_ssize_t i = 0; i < ov->n; i++)
+        Py_CLEAR(ov->entries[i].info);
+    ov->n = ov->text_len = 0;
+}
+
 /* Turn `ov` into what the tuple path would have left: its entries appended to the held list as
  * tuples, in order, the task's chain key and cpu set.  0, or -1 with an error. */
 static int overlay_flush(LineFilter *self, Overlay *ov) {
@@ -1008,8 +1332,7 @@ static int overlay_flush(LineFilter *self, Overlay *ov) {
         r = entry == NULL ? -1 : PyList_Append(ov->held, entry);
         Py_XDECREF(entry);
     }
-    ov->n = 0;
-    ov->text_len = 0;
+    overlay_clear_entries(ov);
     if (ov->keyed) {
         if (r == 0) {
             PyObject *key = PyLong_FromSsize_t(ov->chain_key);
@@ -1035,7 +1358,7 @@ static int overlays_flush(LineFilter *self) {
         if (r == 0)
             r = overlay_flush(self, ov);
         else {
-            ov->n = ov->text_len = 0;
+            overlay_clear_entries(ov);
             ov->keyed = 0;
             ov->cpu = -1;
         }
@@ -1054,7 +1377,7 @@ static void overlays_drop(LineFilter *self) {
     PyErr_Fetch(&type, &value, &tb);
     for (Py_ssize_t i = 0; i < self->ov_count; i++) {
         Overlay *ov = &self->overlays[self->ov_used[i]];
-        ov->n = ov->text_len = 0;
+        overlay_clear_entries(ov);
         ov->keyed = 0;
         Py_CLEAR(ov->held);
         Py_CLEAR(ov->task);
@@ -1114,9 +1437,9 @@ static inline int overlay_dirty(const Overlay *ov) {
 }
 
 /* Push an acquisition read here (`t`, the line's `n` bytes at `data`) onto `ov`: 0, -1 error. */
-static int overlay_push(Overlay *ov, const char *data, Py_ssize_t n, const Tail *t, PyObject *cls, long irq_context,
-                        int read, int trylock, PyObject *hardirqs_off, Py_hash_t prev_key, Py_hash_t chain_key,
-                        long long lineno) {
+static int overlay_push(Overlay *ov, const char *data, Py_ssize_t n, const Tail *t, PyObject *cls, PyObject *info,
+                        long irq_context, int read, int trylock, PyObject *hardirqs_off, Py_hash_t prev_key,
+                        Py_hash_t chain_key, long long lineno) {
     if (ov->n == ov->cap) {
         Py_ssize_t cap = ov->cap ? ov->cap * 2 : 8;
         OvEntry *entries = PyMem_Realloc(ov->entries, (size_t)cap * sizeof(OvEntry));
@@ -1138,6 +1461,8 @@ static int overlay_push(Overlay *ov, const char *data, Py_ssize_t n, const Tail 
     OvEntry *e = &ov->entries[ov->n++];
     memcpy(ov->text + ov->text_len, data, (size_t)n);
     e->cls = cls;
+    Py_XINCREF(info);
+    e->info = info;
     e->prev_key = prev_key;
     e->hardirqs_off = hardirqs_off;
     e->irq_context = irq_context;
@@ -1164,12 +1489,13 @@ nomem:
 static inline int overlay_releases(const Overlay *ov, const char *rest, Py_ssize_t rest_len) {
     const OvEntry *e = &ov->entries[ov->n - 1];
     return rest_len == 8 + e->field_len && memcmp(rest, "release ", 8) == 0 &&
-           memcmp(rest + 8, ov->text + e->field_off, (size_t)e->field_len) == 0;
+           bytes_eq(rest + 8, ov->text + e->field_off, e->field_len);
 }
 
 /* Pop the top entry of `ov` (its plain release), the task's cpu now `cpu` when given. */
 static void overlay_pop(Overlay *ov, long cpu) {
     OvEntry *e = &ov->entries[ov->n - 1];
+    Py_CLEAR(e->info);
     ov->chain_key = e->prev_key;
     ov->keyed = 1;
     ov->text_len = e->line_off;
@@ -1250,24 +1576,25 @@ static int overlay_acquire(LineFilter *self, const char *data, Py_ssize_t n, PyO
         if (prev == -1 && PyErr_Occurred())
             return -1;
     }
-    PyObject *lane = head ? (Py_INCREF(self->initial), self->initial) : probe_of(prev);
-    if (lane == NULL)
-        return -1;
-    Py_hash_t hash = hash3(lane, a->cls, a->read);
-    Py_DECREF(lane);
-    if (hash == -1)
-        return -1;
-    if (rule_validates(self, a->trylock)) {
-        PyObject *key = probe_of(hash);
-        if (key == NULL)
+    Py_hash_t hash;
+    if (lanes_ok && a->slot != NULL && self->initial_lane != -1) {
+        hash = hash3_lanes(head ? self->initial_lane : int_hash(prev), a->slot->cls_hash, read_mode);
+    } else {
+        PyObject *lane = head ? (Py_INCREF(self->initial), self->initial) : probe_of(prev);
+        if (lane == NULL)
             return -1;
-        int cached = PySet_Contains(self->cache, key);
-        Py_DECREF(key);
+        hash = hash3(lane, a->cls, a->read);
+        Py_DECREF(lane);
+        if (hash == -1)
+            return -1;
+    }
+    if (rule_validates(self, a->trylock)) {
+        int cached = cache_has(self, hash, NULL);
         if (cached <= 0)
             return cached; /* a miss: validate_chain, in the full checker */
     }
     ov = overlay_find(self, held, task, 1); /* (finding room may have flushed them all) */
-    if (ov == NULL || overlay_push(ov, data, n, t, a->cls, context, (int)read_mode, a->trylock,
+    if (ov == NULL || overlay_push(ov, data, n, t, a->cls, a->info, context, (int)read_mode, a->trylock,
                                    PyTuple_GET_ITEM(view, V_HARDIRQS_OFF), prev, hash, self->lineno) < 0)
         return -1;
     if (cpu >= 0)
@@ -1276,6 +1603,52 @@ static int overlay_acquire(LineFilter *self, const char *data, Py_ssize_t n, PyO
         self->hits++;
     self->events++;
     return 1;
+}
+
+/* The lock field of an acquisition _scan_tail read (its `info`) in its line (`TASK acquire FIELD ...`,
+ * the field the info's release text names): 1 and *t set, 0 not found as expected (the tuple path). */
+static int info_field(const char *data, Py_ssize_t n, PyObject *info, Tail *t) {
+    PyObject *release = PyTuple_GET_ITEM(info, I_RELEASE), *lock = PyTuple_GET_ITEM(info, I_LOCK);
+    PyObject *instance = PyTuple_GET_ITEM(info, I_INSTANCE);
+    if (!PyUnicode_Check(release) || !PyUnicode_IS_COMPACT_ASCII(release) || !PyUnicode_Check(lock) ||
+        !PyUnicode_IS_COMPACT_ASCII(lock) || PyUnicode_GET_LENGTH(release) <= 8)
+        return 0;
+    const char *space = find_byte(data, n, ' ');
+    if (space == NULL || data + n - (space + 1) < 8 || !bytes_eq(space + 1, "acquire ", 8))
+        return 0;
+    const char *field = space + 9, *end = data + n;
+    Py_ssize_t len = PyUnicode_GET_LENGTH(release) - 8, lock_len = PyUnicode_GET_LENGTH(lock);
+    int has_instance = instance != Py_None;
+    if (end - field < len || (end - field > len && field[len] != ' ') ||
+        !bytes_eq(field, (const char *)PyUnicode_1BYTE_DATA(release) + 8, len) || lock_len > len ||
+        !bytes_eq(field, (const char *)PyUnicode_1BYTE_DATA(lock), lock_len) ||
+        (has_instance ? lock_len >= len || field[lock_len] != '@' : lock_len != len))
+        return 0;
+    t->field = field;
+    t->field_len = len;
+    t->lock_len = lock_len;
+    t->has_instance = has_instance;
+    return 1;
+}
+
+/* Checker.lock_is_held over the overlay's entries (they hold no references: the lock and instance
+ * given): 1 held, 0 not found there (or a lock not ASCII: asked of the held list alone). */
+static int overlay_holds(const Overlay *ov, PyObject *lock, PyObject *instance) {
+    int has_instance = instance != Py_None;
+    if (!PyUnicode_Check(lock) || !PyUnicode_IS_COMPACT_ASCII(lock) ||
+        (has_instance && (!PyUnicode_Check(instance) || !PyUnicode_IS_COMPACT_ASCII(instance))))
+        return 0;
+    Py_ssize_t lock_len = PyUnicode_GET_LENGTH(lock), instance_len = has_instance ? PyUnicode_GET_LENGTH(instance) : 0;
+    for (Py_ssize_t i = 0; i < ov->n; i++) {
+        const OvEntry *e = &ov->entries[i];
+        const char *field = ov->text + e->field_off;
+        if (e->lock_len == lock_len && e->has_instance == has_instance &&
+            bytes_eq(field, (const char *)PyUnicode_1BYTE_DATA(lock), lock_len) &&
+            (!has_instance || (e->field_len - lock_len - 1 == instance_len &&
+                               bytes_eq(field + lock_len + 1, (const char *)PyUnicode_1BYTE_DATA(instance), instance_len))))
+            return 1;
+    }
+    return 0;
 }
 
 /* Checker.feed + lock_acquire for a chain-cache hit (or a nest_lock merge): 1 applied, 0 the
@@ -1288,12 +1661,30 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     PyObject *irq_context = PyTuple_GET_ITEM(view, V_IRQ_CONTEXT);
     PyObject *hardirqs_off = PyTuple_GET_ITEM(view, V_HARDIRQS_OFF);
     long context = as_long(irq_context);
-    /* pushed onto the held overlay: an acquisition read here (subclass 0, no nest lock) of a task
-     * that keeps no acquired_ever, in one of lockdep's irq contexts */
-    int overlaid = self->overlay && a->release == NULL && nest == Py_None &&
-                   PyTuple_GET_ITEM(view, V_ACQUIRED_EVER) == Py_None && context >= 0 && context <= 3 &&
-                   (hardirqs_off == Py_True || hardirqs_off == Py_False);
-    if (overlay_dirty(ov) && (!overlaid || rule_merges(self, 0, 0) || rule_merges(self, 0, 1))) {
+    int nest_given = nest != Py_None;
+    /* pushed onto the held overlay: an acquisition read here, or read by _scan_tail (a subclass, a
+     * nest lock: its info kept with the entry), of a task that keeps no acquired_ever, in one of
+     * lockdep's irq contexts */
+    int overlaid = self->overlay && PyTuple_GET_ITEM(view, V_ACQUIRED_EVER) == Py_None && context >= 0 &&
+                   context <= 3 && (hardirqs_off == Py_True || hardirqs_off == Py_False);
+    Tail info_tail; /* an info's lock field in the line (where the overlay keeps it) */
+    const Tail *field = t;
+    if (overlaid && a->release != NULL) {
+        overlaid = a->info != NULL && info_field(data, n, a->info, &info_tail);
+        field = &info_tail;
+    }
+    if (overlaid && ov != NULL && ov->n) {
+        /* a merge onto the overlay's top entry (nest_lock_merges): the tuple path's, on the held list */
+        int same = 0;
+        if (rule_merges(self, nest_given, 0) != rule_merges(self, nest_given, 1)) {
+            same = PyObject_RichCompareBool(ov->entries[ov->n - 1].cls, cls, Py_EQ);
+            if (same < 0)
+                return -1;
+        }
+        if (rule_merges(self, nest_given, same))
+            overlaid = 0;
+    }
+    if (overlay_dirty(ov) && !overlaid) {
         /* the tuple path, or a merge onto the top entry: on the held list as the tuple path has it */
         if (overlay_flush(self, ov) < 0)
             return -1;
@@ -1306,11 +1697,10 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         return 0;
     int head = 0;
     if (above) {
-        /* the overlay's top entry (no merge onto it: the rules merge nothing without a nest lock) */
+        /* the overlay's top entry (no merge onto it: asked above) */
         head = rule_separate(self, ov->entries[above - 1].irq_context, context);
     } else if (top != NULL) {
         long top_context;
-        int nest_given = nest != Py_None;
         /* the class compared only where the merge rule depends on it */
         int ask_class = rule_merges(self, nest_given, 0) != rule_merges(self, nest_given, 1);
         int same_class = 0;
@@ -1347,7 +1737,9 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         head = rule_separate(self, top_context, as_long(irq_context));
     }
     if (nest != Py_None) {
-        int holds = holds_lock(held, PyTuple_GET_ITEM(nest, 0), PyTuple_GET_ITEM(nest, 1));
+        int holds = above ? overlay_holds(ov, PyTuple_GET_ITEM(nest, 0), PyTuple_GET_ITEM(nest, 1)) : 0;
+        if (!holds)
+            holds = holds_lock(held, PyTuple_GET_ITEM(nest, 0), PyTuple_GET_ITEM(nest, 1));
         if (holds <= 0)
             return holds; /* not held (a report), or a HeldLock to ask: the Python side */
     }
@@ -1361,7 +1753,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     if (need & ~usage)
         return 0; /* a new usage bit: mark_usage, in the full checker */
     if (overlaid)
-        return overlay_acquire(self, data, n, view, held, cpu, a, t, ov, head, context, read_mode);
+        return overlay_acquire(self, data, n, view, held, cpu, a, field, ov, head, context, read_mode);
     PyObject *prev_key = get_chain_key(task);
     if (prev_key == NULL)
         return -1;
@@ -1372,7 +1764,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         return -1;
     }
     if (rule_validates(self, a->trylock)) {
-        int cached = PySet_Contains(self->cache, chain_key);
+        int cached = cache_has(self, hash, chain_key);
         if (cached <= 0) {
             Py_DECREF(prev_key);
             Py_DECREF(chain_key);
@@ -1592,7 +1984,7 @@ static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObj
             break;
         }
         if (rule_validates(self, trylock)) {
-            int cached = PySet_Contains(self->cache, next_key);
+            int cached = cache_has(self, hash, next_key);
             if (cached <= 0) {
                 Py_DECREF(next_key);
                 r = cached; /* a new chain: validate_chain */
@@ -1662,6 +2054,147 @@ static int apply_contention(LineFilter *self, PyObject *view, PyObject *task, Py
     }
     if (set_cpu(task, cpu) < 0)
         return -1;
+    self->events++;
+    return 1;
+}
+
+/* apply_contention for a task whose top entries are in the overlay `ov` (`n` > 0): 1 applied there
+ * (the checker counts contention only, or find_held would find the lock among the overlay's
+ * entries: the same CLASS[@INSTANCE] text -- the entries hold no references -- without crossing
+ * into another irq context), 0 not decided here (the caller flushes and asks apply_contention),
+ * -1 on error. */
+static int overlay_contention(LineFilter *self, Overlay *ov, long cpu, const Tail *t) {
+    if (self->checker == NULL)
+        return 0;
+    int checked = attr_true(self->checker, s_contention_checked);
+    if (checked < 0)
+        return -1;
+    if (checked) {
+        Py_ssize_t k = ov->n - 1;
+        for (;; k--) {
+            const OvEntry *e = &ov->entries[k];
+            if (e->field_len == t->field_len && bytes_eq(ov->text + e->field_off, t->field, t->field_len))
+                break;
+            /* (the overlay's entries share one irq context -- an irq op flushes it -- but find_held's
+             * rule is kept: an entry below in another context is not looked at) */
+            if (k == 0 || ov->entries[k - 1].irq_context != e->irq_context)
+                return 0; /* (the held list's below, or not held: the tuple path's answer) */
+        }
+    }
+    if (cpu >= 0)
+        ov->cpu = cpu;
+    self->events++;
+    return 1;
+}
+
+/* The most entries above a released one overlay_release_below re-keys (more: the tuple path's). */
+#define OV_MOVED 64
+
+/* release_below for a lock among the overlay's entries below its top (`n` > 0, the top not it):
+ * every entry above it re-acquired onto a cached chain marking no usage bit, in the overlay -- the
+ * released entry's text taken out, the entries above re-keyed.  1 applied, 0 not decided here
+ * (not an overlay entry, a chain not cached, a new usage bit...: the caller flushes and the tuple
+ * path decides), -1 on error. */
+static int overlay_release_below(LineFilter *self, PyObject *view, Overlay *ov, long cpu, const Tail *t) {
+    if (self->classes == NULL)
+        return 0;
+    /* find_held over the overlay: the same CLASS[@INSTANCE] text (its entries hold no references) */
+    Py_ssize_t k = ov->n - 2;
+    for (;; k--) {
+        if (k < 0)
+            return 0;
+        const OvEntry *e = &ov->entries[k];
+        if (e->field_len == t->field_len && bytes_eq(ov->text + e->field_off, t->field, t->field_len))
+            break;
+        if (e->irq_context != ov->entries[k + 1].irq_context)
+            return 0;
+    }
+    Py_ssize_t above = ov->n - 1 - k;
+    if (above > OV_MOVED)
+        return 0;
+    long irq_context = as_long(PyTuple_GET_ITEM(view, V_IRQ_CONTEXT));
+    if (irq_context < 0 || irq_context > 3)
+        return 0;
+    long below_context = -1; /* no lock below: the chain goes on from the key */
+    if (k > 0) {
+        below_context = ov->entries[k - 1].irq_context;
+    } else {
+        PyObject *held = ov->held;
+        if (PyList_GET_SIZE(held)) {
+            PyObject *below = PyList_GET_ITEM(held, PyList_GET_SIZE(held) - 1);
+            if (!PyTuple_CheckExact(below))
+                return 0; /* a HeldLock: the tuple path's */
+            below_context = as_long(PyTuple_GET_ITEM(below, E_IRQ_CONTEXT));
+        }
+    }
+    PyObject *need = PyObject_GetAttr(ov->task, s_usage_need);
+    if (need == NULL)
+        return -1;
+    Py_hash_t keys[OV_MOVED + 1];
+    long hits = 0;
+    int r = PyList_Check(need) && PyList_GET_SIZE(need) == 8 ? 1 : -1;
+    keys[0] = ov->entries[k].prev_key;
+    for (Py_ssize_t i = 0; r > 0 && i < above; i++) {
+        const OvEntry *e = &ov->entries[k + 1 + i];
+        if (e->info != NULL && PyTuple_GET_ITEM(e->info, I_NEST) != Py_None) {
+            r = 0; /* a nest lock: lock_acquire would look for it (the tuple path's) */
+            break;
+        }
+        long wanted = as_long(PyList_GET_ITEM(need, (e->read ? 1 : 0) | (e->trylock ? 2 : 0) |
+                                                        (e->hardirqs_off == Py_True ? 4 : 0)));
+        PyObject *node = PyDict_GetItemWithError(self->classes, e->cls);
+        PyObject *usage = node && PyDict_Check(node) ? PyDict_GetItemWithError(node, s_usage) : NULL;
+        if (usage == NULL) {
+            r = PyErr_Occurred() ? -1 : 0;
+            break;
+        }
+        if (wanted & ~as_long(usage)) {
+            r = 0; /* a new usage bit: mark_usage */
+            break;
+        }
+        int head = below_context >= 0 && rule_separate(self, below_context, irq_context);
+        PyObject *lane = head ? (Py_INCREF(self->initial), self->initial) : probe_of(keys[i]);
+        Py_hash_t hash = lane == NULL ? -1 : hash3(lane, e->cls, small_ints[e->read]);
+        Py_XDECREF(lane);
+        if (hash == -1) {
+            r = -1;
+            break;
+        }
+        if (rule_validates(self, e->trylock)) {
+            int cached = cache_has(self, hash, NULL);
+            if (cached <= 0) {
+                r = cached; /* a new chain: validate_chain */
+                break;
+            }
+            hits++;
+        }
+        keys[i + 1] = hash;
+        below_context = irq_context;
+    }
+    Py_DECREF(need);
+    if (r <= 0)
+        return r;
+    /* everything checked: the released entry's line out of the text, the entries above moved down */
+    OvEntry *gone = &ov->entries[k];
+    PyObject *gone_info = gone->info; /* (its slot is overwritten below) */
+    Py_ssize_t cut = gone->line_len, from = gone->line_off + cut;
+    memmove(ov->text + gone->line_off, ov->text + from, (size_t)(ov->text_len - from));
+    ov->text_len -= cut;
+    for (Py_ssize_t i = 0; i < above; i++) {
+        OvEntry *e = &ov->entries[k + i];
+        *e = ov->entries[k + 1 + i];
+        e->line_off -= cut;
+        e->field_off -= cut;
+        e->prev_key = keys[i];
+        e->irq_context = irq_context;
+    }
+    ov->n--;
+    Py_XDECREF(gone_info);
+    ov->chain_key = keys[above];
+    ov->keyed = 1;
+    if (cpu >= 0)
+        ov->cpu = cpu;
+    self->hits += hits;
     self->events++;
     return 1;
 }
@@ -1887,7 +2420,7 @@ static PyObject *find_view(LineFilter *self, const char *p, Py_ssize_t n) {
         self->epoch++;
     }
     self->current = NULL;
-    int same_key = key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_1BYTE_DATA(key), p, (size_t)n) == 0;
+    int same_key = key != NULL && PyUnicode_GET_LENGTH(key) == n && bytes_eq((const char *)PyUnicode_1BYTE_DATA(key), p, n);
     if (same_key && seen->epoch == self->epoch) {
         self->current = seen;
         return seen->view;
@@ -1911,7 +2444,7 @@ static PyObject *find_view(LineFilter *self, const char *p, Py_ssize_t n) {
  * `data`/`n`: the ASCII line without its line ending; `line`: that line as a str when there is
  * one (of `n` characters, or with its line ending), NULL when it comes from a block of bytes. */
 static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssize_t n) {
-    const char *space = memchr(data, ' ', (size_t)n);
+    const char *space = find_byte(data, n, ' ');
     if (space == NULL || space == data)
         return 0;
     PyObject *view = find_view(self, data, space - data); /* borrowed */
@@ -1926,7 +2459,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     /* time stamps make lines unique: the rest is what is read */
     Py_ssize_t rest_len = tail_len;
     const char *stamp = NULL;
-    for (const char *p = tail; (p = memchr(p, ' ', (size_t)(tail + tail_len - p))) != NULL; p++) {
+    for (const char *p = tail; (p = find_byte(p, tail + tail_len - p, ' ')) != NULL; p++) {
         if (tail + tail_len - p >= 4 && memcmp(p, " ts=", 4) == 0) {
             rest_len = p - tail;
             stamp = p + 4;
@@ -1979,13 +2512,15 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     int read = read_tail(self, tail, rest_len, &t);
     if (read < 0)
         return -1;
+    if (t.kind != 0) {
+        /* a lock op (read_tail knew its word, if not the rest: a class new to the graph, a nest
+         * lock...), which the Python side applies to this task alone if it is passed on */
+        self->pass_local = 1;
+        self->pass_held = held;
+    }
     if (read == 0) {
         /* a shape not read here: what the Python loop's _scan_tail read of it, if it did */
-        PyObject *rest = key_str(self->rest_keys, REST_SLOTS, tail, rest_len);
-        if (rest == NULL)
-            return -1;
-        info = PyDict_GetItemWithError(self->tails, rest); /* borrowed */
-        Py_DECREF(rest);
+        info = rest_info(self, tail, rest_len); /* borrowed */
         if (info == NULL)
             return PyErr_Occurred() ? -1 : 0;
         t.kind = (int)as_long(PyTuple_GET_ITEM(info, I_KIND));
@@ -2012,7 +2547,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
         const char *top_field = ov->text + e->field_off;
         int same;
         if (info == NULL) {
-            same = t.field_len == e->field_len && memcmp(t.field, top_field, (size_t)e->field_len) == 0;
+            same = t.field_len == e->field_len && bytes_eq(t.field, top_field, e->field_len);
         } else {
             PyObject *release = PyTuple_GET_ITEM(info, I_RELEASE);
             same = PyUnicode_Check(release) && PyUnicode_IS_COMPACT_ASCII(release) &&
@@ -2025,6 +2560,19 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
             self->events++;
             return 1;
         }
+    }
+    if (t.kind == K_RELEASE && info == NULL && ov != NULL && ov->n && self->quick) {
+        /* a release below the overlay's top, of one of its entries (release_below, there) */
+        int r = overlay_release_below(self, view, ov, cpu, &t);
+        if (r != 0)
+            return r;
+    }
+    if (t.kind == K_STATS && info == NULL && ov != NULL && ov->n) {
+        /* contended/acquired of a task with pushes in the overlay: applied there when it would be
+         * on the held list (apply_contention), else on the held list as the tuple path has it */
+        int r = overlay_contention(self, ov, cpu, &t);
+        if (r != 0)
+            return r;
     }
     if (t.kind != K_ACQUIRE && overlay_dirty(ov)) {
         /* not the overlay's: on the held list as the tuple path has it */
@@ -2053,6 +2601,7 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     Acquire a; /* (each path below sets the rest) */
     a.release = a.lock = a.instance = NULL;
     a.slot = NULL;
+    a.info = info;
     a.owned[0] = a.owned[1] = a.owned[2] = NULL;
     if (info != NULL) {
         a.release = PyTuple_GET_ITEM(info, I_RELEASE);
@@ -2189,6 +2738,9 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
 }
 
 static PyObject *LineFilter_next(LineFilter *self) {
+    /* back from the Python side, which may have emptied the chain cache */
+    if (self->known_gen >= 0 && known_sync(self) < 0)
+        return NULL;
     for (;;) {
         if (self->chunk != NULL) {
             PyObject *line = NULL;
@@ -2248,6 +2800,14 @@ static PyObject *LineFilter_take(LineFilter *self, PyObject *Py_UNUSED(ignored))
     return counts;
 }
 
+/* The counts alone, the overlays left as they are: before an event of a line passed on, whose
+ * checker looks at the overlays numbered() flushed for it (its task's, or all of them). */
+static PyObject *LineFilter_counts(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *counts = Py_BuildValue("(LL)", self->events, self->hits);
+    self->events = self->hits = 0;
+    return counts;
+}
+
 static PyObject *LineFilter_lines_read(LineFilter *self, PyObject *Py_UNUSED(ignored)) {
     return PyLong_FromLongLong(self->lineno);
 }
@@ -2277,6 +2837,7 @@ static PyObject *LineFilter_forget_classes(LineFilter *self, PyObject *Py_UNUSED
         if (classes_grow(self) < 0)
             return NULL;
     }
+    clear_rest(self->rest_slots, 0); /* (their infos name the classes' nodes) */
     Py_RETURN_NONE;
 }
 
@@ -2284,7 +2845,9 @@ static PyMethodDef LineFilter_methods[] = {
     {"forget_classes", (PyCFunction)LineFilter_forget_classes, METH_NOARGS,
      "Drop the classes looked up so far (the graph removed some: their nodes are new when they return)."},
     {"take", (PyCFunction)LineFilter_take, METH_NOARGS,
-     "(events, chain-cache hits) applied since the last call, and reset."},
+     "(events, chain-cache hits) applied since the last call, and reset; every held overlay flushed."},
+    {"counts", (PyCFunction)LineFilter_counts, METH_NOARGS,
+     "(events, chain-cache hits) applied since the last call, and reset; the held overlays left as they are."},
     {"stop", (PyCFunction)LineFilter_stop, METH_NOARGS, "From now on pass every line on."},
     {"use_overlay", (PyCFunction)LineFilter_use_overlay, METH_O,
      "Whether pushes are kept in C until a line goes to the Python side (default True; False: each a tuple)."},
@@ -2334,10 +2897,11 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     s_check = PyUnicode_InternFromString("check");
     s_read = PyUnicode_InternFromString("read");
     s_contention_checked = PyUnicode_InternFromString("contention_checked");
+    s_generation = PyUnicode_InternFromString("generation");
     if (!s_chain_key || !s_cpu || !s_usage || !s_add || !s_lock || !s_instance || !s_references ||
         !s_prev_chain_key || !s_cls || !s_irq_context || !s_hardirqs_enabled || !s_softirqs_enabled ||
         !s_hardirq_depth || !s_softirq_depth || !s_irq_events || !s_stamp || !s_name || !s_usage_need || !s_key ||
-        !s_check || !s_read || !s_contention_checked)
+        !s_check || !s_read || !s_contention_checked || !s_generation)
         return NULL;
     for (int i = 0; i < 4; i++)
         if ((small_ints[i] = PyLong_FromLong(i)) == NULL)
@@ -2348,12 +2912,21 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     tuple_hash_ok = hash_ok;
     if (check_probe() < 0)
         return NULL;
+    int lanes = check_lanes();
+    if (lanes < 0)
+        return NULL;
+    lanes_ok = lanes;
     if (PyType_Ready(&LineFilterType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&speedups_module);
     if (module == NULL)
         return NULL;
     /* whether chain keys are hashed and looked up through the core's own int (probe_of) */
+    /* whether a push onto the held overlay hashes its chain key from kept hashes (hash3_lanes) */
+    if (PyModule_AddIntConstant(module, "HASH_LANES", lanes_ok) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
     if (PyModule_AddIntConstant(module, "PROBE_INTS", probe_ok) < 0) {
         Py_DECREF(module);
         return NULL;

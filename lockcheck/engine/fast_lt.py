@@ -161,9 +161,11 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
         if give_bytes is not None:
             give_bytes(numbered.lines_read)
         take = numbered.take
+        # (before an event: the counts alone -- the core flushed what that line's checker may look at)
+        counts = numbered.counts
     else:
         numbered = enumerate(lines, 1)
-        take = _nothing_taken
+        take = counts = _nothing_taken
     # The cyclic garbage collector is off while the lines are read: a check makes no reference
     # cycles per line (what it drops is freed by reference counting), but the collector's passes
     # over the young objects it makes cost ~5-15% of a check; on again at the end (or when the
@@ -194,7 +196,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                     if line.startswith(_DIRECTIVES) or lineno == 1:
                         ev = parse_line(line, file, lineno) if lineno != 1 else _plain(line, file, lineno)
                         if ev is not None:
-                            events = hits = _settle(stats, events, hits, take)
+                            events = hits = _settle(stats, events, hits, counts)
                             task_view.clear()
                             yield ev
                     continue
@@ -363,7 +365,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 for other in tasks.values():
                     if other.held:
                         materialize(other.held, file)
-            events = hits = _settle(stats, events, hits, take)
+            events = hits = _settle(stats, events, hits, counts)
             if ev.op is LOST_EVENTS or ev.op is RUN:
                 task_view.clear()  # other tasks' stacks and irq states change, or the tasks go
             else:

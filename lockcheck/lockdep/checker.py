@@ -33,6 +33,7 @@ from lockcheck.events import ACQUIRE, LOST_EVENTS, RELEASE, RUN, Event, class_na
 from lockcheck.lockdep.findings import ChainLink, Evidence, Finding, LockSnapshot
 from lockcheck.lockdep.graph import DepGraph, calc_dep
 from lockcheck.lockdep import lazy_release as lazy
+from lockcheck.lockdep.chain_cache import ChainCache
 from lockcheck.lockdep.circular import BfsEntry, CircularSearch
 from lockcheck.lockdep.irq import IrqValidator
 from lockcheck.lockdep.release import LockRelease
@@ -102,7 +103,7 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
         self.options = options or CheckerOptions()
         self.tasks: dict[str, TaskState] = {}
         self._tasks_before = 0
-        self.chain_cache: set[int] = set()
+        self.chain_cache: set[int] = ChainCache()  # (its `generation`: the compiled core's copy of it)
         self.reported: set[tuple] = set()
         self.findings: list[Finding] = []
         #: whether `findings` keeps every finding (a caller that takes them from `run`, as `lockcheck
