@@ -1226,10 +1226,7 @@ static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObje
             if (marked <= 0)
                 return marked;
         }
-        hd += (t & RULES_IRQT_HARD_IN) ? 1 : (t & RULES_IRQT_HARD_OUT) ? -1 : 0;
-        sd += (t & RULES_IRQT_SOFT_IN) ? 1 : (t & RULES_IRQT_SOFT_OUT) ? -1 : 0;
-        he = (t & RULES_IRQT_HE) != 0;
-        se = (t & RULES_IRQT_SE) != 0;
+        RULES_IRQ_STEP(t, hd, sd, he, se);
         stamped[i] = (t & RULES_IRQT_RECORD) != 0;
         refresh |= (t & RULES_IRQT_REFRESH) != 0;
     }

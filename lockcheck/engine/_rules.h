@@ -52,6 +52,16 @@ static inline unsigned long rules_irq(const unsigned long *table, int op, long h
     return table[(op & 7) * 16 + (hd ? 8 : 0) + (sd ? 4 : 0) + (he ? 2 : 0) + (se ? 1 : 0)];
 }
 
+/* The state an entry `t` of the table leaves (its depth steps and on/off bits), applied to the
+ * cores' own variables (a macro: one core keeps the bits as int, the other as long). */
+#define RULES_IRQ_STEP(t, hd, sd, he, se)                                                              \
+    do {                                                                                               \
+        (hd) += ((t) & RULES_IRQT_HARD_IN) ? 1 : ((t) & RULES_IRQT_HARD_OUT) ? -1 : 0;                 \
+        (sd) += ((t) & RULES_IRQT_SOFT_IN) ? 1 : ((t) & RULES_IRQT_SOFT_OUT) ? -1 : 0;                 \
+        (he) = ((t) & RULES_IRQT_HE) != 0;                                                             \
+        (se) = ((t) & RULES_IRQT_SE) != 0;                                                             \
+    } while (0)
+
 /* The table from its tuple of RULES_IRQ_N ints: 0, or -1 with an error set. */
 static int rules_irq_parse(PyObject *tuple, unsigned long *out) {
     if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != RULES_IRQ_N) {

@@ -2377,10 +2377,7 @@ static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssiz
         if (marked <= 0)
             return marked;
     }
-    hd += (t & RULES_IRQT_HARD_IN) ? 1 : (t & RULES_IRQT_HARD_OUT) ? -1 : 0;
-    sd += (t & RULES_IRQT_SOFT_IN) ? 1 : (t & RULES_IRQT_SOFT_OUT) ? -1 : 0;
-    he = (t & RULES_IRQT_HE) != 0;
-    se = (t & RULES_IRQT_SE) != 0;
+    RULES_IRQ_STEP(t, hd, sd, he, se);
     int record = (t & RULES_IRQT_RECORD) != 0, needs = (t & RULES_IRQT_REFRESH) != 0;
     if ((hd != hd0 && set_long_attr(task, s_hardirq_depth, hd) < 0) ||
         (sd != sd0 && set_long_attr(task, s_softirq_depth, sd) < 0) ||
