@@ -267,9 +267,13 @@ def test_a_clean_line_is_read_the_same_wherever_its_strings_end(odd) -> None:
         assert _outcome(lines, "str") == plain
 
 
-def test_blocks_larger_than_the_first_buffer_come_out_whole() -> None:
+def test_blocks_larger_than_the_first_buffer_come_out_whole(monkeypatch: pytest.MonkeyPatch) -> None:
     """The translator writes a block's lines into the `bytes` it yields, grown as a block needs (the first
-    from 64 KiB): a file of several such blocks comes out line for line, none lost or cut."""
+    from 64 KiB): a file of several such blocks comes out line for line, none lost or cut.  (The reader's
+    blocks made larger than its own 64 KiB, so that a block's translation outgrows the first buffer.)"""
+    from lockcheck.readers import source as source_module
+
+    monkeypatch.setattr(source_module, "BLOCK", 1 << 18)
     lines = [f'{{"task": "T{i % 7}", "op": "acquire", "lock": "lock-{i}", "at": "f+0x{i:x}/0x80", "ts": {i}.5, '
              f'"cpu": {i % 4}}}' for i in range(12000)]
     source = Lines.opened(io.BytesIO("\n".join(lines).encode()), "big.jsonl", lambda: None)
