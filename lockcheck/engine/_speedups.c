@@ -480,6 +480,7 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     Py_XINCREF(checker);
     Py_XSETREF(self->checker, checker);
     self->read_shift = read_shift;
+    overlays_drop(self); /* first: its entries borrow the class table's strs, freed next */
     clear_classes(self);
     Py_XINCREF(classes);
     Py_XSETREF(self->classes, classes);
@@ -528,7 +529,6 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     self->epoch = 1;
     self->views_known = 0;
     self->current = NULL;
-    overlays_drop(self);
     if (self->overlays == NULL)
         self->overlays = PyMem_Calloc(OV_SLOTS, sizeof(Overlay));
     self->overlay = 1;
@@ -2104,10 +2104,12 @@ static int overlay_release_below(LineFilter *self, PyObject *view, Overlay *ov, 
         if (k < 0)
             return 0;
         const OvEntry *e = &ov->entries[k];
-        if (e->field_len == t->field_len && bytes_eq(ov->text + e->field_off, t->field, t->field_len))
-            break;
+        /* find_held_lock: an entry is looked at only below one of its own irq context (the overlay's
+         * entries share one today -- an irq op flushes it -- but the rule is kept) */
         if (e->irq_context != ov->entries[k + 1].irq_context)
             return 0;
+        if (e->field_len == t->field_len && bytes_eq(ov->text + e->field_off, t->field, t->field_len))
+            break;
     }
     Py_ssize_t above = ov->n - 1 - k;
     if (above > OV_MOVED)
