@@ -1143,17 +1143,7 @@ static inline Py_hash_t int_hash(Py_hash_t v) {
 static int lanes_ok = 0;
 
 static inline Py_hash_t hash3_lanes(Py_hash_t a, Py_hash_t b, Py_hash_t c) {
-    Py_hash_t lanes[3] = {a, b, c};
-    Py_uhash_t acc = LC_XXPRIME_5;
-    for (int i = 0; i < 3; i++) {
-        acc += (Py_uhash_t)lanes[i] * LC_XXPRIME_2;
-        acc = LC_XXROTATE(acc);
-        acc *= LC_XXPRIME_1;
-    }
-    acc += 3 ^ (LC_XXPRIME_5 ^ 3527539UL);
-    if (acc == (Py_uhash_t)-1)
-        return 1546275796;
-    return (Py_hash_t)acc;
+    return tuple_hash3_lanes(a, b, c);
 }
 
 /* Whether hash3_lanes(int_hash(k), hash(s), r) is hash3(k, s, r) here, on samples: 1, 0, -1. */
@@ -1251,63 +1241,49 @@ static int node_usage(PyObject *node, ClassSlot *slot, long *out) {
  * made, for `task`; NULL with an error set when that fails). */
 static Overlay *overlay_find(LineFilter *self, PyObject *held, PyObject *task, int create);
 
-/* An entry's tuple, as apply_acquire's tuple path makes it (a new reference), or NULL. */
+/* An entry's tuple, as apply_acquire's tuple path makes it (a new reference), or NULL.  Its strs,
+ * subclass and nest lock come from its info (read by _scan_tail) when it has one, else from its
+ * field's text (subclass 0: the lock is the class itself, the same str, as in _scan_tail). */
 static PyObject *overlay_tuple(LineFilter *self, Overlay *ov, OvEntry *e) {
-    if (e->info != NULL) {
-        /* read by _scan_tail: its strs, subclass and nest lock, as apply_acquire's tuple path has them */
-        PyObject *info = e->info;
-        PyObject *text = ascii_str(ov->text + e->line_off, e->line_len);
-        PyObject *lineno = text ? PyLong_FromLongLong(e->lineno) : NULL;
-        PyObject *prev_key = lineno ? PyLong_FromSsize_t(e->prev_key) : NULL;
-        PyObject *entry = prev_key ? PyTuple_New(E_SIZE) : NULL;
-        if (entry == NULL) {
-            Py_XDECREF(text);
-            Py_XDECREF(lineno);
-            Py_XDECREF(prev_key);
+    PyObject *info = e->info, *release = NULL, *instance = NULL;
+    if (info == NULL) {
+        Tail t = {0};
+        t.field = ov->text + e->field_off;
+        t.field_len = e->field_len;
+        t.lock_len = e->lock_len;
+        t.has_instance = e->has_instance;
+        if (field_strs(self, &t, &release, &instance) < 0)
             return NULL;
-        }
-        PyObject *items[E_SIZE] = {
-            PyTuple_GET_ITEM(info, I_RELEASE), PyTuple_GET_ITEM(info, I_CLS), PyTuple_GET_ITEM(info, I_LOCK),
-            PyTuple_GET_ITEM(info, I_INSTANCE), prev_key, small_ints[e->irq_context], PyTuple_GET_ITEM(info, I_READ),
-            e->trylock ? Py_True : Py_False, e->hardirqs_off, PyTuple_GET_ITEM(info, I_NEST),
-            PyTuple_GET_ITEM(info, I_SUBCLASS), small_ints[0], text, lineno,
-        };
-        for (Py_ssize_t i = 0; i < E_SIZE; i++) {
-            if (i != E_PREV_KEY && i != E_LINE && i != E_LINENO)
-                Py_INCREF(items[i]);
-            PyTuple_SET_ITEM(entry, i, items[i]);
-        }
-        PyObject_GC_UnTrack(entry);
-        return entry;
     }
-    Tail t = {0};
-    t.field = ov->text + e->field_off;
-    t.field_len = e->field_len;
-    t.lock_len = e->lock_len;
-    t.has_instance = e->has_instance;
-    PyObject *release, *instance;
-    if (field_strs(self, &t, &release, &instance) < 0)
-        return NULL;
     PyObject *text = ascii_str(ov->text + e->line_off, e->line_len);
     PyObject *lineno = text ? PyLong_FromLongLong(e->lineno) : NULL;
     PyObject *prev_key = lineno ? PyLong_FromSsize_t(e->prev_key) : NULL;
     PyObject *entry = prev_key ? PyTuple_New(E_SIZE) : NULL;
     if (entry == NULL) {
-        Py_DECREF(release);
-        Py_DECREF(instance);
+        Py_XDECREF(release);
+        Py_XDECREF(instance);
         Py_XDECREF(text);
         Py_XDECREF(lineno);
         Py_XDECREF(prev_key);
         return NULL;
     }
-    /* subclass 0: the lock is the class itself (the same str, as in _scan_tail) */
     PyObject *items[E_SIZE] = {
         release, e->cls, e->cls, instance, prev_key, small_ints[e->irq_context], small_ints[e->read],
         e->trylock ? Py_True : Py_False, e->hardirqs_off, Py_None, small_ints[0], small_ints[0], text, lineno,
     };
+    if (info != NULL) {
+        items[E_RELEASE] = PyTuple_GET_ITEM(info, I_RELEASE);
+        items[E_CLS] = PyTuple_GET_ITEM(info, I_CLS);
+        items[E_LOCK] = PyTuple_GET_ITEM(info, I_LOCK);
+        items[E_INSTANCE] = PyTuple_GET_ITEM(info, I_INSTANCE);
+        items[E_READ] = PyTuple_GET_ITEM(info, I_READ);
+        items[E_NEST] = PyTuple_GET_ITEM(info, I_NEST);
+        items[E_SUBCLASS] = PyTuple_GET_ITEM(info, I_SUBCLASS);
+    }
     for (Py_ssize_t i = 0; i < E_SIZE; i++) {
-        if (i != E_RELEASE && i != E_INSTANCE && i != E_PREV_KEY && i != E_LINE && i != E_LINENO)
-            Py_INCREF(items[i]); /* (release, instance, prev_key, text, lineno: their references move) */
+        /* (prev_key, text, lineno, and the field's release and instance: their references move) */
+        if (i != E_PREV_KEY && i != E_LINE && i != E_LINENO && (info != NULL || (i != E_RELEASE && i != E_INSTANCE)))
+            Py_INCREF(items[i]);
         PyTuple_SET_ITEM(entry, i, items[i]);
     }
     PyObject_GC_UnTrack(entry); /* as apply_acquire's: in no cycle */

@@ -22,17 +22,14 @@
 #define LC_XXROTATE(x) ((x << 13) | (x >> 19))
 #endif
 
-/* -1 with an exception set when an item cannot be hashed, as PyObject_Hash. */
+/* The same from the three items' hashes (none -1): a core that keeps them hashes no object. */
 static inline Py_hash_t
-tuple_hash3(PyObject *a, PyObject *b, PyObject *c)
+tuple_hash3_lanes(Py_hash_t a, Py_hash_t b, Py_hash_t c)
 {
-    PyObject *items[3] = {a, b, c};
+    Py_hash_t lanes[3] = {a, b, c};
     Py_uhash_t acc = LC_XXPRIME_5;
     for (int i = 0; i < 3; i++) {
-        Py_uhash_t lane = (Py_uhash_t)PyObject_Hash(items[i]);
-        if (lane == (Py_uhash_t)-1)
-            return -1;
-        acc += lane * LC_XXPRIME_2;
+        acc += (Py_uhash_t)lanes[i] * LC_XXPRIME_2;
         acc = LC_XXROTATE(acc);
         acc *= LC_XXPRIME_1;
     }
@@ -40,6 +37,16 @@ tuple_hash3(PyObject *a, PyObject *b, PyObject *c)
     if (acc == (Py_uhash_t)-1)
         return 1546275796;
     return (Py_hash_t)acc;
+}
+
+/* -1 with an exception set when an item cannot be hashed, as PyObject_Hash. */
+static inline Py_hash_t
+tuple_hash3(PyObject *a, PyObject *b, PyObject *c)
+{
+    Py_hash_t ha = PyObject_Hash(a), hb, hc;
+    if (ha == -1 || (hb = PyObject_Hash(b)) == -1 || (hc = PyObject_Hash(c)) == -1)
+        return -1;
+    return tuple_hash3_lanes(ha, hb, hc);
 }
 
 #endif
