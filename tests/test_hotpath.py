@@ -247,6 +247,26 @@ def test_compiled_blocks_are_the_plain_path(lines, capture, block, newline, fina
     assert fast(lines * 3, capture, "blocks", block, newline, final) == expected
 
 
+#: a release below the top once the task's irq context changed: the locks above are taken again in
+#: the new context (`reacquire_held_locks`), which marks a usage bit they lacked -- the fast paths must
+#: hand that to the checker, not re-key them as a cache hit
+_REACQUIRED_IN_AN_IRQ = [
+    ["T1 acquire A", "T1 acquire B", "T1 release A", "T1 release B",
+     "T1 acquire A", "T1 acquire B", "T1 hardirq-enter", "T1 release A", "T1 release B", "T1 hardirq-exit"],
+    ["T1 irqs-off", "T1 irqs-on", "T1 acquire A", "T1 acquire B", "T1 release A", "T1 release B",
+     "T2 irqs-off", "T2 irqs-on", "T2 acquire A", "T2 acquire B", "T2 softirq-enter", "T2 release A",
+     "T2 release B", "T2 softirq-exit"],
+]
+
+
+@pytest.mark.parametrize("lines", _REACQUIRED_IN_AN_IRQ)
+def test_locks_taken_again_in_another_irq_context_mark_their_usage(lines) -> None:
+    expected = plain(lines * 3)
+    assert [f.kind for f in expected["findings"]] == ["inconsistent-lock-state"]
+    for core in CORES:
+        assert fast(lines * 3, False, core) == expected, core
+
+
 def test_first_finding_stops_both_alike() -> None:
     lines = ["T1 acquire A", "T1 acquire B", "T1 release B", "T1 release A",
              "T2 acquire B", "T2 acquire A", "T2 release A", "T2 release B", "T3 acquire A", "T3 acquire A"]

@@ -1902,6 +1902,19 @@ static Py_ssize_t find_held(PyObject *held, PyObject *lock, PyObject *instance) 
 
 /* fast_held.release_out_of_order: the release of `lock`/`instance` below the top, when every lock
  * above re-acquires onto a cached chain marking no usage bit: 1 applied, 0 nothing changed, -1. */
+/* Whether a lock re-acquired above a released one marks no new usage bit on its class (`need`: the
+ * task's usage_need list; `read`, `trylock`, `off`: the entry's mode, trylock, hardirqs off): 1, 0
+ * (a new bit: mark_usage, the tuple path's; or the class is gone), -1 on error. */
+static int reacquire_marks_nothing(LineFilter *self, PyObject *need, PyObject *cls, long read, int trylock,
+                                   int off) {
+    long wanted = as_long(PyList_GET_ITEM(need, (read ? 1 : 0) | (trylock ? 2 : 0) | (off ? 4 : 0)));
+    PyObject *node = PyDict_GetItemWithError(self->classes, cls);
+    PyObject *usage = node && PyDict_Check(node) ? PyDict_GetItemWithError(node, s_usage) : NULL;
+    if (usage == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    return (wanted & ~as_long(usage)) == 0;
+}
+
 static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *lock,
                          PyObject *instance, long cpu) {
     if (self->classes == NULL)
@@ -1941,15 +1954,9 @@ static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObj
         int trylock = PyTuple_GET_ITEM(again, E_TRYLOCK) == Py_True;
         long read_mode = as_long(read);
         int off = PyObject_IsTrue(PyTuple_GET_ITEM(again, E_HARDIRQS_OFF));
-        long wanted = as_long(PyList_GET_ITEM(need, (read_mode ? 1 : 0) | (trylock ? 2 : 0) | (off ? 4 : 0)));
-        PyObject *node = PyDict_GetItemWithError(self->classes, cls);
-        PyObject *usage = node && PyDict_Check(node) ? PyDict_GetItemWithError(node, s_usage) : NULL;
-        if (usage == NULL) {
-            r = PyErr_Occurred() ? -1 : 0;
-            break;
-        }
-        if (wanted & ~as_long(usage)) {
-            r = 0; /* a new usage bit: mark_usage */
+        int quiet = reacquire_marks_nothing(self, need, cls, read_mode, trylock, off);
+        if (quiet <= 0) {
+            r = quiet;
             break;
         }
         Py_hash_t hash = hash3(below_context >= 0 && rule_separate(self, below_context, irq_context) ? self->initial : chain_key, cls,
@@ -2118,16 +2125,9 @@ static int overlay_release_below(LineFilter *self, PyObject *view, Overlay *ov, 
             r = 0; /* a nest lock: lock_acquire would look for it (the tuple path's) */
             break;
         }
-        long wanted = as_long(PyList_GET_ITEM(need, (e->read ? 1 : 0) | (e->trylock ? 2 : 0) |
-                                                        (e->hardirqs_off == Py_True ? 4 : 0)));
-        PyObject *node = PyDict_GetItemWithError(self->classes, e->cls);
-        PyObject *usage = node && PyDict_Check(node) ? PyDict_GetItemWithError(node, s_usage) : NULL;
-        if (usage == NULL) {
-            r = PyErr_Occurred() ? -1 : 0;
-            break;
-        }
-        if (wanted & ~as_long(usage)) {
-            r = 0; /* a new usage bit: mark_usage */
+        int quiet = reacquire_marks_nothing(self, need, e->cls, e->read, e->trylock, e->hardirqs_off == Py_True);
+        if (quiet <= 0) {
+            r = quiet;
             break;
         }
         int head = below_context >= 0 && rule_separate(self, below_context, irq_context);
