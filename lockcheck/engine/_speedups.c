@@ -1241,6 +1241,27 @@ static int node_usage(PyObject *node, ClassSlot *slot, long *out) {
  * made, for `task`; NULL with an error set when that fails). */
 static Overlay *overlay_find(LineFilter *self, PyObject *held, PyObject *task, int create);
 
+/* A held entry's tuple from its E_SIZE items (a new reference, or NULL): the items whose bit is set in
+ * `moved` give their reference to it (released here if it cannot be made), the others are borrowed.
+ * Of str, int, bool, None and the (str, str) nest lock: a tuple that can be in no cycle, so the
+ * collector need not walk the many of them a trace pushes. */
+static PyObject *entry_tuple(PyObject *items[E_SIZE], unsigned moved) {
+    PyObject *entry = PyTuple_New(E_SIZE);
+    for (Py_ssize_t i = 0; i < E_SIZE; i++) {
+        if (!(moved >> i & 1u))
+            Py_INCREF(items[i]);
+        if (entry != NULL)
+            PyTuple_SET_ITEM(entry, i, items[i]);
+        else
+            Py_DECREF(items[i]);
+    }
+    if (entry != NULL)
+        PyObject_GC_UnTrack(entry);
+    return entry;
+}
+
+#define MOVED(i) (1u << (i))
+
 /* An entry's tuple, as apply_acquire's tuple path makes it (a new reference), or NULL.  Its strs,
  * subclass and nest lock come from its info (read by _scan_tail) when it has one, else from its
  * field's text (subclass 0: the lock is the class itself, the same str, as in _scan_tail). */
@@ -1258,19 +1279,18 @@ static PyObject *overlay_tuple(LineFilter *self, Overlay *ov, OvEntry *e) {
     PyObject *text = ascii_str(ov->text + e->line_off, e->line_len);
     PyObject *lineno = text ? PyLong_FromLongLong(e->lineno) : NULL;
     PyObject *prev_key = lineno ? PyLong_FromSsize_t(e->prev_key) : NULL;
-    PyObject *entry = prev_key ? PyTuple_New(E_SIZE) : NULL;
-    if (entry == NULL) {
+    if (prev_key == NULL) {
         Py_XDECREF(release);
         Py_XDECREF(instance);
         Py_XDECREF(text);
         Py_XDECREF(lineno);
-        Py_XDECREF(prev_key);
         return NULL;
     }
     PyObject *items[E_SIZE] = {
         release, e->cls, e->cls, instance, prev_key, small_ints[e->irq_context], small_ints[e->read],
         e->trylock ? Py_True : Py_False, e->hardirqs_off, Py_None, small_ints[0], small_ints[0], text, lineno,
     };
+    unsigned moved = MOVED(E_PREV_KEY) | MOVED(E_LINE) | MOVED(E_LINENO);
     if (info != NULL) {
         items[E_RELEASE] = PyTuple_GET_ITEM(info, I_RELEASE);
         items[E_CLS] = PyTuple_GET_ITEM(info, I_CLS);
@@ -1279,15 +1299,10 @@ static PyObject *overlay_tuple(LineFilter *self, Overlay *ov, OvEntry *e) {
         items[E_READ] = PyTuple_GET_ITEM(info, I_READ);
         items[E_NEST] = PyTuple_GET_ITEM(info, I_NEST);
         items[E_SUBCLASS] = PyTuple_GET_ITEM(info, I_SUBCLASS);
+    } else {
+        moved |= MOVED(E_RELEASE) | MOVED(E_INSTANCE); /* (field_strs made them) */
     }
-    for (Py_ssize_t i = 0; i < E_SIZE; i++) {
-        /* (prev_key, text, lineno, and the field's release and instance: their references move) */
-        if (i != E_PREV_KEY && i != E_LINE && i != E_LINENO && (info != NULL || (i != E_RELEASE && i != E_INSTANCE)))
-            Py_INCREF(items[i]);
-        PyTuple_SET_ITEM(entry, i, items[i]);
-    }
-    PyObject_GC_UnTrack(entry); /* as apply_acquire's: in no cycle */
-    return entry;
+    return entry_tuple(items, moved); /* as apply_acquire's */
 }
 
 /* Empty `ov` of its entries (their infos released), applying nothing. */
@@ -1768,10 +1783,8 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         text = ascii_str(data, n);
     }
     PyObject *lineno = text ? PyLong_FromLongLong(self->lineno) : NULL;
-    PyObject *entry = lineno ? PyTuple_New(E_SIZE) : NULL;
-    if (entry == NULL) {
+    if (lineno == NULL) {
         Py_XDECREF(text);
-        Py_XDECREF(lineno);
         Py_DECREF(prev_key);
         Py_DECREF(chain_key);
         return -1;
@@ -1780,14 +1793,11 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         a->release, cls, a->lock, a->instance, prev_key, irq_context, a->read, a->trylock ? Py_True : Py_False,
         PyTuple_GET_ITEM(view, V_HARDIRQS_OFF), nest, a->subclass, small_ints[0], text, lineno,
     };
-    for (Py_ssize_t i = 0; i < E_SIZE; i++) {
-        if (i != E_PREV_KEY && i != E_LINENO && i != E_LINE)
-            Py_INCREF(items[i]);
-        PyTuple_SET_ITEM(entry, i, items[i]); /* prev_key, text and lineno: their references move */
+    PyObject *entry = entry_tuple(items, MOVED(E_PREV_KEY) | MOVED(E_LINE) | MOVED(E_LINENO));
+    if (entry == NULL) {
+        Py_DECREF(chain_key);
+        return -1;
     }
-    /* str, int, bool, None and the (str, str) nest lock: a tuple that can be in no cycle, so the
-     * collector need not walk the many of them a trace pushes */
-    PyObject_GC_UnTrack(entry);
     int r = PyList_Append(held, entry);
     Py_DECREF(entry);
     if (r == 0)
