@@ -9,14 +9,11 @@ after the first one in a hardirq marked USED_IN_HARDIRQ, must be applied by the 
 
 from __future__ import annotations
 
-import functools
-
 import pytest
 
 from lockcheck.engine import fast_lt as hotpath
-from lockcheck.lockdep.checker import Checker
 from tests.test_hotpath import CORES, fast, plain
-from tests.test_speedups_overlay import _Recorded
+from tests.test_speedups_overlay import _passed_on as overlay_passed_on
 
 pytestmark = pytest.mark.skipif(not hotpath.compiled(), reason="the compiled core is not built here")
 
@@ -25,14 +22,8 @@ LINES = ["T1 irqs-off", "T1 acquire A", "T1 release A", "T1 acquire A", "T1 rele
 
 
 def _passed_on(lines: list[str], monkeypatch) -> list[int]:
-    """The numbers of the lines the compiled core passes on to the Python loop."""
-    passed: list = []
-    monkeypatch.setattr(hotpath, "_compiled_filter", lambda: functools.partial(_Recorded, passed, True))
-    checker = Checker()
-    checker.open_trace(False)
-    for ev in hotpath.lt_events(checker, lines, "gen.lt"):
-        checker.feed(ev)
-    return passed
+    """The numbers of the lines the compiled core (its overlay on) passes on to the Python loop."""
+    return overlay_passed_on(lines, True, monkeypatch)[0]
 
 
 def test_usage_marked_by_the_checker_is_seen_by_the_core(monkeypatch) -> None:
