@@ -135,15 +135,18 @@ def relpath(filename: str) -> str:
 # -- lock classes: keyed by creation site, named after the assignment ----------------
 
 _FACTORY = r"(?:[\w.]+\.)?(?:Lock|RLock|Condition|Semaphore|BoundedSemaphore|allocate_lock)\s*\("
-_ASSIGN = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?=\s*" + _FACTORY)
+#: `TARGET =` (or `TARGET: TYPE =`) at a line's start, the target its group
+_TARGET = r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?=\s*"
+_ASSIGN = re.compile(_TARGET + _FACTORY)
 #: `a, b = Lock(), Lock()`: one target per lock made on the line
 _TUPLE_ASSIGN = re.compile(r"^\s*\(?\s*([A-Za-z_][\w.]*(?:\s*,\s*[A-Za-z_][\w.]*)+)\s*,?\s*\)?\s*=(?!=)")
 _CALL = re.compile(_FACTORY)
 #: a lock factory's line (`def _create_lock(self): return RLock()`), and its caller's when that assigns
 #: what a call returns (`self._jobs_lock = self._create_lock()`): the class is the caller's site
+_ANY_CALL = r"[A-Za-z_][\w.]*\s*\("
 _RETURNS_NEW = re.compile(r"^\s*return\s+" + _FACTORY)
-_RETURNS_CALL = re.compile(r"^\s*return\s+[A-Za-z_][\w.]*\s*\(")
-_ASSIGN_CALL = re.compile(r"^\s*([A-Za-z_][\w.]*)\s*(?::[^=]*)?=\s*[A-Za-z_][\w.]*\s*\(")
+_RETURNS_CALL = re.compile(r"^\s*return\s+" + _ANY_CALL)
+_ASSIGN_CALL = re.compile(_TARGET + _ANY_CALL)
 _line_kinds: dict = {}
 #: Python 3.11+ records each instruction's column: two locks made on one line are two classes
 _HAS_COLUMNS = sys.version_info >= (3, 11)
