@@ -1919,10 +1919,11 @@ static int reacquire_marks_nothing(LineFilter *self, PyObject *need, PyObject *c
                                    int off) {
     long wanted = as_long(PyList_GET_ITEM(need, (read ? 1 : 0) | (trylock ? 2 : 0) | (off ? 4 : 0)));
     PyObject *node = PyDict_GetItemWithError(self->classes, cls);
-    PyObject *usage = node && PyDict_Check(node) ? PyDict_GetItemWithError(node, s_usage) : NULL;
-    if (usage == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    return (wanted & ~as_long(usage)) == 0;
+    long usage;
+    int known = node != NULL && PyDict_Check(node) ? node_usage(node, NULL, &usage) : (PyErr_Occurred() ? -1 : 0);
+    if (known <= 0)
+        return known;
+    return (wanted & ~usage) == 0;
 }
 
 static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *lock,
@@ -2259,12 +2260,10 @@ static int held_marked(LineFilter *self, PyObject *held, long bits) {
         Py_DECREF(cls);
         if (node == NULL || !PyDict_Check(node))
             return PyErr_Occurred() ? -1 : 0;
-        PyObject *usage = PyDict_GetItemWithError(node, s_usage);
-        if (usage == NULL)
-            return PyErr_Occurred() ? -1 : 0;
-        long have = as_long(usage);
-        if (have == -1 && PyErr_Occurred())
-            return -1;
+        long have;
+        int known = node_usage(node, NULL, &have);
+        if (known <= 0)
+            return known;
         long want = read ? read_bits : bits;
         if ((have & want) != want)
             return 0;
