@@ -25,7 +25,8 @@
  * its checks and its changes (all allocations that could start a garbage
  * collection come first; only str, int and float objects are released), so
  * it is one step for every other thread, as the Python path is one step under
- * the recorder's feed lock -- and it is taken only when that lock is free. *
+ * the recorder's feed lock -- and it is taken only when that lock is free.
+ *
  * One translation unit in six files, each a job (so `static inline` stays inlined across them):
  * _tracked_cache.h (the active recorder and what is cached of it), _tracked_hit.h (the hit path's
  * acquire and release), _tracked_rawlock.h (the real lock tried in place), _tracked_methods.h (the
