@@ -115,42 +115,8 @@ typedef struct FieldSlot {
     PyObject *instance;    /* INSTANCE, or None */
 } FieldSlot;
 
-/* ---- the held overlay: the core's own pushes, kept in C until Python may look ----------------
- *
- * An acquisition the core reads itself (read_tail: no nest lock, no acquired_ever) is pushed
- * here, not onto the task's held list as a tuple: the line's bytes, its class (the class
- * table's str), its irq context and mode, the chain key before it; the plain release of such an
- * entry pops it here.  A push and its release between two lines the core passes on never make
- * a tuple, a str or a lineno.  Every other line of such a task, and every line the core hands
- * to the Python side (the Python loop, the checker, a report may look at any task), first
- * turns the overlay into what the tuple path would have made (overlay_flush: the same tuples
- * appended in order, the task's chain key and cpu set), so the Python side only ever sees the
- * layout it made itself. */
-typedef struct OvEntry {
-    PyObject *cls;          /* borrowed: the class table's str (the table outlives the run), or info's */
-    PyObject *info;         /* the tails' info of an acquisition read by _scan_tail (a subclass, a nest
-                             * lock: its strs the entry's), a strong reference; NULL: read here */
-    Py_hash_t prev_key;     /* the task's chain key before the push (a hash: it fits) */
-    PyObject *hardirqs_off; /* borrowed: Py_True or Py_False (the view's) */
-    long irq_context;       /* 0..3 */
-    int read, trylock;
-    Py_ssize_t line_off, line_len;   /* the line (without its ending) in the overlay's text */
-    Py_ssize_t field_off, field_len, lock_len;  /* CLASS[@INSTANCE] in it, CLASS's length */
-    int has_instance;
-    long long lineno;
-} OvEntry;
-
-typedef struct Overlay {
-    PyObject *held;         /* the task's held list (a strong reference): the key; NULL: a free slot */
-    PyObject *task;         /* its TaskState (a strong reference) */
-    Py_hash_t chain_key;    /* the task's chain key now, when not yet set on it (`keyed`) */
-    int keyed;
-    long cpu;               /* the task's cpu now, when not yet set on it, or -1 */
-    Py_ssize_t n, cap;
-    OvEntry *entries;
-    char *text;
-    Py_ssize_t text_len, text_cap;
-} Overlay;
+/* The held overlay of one task (laid out in _lt_overlay.h): the filter keeps OV_SLOTS of them. */
+typedef struct Overlay Overlay;
 
 /* overlays at once (a power of two): half of them in use flushes them all (a trace of more
  * tasks than that at once pays a flush every so many new ones) */
@@ -237,311 +203,6 @@ static inline int rule_merges(const LineFilter *self, int nest, int same) {
 #define REST_SLOTS 16384
 #define FIELD_SLOTS 16384
 
-static void clear_fields(FieldSlot *fields) {
-    if (fields == NULL)
-        return;
-    for (Py_ssize_t i = 0; i < FIELD_SLOTS; i++) {
-        Py_CLEAR(fields[i].release);
-        Py_CLEAR(fields[i].instance);
-    }
-}
-
-/* The rest cache's infos dropped (and its keys, given `keys`). */
-static void clear_rest(RestSlot *slots, int keys) {
-    if (slots == NULL)
-        return;
-    for (Py_ssize_t i = 0; i < REST_SLOTS; i++) {
-        Py_CLEAR(slots[i].info);
-        if (keys)
-            Py_CLEAR(slots[i].key);
-    }
-}
-
-static void clear_keys(PyObject **keys, Py_ssize_t n) {
-    if (keys == NULL)
-        return;
-    for (Py_ssize_t i = 0; i < n; i++)
-        Py_CLEAR(keys[i]);
-}
-
-static void clear_classes(LineFilter *self) {
-    for (Py_ssize_t i = 0; i < self->class_count; i++) {
-        Py_XDECREF(self->class_table[i].cls);
-        Py_XDECREF(self->class_table[i].node);
-    }
-    PyMem_Free(self->class_raw);
-    PyMem_Free(self->class_index);
-    self->class_table = NULL;
-    self->class_raw = NULL;
-    self->class_index = NULL;
-    self->class_size = self->class_count = self->class_cap = 0;
-}
-
-static void overlays_drop(LineFilter *self);
-
-static void LineFilter_dealloc(LineFilter *self) {
-    PyObject_GC_UnTrack(self);
-    overlays_drop(self);
-    PyMem_Free(self->known);
-    PyMem_Free(self->overlays);
-    Py_XDECREF(self->chunk);
-    clear_keys(self->task_keys, TASK_SLOTS);
-    clear_rest(self->rest_slots, 1);
-    PyMem_Free(self->task_keys);
-    PyMem_Free(self->task_seen);
-    PyMem_Free(self->rest_slots);
-    clear_fields(self->fields);
-    PyMem_Free(self->fields);
-    clear_classes(self);
-    Py_XDECREF(self->classes);
-    Py_XDECREF(self->lines);
-    Py_XDECREF(self->views);
-    Py_XDECREF(self->tails);
-    Py_XDECREF(self->cache);
-    Py_XDECREF(self->initial);
-    Py_XDECREF(self->file);
-    Py_XDECREF(self->reader);
-    Py_XDECREF(self->usage_needs);
-    Py_XDECREF(self->checker);
-    Py_TYPE(self)->tp_free((PyObject *)self);
-}
-
-static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
-    Py_VISIT(self->lines);
-    Py_VISIT(self->views);
-    Py_VISIT(self->tails);
-    Py_VISIT(self->cache);
-    Py_VISIT(self->initial);
-    Py_VISIT(self->classes);
-    Py_VISIT(self->file);
-    Py_VISIT(self->reader);
-    Py_VISIT(self->usage_needs);
-    Py_VISIT(self->checker);
-    for (Py_ssize_t i = 0; i < self->class_count; i++)
-        Py_VISIT(self->class_table[i].node);
-    if (self->rest_slots != NULL)
-        for (Py_ssize_t i = 0; i < REST_SLOTS; i++)
-            Py_VISIT(self->rest_slots[i].info);
-    for (Py_ssize_t i = 0; i < self->ov_count; i++) {
-        Py_VISIT(self->overlays[self->ov_used[i]].held);
-        Py_VISIT(self->overlays[self->ov_used[i]].task);
-    }
-    return 0;
-}
-
-static int classes_grow(LineFilter *self);
-
-/* ---- the known chain keys (LineFilter.known) ------------------------------------------------ */
-
-/* cache.generation (0 and *out), 1: the cache has none (a plain set), -1 on error. */
-static int cache_generation(LineFilter *self, long long *out) {
-    PyObject *value = PyObject_GetAttr(self->cache, s_generation);
-    if (value == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return -1;
-        PyErr_Clear();
-        return 1;
-    }
-    *out = PyLong_AsLongLong(value);
-    Py_DECREF(value);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
-}
-
-static void known_forget(LineFilter *self) {
-    if (self->known != NULL)
-        memset(self->known, 0, (size_t)self->known_size * sizeof(uint64_t));
-    self->known_count = 0;
-    self->known_zero = 0;
-}
-
-/* A new run: an empty copy, of the cache's generation now (none kept for a set without one). */
-static int known_start(LineFilter *self) {
-    known_forget(self);
-    long long generation = 0;
-    int r = cache_generation(self, &generation);
-    if (r < 0)
-        return -1;
-    self->known_gen = r ? -1 : generation;
-    return 0;
-}
-
-/* Back from the Python side: the copy forgotten if the cache may have lost a key since. */
-static int known_sync(LineFilter *self) {
-    if (self->known_gen < 0)
-        return 0;
-    long long generation = 0;
-    int r = cache_generation(self, &generation);
-    if (r < 0)
-        return -1;
-    if (r || generation != self->known_gen) {
-        known_forget(self);
-        self->known_gen = r ? -1 : generation;
-    }
-    return 0;
-}
-
-static inline Py_ssize_t known_slot(uint64_t key, Py_ssize_t size) {
-    return (Py_ssize_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & (size - 1);
-}
-
-static inline int known_has(const LineFilter *self, Py_hash_t hash) {
-    uint64_t key = (uint64_t)hash;
-    if (key == 0)
-        return self->known_zero;
-    if (self->known_count == 0)
-        return 0;
-    Py_ssize_t mask = self->known_size - 1;
-    for (Py_ssize_t j = known_slot(key, self->known_size);; j = (j + 1) & mask) {
-        uint64_t k = self->known[j];
-        if (k == key)
-            return 1;
-        if (k == 0)
-            return 0;
-    }
-}
-
-/* Remember a key found in the cache (a copy that cannot grow is simply not kept: no error). */
-static void known_add(LineFilter *self, Py_hash_t hash) {
-    uint64_t key = (uint64_t)hash;
-    if (key == 0) {
-        self->known_zero = 1;
-        return;
-    }
-    if ((self->known_count + 1) * 2 > self->known_size) {
-        Py_ssize_t size = self->known_size ? self->known_size * 2 : 4096;
-        uint64_t *table = PyMem_Calloc((size_t)size, sizeof(uint64_t));
-        if (table == NULL)
-            return;
-        for (Py_ssize_t i = 0; i < self->known_size; i++) {
-            uint64_t k = self->known[i];
-            if (k == 0)
-                continue;
-            Py_ssize_t j = known_slot(k, size);
-            while (table[j] != 0)
-                j = (j + 1) & (size - 1);
-            table[j] = k;
-        }
-        PyMem_Free(self->known);
-        self->known = table;
-        self->known_size = size;
-    }
-    Py_ssize_t mask = self->known_size - 1;
-    Py_ssize_t j = known_slot(key, self->known_size);
-    for (; self->known[j] != 0; j = (j + 1) & mask)
-        if (self->known[j] == key)
-            return;
-    self->known[j] = key;
-    self->known_count++;
-}
-
-static PyObject *probe_of(Py_hash_t v);
-
-/* Whether the chain key `hash` is in the chain cache (`key`: it as an int, or NULL: made here if
- * needed): 1, 0, -1 on error. */
-static int cache_has(LineFilter *self, Py_hash_t hash, PyObject *key) {
-    if (self->known_gen >= 0 && known_has(self, hash))
-        return 1;
-    if (key != NULL)
-        Py_INCREF(key);
-    else if ((key = probe_of(hash)) == NULL)
-        return -1;
-    int cached = PySet_Contains(self->cache, key);
-    Py_DECREF(key);
-    if (cached > 0 && self->known_gen >= 0)
-        known_add(self, hash);
-    return cached;
-}
-
-static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
-    PyObject *lines, *views, *tails, *cache, *initial, *classes = NULL, *file = NULL, *reader = NULL,
-        *usage_needs = NULL, *checker = NULL;
-    Py_ssize_t depth_limit;
-    PyObject *irq_rule;
-    long tick, read_shift = 0;
-    unsigned long validates, separate, merges;
-    int quick = 0;
-    if (!PyArg_ParseTuple(args, "OO!O!O!Onl(kkkO)|O!(OOOlp)O", &lines, &PyDict_Type, &views, &PyDict_Type,
-                          &tails, &PySet_Type, &cache, &initial, &depth_limit, &tick, &validates, &separate,
-                          &merges, &irq_rule, &PyDict_Type, &classes, &file, &reader, &usage_needs, &read_shift,
-                          &quick, &checker))
-        return -1;
-    if (rules_irq_parse(irq_rule, self->irq_rule) < 0)
-        return -1;
-    self->validates = validates;
-    self->separate = separate;
-    self->merges = merges;
-    self->quick = quick;
-    Py_XINCREF(file);
-    Py_XSETREF(self->file, file);
-    Py_XINCREF(reader);
-    Py_XSETREF(self->reader, reader);
-    Py_XINCREF(usage_needs);
-    Py_XSETREF(self->usage_needs, usage_needs);
-    Py_XINCREF(checker);
-    Py_XSETREF(self->checker, checker);
-    self->read_shift = read_shift;
-    overlays_drop(self); /* first: its entries borrow the class table's strs, freed next */
-    clear_classes(self);
-    Py_XINCREF(classes);
-    Py_XSETREF(self->classes, classes);
-    if (classes != NULL && classes_grow(self) < 0)
-        return -1;
-    PyObject *it = PyObject_GetIter(lines);
-    if (it == NULL)
-        return -1;
-    Py_XSETREF(self->lines, it);
-    Py_INCREF(views);
-    Py_XSETREF(self->views, views);
-    Py_INCREF(tails);
-    Py_XSETREF(self->tails, tails);
-    Py_INCREF(cache);
-    Py_XSETREF(self->cache, cache);
-    if (known_start(self) < 0)
-        return -1;
-    Py_INCREF(initial);
-    Py_XSETREF(self->initial, initial);
-    self->initial_lane = -1;
-    if (PyLong_CheckExact(initial)) {
-        Py_hash_t lane = PyObject_Hash(initial);
-        if (lane == -1)
-            return -1;
-        self->initial_lane = lane;
-    }
-    self->depth_limit = depth_limit;
-    self->tick = tick;
-    self->lineno = 0;
-    self->events = self->hits = 0;
-    self->passthrough = 0;
-    Py_CLEAR(self->chunk);
-    self->pos = 0;
-    if (self->task_keys == NULL)
-        self->task_keys = PyMem_Calloc(TASK_SLOTS, sizeof(PyObject *));
-    if (self->rest_slots == NULL)
-        self->rest_slots = PyMem_Calloc(REST_SLOTS, sizeof(RestSlot));
-    else
-        clear_rest(self->rest_slots, 0); /* (the infos of another run's tails) */
-    if (self->fields == NULL)
-        self->fields = PyMem_Calloc(FIELD_SLOTS, sizeof(FieldSlot));
-    if (self->task_seen == NULL)
-        self->task_seen = PyMem_Calloc(TASK_SLOTS, sizeof(TaskSeen));
-    else
-        memset(self->task_seen, 0, TASK_SLOTS * sizeof(TaskSeen));
-    self->epoch = 1;
-    self->views_known = 0;
-    self->current = NULL;
-    if (self->overlays == NULL)
-        self->overlays = PyMem_Calloc(OV_SLOTS, sizeof(Overlay));
-    self->overlay = 1;
-    self->pass_local = 0;
-    self->pass_held = NULL;
-    if (self->task_keys == NULL || self->rest_slots == NULL || self->fields == NULL || self->task_seen == NULL ||
-        self->overlays == NULL) {
-        PyErr_NoMemory();
-        return -1;
-    }
-    return 0;
-}
-
 /* The version of a dict: any change to it (an item set, replaced, deleted, the dict cleared) gives
  * it a new one.  CPython's `ma_version_tag` (PEP 509) up to 3.11; later versions deprecate it,
  * and there every look-up is made (0: no version). */
@@ -554,99 +215,7 @@ static inline uint64_t dict_version(PyObject *dict) {
 #endif
 }
 
-/* The info the Python loop's _scan_tail read of the `n` bytes at `p` (borrowed: kept in the rest
- * cache until its slot's next text), or NULL: none in `tails` (or an error, set).  A text's info,
- * once found, is kept with its str: an info is the same whenever the text is read again (the
- * Python loop drops its dict at a size only to bound it) until classes are forgotten
- * (forget_classes drops the kept infos too); the dict is looked up only for a text new here. */
-static PyObject *rest_info(LineFilter *self, const char *p, Py_ssize_t n) {
-    RestSlot *slot = &self->rest_slots[hash_bytes(p, n) & (REST_SLOTS - 1)];
-    PyObject *key = slot->key;
-    if (key != NULL && PyUnicode_GET_LENGTH(key) == n && bytes_eq((const char *)PyUnicode_1BYTE_DATA(key), p, n)) {
-        if (slot->info != NULL)
-            return slot->info;
-    } else {
-        key = ascii_str(p, n);
-        if (key == NULL)
-            return NULL;
-        Py_XSETREF(slot->key, key);
-        Py_CLEAR(slot->info);
-    }
-    PyObject *info = PyDict_GetItemWithError(self->tails, key); /* borrowed */
-    if (info != NULL) {
-        Py_INCREF(info);
-        slot->info = info;
-    }
-    return info;
-}
-
-/* Whether the ASCII str `s` is exactly the `n` bytes at `p`. */
-static inline int str_is(PyObject *s, const char *p, Py_ssize_t n) {
-    return PyUnicode_Check(s) && PyUnicode_IS_COMPACT_ASCII(s) && PyUnicode_GET_LENGTH(s) == n &&
-           bytes_eq((const char *)PyUnicode_1BYTE_DATA(s), p, n);
-}
-
-/* lt._seconds: a finite number of seconds float() reads, without `_`, at most 64 characters. */
-static int valid_seconds(const char *p, Py_ssize_t n) {
-    if (n > 64 || find_byte(p, n, '_') != NULL)
-        return 0;
-    /* the usual shape, DIGITS[.DIGITS], is a finite float at 64 characters or fewer: no str,
-     * no float made for it; anything else is float()'s to judge */
-    Py_ssize_t i = 0, digits = 0;
-    while (i < n && p[i] >= '0' && p[i] <= '9')
-        i++;
-    digits = i;
-    if (i < n && p[i] == '.') {
-        i++;
-        while (i < n && p[i] >= '0' && p[i] <= '9')
-            i++;
-    }
-    if (i == n && digits > 0)
-        return 1;
-    PyObject *text = PyUnicode_FromStringAndSize(p, n);
-    if (text == NULL)
-        return -1;
-    PyObject *value = PyFloat_FromString(text);
-    Py_DECREF(text);
-    if (value == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_ValueError))
-            return -1;
-        PyErr_Clear();
-        return 0;
-    }
-    double seconds = PyFloat_AS_DOUBLE(value);
-    Py_DECREF(value);
-    return isfinite(seconds) ? 1 : 0;
-}
-
-/* hotpath._stamp: the text after ` ts=`, `T` or `T cpu=N`, on a line whose rest read `seen`.
- * 1 and *cpu (-1: none given) when fast, 0 when not, -1 on error. */
-static int read_stamp(const char *p, Py_ssize_t n, long seen, int takes_cpu, long *cpu) {
-    if (seen & (B_TS | B_CPU))
-        return 0;
-    const char *blank = find_byte(p, n, ' ');
-    Py_ssize_t ts_len = blank ? blank - p : n;
-    int ok = valid_seconds(p, ts_len);
-    if (ok <= 0)
-        return ok;
-    *cpu = -1;
-    if (blank == NULL)
-        return 1;
-    const char *word = blank + 1;
-    Py_ssize_t rest = n - ts_len - 1;
-    if (!takes_cpu || rest < 5 || memcmp(word, "cpu=", 4) != 0 || rest - 4 > 9)
-        return 0;
-    long value = 0;
-    for (Py_ssize_t i = 4; i < rest; i++) {
-        if (word[i] < '0' || word[i] > '9')
-            return 0;
-        value = value * 10 + (word[i] - '0');
-    }
-    *cpu = value;
-    return 1;
-}
-
-/* ---- a task's chain key and cpu, at their slots ------------------------------------------------ */
+static PyObject *small_ints[4];
 
 /* TaskState keeps its fields in __slots__: PyObject_GetAttr/SetAttr find the member descriptor
  * through the type (a type-cache lookup, a descriptor call) on each of the two or three reads and
@@ -842,32 +411,251 @@ static int holds_lock(PyObject *held, PyObject *lock, PyObject *instance) {
     return 0;
 }
 
-/* ---- the text after the task, read here (hotpath._scan_tail, for its common shapes) ---------- */
+/* hash((chain_key, cls, read)) as the checker computes it (_rules.h): `tuple_hash3` where
+ * `tuple_hash_ok` says it agrees with PyObject_Hash here (checked once at import), else the
+ * tuple is made. */
+static int tuple_hash_ok = 0;
 
+static inline Py_hash_t hash3(PyObject *a, PyObject *b, PyObject *c) {
+    return rules_hash3(tuple_hash_ok, a, b, c);
+}
 
-/* A line's lock op as _scan_tail reads it, for the shapes read here: `acquire`, `release`,
- * `contended`, `acquired`, a `CLASS[@INSTANCE]` field, then only `at=`, a mode and `try` (as
- * each op takes them).  An acquisition's class is one the graph has (`cls`, `node` borrowed
- * from the class table).  The str fields are made only when needed. */
-typedef struct {
-    int kind;
-    long seen;              /* the bits of the options given */
-    const char *field;      /* CLASS[@INSTANCE] */
-    Py_ssize_t field_len;
-    Py_ssize_t lock_len;    /* CLASS */
-    int has_instance;
-    long read;
-    int trylock;
-    PyObject *cls;          /* borrowed: the class (the lock itself: subclass 0) */
-    PyObject *node;         /* borrowed: its graph node's attribute dict */
-    ClassSlot *slot;        /* the class table's slot of both */
-} Tail;
+/* hash(v) of an int v that fits a Py_hash_t, as CPython's long_hash computes it: |v| modulo the
+ * hash modulus (2**61 - 1 on 64-bit builds), the sign kept, -1 taken to -2. */
+static inline Py_hash_t int_hash(Py_hash_t v) {
+    uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    Py_hash_t h = (Py_hash_t)(m % (uint64_t)_PyHASH_MODULUS);
+    if (v < 0)
+        h = -h;
+    return h == -1 ? -2 : h;
+}
 
-enum { B_MODE = 8, B_TRY = 16 };
+/* hash((a, b, c)) from the items' hashes (tuple_hash3's sum, the lanes given): with the chain key's
+ * int hashed by int_hash and the class's hash kept in the class table, a push reads neither the
+ * str nor an int.  `lanes_ok`: checked against hash3 at import. */
+static int lanes_ok = 0;
+
+static inline Py_hash_t hash3_lanes(Py_hash_t a, Py_hash_t b, Py_hash_t c) {
+    return tuple_hash3_lanes(a, b, c);
+}
+
+/* Whether hash3_lanes(int_hash(k), hash(s), r) is hash3(k, s, r) here, on samples: 1, 0, -1. */
+static int check_lanes(void) {
+    static const long long keys[] = {-1, -2, 0, 1, 2, 123456789, -987654321, 2305843009213693951LL,
+                                     2305843009213693952LL, -2305843009213693951LL, -2305843009213693953LL,
+                                     9223372036854775807LL, -9223372036854775807LL - 1, 1546275796};
+    static const char *names[] = {"&rq->lock", "", "(wq_completion)events#3"};
+    if (!tuple_hash_ok || sizeof(Py_hash_t) != 8)
+        return 0;
+    int ok = 1;
+    for (size_t i = 0; ok == 1 && i < sizeof keys / sizeof keys[0]; i++) {
+        for (size_t j = 0; ok == 1 && j < sizeof names / sizeof names[0]; j++) {
+            for (long r = 0; ok == 1 && r < 3; r++) {
+                PyObject *a = PyLong_FromLongLong(keys[i]), *b = PyUnicode_FromString(names[j]),
+                         *c = PyLong_FromLong(r);
+                if (a == NULL || b == NULL || c == NULL) {
+                    ok = -1;
+                } else {
+                    Py_hash_t want = hash3(a, b, c), sh = PyObject_Hash(b);
+                    ok = want == -1 || sh == -1 ? -1
+                         : PyObject_Hash(a) == int_hash((Py_hash_t)keys[i]) &&
+                               hash3_lanes(int_hash((Py_hash_t)keys[i]), sh, r) == want;
+                }
+                Py_XDECREF(a);
+                Py_XDECREF(b);
+                Py_XDECREF(c);
+            }
+        }
+    }
+    return ok;
+}
+
+/* An int of the value `v` to hash or look up (a new reference): on CPython 3.11 (30-bit digits) one
+ * int object of the core's, its digits rewritten in place -- hash3 and the chain cache's
+ * membership test keep no reference to it, and a push held as a C hash needs no int made and
+ * freed (`probe_ok`: checked against PyLong_FromSsize_t at import); elsewhere a new int. */
+static PyObject *probe_int;
+static int probe_ok = 0;
+
+static PyObject *probe_of(Py_hash_t v) {
+#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
+    if (probe_ok && Py_REFCNT(probe_int) == 1) {
+        PyLongObject *o = (PyLongObject *)probe_int;
+        uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+        Py_ssize_t digits = 0;
+        while (m) {
+            o->ob_digit[digits++] = (digit)(m & PyLong_MASK);
+            m >>= PyLong_SHIFT;
+        }
+        Py_SET_SIZE(o, v < 0 ? -digits : digits);
+        Py_INCREF(probe_int);
+        return probe_int;
+    }
+#endif
+    return PyLong_FromSsize_t(v);
+}
+
+/* Whether probe_of agrees with PyLong_FromSsize_t (value, hash) on samples: 1, 0, -1 error. */
+static int check_probe(void) {
+    static const long long samples[] = {0, 1, -1, -2, 255, 256, 257, -5, -6, 1073741823, 1073741824,
+                                        -1073741824, 4611686018427387904LL, -4611686018427387904LL,
+                                        9223372036854775807LL, -9223372036854775807LL - 1, 1546275796,
+                                        -3074457345618258602LL};
+    probe_int = PyLong_FromUnsignedLongLong(0xFFFFFFFFFFFFFFFFULL); /* room for 64 bits */
+    if (probe_int == NULL)
+        return -1;
+    probe_ok = 1;
+    int ok = 1;
+    for (size_t i = 0; ok == 1 && i < sizeof samples / sizeof samples[0]; i++) {
+        PyObject *mine = probe_of((Py_hash_t)samples[i]);
+        PyObject *theirs = PyLong_FromSsize_t((Py_ssize_t)samples[i]);
+        if (mine == NULL || theirs == NULL) {
+            ok = -1;
+        } else {
+            int same = PyObject_RichCompareBool(mine, theirs, Py_EQ);
+            ok = same < 0 ? -1 : same && PyObject_Hash(mine) == PyObject_Hash(theirs) &&
+                                 PyLong_AsSsize_t(mine) == (Py_ssize_t)samples[i];
+        }
+        Py_XDECREF(mine);
+        Py_XDECREF(theirs);
+    }
+    probe_ok = ok == 1;
+    return ok;
+}
+
+/* cache.generation (0 and *out), 1: the cache has none (a plain set), -1 on error. */
+static int cache_generation(LineFilter *self, long long *out) {
+    PyObject *value = PyObject_GetAttr(self->cache, s_generation);
+    if (value == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
+            return -1;
+        PyErr_Clear();
+        return 1;
+    }
+    *out = PyLong_AsLongLong(value);
+    Py_DECREF(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static void known_forget(LineFilter *self) {
+    if (self->known != NULL)
+        memset(self->known, 0, (size_t)self->known_size * sizeof(uint64_t));
+    self->known_count = 0;
+    self->known_zero = 0;
+}
+
+/* A new run: an empty copy, of the cache's generation now (none kept for a set without one). */
+static int known_start(LineFilter *self) {
+    known_forget(self);
+    long long generation = 0;
+    int r = cache_generation(self, &generation);
+    if (r < 0)
+        return -1;
+    self->known_gen = r ? -1 : generation;
+    return 0;
+}
+
+/* Back from the Python side: the copy forgotten if the cache may have lost a key since. */
+static int known_sync(LineFilter *self) {
+    if (self->known_gen < 0)
+        return 0;
+    long long generation = 0;
+    int r = cache_generation(self, &generation);
+    if (r < 0)
+        return -1;
+    if (r || generation != self->known_gen) {
+        known_forget(self);
+        self->known_gen = r ? -1 : generation;
+    }
+    return 0;
+}
+
+static inline Py_ssize_t known_slot(uint64_t key, Py_ssize_t size) {
+    return (Py_ssize_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & (size - 1);
+}
+
+static inline int known_has(const LineFilter *self, Py_hash_t hash) {
+    uint64_t key = (uint64_t)hash;
+    if (key == 0)
+        return self->known_zero;
+    if (self->known_count == 0)
+        return 0;
+    Py_ssize_t mask = self->known_size - 1;
+    for (Py_ssize_t j = known_slot(key, self->known_size);; j = (j + 1) & mask) {
+        uint64_t k = self->known[j];
+        if (k == key)
+            return 1;
+        if (k == 0)
+            return 0;
+    }
+}
+
+/* Remember a key found in the cache (a copy that cannot grow is simply not kept: no error). */
+static void known_add(LineFilter *self, Py_hash_t hash) {
+    uint64_t key = (uint64_t)hash;
+    if (key == 0) {
+        self->known_zero = 1;
+        return;
+    }
+    if ((self->known_count + 1) * 2 > self->known_size) {
+        Py_ssize_t size = self->known_size ? self->known_size * 2 : 4096;
+        uint64_t *table = PyMem_Calloc((size_t)size, sizeof(uint64_t));
+        if (table == NULL)
+            return;
+        for (Py_ssize_t i = 0; i < self->known_size; i++) {
+            uint64_t k = self->known[i];
+            if (k == 0)
+                continue;
+            Py_ssize_t j = known_slot(k, size);
+            while (table[j] != 0)
+                j = (j + 1) & (size - 1);
+            table[j] = k;
+        }
+        PyMem_Free(self->known);
+        self->known = table;
+        self->known_size = size;
+    }
+    Py_ssize_t mask = self->known_size - 1;
+    Py_ssize_t j = known_slot(key, self->known_size);
+    for (; self->known[j] != 0; j = (j + 1) & mask)
+        if (self->known[j] == key)
+            return;
+    self->known[j] = key;
+    self->known_count++;
+}
+
+/* Whether the chain key `hash` is in the chain cache (`key`: it as an int, or NULL: made here if
+ * needed): 1, 0, -1 on error. */
+static int cache_has(LineFilter *self, Py_hash_t hash, PyObject *key) {
+    if (self->known_gen >= 0 && known_has(self, hash))
+        return 1;
+    if (key != NULL)
+        Py_INCREF(key);
+    else if ((key = probe_of(hash)) == NULL)
+        return -1;
+    int cached = PySet_Contains(self->cache, key);
+    Py_DECREF(key);
+    if (cached > 0 && self->known_gen >= 0)
+        known_add(self, hash);
+    return cached;
+}
+
+static void clear_classes(LineFilter *self) {
+    for (Py_ssize_t i = 0; i < self->class_count; i++) {
+        Py_XDECREF(self->class_table[i].cls);
+        Py_XDECREF(self->class_table[i].node);
+    }
+    PyMem_Free(self->class_raw);
+    PyMem_Free(self->class_index);
+    self->class_table = NULL;
+    self->class_raw = NULL;
+    self->class_index = NULL;
+    self->class_size = self->class_count = self->class_cap = 0;
+}
 
 /* The class table: CLASS bytes -> (str, graph node), for classes the graph has (a node is never
  * removed from it, so an entry stays true).  Open addressing, linear probing. */
-/* (ClassSlot: above LineFilter) */
+/* (ClassSlot: in _lt_state.h, the LineFilter's layout) */
 
 #define CLASS_TAG (~(uint64_t)0xFFFFFFFF)
 
@@ -975,6 +763,143 @@ static int find_class(LineFilter *self, const char *p, Py_ssize_t n, ClassSlot *
     *found = slot;
     return 1;
 }
+
+/* node["usage"] of a class's graph node: 1 and *out, 0 none (the full checker's), -1 error.  The
+ * class table keeps the value it read with the node dict's version then: while the dict is
+ * unchanged (any item set, even to an equal value, gives it a new version) that value is the
+ * answer, without the look-up's misses on the dict's keys and the int (a dict version of 0: no
+ * version on this interpreter, every read a look-up). */
+static int node_usage(PyObject *node, ClassSlot *slot, long *out) {
+    uint64_t version = dict_version(node);
+    if (slot != NULL && version != 0 && slot->usage_version == version) {
+        *out = slot->usage;
+        return 1;
+    }
+    PyObject *usage = PyDict_GetItemWithError(node, s_usage);
+    if (usage == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    long value = as_long(usage);
+    if (value == -1 && PyErr_Occurred())
+        return -1;
+    if (slot != NULL) {
+        slot->usage_version = version;
+        slot->usage = value;
+    }
+    *out = value;
+    return 1;
+}
+
+/* The info the Python loop's _scan_tail read of the `n` bytes at `p` (borrowed: kept in the rest
+ * cache until its slot's next text), or NULL: none in `tails` (or an error, set).  A text's info,
+ * once found, is kept with its str: an info is the same whenever the text is read again (the
+ * Python loop drops its dict at a size only to bound it) until classes are forgotten
+ * (forget_classes drops the kept infos too); the dict is looked up only for a text new here. */
+static PyObject *rest_info(LineFilter *self, const char *p, Py_ssize_t n) {
+    RestSlot *slot = &self->rest_slots[hash_bytes(p, n) & (REST_SLOTS - 1)];
+    PyObject *key = slot->key;
+    if (key != NULL && PyUnicode_GET_LENGTH(key) == n && bytes_eq((const char *)PyUnicode_1BYTE_DATA(key), p, n)) {
+        if (slot->info != NULL)
+            return slot->info;
+    } else {
+        key = ascii_str(p, n);
+        if (key == NULL)
+            return NULL;
+        Py_XSETREF(slot->key, key);
+        Py_CLEAR(slot->info);
+    }
+    PyObject *info = PyDict_GetItemWithError(self->tails, key); /* borrowed */
+    if (info != NULL) {
+        Py_INCREF(info);
+        slot->info = info;
+    }
+    return info;
+}
+
+/* Whether the ASCII str `s` is exactly the `n` bytes at `p`. */
+static inline int str_is(PyObject *s, const char *p, Py_ssize_t n) {
+    return PyUnicode_Check(s) && PyUnicode_IS_COMPACT_ASCII(s) && PyUnicode_GET_LENGTH(s) == n &&
+           bytes_eq((const char *)PyUnicode_1BYTE_DATA(s), p, n);
+}
+
+/* lt._seconds: a finite number of seconds float() reads, without `_`, at most 64 characters. */
+static int valid_seconds(const char *p, Py_ssize_t n) {
+    if (n > 64 || find_byte(p, n, '_') != NULL)
+        return 0;
+    /* the usual shape, DIGITS[.DIGITS], is a finite float at 64 characters or fewer: no str,
+     * no float made for it; anything else is float()'s to judge */
+    Py_ssize_t i = 0, digits = 0;
+    while (i < n && p[i] >= '0' && p[i] <= '9')
+        i++;
+    digits = i;
+    if (i < n && p[i] == '.') {
+        i++;
+        while (i < n && p[i] >= '0' && p[i] <= '9')
+            i++;
+    }
+    if (i == n && digits > 0)
+        return 1;
+    PyObject *text = PyUnicode_FromStringAndSize(p, n);
+    if (text == NULL)
+        return -1;
+    PyObject *value = PyFloat_FromString(text);
+    Py_DECREF(text);
+    if (value == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_ValueError))
+            return -1;
+        PyErr_Clear();
+        return 0;
+    }
+    double seconds = PyFloat_AS_DOUBLE(value);
+    Py_DECREF(value);
+    return isfinite(seconds) ? 1 : 0;
+}
+
+/* hotpath._stamp: the text after ` ts=`, `T` or `T cpu=N`, on a line whose rest read `seen`.
+ * 1 and *cpu (-1: none given) when fast, 0 when not, -1 on error. */
+static int read_stamp(const char *p, Py_ssize_t n, long seen, int takes_cpu, long *cpu) {
+    if (seen & (B_TS | B_CPU))
+        return 0;
+    const char *blank = find_byte(p, n, ' ');
+    Py_ssize_t ts_len = blank ? blank - p : n;
+    int ok = valid_seconds(p, ts_len);
+    if (ok <= 0)
+        return ok;
+    *cpu = -1;
+    if (blank == NULL)
+        return 1;
+    const char *word = blank + 1;
+    Py_ssize_t rest = n - ts_len - 1;
+    if (!takes_cpu || rest < 5 || memcmp(word, "cpu=", 4) != 0 || rest - 4 > 9)
+        return 0;
+    long value = 0;
+    for (Py_ssize_t i = 4; i < rest; i++) {
+        if (word[i] < '0' || word[i] > '9')
+            return 0;
+        value = value * 10 + (word[i] - '0');
+    }
+    *cpu = value;
+    return 1;
+}
+
+/* A line's lock op as _scan_tail reads it, for the shapes read here: `acquire`, `release`,
+ * `contended`, `acquired`, a `CLASS[@INSTANCE]` field, then only `at=`, a mode and `try` (as
+ * each op takes them).  An acquisition's class is one the graph has (`cls`, `node` borrowed
+ * from the class table).  The str fields are made only when needed. */
+typedef struct {
+    int kind;
+    long seen;              /* the bits of the options given */
+    const char *field;      /* CLASS[@INSTANCE] */
+    Py_ssize_t field_len;
+    Py_ssize_t lock_len;    /* CLASS */
+    int has_instance;
+    long read;
+    int trylock;
+    PyObject *cls;          /* borrowed: the class (the lock itself: subclass 0) */
+    PyObject *node;         /* borrowed: its graph node's attribute dict */
+    ClassSlot *slot;        /* the class table's slot of both */
+} Tail;
+
+enum { B_MODE = 8, B_TRY = 16 };
 
 static inline int word_is(const char *p, Py_ssize_t n, const char *word) {
     size_t len = strlen(word);
@@ -1116,126 +1041,42 @@ static int field_strs(LineFilter *self, const Tail *t, PyObject **release, PyObj
     return 0;
 }
 
-/* ---- the chain key ------------------------------------------------------------------------ */
+/* ---- the held overlay: the core's own pushes, kept in C until Python may look ----------------
+ *
+ * An acquisition the core reads itself (read_tail: no nest lock, no acquired_ever) is pushed
+ * here, not onto the task's held list as a tuple: the line's bytes, its class (the class
+ * table's str), its irq context and mode, the chain key before it; the plain release of such an
+ * entry pops it here.  A push and its release between two lines the core passes on never make
+ * a tuple, a str or a lineno.  Every other line of such a task, and every line the core hands
+ * to the Python side (the Python loop, the checker, a report may look at any task), first
+ * turns the overlay into what the tuple path would have made (overlay_flush: the same tuples
+ * appended in order, the task's chain key and cpu set), so the Python side only ever sees the
+ * layout it made itself. */
+typedef struct OvEntry {
+    PyObject *cls;          /* borrowed: the class table's str (the table outlives the run), or info's */
+    PyObject *info;         /* the tails' info of an acquisition read by _scan_tail (a subclass, a nest
+                             * lock: its strs the entry's), a strong reference; NULL: read here */
+    Py_hash_t prev_key;     /* the task's chain key before the push (a hash: it fits) */
+    PyObject *hardirqs_off; /* borrowed: Py_True or Py_False (the view's) */
+    long irq_context;       /* 0..3 */
+    int read, trylock;
+    Py_ssize_t line_off, line_len;   /* the line (without its ending) in the overlay's text */
+    Py_ssize_t field_off, field_len, lock_len;  /* CLASS[@INSTANCE] in it, CLASS's length */
+    int has_instance;
+    long long lineno;
+} OvEntry;
 
-/* hash((chain_key, cls, read)) as the checker computes it (_rules.h): `tuple_hash3` where
- * `tuple_hash_ok` says it agrees with PyObject_Hash here (checked once at import), else the
- * tuple is made. */
-static int tuple_hash_ok = 0;
-
-static inline Py_hash_t hash3(PyObject *a, PyObject *b, PyObject *c) {
-    return rules_hash3(tuple_hash_ok, a, b, c);
-}
-
-/* hash(v) of an int v that fits a Py_hash_t, as CPython's long_hash computes it: |v| modulo the
- * hash modulus (2**61 - 1 on 64-bit builds), the sign kept, -1 taken to -2. */
-static inline Py_hash_t int_hash(Py_hash_t v) {
-    uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    Py_hash_t h = (Py_hash_t)(m % (uint64_t)_PyHASH_MODULUS);
-    if (v < 0)
-        h = -h;
-    return h == -1 ? -2 : h;
-}
-
-/* hash((a, b, c)) from the items' hashes (tuple_hash3's sum, the lanes given): with the chain key's
- * int hashed by int_hash and the class's hash kept in the class table, a push reads neither the
- * str nor an int.  `lanes_ok`: checked against hash3 at import. */
-static int lanes_ok = 0;
-
-static inline Py_hash_t hash3_lanes(Py_hash_t a, Py_hash_t b, Py_hash_t c) {
-    return tuple_hash3_lanes(a, b, c);
-}
-
-/* Whether hash3_lanes(int_hash(k), hash(s), r) is hash3(k, s, r) here, on samples: 1, 0, -1. */
-static int check_lanes(void) {
-    static const long long keys[] = {-1, -2, 0, 1, 2, 123456789, -987654321, 2305843009213693951LL,
-                                     2305843009213693952LL, -2305843009213693951LL, -2305843009213693953LL,
-                                     9223372036854775807LL, -9223372036854775807LL - 1, 1546275796};
-    static const char *names[] = {"&rq->lock", "", "(wq_completion)events#3"};
-    if (!tuple_hash_ok || sizeof(Py_hash_t) != 8)
-        return 0;
-    int ok = 1;
-    for (size_t i = 0; ok == 1 && i < sizeof keys / sizeof keys[0]; i++) {
-        for (size_t j = 0; ok == 1 && j < sizeof names / sizeof names[0]; j++) {
-            for (long r = 0; ok == 1 && r < 3; r++) {
-                PyObject *a = PyLong_FromLongLong(keys[i]), *b = PyUnicode_FromString(names[j]),
-                         *c = PyLong_FromLong(r);
-                if (a == NULL || b == NULL || c == NULL) {
-                    ok = -1;
-                } else {
-                    Py_hash_t want = hash3(a, b, c), sh = PyObject_Hash(b);
-                    ok = want == -1 || sh == -1 ? -1
-                         : PyObject_Hash(a) == int_hash((Py_hash_t)keys[i]) &&
-                               hash3_lanes(int_hash((Py_hash_t)keys[i]), sh, r) == want;
-                }
-                Py_XDECREF(a);
-                Py_XDECREF(b);
-                Py_XDECREF(c);
-            }
-        }
-    }
-    return ok;
-}
-
-/* ---- one line ------------------------------------------------------------------------------ */
-
-/* An acquisition's fields, from a Tail read here or a hotpath info tuple: borrowed, or (the
- * `owned` ones) made for this line. */
-typedef struct {
-    PyObject *release, *cls, *lock, *instance, *read, *nest, *subclass, *node;
-    ClassSlot *slot;        /* the class table's slot of `node` (read here), or NULL (an info tuple's) */
-    PyObject *info;         /* borrowed: the info tuple the fields are from, or NULL (read here) */
-    int trylock;
-    PyObject *owned[3];
-} Acquire;
-
-static void acquire_clear(Acquire *a) {
-    for (int i = 0; i < 3; i++)
-        Py_CLEAR(a->owned[i]);
-}
-
-/* A capture's task remembers the locks it took (TaskState.acquired_ever). */
-static int remember(PyObject *view, PyObject *lock, PyObject *instance) {
-    PyObject *acquired_ever = PyTuple_GET_ITEM(view, V_ACQUIRED_EVER);
-    if (acquired_ever == Py_None)
-        return 0;
-    PyObject *pair = PyTuple_Pack(2, lock, instance);
-    PyObject *done = pair ? PyObject_CallMethodObjArgs(acquired_ever, s_add, pair, NULL) : NULL;
-    Py_XDECREF(pair);
-    if (done == NULL)
-        return -1;
-    Py_DECREF(done);
-    return 0;
-}
-
-static PyObject *small_ints[4];
-
-/* node["usage"] of a class's graph node: 1 and *out, 0 none (the full checker's), -1 error.  The
- * class table keeps the value it read with the node dict's version then: while the dict is
- * unchanged (any item set, even to an equal value, gives it a new version) that value is the
- * answer, without the look-up's misses on the dict's keys and the int (a dict version of 0: no
- * version on this interpreter, every read a look-up). */
-static int node_usage(PyObject *node, ClassSlot *slot, long *out) {
-    uint64_t version = dict_version(node);
-    if (slot != NULL && version != 0 && slot->usage_version == version) {
-        *out = slot->usage;
-        return 1;
-    }
-    PyObject *usage = PyDict_GetItemWithError(node, s_usage);
-    if (usage == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    long value = as_long(usage);
-    if (value == -1 && PyErr_Occurred())
-        return -1;
-    if (slot != NULL) {
-        slot->usage_version = version;
-        slot->usage = value;
-    }
-    *out = value;
-    return 1;
-}
-
-/* ---- the held overlay (see OvEntry) --------------------------------------------------------- */
+struct Overlay {
+    PyObject *held;         /* the task's held list (a strong reference): the key; NULL: a free slot */
+    PyObject *task;         /* its TaskState (a strong reference) */
+    Py_hash_t chain_key;    /* the task's chain key now, when not yet set on it (`keyed`) */
+    int keyed;
+    long cpu;               /* the task's cpu now, when not yet set on it, or -1 */
+    Py_ssize_t n, cap;
+    OvEntry *entries;
+    char *text;
+    Py_ssize_t text_len, text_cap;
+};
 
 /* The overlay of the task whose held list is `held`, or NULL: none in use (`create`: then one is
  * made, for `task`; NULL with an error set when that fails). */
@@ -1495,57 +1336,33 @@ static void overlay_pop(Overlay *ov, long cpu) {
         ov->cpu = cpu;
 }
 
-/* An int of the value `v` to hash or look up (a new reference): on CPython 3.11 (30-bit digits) one
- * int object of the core's, its digits rewritten in place -- hash3 and the chain cache's
- * membership test keep no reference to it, and a push held as a C hash needs no int made and
- * freed (`probe_ok`: checked against PyLong_FromSsize_t at import); elsewhere a new int. */
-static PyObject *probe_int;
-static int probe_ok = 0;
+/* An acquisition's fields, from a Tail read here or a hotpath info tuple: borrowed, or (the
+ * `owned` ones) made for this line. */
+typedef struct {
+    PyObject *release, *cls, *lock, *instance, *read, *nest, *subclass, *node;
+    ClassSlot *slot;        /* the class table's slot of `node` (read here), or NULL (an info tuple's) */
+    PyObject *info;         /* borrowed: the info tuple the fields are from, or NULL (read here) */
+    int trylock;
+    PyObject *owned[3];
+} Acquire;
 
-static PyObject *probe_of(Py_hash_t v) {
-#if PY_VERSION_HEX < 0x030C0000 && PYLONG_BITS_IN_DIGIT == 30
-    if (probe_ok && Py_REFCNT(probe_int) == 1) {
-        PyLongObject *o = (PyLongObject *)probe_int;
-        uint64_t m = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-        Py_ssize_t digits = 0;
-        while (m) {
-            o->ob_digit[digits++] = (digit)(m & PyLong_MASK);
-            m >>= PyLong_SHIFT;
-        }
-        Py_SET_SIZE(o, v < 0 ? -digits : digits);
-        Py_INCREF(probe_int);
-        return probe_int;
-    }
-#endif
-    return PyLong_FromSsize_t(v);
+static void acquire_clear(Acquire *a) {
+    for (int i = 0; i < 3; i++)
+        Py_CLEAR(a->owned[i]);
 }
 
-/* Whether probe_of agrees with PyLong_FromSsize_t (value, hash) on samples: 1, 0, -1 error. */
-static int check_probe(void) {
-    static const long long samples[] = {0, 1, -1, -2, 255, 256, 257, -5, -6, 1073741823, 1073741824,
-                                        -1073741824, 4611686018427387904LL, -4611686018427387904LL,
-                                        9223372036854775807LL, -9223372036854775807LL - 1, 1546275796,
-                                        -3074457345618258602LL};
-    probe_int = PyLong_FromUnsignedLongLong(0xFFFFFFFFFFFFFFFFULL); /* room for 64 bits */
-    if (probe_int == NULL)
+/* A capture's task remembers the locks it took (TaskState.acquired_ever). */
+static int remember(PyObject *view, PyObject *lock, PyObject *instance) {
+    PyObject *acquired_ever = PyTuple_GET_ITEM(view, V_ACQUIRED_EVER);
+    if (acquired_ever == Py_None)
+        return 0;
+    PyObject *pair = PyTuple_Pack(2, lock, instance);
+    PyObject *done = pair ? PyObject_CallMethodObjArgs(acquired_ever, s_add, pair, NULL) : NULL;
+    Py_XDECREF(pair);
+    if (done == NULL)
         return -1;
-    probe_ok = 1;
-    int ok = 1;
-    for (size_t i = 0; ok == 1 && i < sizeof samples / sizeof samples[0]; i++) {
-        PyObject *mine = probe_of((Py_hash_t)samples[i]);
-        PyObject *theirs = PyLong_FromSsize_t((Py_ssize_t)samples[i]);
-        if (mine == NULL || theirs == NULL) {
-            ok = -1;
-        } else {
-            int same = PyObject_RichCompareBool(mine, theirs, Py_EQ);
-            ok = same < 0 ? -1 : same && PyObject_Hash(mine) == PyObject_Hash(theirs) &&
-                                 PyLong_AsSsize_t(mine) == (Py_ssize_t)samples[i];
-        }
-        Py_XDECREF(mine);
-        Py_XDECREF(theirs);
-    }
-    probe_ok = ok == 1;
-    return ok;
+    Py_DECREF(done);
+    return 0;
 }
 
 /* apply_acquire's end for an acquisition pushed onto the held overlay: the chain key computed
@@ -1811,406 +1628,6 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     return 1;
 }
 
-/* Checker.feed's release of the innermost lock (lock_release's, merged): 1 applied, 0 not. */
-static int release_innermost(LineFilter *self, PyObject *task, PyObject *held, PyObject *top, long cpu,
-                             PyObject *info, const Tail *t) {
-    if (top == NULL)
-        return 0;
-    PyObject *lock = NULL, *instance = NULL;
-    int r;
-    long references = PyTuple_CheckExact(top) ? as_long(PyTuple_GET_ITEM(top, E_REFERENCES)) : -1;
-    if (references == 0) {
-        PyObject *release = PyTuple_GET_ITEM(top, E_RELEASE);
-        if (info != NULL) {
-            int same = PyUnicode_Compare(release, PyTuple_GET_ITEM(info, I_RELEASE));
-            if (same != 0)
-                return PyErr_Occurred() ? -1 : 0;
-        } else if (!str_is(release, t->field - 8, 8 + t->field_len)) {
-            return 0; /* the tail starts `release CLASS@INSTANCE`: the text of the plain release */
-        }
-        r = pop_entry(task, held, top);
-    } else {
-        /* a release's info is (kind, seen, cpu, release, lock, instance) */
-        if (info != NULL) {
-            lock = PyTuple_GET_ITEM(info, 4);
-            instance = PyTuple_GET_ITEM(info, 5);
-            Py_INCREF(lock);
-            Py_INCREF(instance);
-        } else if (tail_lock(t, &lock, &instance) < 0) {
-            return -1;
-        }
-        if (references < 0) {
-            /* a HeldLock the full checker left on top: its innermost release, as Checker.feed's */
-            r = held_lock_released(task, held, top, lock, instance);
-        } else {
-            r = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_LOCK), lock, Py_EQ);
-            if (r > 0) {
-                r = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_INSTANCE), instance, Py_EQ);
-                if (r == 0 && as_long(PyTuple_GET_ITEM(top, E_SUBCLASS)) == 0)
-                    r = 1;
-                if (r > 0) {
-                    Py_INCREF(top);
-                    r = references > 1 ? replace_references(held, top, references - 1) : pop_entry(task, held, top);
-                    Py_DECREF(top);
-                    r = r < 0 ? -1 : 1;
-                }
-            }
-        }
-        Py_DECREF(lock);
-        Py_DECREF(instance);
-        if (r <= 0)
-            return r;
-    }
-    if (r < 0 || set_cpu(task, cpu) < 0)
-        return -1;
-    self->events++;
-    return 1;
-}
-
-static int long_attr(PyObject *obj, PyObject *name, long *out);
-
-/* ---- a release below the top (fast_held.release_out_of_order) ----------------------------------- */
-
-/* fast_held._find_held over tuple entries: the index of the held lock, -1 not found (or a HeldLock
- * on the way: the Python side's), -2 on error. */
-static Py_ssize_t find_held(PyObject *held, PyObject *lock, PyObject *instance) {
-    for (Py_ssize_t i = PyList_GET_SIZE(held) - 1; i >= 0; i--) {
-        PyObject *entry = PyList_GET_ITEM(held, i);
-        if (!PyTuple_CheckExact(entry))
-            return -1;
-        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_LOCK), lock, Py_EQ);
-        if (same > 0) {
-            same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_INSTANCE), instance, Py_EQ);
-            if (same == 0 && PyObject_IsTrue(PyTuple_GET_ITEM(entry, E_REFERENCES)) &&
-                as_long(PyTuple_GET_ITEM(entry, E_SUBCLASS)) == 0)
-                same = 1;
-        }
-        if (same < 0)
-            return -2;
-        if (same)
-            return i;
-        if (i > 0) {
-            /* not crossing into another irq context */
-            PyObject *below = PyList_GET_ITEM(held, i - 1);
-            PyObject *context;
-            if (PyTuple_CheckExact(below)) {
-                context = PyTuple_GET_ITEM(below, E_IRQ_CONTEXT);
-                Py_INCREF(context);
-            } else {
-                context = PyObject_GetAttr(below, s_irq_context);
-                if (context == NULL)
-                    return -2;
-            }
-            same = PyObject_RichCompareBool(context, PyTuple_GET_ITEM(entry, E_IRQ_CONTEXT), Py_EQ);
-            Py_DECREF(context);
-            if (same <= 0)
-                return same < 0 ? -2 : -1;
-        }
-    }
-    return -1;
-}
-
-/* fast_held.release_out_of_order: the release of `lock`/`instance` below the top, when every lock
- * above re-acquires onto a cached chain marking no usage bit: 1 applied, 0 nothing changed, -1. */
-/* Whether a lock re-acquired above a released one marks no new usage bit on its class (`need`: the
- * task's usage_need list; `read`, `trylock`, `off`: the entry's mode, trylock, hardirqs off): 1, 0
- * (a new bit: mark_usage, the tuple path's; or the class is gone), -1 on error. */
-static int reacquire_marks_nothing(LineFilter *self, PyObject *need, PyObject *cls, long read, int trylock,
-                                   int off) {
-    long wanted = as_long(PyList_GET_ITEM(need, (read ? 1 : 0) | (trylock ? 2 : 0) | (off ? 4 : 0)));
-    PyObject *node = PyDict_GetItemWithError(self->classes, cls);
-    long usage;
-    int known = node != NULL && PyDict_Check(node) ? node_usage(node, NULL, &usage) : (PyErr_Occurred() ? -1 : 0);
-    if (known <= 0)
-        return known;
-    return (wanted & ~usage) == 0;
-}
-
-static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *lock,
-                         PyObject *instance, long cpu) {
-    if (self->classes == NULL)
-        return 0;
-    Py_ssize_t index = find_held(held, lock, instance);
-    if (index < 0)
-        return index == -2 ? -1 : 0;
-    PyObject *found = PyList_GET_ITEM(held, index);
-    if (PyObject_IsTrue(PyTuple_GET_ITEM(found, E_REFERENCES)))
-        return 0;
-    long irq_context = as_long(PyTuple_GET_ITEM(view, V_IRQ_CONTEXT));
-    long below_context = -1; /* no lock below: the chain goes on from the key */
-    if (index > 0) {
-        PyObject *below = PyList_GET_ITEM(held, index - 1);
-        if (PyTuple_CheckExact(below)) {
-            below_context = as_long(PyTuple_GET_ITEM(below, E_IRQ_CONTEXT));
-        } else if (long_attr(below, s_irq_context, &below_context) < 0) {
-            return -1;
-        }
-    }
-    PyObject *need = PyObject_GetAttr(task, s_usage_need);
-    if (need == NULL)
-        return -1;
-    Py_ssize_t size = PyList_GET_SIZE(held);
-    PyObject *moved = PyList_New(0);
-    PyObject *chain_key = PyTuple_GET_ITEM(found, E_PREV_KEY);
-    Py_INCREF(chain_key);
-    long hits = 0;
-    int r = moved == NULL || !PyList_Check(need) || PyList_GET_SIZE(need) != 8 ? -1 : 1;
-    for (Py_ssize_t i = index + 1; r > 0 && i < size; i++) {
-        PyObject *again = PyList_GET_ITEM(held, i);
-        if (PyTuple_GET_ITEM(again, E_NEST) != Py_None) {
-            r = 0;
-            break;
-        }
-        PyObject *cls = PyTuple_GET_ITEM(again, E_CLS), *read = PyTuple_GET_ITEM(again, E_READ);
-        int trylock = PyTuple_GET_ITEM(again, E_TRYLOCK) == Py_True;
-        long read_mode = as_long(read);
-        int off = PyObject_IsTrue(PyTuple_GET_ITEM(again, E_HARDIRQS_OFF));
-        int quiet = reacquire_marks_nothing(self, need, cls, read_mode, trylock, off);
-        if (quiet <= 0) {
-            r = quiet;
-            break;
-        }
-        Py_hash_t hash = hash3(below_context >= 0 && rule_separate(self, below_context, irq_context) ? self->initial : chain_key, cls,
-                               read);
-        PyObject *next_key = hash == -1 ? NULL : PyLong_FromSsize_t(hash);
-        if (next_key == NULL) {
-            r = -1;
-            break;
-        }
-        if (rule_validates(self, trylock)) {
-            int cached = cache_has(self, hash, next_key);
-            if (cached <= 0) {
-                Py_DECREF(next_key);
-                r = cached; /* a new chain: validate_chain */
-                break;
-            }
-            hits++;
-        }
-        PyObject *entry = PyTuple_New(E_SIZE);
-        if (entry == NULL) {
-            Py_DECREF(next_key);
-            r = -1;
-            break;
-        }
-        for (Py_ssize_t k = 0; k < E_SIZE; k++) {
-            PyObject *item = k == E_PREV_KEY ? chain_key
-                             : k == E_IRQ_CONTEXT ? small_ints[irq_context & 3] : PyTuple_GET_ITEM(again, k);
-            Py_INCREF(item);
-            PyTuple_SET_ITEM(entry, k, item);
-        }
-        PyObject_GC_UnTrack(entry);
-        int appended = PyList_Append(moved, entry);
-        Py_DECREF(entry);
-        Py_SETREF(chain_key, next_key);
-        below_context = irq_context;
-        if (appended < 0)
-            r = -1;
-    }
-    Py_DECREF(need);
-    if (r > 0) {
-        /* everything checked: the stack from the released lock up becomes the moved entries */
-        if (PyList_SetSlice(held, index, size, moved) < 0 || set_chain_key(task, chain_key) < 0 ||
-            set_cpu(task, cpu) < 0) {
-            r = -1;
-        } else {
-            self->hits += hits;
-            self->events++;
-        }
-    }
-    Py_XDECREF(moved);
-    Py_DECREF(chain_key);
-    return r;
-}
-
-/* `contended` / `acquired` (MoreOps.lock_contended): nothing but the task's cpu when the checker
- * counts them only, or when it would find the lock held (find_held: the lock's `acquire` came
- * first); 1 applied, 0 the full checker's (an empty stack, a lock not held: its reports; a
- * capture's task, which asks its acquired_ever), -1 on error.  Applied here, these lines keep the
- * task's stack as the core's tuples: passed on, they would make HeldLocks of it (materialize). */
-static int apply_contention(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, long cpu,
-                            PyObject *info, const Tail *t) {
-    if (self->checker == NULL || info != NULL)
-        return 0;
-    int checked = attr_true(self->checker, s_contention_checked);
-    if (checked < 0)
-        return -1;
-    if (checked) {
-        if (PyTuple_GET_ITEM(view, V_ACQUIRED_EVER) != Py_None || PyList_GET_SIZE(held) == 0)
-            return 0;
-        PyObject *lock, *instance;
-        if (tail_lock(t, &lock, &instance) < 0)
-            return -1;
-        Py_ssize_t index = find_held(held, lock, instance);
-        Py_DECREF(lock);
-        Py_DECREF(instance);
-        if (index < 0)
-            return index == -2 ? -1 : 0;
-    }
-    if (set_cpu(task, cpu) < 0)
-        return -1;
-    self->events++;
-    return 1;
-}
-
-/* apply_contention for a task whose top entries are in the overlay `ov` (`n` > 0): 1 applied there
- * (the checker counts contention only, or find_held would find the lock among the overlay's
- * entries: the same CLASS[@INSTANCE] text -- the entries hold no references -- without crossing
- * into another irq context), 0 not decided here (the caller flushes and asks apply_contention),
- * -1 on error. */
-static int overlay_contention(LineFilter *self, Overlay *ov, long cpu, const Tail *t) {
-    if (self->checker == NULL)
-        return 0;
-    int checked = attr_true(self->checker, s_contention_checked);
-    if (checked < 0)
-        return -1;
-    if (checked) {
-        Py_ssize_t k = ov->n - 1;
-        for (;; k--) {
-            const OvEntry *e = &ov->entries[k];
-            if (e->field_len == t->field_len && bytes_eq(ov->text + e->field_off, t->field, t->field_len))
-                break;
-            /* (the overlay's entries share one irq context -- an irq op flushes it -- but find_held's
-             * rule is kept: an entry below in another context is not looked at) */
-            if (k == 0 || ov->entries[k - 1].irq_context != e->irq_context)
-                return 0; /* (the held list's below, or not held: the tuple path's answer) */
-        }
-    }
-    if (cpu >= 0)
-        ov->cpu = cpu;
-    self->events++;
-    return 1;
-}
-
-/* The most entries above a released one overlay_release_below re-keys (more: the tuple path's). */
-#define OV_MOVED 64
-
-/* release_below for a lock among the overlay's entries below its top (`n` > 0, the top not it):
- * every entry above it re-acquired onto a cached chain marking no usage bit, in the overlay -- the
- * released entry's text taken out, the entries above re-keyed.  1 applied, 0 not decided here
- * (not an overlay entry, a chain not cached, a new usage bit...: the caller flushes and the tuple
- * path decides), -1 on error. */
-static int overlay_release_below(LineFilter *self, PyObject *view, Overlay *ov, long cpu, const Tail *t) {
-    if (self->classes == NULL)
-        return 0;
-    /* find_held over the overlay: the same CLASS[@INSTANCE] text (its entries hold no references) */
-    Py_ssize_t k = ov->n - 2;
-    for (;; k--) {
-        if (k < 0)
-            return 0;
-        const OvEntry *e = &ov->entries[k];
-        /* find_held_lock: an entry is looked at only below one of its own irq context (the overlay's
-         * entries share one today -- an irq op flushes it -- but the rule is kept) */
-        if (e->irq_context != ov->entries[k + 1].irq_context)
-            return 0;
-        if (e->field_len == t->field_len && bytes_eq(ov->text + e->field_off, t->field, t->field_len))
-            break;
-    }
-    Py_ssize_t above = ov->n - 1 - k;
-    if (above > OV_MOVED)
-        return 0;
-    long irq_context = as_long(PyTuple_GET_ITEM(view, V_IRQ_CONTEXT));
-    if (irq_context < 0 || irq_context > 3)
-        return 0;
-    long below_context = -1; /* no lock below: the chain goes on from the key */
-    if (k > 0) {
-        below_context = ov->entries[k - 1].irq_context;
-    } else {
-        PyObject *held = ov->held;
-        if (PyList_GET_SIZE(held)) {
-            PyObject *below = PyList_GET_ITEM(held, PyList_GET_SIZE(held) - 1);
-            if (!PyTuple_CheckExact(below))
-                return 0; /* a HeldLock: the tuple path's */
-            below_context = as_long(PyTuple_GET_ITEM(below, E_IRQ_CONTEXT));
-        }
-    }
-    PyObject *need = PyObject_GetAttr(ov->task, s_usage_need);
-    if (need == NULL)
-        return -1;
-    Py_hash_t keys[OV_MOVED + 1];
-    long hits = 0;
-    int r = PyList_Check(need) && PyList_GET_SIZE(need) == 8 ? 1 : -1;
-    keys[0] = ov->entries[k].prev_key;
-    for (Py_ssize_t i = 0; r > 0 && i < above; i++) {
-        const OvEntry *e = &ov->entries[k + 1 + i];
-        if (e->info != NULL && PyTuple_GET_ITEM(e->info, I_NEST) != Py_None) {
-            r = 0; /* a nest lock: lock_acquire would look for it (the tuple path's) */
-            break;
-        }
-        int quiet = reacquire_marks_nothing(self, need, e->cls, e->read, e->trylock, e->hardirqs_off == Py_True);
-        if (quiet <= 0) {
-            r = quiet;
-            break;
-        }
-        int head = below_context >= 0 && rule_separate(self, below_context, irq_context);
-        PyObject *lane = head ? (Py_INCREF(self->initial), self->initial) : probe_of(keys[i]);
-        Py_hash_t hash = lane == NULL ? -1 : hash3(lane, e->cls, small_ints[e->read]);
-        Py_XDECREF(lane);
-        if (hash == -1) {
-            r = -1;
-            break;
-        }
-        if (rule_validates(self, e->trylock)) {
-            int cached = cache_has(self, hash, NULL);
-            if (cached <= 0) {
-                r = cached; /* a new chain: validate_chain */
-                break;
-            }
-            hits++;
-        }
-        keys[i + 1] = hash;
-        below_context = irq_context;
-    }
-    Py_DECREF(need);
-    if (r <= 0)
-        return r;
-    /* everything checked: the released entry's line out of the text, the entries above moved down */
-    OvEntry *gone = &ov->entries[k];
-    PyObject *gone_info = gone->info; /* (its slot is overwritten below) */
-    Py_ssize_t cut = gone->line_len, from = gone->line_off + cut;
-    memmove(ov->text + gone->line_off, ov->text + from, (size_t)(ov->text_len - from));
-    ov->text_len -= cut;
-    for (Py_ssize_t i = 0; i < above; i++) {
-        OvEntry *e = &ov->entries[k + i];
-        *e = ov->entries[k + 1 + i];
-        e->line_off -= cut;
-        e->field_off -= cut;
-        e->prev_key = keys[i];
-        e->irq_context = irq_context;
-    }
-    ov->n--;
-    Py_XDECREF(gone_info);
-    ov->chain_key = keys[above];
-    ov->keyed = 1;
-    if (cpu >= 0)
-        ov->cpu = cpu;
-    self->hits += hits;
-    self->events++;
-    return 1;
-}
-
-/* A release: of the innermost lock, or (Checker.quick_reacquire) of one below it. */
-static int apply_release(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *top, long cpu,
-                         PyObject *info, const Tail *t) {
-    int r = release_innermost(self, task, held, top, cpu, info, t);
-    if (r != 0 || !self->quick || top == NULL)
-        return r;
-    PyObject *lock, *instance;
-    if (info != NULL) {
-        lock = PyTuple_GET_ITEM(info, 4);
-        instance = PyTuple_GET_ITEM(info, 5);
-        Py_INCREF(lock);
-        Py_INCREF(instance);
-    } else if (tail_lock(t, &lock, &instance) < 0) {
-        return -1;
-    }
-    r = release_below(self, view, task, held, lock, instance, cpu);
-    Py_DECREF(lock);
-    Py_DECREF(instance);
-    return r;
-}
-
-/* ---- irq-state ops (fast_held.irq_change) ------------------------------------------------------- */
-
 /* An int (or bool) attribute: 0 and *out, or -1 on error. */
 static int long_attr(PyObject *obj, PyObject *name, long *out) {
     PyObject *value = PyObject_GetAttr(obj, name);
@@ -2384,6 +1801,400 @@ static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssiz
     }
     if (set_cpu(task, cpu) < 0 || rebuild_view(self, view, hd, sd, he) < 0)
         return -1;
+    self->events++;
+    return 1;
+}
+
+/* Checker.feed's release of the innermost lock (lock_release's, merged): 1 applied, 0 not. */
+static int release_innermost(LineFilter *self, PyObject *task, PyObject *held, PyObject *top, long cpu,
+                             PyObject *info, const Tail *t) {
+    if (top == NULL)
+        return 0;
+    PyObject *lock = NULL, *instance = NULL;
+    int r;
+    long references = PyTuple_CheckExact(top) ? as_long(PyTuple_GET_ITEM(top, E_REFERENCES)) : -1;
+    if (references == 0) {
+        PyObject *release = PyTuple_GET_ITEM(top, E_RELEASE);
+        if (info != NULL) {
+            int same = PyUnicode_Compare(release, PyTuple_GET_ITEM(info, I_RELEASE));
+            if (same != 0)
+                return PyErr_Occurred() ? -1 : 0;
+        } else if (!str_is(release, t->field - 8, 8 + t->field_len)) {
+            return 0; /* the tail starts `release CLASS@INSTANCE`: the text of the plain release */
+        }
+        r = pop_entry(task, held, top);
+    } else {
+        /* a release's info is (kind, seen, cpu, release, lock, instance) */
+        if (info != NULL) {
+            lock = PyTuple_GET_ITEM(info, 4);
+            instance = PyTuple_GET_ITEM(info, 5);
+            Py_INCREF(lock);
+            Py_INCREF(instance);
+        } else if (tail_lock(t, &lock, &instance) < 0) {
+            return -1;
+        }
+        if (references < 0) {
+            /* a HeldLock the full checker left on top: its innermost release, as Checker.feed's */
+            r = held_lock_released(task, held, top, lock, instance);
+        } else {
+            r = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_LOCK), lock, Py_EQ);
+            if (r > 0) {
+                r = PyObject_RichCompareBool(PyTuple_GET_ITEM(top, E_INSTANCE), instance, Py_EQ);
+                if (r == 0 && as_long(PyTuple_GET_ITEM(top, E_SUBCLASS)) == 0)
+                    r = 1;
+                if (r > 0) {
+                    Py_INCREF(top);
+                    r = references > 1 ? replace_references(held, top, references - 1) : pop_entry(task, held, top);
+                    Py_DECREF(top);
+                    r = r < 0 ? -1 : 1;
+                }
+            }
+        }
+        Py_DECREF(lock);
+        Py_DECREF(instance);
+        if (r <= 0)
+            return r;
+    }
+    if (r < 0 || set_cpu(task, cpu) < 0)
+        return -1;
+    self->events++;
+    return 1;
+}
+
+/* fast_held._find_held over tuple entries: the index of the held lock, -1 not found (or a HeldLock
+ * on the way: the Python side's), -2 on error. */
+static Py_ssize_t find_held(PyObject *held, PyObject *lock, PyObject *instance) {
+    for (Py_ssize_t i = PyList_GET_SIZE(held) - 1; i >= 0; i--) {
+        PyObject *entry = PyList_GET_ITEM(held, i);
+        if (!PyTuple_CheckExact(entry))
+            return -1;
+        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_LOCK), lock, Py_EQ);
+        if (same > 0) {
+            same = PyObject_RichCompareBool(PyTuple_GET_ITEM(entry, E_INSTANCE), instance, Py_EQ);
+            if (same == 0 && PyObject_IsTrue(PyTuple_GET_ITEM(entry, E_REFERENCES)) &&
+                as_long(PyTuple_GET_ITEM(entry, E_SUBCLASS)) == 0)
+                same = 1;
+        }
+        if (same < 0)
+            return -2;
+        if (same)
+            return i;
+        if (i > 0) {
+            /* not crossing into another irq context */
+            PyObject *below = PyList_GET_ITEM(held, i - 1);
+            PyObject *context;
+            if (PyTuple_CheckExact(below)) {
+                context = PyTuple_GET_ITEM(below, E_IRQ_CONTEXT);
+                Py_INCREF(context);
+            } else {
+                context = PyObject_GetAttr(below, s_irq_context);
+                if (context == NULL)
+                    return -2;
+            }
+            same = PyObject_RichCompareBool(context, PyTuple_GET_ITEM(entry, E_IRQ_CONTEXT), Py_EQ);
+            Py_DECREF(context);
+            if (same <= 0)
+                return same < 0 ? -2 : -1;
+        }
+    }
+    return -1;
+}
+
+/* fast_held.release_out_of_order: the release of `lock`/`instance` below the top, when every lock
+ * above re-acquires onto a cached chain marking no usage bit: 1 applied, 0 nothing changed, -1. */
+/* Whether a lock re-acquired above a released one marks no new usage bit on its class (`need`: the
+ * task's usage_need list; `read`, `trylock`, `off`: the entry's mode, trylock, hardirqs off): 1, 0
+ * (a new bit: mark_usage, the tuple path's; or the class is gone), -1 on error. */
+static int reacquire_marks_nothing(LineFilter *self, PyObject *need, PyObject *cls, long read, int trylock,
+                                   int off) {
+    long wanted = as_long(PyList_GET_ITEM(need, (read ? 1 : 0) | (trylock ? 2 : 0) | (off ? 4 : 0)));
+    PyObject *node = PyDict_GetItemWithError(self->classes, cls);
+    long usage;
+    int known = node != NULL && PyDict_Check(node) ? node_usage(node, NULL, &usage) : (PyErr_Occurred() ? -1 : 0);
+    if (known <= 0)
+        return known;
+    return (wanted & ~usage) == 0;
+}
+
+static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *lock,
+                         PyObject *instance, long cpu) {
+    if (self->classes == NULL)
+        return 0;
+    Py_ssize_t index = find_held(held, lock, instance);
+    if (index < 0)
+        return index == -2 ? -1 : 0;
+    PyObject *found = PyList_GET_ITEM(held, index);
+    if (PyObject_IsTrue(PyTuple_GET_ITEM(found, E_REFERENCES)))
+        return 0;
+    long irq_context = as_long(PyTuple_GET_ITEM(view, V_IRQ_CONTEXT));
+    long below_context = -1; /* no lock below: the chain goes on from the key */
+    if (index > 0) {
+        PyObject *below = PyList_GET_ITEM(held, index - 1);
+        if (PyTuple_CheckExact(below)) {
+            below_context = as_long(PyTuple_GET_ITEM(below, E_IRQ_CONTEXT));
+        } else if (long_attr(below, s_irq_context, &below_context) < 0) {
+            return -1;
+        }
+    }
+    PyObject *need = PyObject_GetAttr(task, s_usage_need);
+    if (need == NULL)
+        return -1;
+    Py_ssize_t size = PyList_GET_SIZE(held);
+    PyObject *moved = PyList_New(0);
+    PyObject *chain_key = PyTuple_GET_ITEM(found, E_PREV_KEY);
+    Py_INCREF(chain_key);
+    long hits = 0;
+    int r = moved == NULL || !PyList_Check(need) || PyList_GET_SIZE(need) != 8 ? -1 : 1;
+    for (Py_ssize_t i = index + 1; r > 0 && i < size; i++) {
+        PyObject *again = PyList_GET_ITEM(held, i);
+        if (PyTuple_GET_ITEM(again, E_NEST) != Py_None) {
+            r = 0;
+            break;
+        }
+        PyObject *cls = PyTuple_GET_ITEM(again, E_CLS), *read = PyTuple_GET_ITEM(again, E_READ);
+        int trylock = PyTuple_GET_ITEM(again, E_TRYLOCK) == Py_True;
+        long read_mode = as_long(read);
+        int off = PyObject_IsTrue(PyTuple_GET_ITEM(again, E_HARDIRQS_OFF));
+        int quiet = reacquire_marks_nothing(self, need, cls, read_mode, trylock, off);
+        if (quiet <= 0) {
+            r = quiet;
+            break;
+        }
+        Py_hash_t hash = hash3(below_context >= 0 && rule_separate(self, below_context, irq_context) ? self->initial : chain_key, cls,
+                               read);
+        PyObject *next_key = hash == -1 ? NULL : PyLong_FromSsize_t(hash);
+        if (next_key == NULL) {
+            r = -1;
+            break;
+        }
+        if (rule_validates(self, trylock)) {
+            int cached = cache_has(self, hash, next_key);
+            if (cached <= 0) {
+                Py_DECREF(next_key);
+                r = cached; /* a new chain: validate_chain */
+                break;
+            }
+            hits++;
+        }
+        PyObject *entry = PyTuple_New(E_SIZE);
+        if (entry == NULL) {
+            Py_DECREF(next_key);
+            r = -1;
+            break;
+        }
+        for (Py_ssize_t k = 0; k < E_SIZE; k++) {
+            PyObject *item = k == E_PREV_KEY ? chain_key
+                             : k == E_IRQ_CONTEXT ? small_ints[irq_context & 3] : PyTuple_GET_ITEM(again, k);
+            Py_INCREF(item);
+            PyTuple_SET_ITEM(entry, k, item);
+        }
+        PyObject_GC_UnTrack(entry);
+        int appended = PyList_Append(moved, entry);
+        Py_DECREF(entry);
+        Py_SETREF(chain_key, next_key);
+        below_context = irq_context;
+        if (appended < 0)
+            r = -1;
+    }
+    Py_DECREF(need);
+    if (r > 0) {
+        /* everything checked: the stack from the released lock up becomes the moved entries */
+        if (PyList_SetSlice(held, index, size, moved) < 0 || set_chain_key(task, chain_key) < 0 ||
+            set_cpu(task, cpu) < 0) {
+            r = -1;
+        } else {
+            self->hits += hits;
+            self->events++;
+        }
+    }
+    Py_XDECREF(moved);
+    Py_DECREF(chain_key);
+    return r;
+}
+
+/* The most entries above a released one overlay_release_below re-keys (more: the tuple path's). */
+#define OV_MOVED 64
+
+/* release_below for a lock among the overlay's entries below its top (`n` > 0, the top not it):
+ * every entry above it re-acquired onto a cached chain marking no usage bit, in the overlay -- the
+ * released entry's text taken out, the entries above re-keyed.  1 applied, 0 not decided here
+ * (not an overlay entry, a chain not cached, a new usage bit...: the caller flushes and the tuple
+ * path decides), -1 on error. */
+static int overlay_release_below(LineFilter *self, PyObject *view, Overlay *ov, long cpu, const Tail *t) {
+    if (self->classes == NULL)
+        return 0;
+    /* find_held over the overlay: the same CLASS[@INSTANCE] text (its entries hold no references) */
+    Py_ssize_t k = ov->n - 2;
+    for (;; k--) {
+        if (k < 0)
+            return 0;
+        const OvEntry *e = &ov->entries[k];
+        /* find_held_lock: an entry is looked at only below one of its own irq context (the overlay's
+         * entries share one today -- an irq op flushes it -- but the rule is kept) */
+        if (e->irq_context != ov->entries[k + 1].irq_context)
+            return 0;
+        if (e->field_len == t->field_len && bytes_eq(ov->text + e->field_off, t->field, t->field_len))
+            break;
+    }
+    Py_ssize_t above = ov->n - 1 - k;
+    if (above > OV_MOVED)
+        return 0;
+    long irq_context = as_long(PyTuple_GET_ITEM(view, V_IRQ_CONTEXT));
+    if (irq_context < 0 || irq_context > 3)
+        return 0;
+    long below_context = -1; /* no lock below: the chain goes on from the key */
+    if (k > 0) {
+        below_context = ov->entries[k - 1].irq_context;
+    } else {
+        PyObject *held = ov->held;
+        if (PyList_GET_SIZE(held)) {
+            PyObject *below = PyList_GET_ITEM(held, PyList_GET_SIZE(held) - 1);
+            if (!PyTuple_CheckExact(below))
+                return 0; /* a HeldLock: the tuple path's */
+            below_context = as_long(PyTuple_GET_ITEM(below, E_IRQ_CONTEXT));
+        }
+    }
+    PyObject *need = PyObject_GetAttr(ov->task, s_usage_need);
+    if (need == NULL)
+        return -1;
+    Py_hash_t keys[OV_MOVED + 1];
+    long hits = 0;
+    int r = PyList_Check(need) && PyList_GET_SIZE(need) == 8 ? 1 : -1;
+    keys[0] = ov->entries[k].prev_key;
+    for (Py_ssize_t i = 0; r > 0 && i < above; i++) {
+        const OvEntry *e = &ov->entries[k + 1 + i];
+        if (e->info != NULL && PyTuple_GET_ITEM(e->info, I_NEST) != Py_None) {
+            r = 0; /* a nest lock: lock_acquire would look for it (the tuple path's) */
+            break;
+        }
+        int quiet = reacquire_marks_nothing(self, need, e->cls, e->read, e->trylock, e->hardirqs_off == Py_True);
+        if (quiet <= 0) {
+            r = quiet;
+            break;
+        }
+        int head = below_context >= 0 && rule_separate(self, below_context, irq_context);
+        PyObject *lane = head ? (Py_INCREF(self->initial), self->initial) : probe_of(keys[i]);
+        Py_hash_t hash = lane == NULL ? -1 : hash3(lane, e->cls, small_ints[e->read]);
+        Py_XDECREF(lane);
+        if (hash == -1) {
+            r = -1;
+            break;
+        }
+        if (rule_validates(self, e->trylock)) {
+            int cached = cache_has(self, hash, NULL);
+            if (cached <= 0) {
+                r = cached; /* a new chain: validate_chain */
+                break;
+            }
+            hits++;
+        }
+        keys[i + 1] = hash;
+        below_context = irq_context;
+    }
+    Py_DECREF(need);
+    if (r <= 0)
+        return r;
+    /* everything checked: the released entry's line out of the text, the entries above moved down */
+    OvEntry *gone = &ov->entries[k];
+    PyObject *gone_info = gone->info; /* (its slot is overwritten below) */
+    Py_ssize_t cut = gone->line_len, from = gone->line_off + cut;
+    memmove(ov->text + gone->line_off, ov->text + from, (size_t)(ov->text_len - from));
+    ov->text_len -= cut;
+    for (Py_ssize_t i = 0; i < above; i++) {
+        OvEntry *e = &ov->entries[k + i];
+        *e = ov->entries[k + 1 + i];
+        e->line_off -= cut;
+        e->field_off -= cut;
+        e->prev_key = keys[i];
+        e->irq_context = irq_context;
+    }
+    ov->n--;
+    Py_XDECREF(gone_info);
+    ov->chain_key = keys[above];
+    ov->keyed = 1;
+    if (cpu >= 0)
+        ov->cpu = cpu;
+    self->hits += hits;
+    self->events++;
+    return 1;
+}
+
+/* A release: of the innermost lock, or (Checker.quick_reacquire) of one below it. */
+static int apply_release(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, PyObject *top, long cpu,
+                         PyObject *info, const Tail *t) {
+    int r = release_innermost(self, task, held, top, cpu, info, t);
+    if (r != 0 || !self->quick || top == NULL)
+        return r;
+    PyObject *lock, *instance;
+    if (info != NULL) {
+        lock = PyTuple_GET_ITEM(info, 4);
+        instance = PyTuple_GET_ITEM(info, 5);
+        Py_INCREF(lock);
+        Py_INCREF(instance);
+    } else if (tail_lock(t, &lock, &instance) < 0) {
+        return -1;
+    }
+    r = release_below(self, view, task, held, lock, instance, cpu);
+    Py_DECREF(lock);
+    Py_DECREF(instance);
+    return r;
+}
+
+/* `contended` / `acquired` (MoreOps.lock_contended): nothing but the task's cpu when the checker
+ * counts them only, or when it would find the lock held (find_held: the lock's `acquire` came
+ * first); 1 applied, 0 the full checker's (an empty stack, a lock not held: its reports; a
+ * capture's task, which asks its acquired_ever), -1 on error.  Applied here, these lines keep the
+ * task's stack as the core's tuples: passed on, they would make HeldLocks of it (materialize). */
+static int apply_contention(LineFilter *self, PyObject *view, PyObject *task, PyObject *held, long cpu,
+                            PyObject *info, const Tail *t) {
+    if (self->checker == NULL || info != NULL)
+        return 0;
+    int checked = attr_true(self->checker, s_contention_checked);
+    if (checked < 0)
+        return -1;
+    if (checked) {
+        if (PyTuple_GET_ITEM(view, V_ACQUIRED_EVER) != Py_None || PyList_GET_SIZE(held) == 0)
+            return 0;
+        PyObject *lock, *instance;
+        if (tail_lock(t, &lock, &instance) < 0)
+            return -1;
+        Py_ssize_t index = find_held(held, lock, instance);
+        Py_DECREF(lock);
+        Py_DECREF(instance);
+        if (index < 0)
+            return index == -2 ? -1 : 0;
+    }
+    if (set_cpu(task, cpu) < 0)
+        return -1;
+    self->events++;
+    return 1;
+}
+
+/* apply_contention for a task whose top entries are in the overlay `ov` (`n` > 0): 1 applied there
+ * (the checker counts contention only, or find_held would find the lock among the overlay's
+ * entries: the same CLASS[@INSTANCE] text -- the entries hold no references -- without crossing
+ * into another irq context), 0 not decided here (the caller flushes and asks apply_contention),
+ * -1 on error. */
+static int overlay_contention(LineFilter *self, Overlay *ov, long cpu, const Tail *t) {
+    if (self->checker == NULL)
+        return 0;
+    int checked = attr_true(self->checker, s_contention_checked);
+    if (checked < 0)
+        return -1;
+    if (checked) {
+        Py_ssize_t k = ov->n - 1;
+        for (;; k--) {
+            const OvEntry *e = &ov->entries[k];
+            if (e->field_len == t->field_len && bytes_eq(ov->text + e->field_off, t->field, t->field_len))
+                break;
+            /* (the overlay's entries share one irq context -- an irq op flushes it -- but find_held's
+             * rule is kept: an entry below in another context is not looked at) */
+            if (k == 0 || ov->entries[k - 1].irq_context != e->irq_context)
+                return 0; /* (the held list's below, or not held: the tuple path's answer) */
+        }
+    }
+    if (cpu >= 0)
+        ov->cpu = cpu;
     self->events++;
     return 1;
 }
@@ -2609,6 +2420,173 @@ static int apply_line(LineFilter *self, PyObject *line, const char *data, Py_ssi
     int r = apply_acquire(self, line, data, n, view, held, top, cpu, &a, &t, ov);
     acquire_clear(&a);
     return r;
+}
+
+static void clear_fields(FieldSlot *fields) {
+    if (fields == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < FIELD_SLOTS; i++) {
+        Py_CLEAR(fields[i].release);
+        Py_CLEAR(fields[i].instance);
+    }
+}
+
+/* The rest cache's infos dropped (and its keys, given `keys`). */
+static void clear_rest(RestSlot *slots, int keys) {
+    if (slots == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < REST_SLOTS; i++) {
+        Py_CLEAR(slots[i].info);
+        if (keys)
+            Py_CLEAR(slots[i].key);
+    }
+}
+
+static void clear_keys(PyObject **keys, Py_ssize_t n) {
+    if (keys == NULL)
+        return;
+    for (Py_ssize_t i = 0; i < n; i++)
+        Py_CLEAR(keys[i]);
+}
+
+static void LineFilter_dealloc(LineFilter *self) {
+    PyObject_GC_UnTrack(self);
+    overlays_drop(self);
+    PyMem_Free(self->known);
+    PyMem_Free(self->overlays);
+    Py_XDECREF(self->chunk);
+    clear_keys(self->task_keys, TASK_SLOTS);
+    clear_rest(self->rest_slots, 1);
+    PyMem_Free(self->task_keys);
+    PyMem_Free(self->task_seen);
+    PyMem_Free(self->rest_slots);
+    clear_fields(self->fields);
+    PyMem_Free(self->fields);
+    clear_classes(self);
+    Py_XDECREF(self->classes);
+    Py_XDECREF(self->lines);
+    Py_XDECREF(self->views);
+    Py_XDECREF(self->tails);
+    Py_XDECREF(self->cache);
+    Py_XDECREF(self->initial);
+    Py_XDECREF(self->file);
+    Py_XDECREF(self->reader);
+    Py_XDECREF(self->usage_needs);
+    Py_XDECREF(self->checker);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int LineFilter_traverse(LineFilter *self, visitproc visit, void *arg) {
+    Py_VISIT(self->lines);
+    Py_VISIT(self->views);
+    Py_VISIT(self->tails);
+    Py_VISIT(self->cache);
+    Py_VISIT(self->initial);
+    Py_VISIT(self->classes);
+    Py_VISIT(self->file);
+    Py_VISIT(self->reader);
+    Py_VISIT(self->usage_needs);
+    Py_VISIT(self->checker);
+    for (Py_ssize_t i = 0; i < self->class_count; i++)
+        Py_VISIT(self->class_table[i].node);
+    if (self->rest_slots != NULL)
+        for (Py_ssize_t i = 0; i < REST_SLOTS; i++)
+            Py_VISIT(self->rest_slots[i].info);
+    for (Py_ssize_t i = 0; i < self->ov_count; i++) {
+        Py_VISIT(self->overlays[self->ov_used[i]].held);
+        Py_VISIT(self->overlays[self->ov_used[i]].task);
+    }
+    return 0;
+}
+
+static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
+    PyObject *lines, *views, *tails, *cache, *initial, *classes = NULL, *file = NULL, *reader = NULL,
+        *usage_needs = NULL, *checker = NULL;
+    Py_ssize_t depth_limit;
+    PyObject *irq_rule;
+    long tick, read_shift = 0;
+    unsigned long validates, separate, merges;
+    int quick = 0;
+    if (!PyArg_ParseTuple(args, "OO!O!O!Onl(kkkO)|O!(OOOlp)O", &lines, &PyDict_Type, &views, &PyDict_Type,
+                          &tails, &PySet_Type, &cache, &initial, &depth_limit, &tick, &validates, &separate,
+                          &merges, &irq_rule, &PyDict_Type, &classes, &file, &reader, &usage_needs, &read_shift,
+                          &quick, &checker))
+        return -1;
+    if (rules_irq_parse(irq_rule, self->irq_rule) < 0)
+        return -1;
+    self->validates = validates;
+    self->separate = separate;
+    self->merges = merges;
+    self->quick = quick;
+    Py_XINCREF(file);
+    Py_XSETREF(self->file, file);
+    Py_XINCREF(reader);
+    Py_XSETREF(self->reader, reader);
+    Py_XINCREF(usage_needs);
+    Py_XSETREF(self->usage_needs, usage_needs);
+    Py_XINCREF(checker);
+    Py_XSETREF(self->checker, checker);
+    self->read_shift = read_shift;
+    overlays_drop(self); /* first: its entries borrow the class table's strs, freed next */
+    clear_classes(self);
+    Py_XINCREF(classes);
+    Py_XSETREF(self->classes, classes);
+    if (classes != NULL && classes_grow(self) < 0)
+        return -1;
+    PyObject *it = PyObject_GetIter(lines);
+    if (it == NULL)
+        return -1;
+    Py_XSETREF(self->lines, it);
+    Py_INCREF(views);
+    Py_XSETREF(self->views, views);
+    Py_INCREF(tails);
+    Py_XSETREF(self->tails, tails);
+    Py_INCREF(cache);
+    Py_XSETREF(self->cache, cache);
+    if (known_start(self) < 0)
+        return -1;
+    Py_INCREF(initial);
+    Py_XSETREF(self->initial, initial);
+    self->initial_lane = -1;
+    if (PyLong_CheckExact(initial)) {
+        Py_hash_t lane = PyObject_Hash(initial);
+        if (lane == -1)
+            return -1;
+        self->initial_lane = lane;
+    }
+    self->depth_limit = depth_limit;
+    self->tick = tick;
+    self->lineno = 0;
+    self->events = self->hits = 0;
+    self->passthrough = 0;
+    Py_CLEAR(self->chunk);
+    self->pos = 0;
+    if (self->task_keys == NULL)
+        self->task_keys = PyMem_Calloc(TASK_SLOTS, sizeof(PyObject *));
+    if (self->rest_slots == NULL)
+        self->rest_slots = PyMem_Calloc(REST_SLOTS, sizeof(RestSlot));
+    else
+        clear_rest(self->rest_slots, 0); /* (the infos of another run's tails) */
+    if (self->fields == NULL)
+        self->fields = PyMem_Calloc(FIELD_SLOTS, sizeof(FieldSlot));
+    if (self->task_seen == NULL)
+        self->task_seen = PyMem_Calloc(TASK_SLOTS, sizeof(TaskSeen));
+    else
+        memset(self->task_seen, 0, TASK_SLOTS * sizeof(TaskSeen));
+    self->epoch = 1;
+    self->views_known = 0;
+    self->current = NULL;
+    if (self->overlays == NULL)
+        self->overlays = PyMem_Calloc(OV_SLOTS, sizeof(Overlay));
+    self->overlay = 1;
+    self->pass_local = 0;
+    self->pass_held = NULL;
+    if (self->task_keys == NULL || self->rest_slots == NULL || self->fields == NULL || self->task_seen == NULL ||
+        self->overlays == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    return 0;
 }
 
 /* The filter's answer for a line it passes on: (lineno, line), the held overlays flushed first
