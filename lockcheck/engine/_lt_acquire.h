@@ -4,6 +4,7 @@
  * miss, new usage bit or unread shape goes to the full checker.  A unit: the acquire path and
  * the fields it gathers (Acquire).  Relies on _lt_stack.h, _lt_chainkey.h, _lt_known.h,
  * _lt_classes.h, _lt_tail.h and _lt_overlay.h.
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

@@ -4,6 +4,7 @@
  * A unit because each shortcut is checked against CPython's own hash at import (check_lanes,
  * check_probe, called by PyInit__speedups) and used only where that check passed.  Relies on
  * _rules.h and _tuplehash.h (through _lt_state.h).
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

@@ -3,6 +3,7 @@
  * classes the graph has, so that an acquisition read here finds its class without a str made or
  * a dict looked up; and node_usage, which reads a node's usage mask through it.  A unit: the
  * core's one view of the graph's nodes.  Relies on _lt_state.h (ClassSlot, dict_version).
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

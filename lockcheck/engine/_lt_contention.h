@@ -2,6 +2,7 @@
  * `contended` / `acquired` of a lock the task holds (MoreOps.lock_contended): nothing but the
  * task's cpu, on the held list or on the overlay's entries.  A unit: the statistics ops, which
  * change no stack.  Relies on _lt_release.h (find_held) and _lt_overlay.h.
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

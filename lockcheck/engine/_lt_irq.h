@@ -3,6 +3,7 @@
  * irq_transition, tabled) marks no usage bit and notes nothing; its evidence deferred, the task's
  * view rebuilt.  A unit: the only path that changes a task's irq state or view.  Relies on
  * _lt_state.h (the tabled irq rules), _lt_slots.h (set_cpu) and _lt_classes.h (node_usage).
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

@@ -4,6 +4,7 @@
  * set; dropped whenever the cache's generation says it may have lost a key.  A unit: the one
  * answer to "is this chain cached" (cache_has).  Relies on _lt_state.h and _lt_chainkey.h
  * (probe_of, for a look-up in the set itself).
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

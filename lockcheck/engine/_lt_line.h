@@ -3,6 +3,7 @@
  * of the top recognised by its text, the text after the task read, and the line handed to the
  * acquire, release, contention or irq path, or passed on.  A unit: the dispatch, the one caller
  * of every other path.  Relies on all the other _lt_*.h.
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

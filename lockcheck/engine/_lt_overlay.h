@@ -4,6 +4,7 @@
  * list as the very tuples the tuple path makes.  A unit: its entries and text buffers, and the
  * one way they become Python objects (overlay_tuple / overlay_flush).  Relies on _lt_state.h,
  * _lt_slots.h (the task's chain key and cpu) and _lt_tail.h (a Tail, field_strs).
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

@@ -4,6 +4,7 @@
  * (fast_held.release_out_of_order), on the held list or among the overlay's entries.  A unit:
  * every release path, and find_held, which the contention path shares.  Relies on _lt_stack.h,
  * _lt_chainkey.h, _lt_known.h, _lt_classes.h, _lt_tail.h, _lt_overlay.h and _lt_irq.h (long_attr).
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

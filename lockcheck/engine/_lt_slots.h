@@ -3,6 +3,7 @@
  * generic attribute access for any other object.  A unit: the one place the core reaches into a
  * Python object's layout; everything else goes through get_chain_key / set_chain_key / set_cpu.
  * Relies on _lt_state.h (the interned names).
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

@@ -3,6 +3,7 @@
  * HeldLock (the full checker's) released or merged onto, and Checker.lock_is_held over tuple
  * entries.  A unit: the operations on hotpath.py's stack entries (E_*) that the acquire, release
  * and irq paths share.  Relies on _lt_state.h (the layouts) and _lt_slots.h (the chain key).
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

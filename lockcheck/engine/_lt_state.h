@@ -5,6 +5,7 @@
  * _lt_*.h reads these and none of them owns them: written once here, they are the one place a
  * change of hotpath.py's layouts lands in C.  Relies on _rules.h (the tabled rules), _cshared.h
  * and _bytescan.h (which the other parts use through this header).
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

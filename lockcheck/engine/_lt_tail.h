@@ -4,6 +4,7 @@
  * after ` ts=`, and the tails dict's info of any other shape (rest_info).  A unit: everything that
  * parses a line's bytes after its task, and the strs made of them (field_strs).  Relies on
  * _lt_state.h and _lt_classes.h (an acquisition's class).
+ *
  * Part of the `.lt` core (_speedups.c), which includes it with the other _lt_*.h in one translation
  * unit: its static functions stay where the compiler can inline them, as when they were one file.
  */

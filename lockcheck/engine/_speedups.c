@@ -32,29 +32,28 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
-#include "_rules.h"
-#include "_cshared.h"
-#include "_bytescan.h"
-#include <math.h>
 #include <stdint.h>
 #include <string.h>
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
 
-#include "_lt_state.h"
-#include "_lt_slots.h"
-#include "_lt_stack.h"
-#include "_lt_chainkey.h"
-#include "_lt_known.h"
-#include "_lt_classes.h"
-#include "_lt_tail.h"
-#include "_lt_overlay.h"
-#include "_lt_acquire.h"
-#include "_lt_irq.h"
-#include "_lt_release.h"
-#include "_lt_contention.h"
-#include "_lt_line.h"
+/* The core by job, each header a unit (its comment says what it holds and relies on), included
+ * here in one translation unit so that their static inline functions stay inlined; this file
+ * keeps the type, its life cycle, the iterator that splits blocks into lines, and the module. */
+#include "_lt_state.h"      /* LineFilter, hotpath.py's tuple layouts, the interned names */
+#include "_lt_slots.h"      /* a task's chain key and cpu at their __slots__ */
+#include "_lt_stack.h"      /* the held list's tuple entries: pop, references, lock_is_held */
+#include "_lt_chainkey.h"   /* the chain key's hash (hash3, hash3_lanes, probe_of) */
+#include "_lt_known.h"      /* the chain cache's keys known here (cache_has) */
+#include "_lt_classes.h"    /* the class table, a node's usage */
+#include "_lt_tail.h"       /* the text after the task read (read_tail, read_stamp, rest_info) */
+#include "_lt_overlay.h"    /* the held overlay: pushes kept in C, flushed as tuples */
+#include "_lt_acquire.h"    /* an acquisition applied */
+#include "_lt_irq.h"        /* an irq-state op applied */
+#include "_lt_release.h"    /* a release applied: innermost, below the top */
+#include "_lt_contention.h" /* contended/acquired applied */
+#include "_lt_line.h"       /* one line dispatched (find_view, apply_line) */
 
 static void clear_fields(FieldSlot *fields) {
     if (fields == NULL)
