@@ -140,6 +140,11 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     long tick, read_shift = 0;
     unsigned long validates, separate, merges;
     int quick = 0;
+    /* positional only: a keyword (a name misspelt, a layout changed) would be dropped unread */
+    if (kwds != NULL && PyDict_GET_SIZE(kwds) != 0) {
+        PyErr_SetString(PyExc_TypeError, "LineFilter() takes no keyword arguments");
+        return -1;
+    }
     if (!PyArg_ParseTuple(args, "OO!O!O!Onl(kkkO)|O!(OOOlp)O", &lines, &PyDict_Type, &views, &PyDict_Type,
                           &tails, &PySet_Type, &cache, &initial, &depth_limit, &tick, &validates, &separate,
                           &merges, &irq_rule, &PyDict_Type, &classes, &file, &reader, &usage_needs, &read_shift,
@@ -466,8 +471,11 @@ static PyTypeObject LineFilterType = {
 };
 
 static struct PyModuleDef speedups_module = {
-    PyModuleDef_HEAD_INIT, "lockcheck.engine._speedups",
-    "The compiled core of lockcheck's fast path (optional: lockcheck.engine.fast_lt runs without it).", -1, NULL};
+    PyModuleDef_HEAD_INIT,
+    .m_name = "lockcheck.engine._speedups",
+    .m_doc = "The compiled core of lockcheck's fast path (optional: lockcheck.engine.fast_lt runs without it).",
+    .m_size = -1,
+};
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     s_chain_key = PyUnicode_InternFromString("chain_key");
