@@ -15,7 +15,7 @@
 #include "_lt_slots.h"
 #include "_lt_tail.h"
 
-/* ---- the held overlay: the core's own pushes, kept in C until Python may look ----------------
+/* The core's own pushes, kept in C until Python may look.
  *
  * An acquisition the core reads itself (read_tail: no nest lock, no acquired_ever) is pushed
  * here, not onto the task's held list as a tuple: the line's bytes, its class (the class
