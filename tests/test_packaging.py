@@ -111,7 +111,7 @@ def test_setup_depends_names_every_header_a_core_includes(monkeypatch):
         todo = list(ext.sources)
         while todo:
             text = (ROOT / todo.pop()).read_text()
-            for name in re.findall(r'^#include "([^"]+)"', text, re.M):
+            for name in re.findall(r'^#include "([^"]+)"', text, re.MULTILINE):
                 path = headers[Path(name).name]  # (setup.py's include_dirs: found by name)
                 if path not in included:
                     included.add(path)
