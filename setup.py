@@ -9,10 +9,15 @@ without it and lockcheck runs its pure-Python fast path
 
 from setuptools import Extension, setup
 
+# the `.lt` core's parts by job (lockcheck/engine/_lt_*.h), included by _speedups.c: an edit of one rebuilds it
+LT_CORE = ["lockcheck/engine/_lt_%s.h" % part for part in (
+    "state", "slots", "stack", "chainkey", "known", "classes", "tail", "overlay", "acquire", "irq", "release",
+    "contention", "line")]
+
 setup(ext_modules=[
     Extension("lockcheck.engine._speedups", ["lockcheck/engine/_speedups.c"],
               depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h",
-                       "lockcheck/engine/_bytescan.h"],
+                       "lockcheck/engine/_bytescan.h"] + LT_CORE,
               optional=True),
     # the capture fast path's filter of common ftrace lines (lockcheck.engine.capture_filter)
     Extension("lockcheck.engine._capturecore", ["lockcheck/engine/_capturecore.c"],

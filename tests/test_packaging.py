@@ -89,3 +89,31 @@ def test_sdist_carries_every_header_a_compiled_core_includes(tmp_path):
             included.add(headers[Path(name).name])  # (setup.py's include_dirs: found by name)
     assert {"lockcheck/engine/_rules.h", "lockcheck/engine/_jsonlt_scan.h"} <= included
     assert included <= shipped, sorted(included - shipped)
+
+
+def test_setup_depends_names_every_header_a_core_includes(monkeypatch):
+    """`build_ext` rebuilds a core when a file in its `depends` changed, and only then: a header a
+    core includes (directly or through another header) missing from setup.py's list leaves the
+    stale .so in place after an edit of it, and the edit silently does nothing."""
+    import re
+    import runpy
+
+    import setuptools
+
+    captured: dict = {}
+    monkeypatch.setattr(setuptools, "setup", lambda **kwargs: captured.update(kwargs))
+    monkeypatch.chdir(ROOT)
+    runpy.run_path(str(ROOT / "setup.py"), run_name="__main__")
+    headers = {path.name: path.relative_to(ROOT).as_posix() for path in ROOT.glob("lockcheck/**/*.h")}
+    assert captured["ext_modules"]
+    for ext in captured["ext_modules"]:
+        included: set[str] = set()
+        todo = list(ext.sources)
+        while todo:
+            text = (ROOT / todo.pop()).read_text()
+            for name in re.findall(r'^#include "([^"]+)"', text, re.MULTILINE):
+                path = headers[Path(name).name]  # (setup.py's include_dirs: found by name)
+                if path not in included:
+                    included.add(path)
+                    todo.append(path)
+        assert included <= set(ext.depends), (ext.name, sorted(included - set(ext.depends)))
