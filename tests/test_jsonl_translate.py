@@ -284,3 +284,22 @@ def test_blocks_larger_than_the_first_buffer_come_out_whole(monkeypatch: pytest.
     assert max(len(item) for item in items) > 1 << 16
     out = b"\n".join(items).decode().split("\n")
     assert out == [f"T{i % 7} acquire lock-{i} at=f+0x{i:x}/0x80 ts={i}.5 cpu={i % 4}" for i in range(12000)]
+
+
+@pytest.mark.parametrize("odd", [" ", "@", "=", "#", '"'])
+def test_long_names_are_read_the_same_across_the_blocks_64_byte_masks(odd) -> None:
+    """A block's bytes are classified once into bit masks of 64 bytes (_jsonlt_fast.h): names of one to
+    three mask words, a character `.lt` does not write bare at offsets around each word's edges, and the
+    line's own offset in the block shifted a byte at a time, read as the reader reads them."""
+    for pad in range(0, 70, 7):
+        for size in (63, 64, 65, 127, 128, 129, 190):
+            base = ("n" * size)
+            for cut in (0, 1, 62, 63, 64, 65, size - 1):
+                if cut > size:
+                    continue
+                lock = base[:cut] + (odd if odd != '"' else '\\"') + base[cut:]
+                lines = ['{"task": "%s", "op": "acquire", "lock": "%s", "at": "%s"}' % ("T" * (pad + 1), lock, base),
+                         '{"task": "T", "op": "acquire", "lock": "%s", "instance": "%s"}' % (base, lock),
+                         '{"task": "T", "op": "release", "lock": "%s"}' % base]
+                plain = _outcome(lines, "plain")
+                assert _outcome(lines, "bytes") == plain

@@ -52,6 +52,8 @@ typedef struct {
     char *buf;
     Py_ssize_t len, cap;
     Py_ssize_t hint;      /* the room the largest block so far needed (where the next one starts) */
+    struct MaskWord_ *masks; /* a block's masks (_jsonlt_fast.h), kept for the next block */
+    Py_ssize_t masks_cap;    /* (in words) */
 } Translator;
 
 /* -- the output buffer ---------------------------------------------------------------------- */
@@ -102,6 +104,7 @@ static int flush(Translator *self) {
 
 #include "_jsonlt_read.h"
 #include "_jsonlt_write.h"
+#include "_jsonlt_fast.h"
 
 /* -- the slow way ------------------------------------------------------------------------------ */
 
@@ -171,13 +174,34 @@ static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *
 static int translate_block(Translator *self, PyObject *block) {
     const char *base = PyBytes_AS_STRING(block);
     Py_ssize_t size = PyBytes_GET_SIZE(block);
+    Py_ssize_t words = size / 64 + 1;
+    if (words > self->masks_cap) {
+        PyMem_Free(self->masks);
+        self->masks = PyMem_Malloc((size_t)words * sizeof(MaskWord));
+        self->masks_cap = self->masks ? words : 0;
+        if (self->masks == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    MaskWord *m = (MaskWord *)self->masks;
+    build_masks(base, size, m);
     Py_ssize_t pos = 0;
     for (;;) {
         const char *data = base + pos;
-        Py_ssize_t odd, len = json_line_scan(data, size - pos, &odd);
+        /* the line's end: its first odd byte when that is a `\n` (or the block's end), else looked for */
+        Py_ssize_t stop = next_odd(m, pos), odd = stop - pos, len = odd;
+        if (stop < size && base[stop] != '\n') {
+            const char *nl = memchr(base + stop, '\n', (size_t)(size - stop));
+            len = nl != NULL ? nl - data : size - pos;
+        }
         const char *newline = len < size - pos ? data + len : NULL;
         Py_ssize_t n = len && data[len - 1] == '\r' ? len - 1 : len;
-        int r = one_line(self, data, n, NULL, odd >= n ? base + size : NULL);
+        int r = odd >= n ? fast_line(self, base, size, m, pos, pos + n) : 0;
+        if (r > 0)
+            self->lineno++;
+        else if (r == 0)
+            r = one_line(self, data, n, NULL, odd >= n ? base + size : NULL);
         if (r < 0) {
             if (PyErr_Occurred())
                 keep_error(self);
@@ -307,6 +331,8 @@ static void Translator_dealloc(Translator *self) {
     Py_CLEAR(self->exc_tb);
     Py_CLEAR(self->rest);
     Py_CLEAR(self->block);
+    PyMem_Free(self->masks);
+    self->masks = NULL;
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -410,6 +436,10 @@ PyMODINIT_FUNC PyInit__jsonlt(void) {
             PyErr_SetString(PyExc_SystemError, "_jsonlt: key_lens does not match key_names");
             return NULL;
         }
+#ifdef JSONLT_AVX2
+    __builtin_cpu_init();
+    have_avx2 = __builtin_cpu_supports("avx2") && getenv("LOCKCHECK_JSONLT_NO_AVX2") == NULL;
+#endif
     if (PyType_Ready(&TranslatorType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&jsonlt_module);

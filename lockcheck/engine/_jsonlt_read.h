@@ -24,6 +24,7 @@ static ALWAYS_INLINE const char *read_string(const char *p, const char *end, Val
             v->kind = J_STR;
             v->p = p + 1;
             v->n = after - p - 2;
+            v->plain = 0;
         }
         return after;
     }

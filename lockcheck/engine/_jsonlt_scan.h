@@ -29,6 +29,7 @@ typedef struct {
     const char *p; /* a string's characters (without quotes), a number's text */
     Py_ssize_t n;
     int integer;   /* a number without fraction or exponent */
+    int plain;     /* a string known to hold no ` `, `@` or `=` (0: not known; _jsonlt_fast.h's) */
 } Value;
 
 
@@ -102,6 +103,7 @@ static const char *read_string_utf8(const char *p, const char *end, Value *v, in
     v->kind = J_STR;
     v->p = start;
     v->n = p - start;
+    v->plain = 0;
     return p + 1;
 }
 

@@ -16,6 +16,8 @@
 static inline int bare_name(const Value *v) {
     if (v->kind != J_STR || v->n == 0 || v->p[0] == '#')
         return 0;
+    if (v->plain)
+        return 1;
     if (clean_limit != NULL)
         return !clean_has_any3(v->p, v->n, clean_limit, ' ', '@', '=');
     for (Py_ssize_t i = 0; i < v->n; i++) {
@@ -30,6 +32,8 @@ static inline int bare_name(const Value *v) {
 static int bare_token(const Value *v, int task) {
     if (v->kind != J_STR || v->n == 0 || (task && v->p[0] == '#'))
         return 0;
+    if (v->plain)
+        return 1;
     if (clean_limit != NULL)
         return !clean_has_any3(v->p, v->n, clean_limit, ' ', ' ', ' ');
     return memchr(v->p, ' ', (size_t)v->n) == NULL;
@@ -78,14 +82,13 @@ static int put(Translator *self, const char *p, Py_ssize_t n) {
 }
 
 
-/* The `.lt` line of one JSON line, appended to the buffer with its `\n`: 1 written, 0 not a line
- * translated here (nothing written), -1 error.  Accepts only what the JSON Lines reader accepts, as
- * the event lt_write.format_event writes: tests/test_jsonl_translate.py holds the two together. */
-static int translate(Translator *self, const char *data, Py_ssize_t n) {
-    Value values[K_COUNT], nest_parts[2];
-    unsigned seen, have;
-    if (!read_object(data, data + n, values, &seen, &have, nest_parts))
-        return 0;
+/* The `.lt` line of the event whose members are `values` (`seen`, `have`, `nest_parts`: read_object's;
+ * `n`: the length of its JSON line, a bound of its `.lt` line's), appended to the buffer with its `\n`:
+ * 1 written, 0 not a line translated here (nothing written), -1 error.  Accepts only what the JSON Lines
+ * reader accepts, as the event lt_write.format_event writes: tests/test_jsonl_translate.py holds the two
+ * together. */
+static int write_event(Translator *self, Value *values, unsigned seen, unsigned have, Value *nest_parts,
+                       Py_ssize_t n) {
     if (!given(have, values, K_TASK) || !bare_token(&values[K_TASK], 1) || !given(have, values, K_OP))
         return 0;
     int op_i = op_index(&values[K_OP]);
@@ -241,6 +244,15 @@ static int translate(Translator *self, const char *data, Py_ssize_t n) {
 #undef WS
     self->len = w - self->buf;
     return 1;
+}
+
+/* The `.lt` line of one JSON line (read by the general reader): as write_event. */
+static int translate(Translator *self, const char *data, Py_ssize_t n) {
+    Value values[K_COUNT], nest_parts[2];
+    unsigned seen, have;
+    if (!read_object(data, data + n, values, &seen, &have, nest_parts))
+        return 0;
+    return write_event(self, values, seen, have, nest_parts, n);
 }
 
 #endif
