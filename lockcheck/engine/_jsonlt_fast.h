@@ -129,22 +129,25 @@ static void build_masks(const char *p, Py_ssize_t size, MaskWord *m) {
     })
 
 static inline Py_ssize_t next_odd(const MaskWord *m, Py_ssize_t pos) { return NEXT_BIT(m, odd, pos); }
-static inline Py_ssize_t next_quote(const MaskWord *m, Py_ssize_t pos) { return NEXT_BIT(m, quote, pos); }
 
-/* Whether a byte in [a, b) is special (a blank, `@` or `=`). */
-static inline int any_special(const MaskWord *m, Py_ssize_t a, Py_ssize_t b) {
-    if (a >= b)
-        return 0;
+/* The bits set in a word (without a popcount instruction: x86-64's baseline has none). */
+static inline int bit_count(uint64_t x) {
+    x = x - ((x >> 1) & 0x5555555555555555ULL);
+    x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+    x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+    return (int)((x * 0x0101010101010101ULL) >> 56);
+}
+
+/* The special bytes (blanks, `@`, `=`) in [a, b), a < b. */
+static inline int count_special(const MaskWord *m, Py_ssize_t a, Py_ssize_t b) {
     Py_ssize_t wa = a >> 6, wb = (b - 1) >> 6;
     uint64_t first = ~0ULL << (a & 63), last = ~0ULL >> (63 - ((b - 1) & 63));
     if (wa == wb)
-        return (m[wa].special & first & last) != 0;
-    if (m[wa].special & first)
-        return 1;
+        return bit_count(m[wa].special & first & last);
+    int n = bit_count(m[wa].special & first) + bit_count(m[wb].special & last);
     for (Py_ssize_t w = wa + 1; w < wb; w++)
-        if (m[w].special)
-            return 1;
-    return (m[wb].special & last) != 0;
+        n += bit_count(m[w].special);
+    return n;
 }
 
 /* The `.lt` line of the clean line [s, e) of the block at `base` (`size` bytes, masks `m`), written as
@@ -157,9 +160,21 @@ static int fast_line(Translator *self, const char *base, Py_ssize_t size, const 
         return 0;
     Value values[K_COUNT], nest_parts[2];
     unsigned seen = 0, have = 0;
-    Py_ssize_t q = s + 1; /* a key's opening quote */
+    int members = 0;
+    /* the line's quotes, in order: each string's two (its bytes hold no other, the line being clean) */
+    Py_ssize_t w = (s + 1) >> 6;
+    uint64_t bits = m[w].quote & (~0ULL << ((s + 1) & 63));
+#define NEXT_QUOTE(dst)                              \
+    do {                                             \
+        while (bits == 0)                            \
+            bits = m[++w].quote;                     \
+        (dst) = (w << 6) + __builtin_ctzll(bits);    \
+        bits &= bits - 1;                            \
+    } while (0)
     for (;;) {
-        Py_ssize_t kc = next_quote(m, q + 1);
+        Py_ssize_t q, kc;
+        NEXT_QUOTE(q); /* (the key's opening quote, where the line or the member before left off) */
+        NEXT_QUOTE(kc);
         if (kc + 3 >= e || p[kc + 1] != ':' || p[kc + 2] != ' ')
             return 0;
         int k = key_index(p + q + 1, kc - q - 1);
@@ -169,13 +184,14 @@ static int fast_line(Translator *self, const char *base, Py_ssize_t size, const 
         Py_ssize_t at = kc + 3, after;
         char c = p[at];
         if (c == '"') {
-            Py_ssize_t vc = next_quote(m, at + 1);
+            Py_ssize_t vc;
+            NEXT_QUOTE(vc); /* (the one at `at`) */
+            NEXT_QUOTE(vc);
             if (vc >= e)
                 return 0;
             v->kind = J_STR;
             v->p = p + at + 1;
             v->n = vc - at - 1;
-            v->plain = !any_special(m, at + 1, vc);
             after = vc + 1;
         } else {
             const char *end;
@@ -194,6 +210,7 @@ static int fast_line(Translator *self, const char *base, Py_ssize_t size, const 
             after = end - p;
         }
         seen |= 1u << k;
+        members++;
         if (v->kind != J_NULL)
             have |= 1u << k;
         if (after + 2 < e && p[after] == ',' && p[after + 1] == ' ' && p[after + 2] == '"') {
@@ -204,6 +221,11 @@ static int fast_line(Translator *self, const char *base, Py_ssize_t size, const 
             break;
         return 0;
     }
+#undef NEXT_QUOTE
+    /* Whether a name holds a blank, `@` or `=`: the line's special bytes outside its strings are the blanks
+     * of its `": "` and `", "`, 2 * members - 1 of them, so any more are in a string. */
+    int plain = count_special(m, s, e) == 2 * members - 1;
+    values[K_TASK].plain = values[K_LOCK].plain = values[K_INSTANCE].plain = values[K_AT].plain = plain;
     clean_limit = base + size;
     int r = write_event(self, values, seen, have, nest_parts, e - s);
     clean_limit = NULL;
