@@ -54,6 +54,7 @@ typedef struct {
     Py_ssize_t hint;      /* the room the largest block so far needed (where the next one starts) */
     struct MaskWord_ *masks; /* a block's masks (_jsonlt_fast.h), kept for the next block */
     Py_ssize_t masks_cap;    /* (in words) */
+    unsigned char next_key[K_COUNT + 1]; /* the key that followed each key last (K_COUNT: the first) */
 } Translator;
 
 /* -- the output buffer ---------------------------------------------------------------------- */
@@ -316,6 +317,7 @@ static int Translator_init(Translator *self, PyObject *args, PyObject *kwds) {
         return -1;
     self->out_pos = 0;
     self->hint = 1 << 16;
+    memset(self->next_key, K_COUNT, sizeof(self->next_key));
     self->lineno = 0;
     self->stopped_at = 0;
     return 0;
@@ -440,6 +442,7 @@ PyMODINIT_FUNC PyInit__jsonlt(void) {
     __builtin_cpu_init();
     have_avx2 = __builtin_cpu_supports("avx2") && getenv("LOCKCHECK_JSONLT_NO_AVX2") == NULL;
 #endif
+    init_key_lits();
     if (PyType_Ready(&TranslatorType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&jsonlt_module);

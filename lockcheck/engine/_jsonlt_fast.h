@@ -130,6 +130,37 @@ static void build_masks(const char *p, Py_ssize_t size, MaskWord *m) {
 
 static inline Py_ssize_t next_odd(const MaskWord *m, Py_ssize_t pos) { return NEXT_BIT(m, odd, pos); }
 
+/* The first quote at or after `pos` (there is one: build_masks's end). */
+static inline Py_ssize_t next_quote(const MaskWord *m, Py_ssize_t pos) { return NEXT_BIT(m, quote, pos); }
+
+/* Each key as a member starts, `"KEY": ` (16 bytes with zeros after it, `n` of them its own). */
+static struct {
+    char text[16];
+    Py_ssize_t n;
+} key_lits[K_COUNT];
+
+static void init_key_lits(void) {
+    for (int k = 0; k < K_COUNT; k++) {
+        memset(key_lits[k].text, 0, 16);
+        key_lits[k].n = (Py_ssize_t)key_lens[k] + 4;
+        key_lits[k].text[0] = '"';
+        memcpy(key_lits[k].text + 1, key_names[k], key_lens[k]);
+        memcpy(key_lits[k].text + 1 + key_lens[k], "\": ", 3);
+    }
+}
+
+/* Whether key `k`'s `"KEY": ` is at `p` (16 bytes readable there). */
+static inline int key_literal_at(const char *p, int k) {
+#ifdef __SSE2__
+    unsigned want = (1u << key_lits[k].n) - 1;
+    unsigned same = (unsigned)_mm_movemask_epi8(
+        _mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *)p), _mm_loadu_si128((const __m128i *)key_lits[k].text)));
+    return (same & want) == want;
+#else
+    return memcmp(p, key_lits[k].text, (size_t)key_lits[k].n) == 0;
+#endif
+}
+
 /* The bits set in a word (without a popcount instruction: x86-64's baseline has none). */
 static inline int bit_count(uint64_t x) {
     x = x - ((x >> 1) & 0x5555555555555555ULL);
@@ -161,32 +192,32 @@ static int fast_line(Translator *self, const char *base, Py_ssize_t size, const 
     Value values[K_COUNT], nest_parts[2];
     unsigned seen = 0, have = 0;
     int members = 0;
-    /* the line's quotes, in order: each string's two (its bytes hold no other, the line being clean) */
-    Py_ssize_t w = (s + 1) >> 6;
-    uint64_t bits = m[w].quote & (~0ULL << ((s + 1) & 63));
-#define NEXT_QUOTE(dst)                              \
-    do {                                             \
-        while (bits == 0)                            \
-            bits = m[++w].quote;                     \
-        (dst) = (w << 6) + __builtin_ctzll(bits);    \
-        bits &= bits - 1;                            \
-    } while (0)
+    int prev = K_COUNT; /* the member before (K_COUNT: none yet) */
+    Py_ssize_t q = s + 1; /* the key's opening quote */
     for (;;) {
-        Py_ssize_t q, kc;
-        NEXT_QUOTE(q); /* (the key's opening quote, where the line or the member before left off) */
-        NEXT_QUOTE(kc);
-        if (kc + 3 >= e || p[kc + 1] != ':' || p[kc + 2] != ' ')
+        /* the key: the one that followed `prev` last time, if its `"KEY": ` is here; else read */
+        int k = self->next_key[prev];
+        Py_ssize_t at;
+        if (k != K_COUNT && q + 16 <= size && key_literal_at(p + q, k)) {
+            at = q + key_lits[k].n;
+        } else {
+            Py_ssize_t kc = next_quote(m, q + 1);
+            if (kc + 3 >= e || p[kc + 1] != ':' || p[kc + 2] != ' ')
+                return 0;
+            k = key_index(p + q + 1, kc - q - 1);
+            if (k == K_COUNT)
+                return 0;
+            self->next_key[prev] = (unsigned char)k;
+            at = kc + 3;
+        }
+        if (at >= e || (seen >> k) & 1u)
             return 0;
-        int k = key_index(p + q + 1, kc - q - 1);
-        if (k == K_COUNT || (seen >> k) & 1u)
-            return 0;
+        prev = k;
         Value *v = &values[k];
-        Py_ssize_t at = kc + 3, after;
+        Py_ssize_t after;
         char c = p[at];
         if (c == '"') {
-            Py_ssize_t vc;
-            NEXT_QUOTE(vc); /* (the one at `at`) */
-            NEXT_QUOTE(vc);
+            Py_ssize_t vc = next_quote(m, at + 1);
             if (vc >= e)
                 return 0;
             v->kind = J_STR;
@@ -221,7 +252,6 @@ static int fast_line(Translator *self, const char *base, Py_ssize_t size, const 
             break;
         return 0;
     }
-#undef NEXT_QUOTE
     /* Whether a name holds a blank, `@` or `=`: the line's special bytes outside its strings are the blanks
      * of its `": "` and `", "`, 2 * members - 1 of them, so any more are in a string. */
     int plain = count_special(m, s, e) == 2 * members - 1;
