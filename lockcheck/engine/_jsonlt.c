@@ -438,11 +438,7 @@ PyMODINIT_FUNC PyInit__jsonlt(void) {
             PyErr_SetString(PyExc_SystemError, "_jsonlt: key_lens does not match key_names");
             return NULL;
         }
-#ifdef JSONLT_AVX2
-    __builtin_cpu_init();
-    have_avx2 = __builtin_cpu_supports("avx2") && getenv("LOCKCHECK_JSONLT_NO_AVX2") == NULL;
-#endif
-    init_key_lits();
+    jsonlt_fast_init();
     if (PyType_Ready(&TranslatorType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&jsonlt_module);

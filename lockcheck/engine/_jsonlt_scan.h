@@ -19,6 +19,9 @@
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
+#ifndef ALWAYS_INLINE
+#define ALWAYS_INLINE inline /* (_jsonlt.c's word: a function the hot loop must not call) */
+#endif
 
 /* -- a value and a string of any line (the general reading) ------------------------------------ */
 
@@ -197,7 +200,7 @@ static inline int clean_has_any3(const char *p, Py_ssize_t n, const char *limit,
 
 /* `n` bytes copied from `p` to `w`, which has room for 15 more: the end of the copy.  `limit` (not NULL in a
  * clean line): up to where bytes may be read, 16 a step; else a word at a time, and never a call. */
-static inline char *copy_to(char *w, const char *p, Py_ssize_t n, const char *limit) {
+static ALWAYS_INLINE char *copy_to(char *w, const char *p, Py_ssize_t n, const char *limit) {
 #ifdef __SSE2__
     if (limit != NULL && p + ((n + 15) & ~(Py_ssize_t)15) <= limit) {
         for (Py_ssize_t i = 0; i < n; i += 16)

@@ -13,7 +13,7 @@
 /* -- what the `.lt` format writes bare ------------------------------------------------------- */
 
 /* A class name or site written bare (events.quote_token leaves it as it is); `at_ok`: `@` allowed. */
-static inline int bare_name(const Value *v) {
+static ALWAYS_INLINE int bare_name(const Value *v) {
     if (v->kind != J_STR || v->n == 0 || v->p[0] == '#')
         return 0;
     if (v->plain)
@@ -29,7 +29,7 @@ static inline int bare_name(const Value *v) {
 }
 
 /* A task or an instance: a non-empty token without blanks (a task not starting a comment). */
-static int bare_token(const Value *v, int task) {
+static ALWAYS_INLINE int bare_token(const Value *v, int task) {
     if (v->kind != J_STR || v->n == 0 || (task && v->p[0] == '#'))
         return 0;
     if (v->plain)
