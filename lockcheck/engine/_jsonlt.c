@@ -147,7 +147,7 @@ static void keep_error(Translator *self) {
 
 /* Translate one line (`data`, `n`: ASCII, without its ending), or hand it to `slow`: 1 go on,
  * 0 stopped (`.lt` cannot carry it), -1 error kept or raised.  `limit`: not NULL when the line is
- * clean (json_line_scan), up to where its bytes may be read. */
+ * clean (its block's masks, _jsonlt_fast.h), up to where its bytes may be read. */
 static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *str_line, const char *limit) {
     self->lineno++;
     if (data != NULL) {
@@ -171,7 +171,9 @@ static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *
     return r;
 }
 
-/* A block of whole ASCII lines joined by `\n` (each perhaps with the `\r` of a `\r\n`). */
+/* A block of whole ASCII lines joined by `\n` (each perhaps with the `\r` of a `\r\n`): its bytes classified
+ * once (_jsonlt_fast.h), each clean line read from its masks by fast_line, and what that does not take
+ * read by the general reader (one_line). */
 static int translate_block(Translator *self, PyObject *block) {
     const char *base = PyBytes_AS_STRING(block);
     Py_ssize_t size = PyBytes_GET_SIZE(block);
