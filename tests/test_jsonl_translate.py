@@ -293,14 +293,13 @@ def test_long_names_are_read_the_same_across_the_blocks_64_byte_masks(odd) -> No
     line's own offset in the block shifted a byte at a time, read as the reader reads them."""
     for pad in range(0, 70, 7):
         for size in (63, 64, 65, 127, 128, 129, 190):
-            base = ("n" * size)
+            base = "n" * size
+            task = "T" * (pad + 1)
             for cut in (0, 1, 62, 63, 64, 65, size - 1):
-                if cut > size:
-                    continue
                 lock = base[:cut] + (odd if odd != '"' else '\\"') + base[cut:]
-                lines = ['{"task": "%s", "op": "acquire", "lock": "%s", "at": "%s"}' % ("T" * (pad + 1), lock, base),
-                         '{"task": "T", "op": "acquire", "lock": "%s", "instance": "%s"}' % (base, lock),
-                         '{"task": "T", "op": "release", "lock": "%s"}' % base]
+                lines = [f'{{"task": "{task}", "op": "acquire", "lock": "{lock}", "at": "{base}"}}',
+                         f'{{"task": "T", "op": "acquire", "lock": "{base}", "instance": "{lock}"}}',
+                         f'{{"task": "T", "op": "release", "lock": "{base}"}}']
                 plain = _outcome(lines, "plain")
                 assert _outcome(lines, "bytes") == plain
 
