@@ -25,7 +25,8 @@ setup(ext_modules=[
                        "lockcheck/readers/_ftsplit.h"],
               include_dirs=["lockcheck/readers"], optional=True),
     # JSON Lines translated to `.lt` lines (lockcheck.engine.fast_jsonl): the `.lt` engine checks them
-    Extension("lockcheck.engine._jsonlt", ["lockcheck/engine/_jsonlt.c"], depends=["lockcheck/engine/_jsonlt_scan.h", "lockcheck/engine/_jsonlt_keys.h"],
+    Extension("lockcheck.engine._jsonlt", ["lockcheck/engine/_jsonlt.c"],
+              depends=[f"lockcheck/engine/_jsonlt_{part}.h" for part in ("scan", "keys", "read", "write", "fast")],
               optional=True),
     # the ftrace reader's scanner for lines whose pieces it has seen (lockcheck.readers.ftrace_scan)
     Extension("lockcheck.readers._ftscan", ["lockcheck/readers/_ftscan.c"], depends=["lockcheck/readers/_ftsplit.h"],

@@ -284,3 +284,53 @@ def test_blocks_larger_than_the_first_buffer_come_out_whole(monkeypatch: pytest.
     assert max(len(item) for item in items) > 1 << 16
     out = b"\n".join(items).decode().split("\n")
     assert out == [f"T{i % 7} acquire lock-{i} at=f+0x{i:x}/0x80 ts={i}.5 cpu={i % 4}" for i in range(12000)]
+
+
+@pytest.mark.parametrize("odd", [" ", "@", "=", "#", '"'])
+def test_long_names_are_read_the_same_across_the_blocks_64_byte_masks(odd) -> None:
+    """A block's bytes are classified once into bit masks of 64 bytes (_jsonlt_fast.h): names of one to
+    three mask words, a character `.lt` does not write bare at offsets around each word's edges, and the
+    line's own offset in the block shifted a byte at a time, read as the reader reads them."""
+    for pad in range(0, 70, 7):
+        for size in (63, 64, 65, 127, 128, 129, 190):
+            base = "n" * size
+            task = "T" * (pad + 1)
+            for cut in (0, 1, 62, 63, 64, 65, size - 1):
+                lock = base[:cut] + (odd if odd != '"' else '\\"') + base[cut:]
+                lines = [f'{{"task": "{task}", "op": "acquire", "lock": "{lock}", "at": "{base}"}}',
+                         f'{{"task": "T", "op": "acquire", "lock": "{base}", "instance": "{lock}"}}',
+                         f'{{"task": "T", "op": "release", "lock": "{base}"}}']
+                plain = _outcome(lines, "plain")
+                assert _outcome(lines, "bytes") == plain
+
+
+def test_the_plain_cpu_way_writes_what_the_avx2_way_writes() -> None:
+    """The block's masks are built with AVX2 and counted with popcnt where the CPU has them, else with SSE2
+    and bit tricks (LOCKCHECK_JSONLT_PLAIN_CPU=1 forces the latter): both write the same `.lt` text, for
+    lines whose names hold a blank, `@` or `=` at every offset of a 64-byte mask word and lines that do not."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from lockcheck.engine import fast_jsonl\n"
+        "lines = []\n"
+        "for cut in range(0, 140, 3):\n"
+        "    for odd in ('', ' ', '@', '='):\n"
+        "        name = ('n' * cut) + odd + 'x'\n"
+        "        instance = name.replace(' ', '')  # (an instance with a blank: `.lt` cannot carry it)\n"
+        "        lines.append('{\"task\": \"T\", \"op\": \"acquire\", \"lock\": \"%s\", \"instance\": \"%s\", '\n"
+        "                     '\"at\": \"%s\", \"ts\": %d.5, \"cpu\": 1}' % (name, instance, name, cut))\n"
+        "data = '\\n'.join(lines).encode()\n"
+        "slow = fast_jsonl.slow_line('f')\n"
+        "out = [x if isinstance(x, bytes) else x.encode() for x in fast_jsonl._translator()(iter([data]), slow)]\n"
+        "sys.stdout.buffer.write(b'|'.join(out))\n")
+    outs = []
+    for plain in (None, "1"):
+        env = dict(os.environ)
+        env.pop("LOCKCHECK_JSONLT_PLAIN_CPU", None)
+        if plain:
+            env["LOCKCHECK_JSONLT_PLAIN_CPU"] = plain
+        outs.append(subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True).stdout)
+    assert outs[0] == outs[1]
+    assert outs[0].count(b"\n") == 47 * 4 - 1 and b" acquire nnn" in outs[0]

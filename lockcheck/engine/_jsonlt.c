@@ -52,6 +52,9 @@ typedef struct {
     char *buf;
     Py_ssize_t len, cap;
     Py_ssize_t hint;      /* the room the largest block so far needed (where the next one starts) */
+    struct MaskWord_ *masks; /* a block's masks (_jsonlt_fast.h), kept for the next block */
+    Py_ssize_t masks_cap;    /* (in words) */
+    unsigned char next_key[K_COUNT + 1]; /* the key that followed each key last (K_COUNT: the first) */
 } Translator;
 
 /* -- the output buffer ---------------------------------------------------------------------- */
@@ -100,411 +103,9 @@ static int flush(Translator *self) {
     return r;
 }
 
-/* -- reading one flat JSON object ------------------------------------------------------------- */
-
-/* whether strings may hold UTF-8 (a str line being translated); set around translate() */
-static int utf8_strings = 0;
-
-/* set around translate() of a clean line (_jsonlt_scan.h): up to where its bytes may be read */
-static const char *clean_limit = NULL;
-
-static ALWAYS_INLINE const char *read_string(const char *p, const char *end, Value *v) {
-    if (clean_limit != NULL) {
-        const char *after = clean_string_end(p, end, clean_limit);
-        if (after != NULL) {
-            v->kind = J_STR;
-            v->p = p + 1;
-            v->n = after - p - 2;
-        }
-        return after;
-    }
-    return read_string_utf8(p, end, v, utf8_strings);
-}
-
-/* A number as RFC 8259 writes it: its end, or NULL. */
-static const char *read_number(const char *p, const char *end, Value *v) {
-    const char *start = p;
-    if (p < end && *p == '-')
-        p++;
-    if (p >= end || *p < '0' || *p > '9')
-        return NULL;
-    if (*p == '0')
-        p++;
-    else
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-    v->integer = 1;
-    if (p < end && *p == '.') {
-        p++;
-        if (p >= end || *p < '0' || *p > '9')
-            return NULL;
-        while (p < end && *p >= '0' && *p <= '9')
-            p++;
-        v->integer = 0;
-    }
-    if (p < end && (*p == 'e' || *p == 'E'))
-        return NULL; /* (an exponent: left to the reader, which knows when it overflows) */
-    v->kind = J_NUM;
-    v->p = start;
-    v->n = p - start;
-    return p;
-}
-
-static const char *read_literal(const char *p, const char *end, const char *word, int kind, Value *v) {
-    size_t n = strlen(word);
-    if ((size_t)(end - p) < n || memcmp(p, word, n) != 0)
-        return NULL;
-    v->kind = kind;
-    return p + n;
-}
-
-/* `nest` as an object, `{"lock": CLASS, "instance": INSTANCE}`: each key at most once, a string or
- * null each (`nest[0]`, `nest[1]`, J_NULL when not given): its end, or NULL. */
-static const char *read_nest(const char *p, const char *end, Value *v, Value *nest) {
-    nest[0].kind = nest[1].kind = J_NULL;
-    int seen = 0;
-    p = skip_ws(p + 1, end);
-    if (p < end && *p == '}')
-        return NULL; /* (no lock: the reader's error) */
-    for (;;) {
-        Value key;
-        if (p >= end || *p != '"' || (p = read_string(p, end, &key)) == NULL)
-            return NULL;
-        int k = key.n == 4 && memcmp(key.p, "lock", 4) == 0 ? 0 : key.n == 8 && memcmp(key.p, "instance", 8) == 0 ? 1 : -1;
-        if (k < 0 || seen & (1 << k))
-            return NULL;
-        seen |= 1 << k;
-        p = skip_ws(p, end);
-        if (p >= end || *p != ':')
-            return NULL;
-        p = skip_ws(p + 1, end);
-        if (p < end && *p == '"')
-            p = read_string(p, end, &nest[k]);
-        else if (p < end && *p == 'n')
-            p = read_literal(p, end, "null", J_NULL, &nest[k]);
-        else
-            return NULL;
-        if (p == NULL)
-            return NULL;
-        p = skip_ws(p, end);
-        if (p < end && *p == ',') {
-            p = skip_ws(p + 1, end);
-            continue;
-        }
-        if (p < end && *p == '}')
-            break;
-        return NULL;
-    }
-    v->kind = J_OBJ;
-    return p + 1;
-}
-
-
-/* The values of a flat object (`values[key]`, `seen` bits, `have` those of the keys not null; `nest`
- * the parts of a `nest` object); 0: not a line read here. */
-static int read_object(const char *p, const char *end, Value *values, unsigned *seen, unsigned *have, Value *nest) {
-    *seen = *have = 0;
-    if (p >= end || *p != '{')
-        return 0;
-    p = skip_ws(p + 1, end);
-    if (p < end && *p == '}') {
-        p++;
-    } else {
-        for (;;) {
-            if (p >= end || *p != '"')
-                return 0;
-            const char *after;
-            int k = clean_limit != NULL && p + 10 <= clean_limit ? clean_key(p + 1, end, &after) : K_COUNT;
-            if (k != K_COUNT) {
-                p = after;
-            } else {
-                Value key;
-                p = read_string(p, end, &key);
-                if (p == NULL)
-                    return 0;
-                k = key_index(key.p, key.n);
-            }
-            if (k == K_COUNT || *seen & (1u << k))
-                return 0; /* an unknown key (maybe the reader's error), a repeated one */
-            /* (the usual `": "` and `", "` taken without a call: skip_ws for anything else) */
-            if (p >= end || *p != ':') {
-                p = skip_ws(p, end);
-                if (p >= end || *p != ':')
-                    return 0;
-            }
-            if (p + 2 < end && p[1] == ' ' && p[2] != ' ' && p[2] != '\t')
-                p += 2;
-            else
-                p = skip_ws(p + 1, end);
-            if (p >= end)
-                return 0;
-            Value *v = &values[k];
-            switch (*p) {
-            case '"': p = read_string(p, end, v); break;
-            case 't': p = read_literal(p, end, "true", J_TRUE, v); break;
-            case 'f': p = read_literal(p, end, "false", J_FALSE, v); break;
-            case 'n': p = read_literal(p, end, "null", J_NULL, v); break;
-            case '{': p = k == K_NEST ? read_nest(p, end, v, nest) : NULL; break;
-            default: p = read_number(p, end, v); break;
-            }
-            if (p == NULL)
-                return 0;
-            *seen |= 1u << k;
-            if (v->kind != J_NULL)
-                *have |= 1u << k;
-            if (p < end && *p == ',' && p + 2 < end && p[1] == ' ' && p[2] == '"') {
-                p += 2;
-                continue;
-            }
-            p = skip_ws(p, end);
-            if (p < end && *p == ',') {
-                p = skip_ws(p + 1, end);
-                continue;
-            }
-            if (p < end && *p == '}') {
-                p++;
-                break;
-            }
-            return 0;
-        }
-    }
-    while (p < end && (*p == ' ' || *p == '\t' || *p == '\r'))
-        p++;
-    return p == end;
-}
-
-/* -- what the `.lt` format writes bare ------------------------------------------------------- */
-
-/* A class name or site written bare (events.quote_token leaves it as it is); `at_ok`: `@` allowed. */
-static inline int bare_name(const Value *v) {
-    if (v->kind != J_STR || v->n == 0 || v->p[0] == '#')
-        return 0;
-    if (clean_limit != NULL)
-        return !clean_has_any3(v->p, v->n, clean_limit, ' ', '@', '=');
-    for (Py_ssize_t i = 0; i < v->n; i++) {
-        char c = v->p[i];
-        if (c == ' ' || c == '@' || c == '=')
-            return 0; /* (quotes, tabs and backslashes never reach here) */
-    }
-    return 1;
-}
-
-/* A task or an instance: a non-empty token without blanks (a task not starting a comment). */
-static int bare_token(const Value *v, int task) {
-    if (v->kind != J_STR || v->n == 0 || (task && v->p[0] == '#'))
-        return 0;
-    if (clean_limit != NULL)
-        return !clean_has_any3(v->p, v->n, clean_limit, ' ', ' ', ' ');
-    return memchr(v->p, ' ', (size_t)v->n) == NULL;
-}
-
-/* whether key `k` was given a value other than null (`have`, read_object's) */
-#define given(have, values, k) (((have) >> (k)) & 1u)
-
-static inline int str_is(const Value *v, const char *word) {
-    return v->kind == J_STR && (Py_ssize_t)strlen(word) == v->n && memcmp(v->p, word, v->n) == 0;
-}
-
-/* whether a string is `word`, a literal (compared inline) */
-#define STR_IS(v, word) ((v)->kind == J_STR && (v)->n == sizeof(word) - 1 && memcmp((v)->p, word, sizeof(word) - 1) == 0)
-
-/* The ops translated here: lock ops (with a lock), irq-state ops and exit (without). */
-enum { OP_LOCK = 1, OP_SITE = 2, OP_ACQUIRE = 4 };
-static const struct {
-    const char *name;
-    int flags;
-} ops[] = {{"acquire", OP_LOCK | OP_SITE | OP_ACQUIRE}, {"release", OP_LOCK | OP_SITE}, {"contended", OP_LOCK | OP_SITE},
-           {"acquired", OP_LOCK}, {"hardirq-enter", 0}, {"hardirq-exit", 0}, {"softirq-enter", 0},
-           {"softirq-exit", 0}, {"irqs-on", OP_SITE}, {"irqs-off", OP_SITE}, {"softirqs-on", OP_SITE},
-           {"softirqs-off", OP_SITE}, {"exit", 0}, {NULL, 0}};
-
-/* An op's index in `ops` (-1: none translated here): acquire and release, most lines' ops, first. */
-static inline int op_index(const Value *v) {
-    if (STR_IS(v, "acquire"))
-        return 0;
-    if (STR_IS(v, "release"))
-        return 1;
-    for (int i = 2; ops[i].name != NULL; i++)
-        if (str_is(v, ops[i].name))
-            return i;
-    return -1;
-}
-
-
-
-static int put(Translator *self, const char *p, Py_ssize_t n) {
-    if (buf_reserve(self, n) < 0)
-        return -1;
-    memcpy(self->buf + self->len, p, (size_t)n);
-    self->len += n;
-    return 0;
-}
-
-
-/* The `.lt` line of one JSON line, appended to the buffer with its `\n`: 1 written, 0 not a line
- * translated here (nothing written), -1 error.  Accepts only what the JSON Lines reader accepts, as
- * the event lt_write.format_event writes: tests/test_jsonl_translate.py holds the two together. */
-static int translate(Translator *self, const char *data, Py_ssize_t n) {
-    Value values[K_COUNT], nest_parts[2];
-    unsigned seen, have;
-    if (!read_object(data, data + n, values, &seen, &have, nest_parts))
-        return 0;
-    if (!given(have, values, K_TASK) || !bare_token(&values[K_TASK], 1) || !given(have, values, K_OP))
-        return 0;
-    int op_i = op_index(&values[K_OP]);
-    if (op_i < 0)
-        return 0;
-    int flags = ops[op_i].flags;
-    int acquire = flags & OP_ACQUIRE;
-    /* the lock and instance: a lock op's, no other op's */
-    if (flags & OP_LOCK) {
-        if (!given(have, values, K_LOCK) || !bare_name(&values[K_LOCK]))
-            return 0;
-        if (given(have, values, K_INSTANCE) && !bare_token(&values[K_INSTANCE], 0))
-            return 0;
-    } else if (given(have, values, K_LOCK) || given(have, values, K_INSTANCE)) {
-        return 0;
-    }
-    /* acquire's options; on another op only their defaults (the reader's error otherwise) */
-    const char *mode = NULL;
-    if (given(have, values, K_MODE)) {
-        const Value *v = &values[K_MODE];
-        if (STR_IS(v, "read") || STR_IS(v, "rread")) {
-            if (!acquire)
-                return 0;
-            mode = STR_IS(v, "read") ? "r" : "rr";
-        } else if (!STR_IS(v, "write")) {
-            return 0;
-        }
-    }
-    int trylock = 0;
-    if (given(have, values, K_TRY)) {
-        if (values[K_TRY].kind == J_TRUE && acquire)
-            trylock = 1;
-        else if (values[K_TRY].kind != J_FALSE)
-            return 0;
-    }
-    char subclass = '0';
-    if (given(have, values, K_SUBCLASS)) {
-        const Value *v = &values[K_SUBCLASS];
-        if (v->kind != J_NUM || v->n != 1 || v->p[0] < '0' || v->p[0] > '7' || (!acquire && v->p[0] != '0'))
-            return 0;
-        subclass = v->p[0];
-    }
-    const Value *nest = NULL, *nest_instance = NULL;
-    if (given(have, values, K_NEST)) {
-        nest = &values[K_NEST];
-        if (!acquire)
-            return 0;
-        if (nest->kind == J_OBJ) {
-            /* {"lock": CLASS, "instance": INSTANCE or null}: `nest=CLASS[@INSTANCE]` */
-            nest = &nest_parts[0];
-            if (!bare_name(nest))
-                return 0;
-            if (nest_parts[1].kind != J_NULL) {
-                nest_instance = &nest_parts[1];
-                if (!bare_token(nest_instance, 0))
-                    return 0;
-            }
-        } else {
-            if (nest->kind != J_STR || nest->n == 0 || nest->p[0] == '#')
-                return 0;
-            /* CLASS or CLASS@INSTANCE: one `@` at most (the reader splits at the last, `.lt` at the first) */
-            const char *at_sign = memchr(nest->p, '@', (size_t)nest->n);
-            Py_ssize_t class_len = at_sign ? at_sign - nest->p : nest->n;
-            if (class_len == 0 || (at_sign && (class_len == nest->n - 1 ||
-                                                memchr(at_sign + 1, '@', (size_t)(nest->n - class_len - 1)))))
-                return 0;
-            for (Py_ssize_t i = 0; i < nest->n; i++)
-                if (nest->p[i] == ' ' || (i < class_len && nest->p[i] == '='))
-                    return 0;
-        }
-    }
-    int nocheck = 0;
-    if (given(have, values, K_NOCHECK) && given(have, values, K_CHECK))
-        return 0;
-    if (given(have, values, K_NOCHECK) || given(have, values, K_CHECK)) {
-        int k = given(have, values, K_NOCHECK) ? K_NOCHECK : K_CHECK;
-        int kind = values[k].kind;
-        if (kind != J_TRUE && kind != J_FALSE)
-            return 0;
-        nocheck = (k == K_NOCHECK) == (kind == J_TRUE);
-        if (nocheck && !acquire)
-            return 0;
-    }
-    if ((seen & (1u << K_NOCHECK)) && (seen & (1u << K_CHECK)))
-        return 0; /* (one of them null: the reader's own words on it) */
-    if (given(have, values, K_AT) && (!(flags & OP_SITE) || !bare_name(&values[K_AT])))
-        return 0;
-    if (given(have, values, K_TS)) {
-        const Value *v = &values[K_TS];
-        if (v->kind != J_NUM || v->p[0] == '-' || v->n > 40)
-            return 0; /* (-0 is 0.0 to the reader, -0.0 to `.lt`: negative time stamps go the slow way) */
-    }
-    if (given(have, values, K_CPU)) {
-        const Value *v = &values[K_CPU];
-        if (v->kind != J_NUM || !v->integer || v->p[0] == '-' || v->n > 9)
-            return 0;
-    }
-    /* -- the line, in lt_write.format_event's order ---------------------------------------- */
-    /* (room for all of it at once: its values are parts of the line, each literal is at most 16 bytes,
-     * and a copy writes at most 15 bytes past its end) */
-    if (buf_reserve(self, n + 16 * 16) < 0)
-        return -1;
-    char *w = self->buf + self->len;
-#define W(p, n) (w = copy_to(w, (p), (n), clean_limit))
-#define WS(s) (memcpy(w, (s), sizeof(s) - 1), w += sizeof(s) - 1)
-    W(values[K_TASK].p, values[K_TASK].n);
-    WS(" ");
-    W(values[K_OP].p, values[K_OP].n);
-    if (flags & OP_LOCK) {
-        WS(" ");
-        W(values[K_LOCK].p, values[K_LOCK].n);
-        if (given(have, values, K_INSTANCE)) {
-            WS("@");
-            W(values[K_INSTANCE].p, values[K_INSTANCE].n);
-        }
-    }
-    if (mode != NULL) {
-        if (mode[1])
-            WS(" rread");
-        else
-            WS(" read");
-    }
-    if (trylock)
-        WS(" try");
-    if (subclass != '0') {
-        WS(" subclass=");
-        *w++ = subclass;
-    }
-    if (nest != NULL) {
-        WS(" nest=");
-        W(nest->p, nest->n);
-        if (nest_instance != NULL) {
-            WS("@");
-            W(nest_instance->p, nest_instance->n);
-        }
-    }
-    if (nocheck)
-        WS(" nocheck");
-    if (given(have, values, K_AT)) {
-        WS(" at=");
-        W(values[K_AT].p, values[K_AT].n);
-    }
-    if (given(have, values, K_TS)) {
-        WS(" ts=");
-        W(values[K_TS].p, values[K_TS].n);
-    }
-    if (given(have, values, K_CPU)) {
-        WS(" cpu=");
-        W(values[K_CPU].p, values[K_CPU].n);
-    }
-    WS("\n");
-#undef W
-#undef WS
-    self->len = w - self->buf;
-    return 1;
-}
+#include "_jsonlt_read.h"
+#include "_jsonlt_write.h"
+#include "_jsonlt_fast.h"
 
 /* -- the slow way ------------------------------------------------------------------------------ */
 
@@ -546,7 +147,7 @@ static void keep_error(Translator *self) {
 
 /* Translate one line (`data`, `n`: ASCII, without its ending), or hand it to `slow`: 1 go on,
  * 0 stopped (`.lt` cannot carry it), -1 error kept or raised.  `limit`: not NULL when the line is
- * clean (json_line_scan), up to where its bytes may be read. */
+ * clean (its block's masks, _jsonlt_fast.h), up to where its bytes may be read. */
 static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *str_line, const char *limit) {
     self->lineno++;
     if (data != NULL) {
@@ -570,17 +171,40 @@ static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *
     return r;
 }
 
-/* A block of whole ASCII lines joined by `\n` (each perhaps with the `\r` of a `\r\n`). */
+/* A block of whole ASCII lines joined by `\n` (each perhaps with the `\r` of a `\r\n`): its bytes classified
+ * once (_jsonlt_fast.h), each clean line read from its masks by fast_line, and what that does not take
+ * read by the general reader (one_line). */
 static int translate_block(Translator *self, PyObject *block) {
     const char *base = PyBytes_AS_STRING(block);
     Py_ssize_t size = PyBytes_GET_SIZE(block);
+    Py_ssize_t words = size / 64 + 1;
+    if (words > self->masks_cap) {
+        PyMem_Free(self->masks);
+        self->masks = PyMem_Malloc((size_t)words * sizeof(MaskWord));
+        self->masks_cap = self->masks ? words : 0;
+        if (self->masks == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+    }
+    MaskWord *m = (MaskWord *)self->masks;
+    build_masks(base, size, m);
     Py_ssize_t pos = 0;
     for (;;) {
         const char *data = base + pos;
-        Py_ssize_t odd, len = json_line_scan(data, size - pos, &odd);
+        /* the line's end: its first odd byte when that is a `\n` (or the block's end), else looked for */
+        Py_ssize_t stop = next_odd(m, pos), odd = stop - pos, len = odd;
+        if (stop < size && base[stop] != '\n') {
+            const char *nl = memchr(base + stop, '\n', (size_t)(size - stop));
+            len = nl != NULL ? nl - data : size - pos;
+        }
         const char *newline = len < size - pos ? data + len : NULL;
         Py_ssize_t n = len && data[len - 1] == '\r' ? len - 1 : len;
-        int r = one_line(self, data, n, NULL, odd >= n ? base + size : NULL);
+        int r = odd >= n ? fast_line(self, base, size, m, pos, pos + n) : 0;
+        if (r > 0)
+            self->lineno++;
+        else if (r == 0)
+            r = one_line(self, data, n, NULL, odd >= n ? base + size : NULL);
         if (r < 0) {
             if (PyErr_Occurred())
                 keep_error(self);
@@ -695,6 +319,7 @@ static int Translator_init(Translator *self, PyObject *args, PyObject *kwds) {
         return -1;
     self->out_pos = 0;
     self->hint = 1 << 16;
+    memset(self->next_key, K_COUNT, sizeof(self->next_key));
     self->lineno = 0;
     self->stopped_at = 0;
     return 0;
@@ -710,6 +335,8 @@ static void Translator_dealloc(Translator *self) {
     Py_CLEAR(self->exc_tb);
     Py_CLEAR(self->rest);
     Py_CLEAR(self->block);
+    PyMem_Free(self->masks);
+    self->masks = NULL;
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -813,6 +440,7 @@ PyMODINIT_FUNC PyInit__jsonlt(void) {
             PyErr_SetString(PyExc_SystemError, "_jsonlt: key_lens does not match key_names");
             return NULL;
         }
+    jsonlt_fast_init();
     if (PyType_Ready(&TranslatorType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&jsonlt_module);
