@@ -32,6 +32,7 @@
 #include "_rules.h"
 #include "_cshared.h"
 #include "_ftsplit.h"
+#include "_capcache.h"
 
 /* the body tuple (fast_capture: kind, op, instance, name, trylock, read, event) and its kinds */
 enum { B_KIND, B_OP, B_INSTANCE, B_NAME, B_TRYLOCK, B_READ, B_EVENT };
@@ -58,11 +59,9 @@ static const char *task_names[T_N] = {"name", "chain_key", "cpu", "pins", "hardi
 enum { OP_IRQS_OFF, OP_IRQS_ON, OP_SOFTIRQS_OFF, OP_SOFTIRQS_ON, OP_HARDIRQ_ENTER, OP_SOFTIRQ_ENTER, OP_HARDIRQ_EXIT,
        OP_SOFTIRQ_EXIT, OP_N };
 
-enum { R_LOCKS, R_LIMIT, R_N };
+enum { R_LOCKS, R_LIMIT, R_LAST, R_N };
 enum { S_STATE, S_NONE, S_RULE };
-static const char *recent_names[R_N] = {"_locks", "_limit"};
-
-#define KEY_SLOTS 8192
+static const char *recent_names[R_N] = {"_locks", "_limit", "last"};
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
@@ -110,7 +109,7 @@ typedef struct {
     PyObject *chunk;        /* bytes: a block of lines being split (source.Lines.give_bytes), or NULL */
     Py_ssize_t pos;         /* where its next line starts */
     PyObject *held_chunk;   /* the block whose last line is the current line */
-    PyObject **keys;        /* KEY_SLOTS str: recent line pieces (split_line), by a hash of their bytes */
+    CapCache cache;         /* line pieces by their bytes, key pairs (_capcache.h) */
     /* the annotator's counts (`tries[file]`, `sources`) not added yet */
     long long tries_delta[2], sources_delta[3];
     int sources_order[3], sources_seen;  /* the order the three sources came in since (a Counter keeps it) */
@@ -153,12 +152,7 @@ static int CaptureFilter_clear(CaptureFilter *self) {
     Py_CLEAR(self->suffixes); Py_CLEAR(self->index); Py_CLEAR(self->partial); Py_CLEAR(self->event_fn);
     Py_CLEAR(self->file); Py_CLEAR(self->acquire_op); Py_CLEAR(self->release_op); Py_CLEAR(self->write_mode);
     Py_CLEAR(self->view_type); Py_CLEAR(self->held_type); Py_CLEAR(self->task_type);
-    if (self->keys != NULL) {
-        for (Py_ssize_t i = 0; i < KEY_SLOTS; i++)
-            Py_CLEAR(self->keys[i]);
-        PyMem_Free(self->keys);
-        self->keys = NULL;
-    }
+    capcache_clear(&self->cache);
     Py_CLEAR(self->untrusted_from); Py_CLEAR(self->recent_type); Py_CLEAR(self->move_to_end);
     for (int i = 0; i < OP_N; i++)
         Py_CLEAR(self->irq_ops[i]);
@@ -196,10 +190,7 @@ static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *ar
     Py_VISIT(self->context_hit); Py_VISIT(self->annotated);
     for (int i = 0; i < OP_N; i++)
         Py_VISIT(self->irq_ops[i]);
-    if (self->keys != NULL)
-        for (Py_ssize_t i = 0; i < KEY_SLOTS; i++)
-            Py_VISIT(self->keys[i]);
-    return 0;
+    return capcache_traverse(&self->cache, visit, arg);
 }
 
 /* attribute `name` of `obj` as a new reference stored in *out */
@@ -298,10 +289,8 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
     if (self->hash_ok < 0)
         return -1;
     self->tick = tick;
-    if (self->keys == NULL && (self->keys = PyMem_Calloc(KEY_SLOTS, sizeof(PyObject *))) == NULL) {
-        PyErr_NoMemory();
+    if (capcache_init(&self->cache) < 0)
         return -1;
-    }
     self->lines = PyObject_GetIter(lines);
     if (self->lines == NULL)
         return -1;
@@ -570,6 +559,14 @@ static int list_add(PyObject *list, Py_ssize_t i, long delta) {
     PyList_SET_ITEM(list, i, nv);
     Py_DECREF(old);
     return 0;
+}
+
+/* `del list[-1]` of a list that is not empty (its allocation kept: it grows again soon) */
+static inline void list_drop_last(PyObject *list) {
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    PyObject *last = PyList_GET_ITEM(list, n - 1);
+    Py_SET_SIZE(list, n - 1);
+    Py_DECREF(last);
 }
 
 static inline int is_empty_str(PyObject *s) {
@@ -943,14 +940,21 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     r = -1;
     self->ev_now++;
     if (recent != Py_None) {
-        PyObject *pair = PyTuple_Pack(2, name, instance);
+        PyObject *pair = capcache_pair(&self->cache, name, instance);
         int added = pair ? remember(self, recent, pair) : -1;
         Py_XDECREF(pair);
         if (added < 0)
             goto done;
         PyObject *last = PyLong_FromLongLong(self->ev_now);
-        int failed = last == NULL || PyObject_SetAttr(recent, s_last, last) < 0;
-        Py_XDECREF(last);
+        if (last == NULL)
+            goto done;
+        int failed = 0;
+        if (Py_TYPE(recent) == self->recent_type)
+            Py_XSETREF(SLOT(recent, self->recent_off[R_LAST]), last); /* (RecentLocks.last, a slot) */
+        else {
+            failed = PyObject_SetAttr(recent, s_last, last) < 0;
+            Py_DECREF(last);
+        }
         if (failed)
             goto done;
     }
@@ -979,16 +983,18 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     if (annotated && annotate_acquire(self, view, task, name, instance, mode, trylock, cpu, &verdict) < 0)
         goto done;
     /* the reader */
-    key = PyTuple_Pack(2, task, instance);
+    key = capcache_pair(&self->cache, task, instance);
     if (key == NULL)
         goto done;
     PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
     if (entry == NULL) {
         if (PyErr_Occurred())
             goto done;
-        entry = Py_BuildValue("[Oi]", name, 1);
+        entry = PyList_New(2);
         if (entry == NULL)
             goto done;
+        PyList_SET_ITEM(entry, 0, Py_NewRef(name));
+        PyList_SET_ITEM(entry, 1, Py_NewRef(small_ints[1]));
         int failed = PyDict_SetItem(self->held_names, key, entry) < 0;
         Py_DECREF(entry);
         if (failed)
@@ -1022,7 +1028,7 @@ static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
     PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
     PyObject *instance = PyTuple_GET_ITEM(body, B_INSTANCE);
-    PyObject *key = PyTuple_Pack(2, task, instance);
+    PyObject *key = capcache_pair(&self->cache, task, instance);
     if (key == NULL)
         return -1;
     int r = 0;
@@ -1097,15 +1103,10 @@ static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     /* -- applied -------------------------------------------------------------------------- */
     r = -1;
     self->ev_now++;
-    Py_INCREF(top);
     slot_set(ctask, self->task_off[T_CHAIN_KEY], t_prev);
-    if (PyList_SetSlice(held, depth - 1, depth, NULL) < 0) {
-        Py_DECREF(top);
-        goto done;
-    }
-    Py_DECREF(top);
-    if (a_held != NULL && PyList_SetSlice(a_held, PyList_GET_SIZE(a_held) - 1, PyList_GET_SIZE(a_held), NULL) < 0)
-        goto done;
+    list_drop_last(held);
+    if (a_held != NULL)
+        list_drop_last(a_held);
     if (named)
         self->resolved++;
     if (count > 1) {
@@ -1124,7 +1125,7 @@ done:
 static int take_other(CaptureFilter *self, PyObject *head, PyObject *body) {
     PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
     if (is_empty_str(name)) {
-        PyObject *key = PyTuple_Pack(2, PyTuple_GET_ITEM(head, H_TASK), PyTuple_GET_ITEM(body, B_INSTANCE));
+        PyObject *key = capcache_pair(&self->cache, PyTuple_GET_ITEM(head, H_TASK), PyTuple_GET_ITEM(body, B_INSTANCE));
         if (key == NULL)
             return -1;
         PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
@@ -1419,21 +1420,6 @@ out:
     return result;
 }
 
-/* The value of the piece at `p` (`n` bytes) in `dict` (borrowed), looked up by a str this filter
- * made before for the same bytes (its hash kept in it) rather than a new str per line; NULL:
- * absent (or an error set). */
-static PyObject *piece(CaptureFilter *self, PyObject *dict, const char *p, Py_ssize_t n) {
-    PyObject **slot = &self->keys[hash_bytes(p, n) & (KEY_SLOTS - 1)];
-    PyObject *key = *slot;
-    if (key == NULL || PyUnicode_GET_LENGTH(key) != n || memcmp(PyUnicode_DATA(key), p, (size_t)n) != 0) {
-        key = ascii_str(p, n);
-        if (key == NULL)
-            return NULL;
-        Py_XSETREF(*slot, key);
-    }
-    return PyDict_GetItemWithError(dict, key);
-}
-
 /* A line's pieces from the caches, as `_ftscan.split` finds them (the same split, _ftsplit.h):
  * the head, flags and body (borrowed) and where its time stamp is; 0: not all there (or an error
  * set), the Python loop's. */
@@ -1513,14 +1499,14 @@ static int split_line(CaptureFilter *self, const char *text, Py_ssize_t n, Split
     Pieces at;
     if (!split_pieces(text, n, &at) || !stamp_ok(text, at.ts_start, at.colon))
         return 0;
-    out->head = piece(self, self->heads, text, at.end);
+    out->head = capcache_piece(&self->cache, PC_HEAD, self->heads, text, at.end);
     if (out->head == NULL)
         return 0;
     Py_ssize_t flags_end = at.blank >= at.from ? at.blank : at.from;
-    out->fl = piece(self, self->flag_cache, text + at.from, flags_end - at.from);
+    out->fl = capcache_piece(&self->cache, PC_FLAGS, self->flag_cache, text + at.from, flags_end - at.from);
     if (out->fl == NULL)
         return 0;
-    out->body = piece(self, self->bodies, text + at.colon + 2, at.n - at.colon - 2);
+    out->body = capcache_piece(&self->cache, PC_BODY, self->bodies, text + at.colon + 2, at.n - at.colon - 2);
     if (out->body == NULL && self->shapes != NULL && !PyErr_Occurred())
         out->body = body_from_shape(self, text + at.colon + 2, at.n - at.colon - 2);
     if (out->body == NULL)
