@@ -51,10 +51,10 @@ static const char *held_names_[HL_N] = {"cls", "lock", "instance", "subclass", "
                                         "irq_context", "hardirqs_off", "references", "prev_chain_key", "_event",
                                         "_source"};
 enum { T_NAME, T_CHAIN_KEY, T_CPU, T_PINS, T_HARDIRQS_ENABLED, T_SOFTIRQS_ENABLED, T_HARDIRQ_DEPTH, T_SOFTIRQ_DEPTH,
-       T_USAGE_NEED, T_IRQ_EVENTS, T_IRQ_KNOWN, T_HARDIRQ_THREADED, T_N };
+       T_USAGE_NEED, T_IRQ_EVENTS, T_IRQ_KNOWN, T_HARDIRQ_THREADED, T_HELD, T_ACQUIRED_EVER, T_N };
 static const char *task_names[T_N] = {"name", "chain_key", "cpu", "pins", "hardirqs_enabled", "softirqs_enabled",
                                       "hardirq_depth", "softirq_depth", "usage_need", "irq_events", "irq_known",
-                                      "hardirq_threaded"};
+                                      "hardirq_threaded", "held", "acquired_ever"};
 /* the irq-state ops (events.py), in this order in `irq` */
 enum { OP_IRQS_OFF, OP_IRQS_ON, OP_SOFTIRQS_OFF, OP_SOFTIRQS_ON, OP_HARDIRQ_ENTER, OP_SOFTIRQ_ENTER, OP_HARDIRQ_EXIT,
        OP_SOFTIRQ_EXIT, OP_N };
@@ -98,6 +98,8 @@ typedef struct {
      * context_transition gave for (old, new) */
     PyObject *irq_ops[OP_N], *evidence, *usage_needs, *used_only, *context_after, *transitions, *irq;
     long read_shift;
+    /* rules.task_irq_context and its answers by (hardirq depth, softirq depth) below 8 (make_view) */
+    PyObject *irq_context_fn, *irq_context_of[64];
     int preempt_rt, stopped;
     /* the rule tables */
     unsigned long validates_checked, validates_unchecked, separate;
@@ -160,6 +162,9 @@ static int CaptureFilter_clear(CaptureFilter *self) {
     Py_CLEAR(self->transitions); Py_CLEAR(self->irq); Py_CLEAR(self->unchecked); Py_CLEAR(self->read_memo);
     Py_CLEAR(self->ctx_memo); Py_CLEAR(self->chunk); Py_CLEAR(self->held_chunk);
     Py_CLEAR(self->tasks); Py_CLEAR(self->transition); Py_CLEAR(self->context_hit); Py_CLEAR(self->annotated);
+    Py_CLEAR(self->irq_context_fn);
+    for (int i = 0; i < 64; i++)
+        Py_CLEAR(self->irq_context_of[i]);
     return 0;
 }
 
@@ -187,7 +192,9 @@ static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *ar
     Py_VISIT(self->context_after); Py_VISIT(self->transitions); Py_VISIT(self->irq);
     Py_VISIT(self->unchecked); Py_VISIT(self->read_memo); Py_VISIT(self->ctx_memo); Py_VISIT(self->chunk);
     Py_VISIT(self->held_chunk); Py_VISIT(self->tasks); Py_VISIT(self->transition);
-    Py_VISIT(self->context_hit); Py_VISIT(self->annotated);
+    Py_VISIT(self->context_hit); Py_VISIT(self->annotated); Py_VISIT(self->irq_context_fn);
+    for (int i = 0; i < 64; i++)
+        Py_VISIT(self->irq_context_of[i]);
     for (int i = 0; i < OP_N; i++)
         Py_VISIT(self->irq_ops[i]);
     return capcache_traverse(&self->cache, visit, arg);
@@ -324,6 +331,8 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
     if (rules_mod == NULL)
         return -1;
     int r = get_attr(rules_mod, "INITIAL_CHAIN_KEY", &self->initial);
+    if (r == 0)
+        r = get_attr(rules_mod, "task_irq_context", &self->irq_context_fn);
     Py_DECREF(rules_mod);
     if (r < 0)
         return -1;
@@ -576,6 +585,8 @@ static inline int is_empty_str(PyObject *s) {
 static inline int eq(PyObject *a, PyObject *b) {
     if (a == b)
         return 1;
+    if (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b))
+        return same_str(a, b); /* (str == str, without the rich comparison's dispatch) */
     return PyObject_RichCompareBool(a, b, Py_EQ);
 }
 
@@ -1138,6 +1149,43 @@ static int take_other(CaptureFilter *self, PyObject *head, PyObject *body) {
     return 1;
 }
 
+/* `_View(ctask, a_held)` (args: the two; a new reference), its fields set here as
+ * fast_stages._View.__init__ sets them -- irq_context from `rules.task_irq_context`, asked once per
+ * pair of depths -- or by the class itself when the task's fields are not the plain ones. */
+static PyObject *make_view(CaptureFilter *self, PyObject **args) {
+    PyObject *ctask = args[0];
+    if (Py_TYPE(ctask) == self->task_type) {
+        PyObject *held = SLOT(ctask, self->task_off[T_HELD]), *he = SLOT(ctask, self->task_off[T_HARDIRQS_ENABLED]),
+                 *need = SLOT(ctask, self->task_off[T_USAGE_NEED]), *recent = SLOT(ctask, self->task_off[T_ACQUIRED_EVER]);
+        PyObject *hd_obj = SLOT(ctask, self->task_off[T_HARDIRQ_DEPTH]), *sd_obj = SLOT(ctask, self->task_off[T_SOFTIRQ_DEPTH]);
+        long hd = hd_obj != NULL ? small_long(hd_obj) : -2, sd = sd_obj != NULL ? small_long(sd_obj) : -2;
+        if (held != NULL && recent != NULL && need != NULL && PyList_CheckExact(need) && (he == Py_True || he == Py_False) &&
+            hd >= 0 && hd < 8 && sd >= 0 && sd < 8) {
+            PyObject **ictx = &self->irq_context_of[hd * 8 + sd];
+            if (*ictx == NULL) {
+                PyObject *depths[2] = {hd_obj, sd_obj};
+                if ((*ictx = PyObject_Vectorcall(self->irq_context_fn, depths, 2, NULL)) == NULL)
+                    return NULL;
+            }
+            PyObject *hoff = (he == Py_False || hd > 0) ? Py_True : Py_False;
+            PyObject *usage = hoff == Py_True ? PyList_GetSlice(need, 4, PY_SSIZE_T_MAX) : PyList_GetSlice(need, 0, 4);
+            if (usage == NULL)
+                return NULL;
+            PyObject *view = self->view_type->tp_alloc(self->view_type, 0);
+            if (view == NULL) {
+                Py_DECREF(usage);
+                return NULL;
+            }
+            PyObject *fields[V_N] = {ctask, held, *ictx, hoff, usage, recent, args[1]};
+            for (int i = 0; i < V_N; i++)
+                SLOT(view, self->view_off[i]) = Py_NewRef(fields[i]);
+            Py_DECREF(usage);
+            return view;
+        }
+    }
+    return PyObject_Vectorcall((PyObject *)self->view_type, args, 2, NULL);
+}
+
 /* fast_held._marked: whether every checked held lock's class has `bits` (shifted to _READ for a
  * reader): 1, 0 (or a held entry it does not know: 0 too), -1 error */
 static int held_marked(CaptureFilter *self, PyObject *held, long bits) {
@@ -1325,7 +1373,7 @@ static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObje
     if (a_held == NULL)
         a_held = Py_None;
     PyObject *args[2] = {ctask, a_held};
-    *out = PyObject_Vectorcall((PyObject *)self->view_type, args, 2, NULL);
+    *out = make_view(self, args);
     if (*out != NULL)
         r = 1;
 out:
@@ -1534,7 +1582,7 @@ static PyObject *new_view(CaptureFilter *self, PyObject *task) {
         }
     }
     PyObject *args[2] = {ctask, a_held};
-    PyObject *view = PyObject_Vectorcall((PyObject *)self->view_type, args, 2, NULL);
+    PyObject *view = make_view(self, args);
     if (view == NULL)
         return NULL;
     if (PyDict_GET_SIZE(self->views) >= self->view_limit)
