@@ -12,8 +12,13 @@
  *     acquisition to its release: a dict probe with the key it stored meets it by identity
  *     instead of comparing two new tuples item by item.  Equal strs give the same tuple (a tuple
  *     of other strs equal to them, which no dict or set tells apart).
+ *   - tasks: what the filter read or wrote last of a task in the dicts it shares with the Python
+ *     loop (`views[task]`, the reader's `context[task]` and `comms[task]`, the annotator's
+ *     `cpu[task]`), valid until Python code runs that may change them: the filter forgets them all
+ *     (`capcache_forget`) whenever it resumes after handing the Python loop a line, and when it
+ *     calls Python code that may change a task's state (fast_stages.context_hit) or clears the views.
  *
- * Both are bounded direct-mapped tables: a slot taken by another key is overwritten.
+ * All are bounded direct-mapped tables: a slot taken by another key is overwritten.
  */
 #ifndef LOCKCHECK_CAPCACHE_H
 #define LOCKCHECK_CAPCACHE_H
@@ -24,8 +29,19 @@
 /* slots per piece table (a power of two) and the tables: heads, flags, bodies */
 #define PIECE_SLOTS 16384
 enum { PC_HEAD, PC_FLAGS, PC_BODY, PC_N };
-/* slots of the pair table (a power of two) */
+/* slots of the pair table and of the task table (powers of two) */
 #define PAIR_SLOTS 8192
+#define TASK_SLOTS 1024
+
+typedef struct {
+    unsigned long gen;   /* valid while the cache's `gen` is this */
+    PyObject *task;      /* the task (str) */
+    PyObject *view;      /* views[task], or NULL: not read yet */
+    PyObject *context;   /* the reader's context.get(task) (NULL: absent) once `context_known` */
+    int context_known;
+    PyObject *display;   /* what comms[task] is (the filter set it), or NULL: not known */
+    PyObject *cpu;       /* what the annotator's cpu[task] is (the filter set it), or NULL: not known */
+} TaskSlot;
 
 typedef struct {
     PyObject *key;   /* str of the piece's bytes, or NULL */
@@ -35,6 +51,8 @@ typedef struct {
 typedef struct {
     PieceSlot *pieces;  /* PC_N * PIECE_SLOTS */
     PyObject **pairs;   /* PAIR_SLOTS tuples, or NULL */
+    TaskSlot *tasks;    /* TASK_SLOTS */
+    unsigned long gen;  /* the task slots' generation (0: none valid) */
 } CapCache;
 
 static int capcache_init(CapCache *c) {
@@ -46,6 +64,11 @@ static int capcache_init(CapCache *c) {
         PyErr_NoMemory();
         return -1;
     }
+    if (c->tasks == NULL && (c->tasks = PyMem_Calloc(TASK_SLOTS, sizeof(TaskSlot))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->gen = 1;
     return 0;
 }
 
@@ -64,6 +87,14 @@ static void capcache_clear(CapCache *c) {
         PyMem_Free(c->pairs);
         c->pairs = NULL;
     }
+    if (c->tasks != NULL) {
+        for (Py_ssize_t i = 0; i < TASK_SLOTS; i++) {
+            TaskSlot *t = &c->tasks[i];
+            Py_CLEAR(t->task); Py_CLEAR(t->view); Py_CLEAR(t->context); Py_CLEAR(t->display); Py_CLEAR(t->cpu);
+        }
+        PyMem_Free(c->tasks);
+        c->tasks = NULL;
+    }
 }
 
 static int capcache_traverse(CapCache *c, visitproc visit, void *arg) {
@@ -75,6 +106,11 @@ static int capcache_traverse(CapCache *c, visitproc visit, void *arg) {
     if (c->pairs != NULL)
         for (Py_ssize_t i = 0; i < PAIR_SLOTS; i++)
             Py_VISIT(c->pairs[i]);
+    if (c->tasks != NULL)
+        for (Py_ssize_t i = 0; i < TASK_SLOTS; i++) {
+            TaskSlot *t = &c->tasks[i];
+            Py_VISIT(t->task); Py_VISIT(t->view); Py_VISIT(t->context); Py_VISIT(t->display); Py_VISIT(t->cpu);
+        }
     return 0;
 }
 
@@ -125,6 +161,33 @@ static PyObject *capcache_pair(CapCache *c, PyObject *a, PyObject *b) {
         return NULL;
     Py_XSETREF(*slot, Py_NewRef(pair));
     return pair;
+}
+
+/* Every task slot out of date (Python code may have changed what they remember). */
+static inline void capcache_forget(CapCache *c) {
+    c->gen++;
+}
+
+/* The slot of `task` (a str): what it remembers of the task, or a slot emptied for it; NULL: an error. */
+static TaskSlot *capcache_task(CapCache *c, PyObject *task) {
+    if (!PyUnicode_CheckExact(task)) {
+        PyErr_SetString(PyExc_TypeError, "a task is no str");
+        return NULL;
+    }
+    Py_hash_t h = PyObject_Hash(task);
+    if (h == -1)
+        return NULL;
+    TaskSlot *t = &c->tasks[(size_t)h & (TASK_SLOTS - 1)];
+    if (t->gen == c->gen && t->task != NULL && same_str(t->task, task))
+        return t;
+    t->gen = c->gen;
+    Py_XSETREF(t->task, Py_NewRef(task));
+    Py_CLEAR(t->view);
+    Py_CLEAR(t->context);
+    t->context_known = 0;
+    Py_CLEAR(t->display);
+    Py_CLEAR(t->cpu);
+    return t;
 }
 
 #endif

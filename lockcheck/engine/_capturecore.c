@@ -111,7 +111,8 @@ typedef struct {
     PyObject *chunk;        /* bytes: a block of lines being split (source.Lines.give_bytes), or NULL */
     Py_ssize_t pos;         /* where its next line starts */
     PyObject *held_chunk;   /* the block whose last line is the current line */
-    CapCache cache;         /* line pieces by their bytes, key pairs (_capcache.h) */
+    CapCache cache;         /* line pieces by their bytes, key pairs, tasks (_capcache.h) */
+    TaskSlot *cur;          /* the slot of the task of the line being taken (take_line), or NULL */
     /* the annotator's counts (`tries[file]`, `sources`) not added yet */
     long long tries_delta[2], sources_delta[3];
     int sources_order[3], sources_seen;  /* the order the three sources came in since (a Counter keeps it) */
@@ -430,6 +431,7 @@ static int attr_longlong(PyObject *obj, PyObject *name, long long *out) {
 
 static int resume(CaptureFilter *self) {
     long long depth;
+    capcache_forget(&self->cache); /* (the Python loop ran: what the task slots remember may be out of date) */
     if (attr_true(self->reader, s_probe_known, &self->probe_known) < 0 ||
         attr_true(self->reader, s_contention, &self->contention) < 0 ||
         attr_longlong(self->checker, s_fast_depth, &depth) < 0 ||
@@ -707,8 +709,15 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
 /* the annotator's `_acquire` for a verdict of `decide` (fast_stages._Annotated.acquire) */
 static int annotate_acquire(CaptureFilter *self, PyObject *view, PyObject *task, PyObject *name, PyObject *instance,
                             PyObject *mode, int trylock, PyObject *cpu, const Verdict *v) {
-    if (cpu != Py_None && PyDict_SetItem(self->acpu, task, cpu) < 0)
-        return -1;
+    if (cpu != Py_None) {
+        TaskSlot *ts = self->cur;
+        if (ts == NULL || ts->cpu != cpu) { /* (cpu[task] = cpu: nothing to do when it is that already) */
+            if (PyDict_SetItem(self->acpu, task, cpu) < 0)
+                return -1;
+            if (ts != NULL)
+                Py_XSETREF(ts->cpu, Py_NewRef(cpu));
+        }
+    }
     /* (the annotator's counts of acquisitions by file and by source: kept here, added at `suspend`) */
     self->tries_delta[0]++;
     if (trylock)
@@ -1444,6 +1453,7 @@ static PyObject *change_context(CaptureFilter *self, PyObject *view, PyObject *h
     if (suspend(self) < 0)
         goto out;
     PyObject *changed = PyObject_Vectorcall(self->context_hit, args, 10, NULL);
+    capcache_forget(&self->cache); /* (Python code: what the task slots remember may be out of date) */
     if (attr_longlong(self->cstats, s_events, &self->ev_now) < 0 ||
         attr_longlong(self->cstats, s_chain_hits, &self->hits_now) < 0) {
         Py_XDECREF(changed);
@@ -1585,8 +1595,10 @@ static PyObject *new_view(CaptureFilter *self, PyObject *task) {
     PyObject *view = make_view(self, args);
     if (view == NULL)
         return NULL;
-    if (PyDict_GET_SIZE(self->views) >= self->view_limit)
+    if (PyDict_GET_SIZE(self->views) >= self->view_limit) {
         PyDict_Clear(self->views);
+        capcache_forget(&self->cache);
+    }
     int r = PyDict_SetItem(self->views, task, view);
     Py_DECREF(view);
     return r < 0 ? NULL : view;
@@ -1624,49 +1636,81 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
     if (task == Py_None || sp.ts_len > 40)
         goto done;
-    timestamp = ascii_str(sp.ts, sp.ts_len);
-    if (timestamp == NULL) {
-        r = -1;
-        goto done;
-    }
     long state = small_long(PyTuple_GET_ITEM(fl, F_STATE));
     if (state < 0)
         goto done;
-    PyObject *view = PyDict_GetItemWithError(self->views, task);
+    self->cur = NULL;
+    TaskSlot *ts = capcache_task(&self->cache, task);
+    if (ts == NULL) {
+        r = -1;
+        goto done;
+    }
+    PyObject *view = ts->view;
     if (view == NULL) {
-        if (PyErr_Occurred() || (view = new_view(self, task)) == NULL) {
-            r = PyErr_Occurred() ? -1 : 0;
-            goto done;
+        view = PyDict_GetItemWithError(self->views, task);
+        if (view == NULL) {
+            if (PyErr_Occurred() || (view = new_view(self, task)) == NULL) {
+                r = PyErr_Occurred() ? -1 : 0;
+                goto done;
+            }
+            if ((ts = capcache_task(&self->cache, task)) == NULL) { /* (new_view may have forgotten every slot) */
+                r = -1;
+                goto done;
+            }
         }
+        ts->view = Py_NewRef(view);
     }
     if (Py_TYPE(view) != self->view_type)
         goto done;
     if (PyTuple_GET_ITEM(fl, F_FLAGS) != Py_None) {
-        PyObject *old = PyDict_GetItemWithError(self->contexts, task);
-        if (old == NULL && PyErr_Occurred()) {
-            r = -1;
-            goto done;
+        if (!ts->context_known) {
+            PyObject *known = PyDict_GetItemWithError(self->contexts, task);
+            if (known == NULL && PyErr_Occurred()) {
+                r = -1;
+                goto done;
+            }
+            ts->context = Py_XNewRef(known);
+            ts->context_known = 1;
         }
+        PyObject *old = ts->context;
         if (state != (old == NULL ? 0 : small_long(old))) {
             /* an irq-context change: the reader's irq-context events first, then the lock's */
+            if ((timestamp = ascii_str(sp.ts, sp.ts_len)) == NULL) {
+                r = -1;
+                goto done;
+            }
+            Py_XINCREF(old);
             PyObject *changed = change_context(self, view, head, fl, body, timestamp, old);
+            Py_XDECREF(old);
             if (changed == NULL) {
                 r = PyErr_Occurred() ? -1 : 0;
                 goto done;
             }
             view = changed; /* (borrowed: the views hold it) */
+            if ((ts = capcache_task(&self->cache, task)) == NULL) {
+                r = -1;
+                goto done;
+            }
+            Py_XSETREF(ts->view, Py_NewRef(view));
+            Py_XSETREF(ts->context, Py_NewRef(PyTuple_GET_ITEM(fl, F_STATE)));
+            ts->context_known = 1;
             if (Py_TYPE(view) != self->view_type)
                 goto done;
         }
     }
+    self->cur = ts;
     PyObject *ctask = SLOT(view, self->view_off[V_TASK]);
     if (ctask == NULL || Py_TYPE(ctask) != self->task_type)
         goto done;
     PyObject *op = PyTuple_GET_ITEM(body, B_OP);
     Py_INCREF(view);
     Py_INCREF(ctask);
-    if (op == self->acquire_op)
-        r = take_acquire(self, view, ctask, head, fl, body, timestamp);
+    if (op == self->acquire_op) {
+        if (timestamp == NULL && (timestamp = ascii_str(sp.ts, sp.ts_len)) == NULL)
+            r = -1;
+        else
+            r = take_acquire(self, view, ctask, head, fl, body, timestamp);
+    }
     else if (op == self->release_op)
         r = take_release(self, view, ctask, head, body);
     else
@@ -1681,9 +1725,11 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
             self->softirq_lines++;
         PyObject *display = PyTuple_GET_ITEM(head, H_DISPLAY);
         PyObject *cpu = PyTuple_GET_ITEM(head, H_CPU);
-        if (PyDict_SetItem(self->comms, task, display) < 0)
+        if (ts->display != display && PyDict_SetItem(self->comms, task, display) < 0) /* (none when it is that already) */
             r = -1;
         else {
+            if (ts->display != display)
+                Py_XSETREF(ts->display, Py_NewRef(display));
             slot_set(ctask, self->task_off[T_NAME], display);
             if (cpu != Py_None)
                 slot_set(ctask, self->task_off[T_CPU], cpu);
@@ -1691,6 +1737,7 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
     }
     Py_DECREF(ctask);
     Py_DECREF(view);
+    self->cur = NULL;
 done:
     Py_DECREF(head);
     Py_DECREF(fl);
