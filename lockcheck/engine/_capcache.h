@@ -17,6 +17,10 @@
  *     `cpu[task]`), valid until Python code runs that may change them: the filter forgets them all
  *     (`capcache_forget`) whenever it resumes after handing the Python loop a line, and when it
  *     calls Python code that may change a task's state (fast_stages.context_hit) or clears the views.
+ *     The annotator's `ctx[task]` likewise.
+ *   - classes: what the filter read of a lock class in the checker's and the annotator's dicts
+ *     (`_nodes[name]`, its `usage`, the annotator's `_ruled[name]` and `only_unchecked[name]`),
+ *     which only Python code changes: forgotten with the tasks.
  *
  * All are bounded direct-mapped tables: a slot taken by another key is overwritten.
  */
@@ -32,6 +36,17 @@ enum { PC_HEAD, PC_FLAGS, PC_BODY, PC_N };
 /* slots of the pair table and of the task table (powers of two) */
 #define PAIR_SLOTS 8192
 #define TASK_SLOTS 1024
+#define CLASS_SLOTS 1024
+
+/* what a class slot remembers: dict.get(...) results, each once its bit in `known` is set */
+enum { CS_NODE, CS_USAGE, CS_RULED, CS_ORIGIN, CS_N };
+
+typedef struct {
+    unsigned long gen;
+    PyObject *name;
+    PyObject *got[CS_N]; /* (NULL: absent) */
+    unsigned known;
+} ClassSlot;
 
 typedef struct {
     unsigned long gen;   /* valid while the cache's `gen` is this */
@@ -41,6 +56,8 @@ typedef struct {
     int context_known;
     PyObject *display;   /* what comms[task] is (the filter set it), or NULL: not known */
     PyObject *cpu;       /* what the annotator's cpu[task] is (the filter set it), or NULL: not known */
+    PyObject *actx;      /* the annotator's ctx.get(task) (NULL: absent) once `actx_known` */
+    int actx_known;
 } TaskSlot;
 
 typedef struct {
@@ -52,6 +69,7 @@ typedef struct {
     PieceSlot *pieces;  /* PC_N * PIECE_SLOTS */
     PyObject **pairs;   /* PAIR_SLOTS tuples, or NULL */
     TaskSlot *tasks;    /* TASK_SLOTS */
+    ClassSlot *classes; /* CLASS_SLOTS */
     unsigned long gen;  /* the task slots' generation (0: none valid) */
 } CapCache;
 
@@ -65,6 +83,10 @@ static int capcache_init(CapCache *c) {
         return -1;
     }
     if (c->tasks == NULL && (c->tasks = PyMem_Calloc(TASK_SLOTS, sizeof(TaskSlot))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (c->classes == NULL && (c->classes = PyMem_Calloc(CLASS_SLOTS, sizeof(ClassSlot))) == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -91,9 +113,19 @@ static void capcache_clear(CapCache *c) {
         for (Py_ssize_t i = 0; i < TASK_SLOTS; i++) {
             TaskSlot *t = &c->tasks[i];
             Py_CLEAR(t->task); Py_CLEAR(t->view); Py_CLEAR(t->context); Py_CLEAR(t->display); Py_CLEAR(t->cpu);
+            Py_CLEAR(t->actx);
         }
         PyMem_Free(c->tasks);
         c->tasks = NULL;
+    }
+    if (c->classes != NULL) {
+        for (Py_ssize_t i = 0; i < CLASS_SLOTS; i++) {
+            Py_CLEAR(c->classes[i].name);
+            for (int j = 0; j < CS_N; j++)
+                Py_CLEAR(c->classes[i].got[j]);
+        }
+        PyMem_Free(c->classes);
+        c->classes = NULL;
     }
 }
 
@@ -110,6 +142,13 @@ static int capcache_traverse(CapCache *c, visitproc visit, void *arg) {
         for (Py_ssize_t i = 0; i < TASK_SLOTS; i++) {
             TaskSlot *t = &c->tasks[i];
             Py_VISIT(t->task); Py_VISIT(t->view); Py_VISIT(t->context); Py_VISIT(t->display); Py_VISIT(t->cpu);
+            Py_VISIT(t->actx);
+        }
+    if (c->classes != NULL)
+        for (Py_ssize_t i = 0; i < CLASS_SLOTS; i++) {
+            Py_VISIT(c->classes[i].name);
+            for (int j = 0; j < CS_N; j++)
+                Py_VISIT(c->classes[i].got[j]);
         }
     return 0;
 }
@@ -187,7 +226,42 @@ static TaskSlot *capcache_task(CapCache *c, PyObject *task) {
     t->context_known = 0;
     Py_CLEAR(t->display);
     Py_CLEAR(t->cpu);
+    Py_CLEAR(t->actx);
+    t->actx_known = 0;
     return t;
+}
+
+/* The slot of the class `name` (NULL: no str, none to keep, or an error set). */
+static ClassSlot *capcache_class(CapCache *c, PyObject *name) {
+    if (!PyUnicode_CheckExact(name))
+        return NULL;
+    Py_hash_t h = PyObject_Hash(name);
+    if (h == -1)
+        return NULL;
+    ClassSlot *cs = &c->classes[(size_t)h & (CLASS_SLOTS - 1)];
+    if (cs->gen == c->gen && cs->name != NULL && same_str(cs->name, name))
+        return cs;
+    cs->gen = c->gen;
+    Py_XSETREF(cs->name, Py_NewRef(name));
+    for (int j = 0; j < CS_N; j++)
+        Py_CLEAR(cs->got[j]);
+    cs->known = 0;
+    return cs;
+}
+
+/* `dict.get(key)` (borrowed; NULL: absent, or an error set), remembered as the slot's `what`
+ * (`cs` NULL: not remembered). */
+static PyObject *capcache_get(ClassSlot *cs, int what, PyObject *dict, PyObject *key) {
+    if (cs != NULL && (cs->known >> what) & 1u)
+        return cs->got[what];
+    PyObject *v = PyDict_GetItemWithError(dict, key);
+    if (v == NULL && PyErr_Occurred())
+        return NULL;
+    if (cs != NULL) {
+        Py_XSETREF(cs->got[what], Py_XNewRef(v));
+        cs->known |= 1u << what;
+    }
+    return v;
 }
 
 #endif

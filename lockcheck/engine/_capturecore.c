@@ -622,7 +622,10 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
     int trusted = self->a_trusted;
     if (trusted && self->until_report)
         return 0;
-    PyObject *ruled = PyDict_GetItemWithError(self->ruled_of, name);
+    ClassSlot *cs = capcache_class(&self->cache, name);
+    if (cs == NULL && PyErr_Occurred())
+        return -1;
+    PyObject *ruled = capcache_get(cs, CS_RULED, self->ruled_of, name);
     if (ruled == NULL)
         return PyErr_Occurred() ? -1 : 0;
     int check = 1;
@@ -631,7 +634,7 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
     if (is_ruled < 0)
         return -1;
     if (is_ruled) {
-        PyObject *origin = PyDict_GetItemWithError(self->only_unchecked, name);
+        PyObject *origin = capcache_get(cs, CS_ORIGIN, self->only_unchecked, name);
         if (origin == NULL)
             return PyErr_Occurred() ? -1 : 0; /* not known yet: Python works it out */
         if (!PyUnicode_Check(origin) || PyUnicode_GET_LENGTH(origin) == 0)
@@ -644,12 +647,21 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
         return 0;
     if (a_held != Py_None && !PyList_CheckExact(a_held))
         return 0;
-    PyObject *ctx = PyDict_GetItemWithError(self->actx, task);
-    if (ctx == NULL) {
-        if (PyErr_Occurred())
+    PyObject *ctx;
+    TaskSlot *ts = self->cur;
+    if (ts != NULL && ts->actx_known) {
+        ctx = ts->actx;
+    } else {
+        ctx = PyDict_GetItemWithError(self->actx, task);
+        if (ctx == NULL && PyErr_Occurred())
             return -1;
-        ctx = small_ints[0];
+        if (ts != NULL) {
+            ts->actx = Py_XNewRef(ctx);
+            ts->actx_known = 1;
+        }
     }
+    if (ctx == NULL)
+        ctx = small_ints[0];
     int use_state = self->index != Py_None && trusted;
     Py_ssize_t n = a_held == Py_None ? 0 : PyList_GET_SIZE(a_held);
     if (n && (check || !use_state)) {
@@ -900,7 +912,12 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     }
     int check = verdict.check;
     /* _push_hit: everything asked before anything changes */
-    PyObject *node = PyDict_GetItemWithError(self->nodes, name);
+    ClassSlot *cs = capcache_class(&self->cache, name);
+    if (cs == NULL && PyErr_Occurred()) {
+        r = -1;
+        goto done;
+    }
+    PyObject *node = capcache_get(cs, CS_NODE, self->nodes, name);
     if (node == NULL || !PyDict_Check(node)) {
         r = PyErr_Occurred() ? -1 : 0;
         goto done;
@@ -915,7 +932,7 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     long need = acquire_usage(self, SLOT(view, self->view_off[V_USAGE_NEED]), mode_value, trylock, check);
     if (need < 0)
         goto done;
-    PyObject *usage = PyDict_GetItemWithError(node, s_usage);
+    PyObject *usage = capcache_get(cs, CS_USAGE, node, s_usage);
     if (usage == NULL) {
         r = PyErr_Occurred() ? -1 : 0;
         goto done;
@@ -1217,10 +1234,13 @@ static int held_marked(CaptureFilter *self, PyObject *held, long bits) {
         int reader = PyObject_IsTrue(read);
         if (reader < 0)
             return -1;
-        PyObject *node = PyDict_GetItemWithError(self->nodes, cls);
+        ClassSlot *cs = capcache_class(&self->cache, cls);
+        if (cs == NULL && PyErr_Occurred())
+            return -1;
+        PyObject *node = capcache_get(cs, CS_NODE, self->nodes, cls);
         if (node == NULL || !PyDict_Check(node))
             return PyErr_Occurred() ? -1 : 0;
-        PyObject *usage = PyDict_GetItemWithError(node, s_usage);
+        PyObject *usage = capcache_get(cs, CS_USAGE, node, s_usage);
         if (usage == NULL)
             return PyErr_Occurred() ? -1 : 0;
         long have = small_long(usage), want = reader ? read_bits : bits;
@@ -1694,6 +1714,8 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
             Py_XSETREF(ts->view, Py_NewRef(view));
             Py_XSETREF(ts->context, Py_NewRef(PyTuple_GET_ITEM(fl, F_STATE)));
             ts->context_known = 1;
+            Py_CLEAR(ts->actx); /* (irq_here sets the annotator's ctx[task]) */
+            ts->actx_known = 0;
             if (Py_TYPE(view) != self->view_type)
                 goto done;
         }
