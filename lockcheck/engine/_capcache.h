@@ -3,7 +3,7 @@
  * common line costs no Python dict probe it can do without:
  *
  *   - line pieces: a piece's bytes -> what the Python loop's cache (`heads`, `flag_cache`, `bodies`)
- *     holds for them.  Those values are a function of the piece's text alone (fast_capture reads
+ *     holds for them (or, for a body, what the filter made of it from its shape as the loop would).  Those values are a function of the piece's text alone (fast_capture reads
  *     each piece apart from the line), so a value once found stays right for those bytes even when
  *     the Python loop clears its dict: the filter then takes the line the Python loop would have
  *     read the same way (its caches filled again, with an equal value, and nothing else).
@@ -174,6 +174,15 @@ static PyObject *capcache_piece(CapCache *c, int table, PyObject *dict, const ch
         slot->value = value;
     }
     return value;
+}
+
+/* Remember `value` for the piece at `p` (`n` bytes) that `capcache_piece` was just asked for and did
+ * not find (a value the caller made for those bytes as the Python loop would). */
+static void capcache_piece_found(CapCache *c, int table, const char *p, Py_ssize_t n, PyObject *value) {
+    PieceSlot *slot = &c->pieces[(Py_ssize_t)table * PIECE_SLOTS + (Py_ssize_t)(hash_bytes(p, n) & (PIECE_SLOTS - 1))];
+    PyObject *key = slot->key;
+    if (key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_DATA(key), p, (size_t)n) == 0)
+        Py_XSETREF(slot->value, Py_NewRef(value));
 }
 
 static inline int same_str(PyObject *a, PyObject *b) {

@@ -1585,8 +1585,11 @@ static int split_line(CaptureFilter *self, const char *text, Py_ssize_t n, Split
     if (out->fl == NULL)
         return 0;
     out->body = capcache_piece(&self->cache, PC_BODY, self->bodies, text + at.colon + 2, at.n - at.colon - 2);
-    if (out->body == NULL && self->shapes != NULL && !PyErr_Occurred())
+    if (out->body == NULL && self->shapes != NULL && !PyErr_Occurred()) {
         out->body = body_from_shape(self, text + at.colon + 2, at.n - at.colon - 2);
+        if (out->body != NULL) /* (a function of the text: the same body for it next time) */
+            capcache_piece_found(&self->cache, PC_BODY, text + at.colon + 2, at.n - at.colon - 2, out->body);
+    }
     if (out->body == NULL)
         return 0;
     out->ts = text + at.ts_start;
