@@ -21,6 +21,10 @@
  *   - classes: what the filter read of a lock class in the checker's and the annotator's dicts
  *     (`_nodes[name]`, its `usage`, the annotator's `_ruled[name]` and `only_unchecked[name]`),
  *     which only Python code changes: forgotten with the tasks.
+ *   - chain suffixes: whether the annotator's `suffixes` (the kernel's chains' suffixes, a set built
+ *     once when the state is read) holds a tuple of classes, by the very objects of the tuple (the
+ *     memo keeps the tuple, so no other object can come to stand at its items' addresses); asked
+ *     again when the set's size changed.
  *
  * All are bounded direct-mapped tables: a slot taken by another key is overwritten.
  */
@@ -37,6 +41,13 @@ enum { PC_HEAD, PC_FLAGS, PC_BODY, PC_N };
 #define PAIR_SLOTS 8192
 #define TASK_SLOTS 1024
 #define CLASS_SLOTS 1024
+#define SUFFIX_SLOTS 4096
+
+typedef struct {
+    PyObject *suffix;     /* the tuple asked about, or NULL */
+    Py_ssize_t set_size;  /* the set's size then */
+    int known;            /* its answer */
+} SuffixSlot;
 
 /* what a class slot remembers: dict.get(...) results, each once its bit in `known` is set */
 enum { CS_NODE, CS_USAGE, CS_RULED, CS_ORIGIN, CS_N };
@@ -70,6 +81,7 @@ typedef struct {
     PyObject **pairs;   /* PAIR_SLOTS tuples, or NULL */
     TaskSlot *tasks;    /* TASK_SLOTS */
     ClassSlot *classes; /* CLASS_SLOTS */
+    SuffixSlot *suffixes; /* SUFFIX_SLOTS */
     unsigned long gen;  /* the task slots' generation (0: none valid) */
 } CapCache;
 
@@ -87,6 +99,10 @@ static int capcache_init(CapCache *c) {
         return -1;
     }
     if (c->classes == NULL && (c->classes = PyMem_Calloc(CLASS_SLOTS, sizeof(ClassSlot))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (c->suffixes == NULL && (c->suffixes = PyMem_Calloc(SUFFIX_SLOTS, sizeof(SuffixSlot))) == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -127,6 +143,12 @@ static void capcache_clear(CapCache *c) {
         PyMem_Free(c->classes);
         c->classes = NULL;
     }
+    if (c->suffixes != NULL) {
+        for (Py_ssize_t i = 0; i < SUFFIX_SLOTS; i++)
+            Py_CLEAR(c->suffixes[i].suffix);
+        PyMem_Free(c->suffixes);
+        c->suffixes = NULL;
+    }
 }
 
 static int capcache_traverse(CapCache *c, visitproc visit, void *arg) {
@@ -150,6 +172,9 @@ static int capcache_traverse(CapCache *c, visitproc visit, void *arg) {
             for (int j = 0; j < CS_N; j++)
                 Py_VISIT(c->classes[i].got[j]);
         }
+    if (c->suffixes != NULL)
+        for (Py_ssize_t i = 0; i < SUFFIX_SLOTS; i++)
+            Py_VISIT(c->suffixes[i].suffix);
     return 0;
 }
 
@@ -271,6 +296,41 @@ static PyObject *capcache_get(ClassSlot *cs, int what, PyObject *dict, PyObject 
         cs->known |= 1u << what;
     }
     return v;
+}
+
+/* Whether `set` holds the tuple of the first items of `entries[i:n]` (lists) and then `last`:
+ * 1, 0, -1 error. */
+static int capcache_suffix_known(CapCache *c, PyObject *set, PyObject *entries, Py_ssize_t i, Py_ssize_t n,
+                                 PyObject *last) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)(n - i);
+    for (Py_ssize_t j = i; j < n; j++)
+        h = (h ^ (uint64_t)(uintptr_t)PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0)) * 1099511628211ULL;
+    h = (h ^ (uint64_t)(uintptr_t)last) * 1099511628211ULL;
+    SuffixSlot *slot = &c->suffixes[(h ^ (h >> 29)) & (SUFFIX_SLOTS - 1)];
+    PyObject *seen = slot->suffix;
+    if (seen != NULL && PyTuple_GET_SIZE(seen) == n - i + 1 && slot->set_size == PySet_GET_SIZE(set) &&
+        PyTuple_GET_ITEM(seen, n - i) == last) {
+        Py_ssize_t j = i;
+        while (j < n && PyTuple_GET_ITEM(seen, j - i) == PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0))
+            j++;
+        if (j == n)
+            return slot->known;
+    }
+    PyObject *suffix = PyTuple_New(n - i + 1);
+    if (suffix == NULL)
+        return -1;
+    for (Py_ssize_t j = i; j < n; j++)
+        PyTuple_SET_ITEM(suffix, j - i, Py_NewRef(PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0)));
+    PyTuple_SET_ITEM(suffix, n - i, Py_NewRef(last));
+    int known = PySet_Contains(set, suffix);
+    if (known < 0) {
+        Py_DECREF(suffix);
+        return -1;
+    }
+    Py_XSETREF(slot->suffix, suffix);
+    slot->set_size = PySet_GET_SIZE(set);
+    slot->known = known;
+    return known;
 }
 
 #endif

@@ -687,18 +687,9 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
             }
             if (self->suffixes == Py_None)
                 return 0;
-            PyObject *suffix = PyTuple_New(n - i + 1);
-            if (suffix == NULL)
-                return -1;
-            for (Py_ssize_t j = i; j < n; j++) {
-                PyObject *cls = PyList_GET_ITEM(PyList_GET_ITEM(a_held, j), 0);
-                Py_INCREF(cls);
-                PyTuple_SET_ITEM(suffix, j - i, cls);
-            }
-            Py_INCREF(name);
-            PyTuple_SET_ITEM(suffix, n - i, name);
-            int known = PySet_Contains(self->suffixes, suffix);
-            Py_DECREF(suffix);
+            if (!PyAnySet_Check(self->suffixes))
+                return 0;
+            int known = capcache_suffix_known(&self->cache, self->suffixes, a_held, i, n, name);
             if (known <= 0)
                 return known;
         }
