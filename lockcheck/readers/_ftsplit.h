@@ -32,9 +32,9 @@ split_pieces(const char *text, Py_ssize_t n, Pieces *at)
     if (at->end < 0)
         return 0;
     at->colon = -1;
-    for (Py_ssize_t i = at->end + 2; i + 1 < n; i++) {
-        if (text[i] == ':' && text[i + 1] == ' ') {
-            at->colon = i;
+    for (const char *p = text + at->end + 2; p + 1 < text + n && (p = memchr(p, ':', text + n - 1 - p)) != NULL; p++) {
+        if (p[1] == ' ') {
+            at->colon = p - text;
             break;
         }
     }

@@ -1,0 +1,336 @@
+/*
+ * The capture filter's own memo tables (lockcheck/engine/_capturecore.c), kept in C so that a
+ * common line costs no Python dict probe it can do without:
+ *
+ *   - line pieces: a piece's bytes -> what the Python loop's cache (`heads`, `flag_cache`, `bodies`)
+ *     holds for them (or, for a body, what the filter made of it from its shape as the loop would).  Those values are a function of the piece's text alone (fast_capture reads
+ *     each piece apart from the line), so a value once found stays right for those bytes even when
+ *     the Python loop clears its dict: the filter then takes the line the Python loop would have
+ *     read the same way (its caches filled again, with an equal value, and nothing else).
+ *   - pairs: one tuple `(a, b)` per pair of strs seen lately, so that the reader's `held` keys
+ *     `(task, instance)` and a task's recent `(lock, instance)` are the same object from the
+ *     acquisition to its release: a dict probe with the key it stored meets it by identity
+ *     instead of comparing two new tuples item by item.  Equal strs give the same tuple (a tuple
+ *     of other strs equal to them, which no dict or set tells apart).
+ *   - tasks: what the filter read or wrote last of a task in the dicts it shares with the Python
+ *     loop (`views[task]`, the reader's `context[task]` and `comms[task]`, the annotator's
+ *     `cpu[task]`), valid until Python code runs that may change them: the filter forgets them all
+ *     (`capcache_forget`) whenever it resumes after handing the Python loop a line, and when it
+ *     calls Python code that may change a task's state (fast_stages.context_hit) or clears the views.
+ *     The annotator's `ctx[task]` likewise.
+ *   - classes: what the filter read of a lock class in the checker's and the annotator's dicts
+ *     (`_nodes[name]`, its `usage`, the annotator's `_ruled[name]` and `only_unchecked[name]`),
+ *     which only Python code changes: forgotten with the tasks.
+ *   - chain suffixes: whether the annotator's `suffixes` (the kernel's chains' suffixes, a set built
+ *     once when the state is read) holds a tuple of classes, by the very objects of the tuple (the
+ *     memo keeps the tuple, so no other object can come to stand at its items' addresses); asked
+ *     again when the set's size changed.
+ *
+ * All are bounded direct-mapped tables: a slot taken by another key is overwritten.
+ */
+#ifndef LOCKCHECK_CAPCACHE_H
+#define LOCKCHECK_CAPCACHE_H
+
+#include <Python.h>
+#include "_cshared.h"
+
+/* slots per piece table (a power of two) and the tables: heads, flags, bodies */
+#define PIECE_SLOTS 16384
+enum { PC_HEAD, PC_FLAGS, PC_BODY, PC_N };
+/* slots of the pair table and of the task table (powers of two) */
+#define PAIR_SLOTS 8192
+#define TASK_SLOTS 1024
+#define CLASS_SLOTS 1024
+#define SUFFIX_SLOTS 4096
+
+typedef struct {
+    PyObject *suffix;     /* the tuple asked about, or NULL */
+    Py_ssize_t set_size;  /* the set's size then */
+    int known;            /* its answer */
+} SuffixSlot;
+
+/* what a class slot remembers: dict.get(...) results, each once its bit in `known` is set */
+enum { CS_NODE, CS_USAGE, CS_RULED, CS_ORIGIN, CS_N };
+
+typedef struct {
+    unsigned long gen;
+    PyObject *name;
+    PyObject *got[CS_N]; /* (NULL: absent) */
+    unsigned known;
+} ClassSlot;
+
+typedef struct {
+    unsigned long gen;   /* valid while the cache's `gen` is this */
+    PyObject *task;      /* the task (str) */
+    PyObject *view;      /* views[task], or NULL: not read yet */
+    PyObject *context;   /* the reader's context.get(task) (NULL: absent) once `context_known` */
+    int context_known;
+    PyObject *display;   /* what comms[task] is (the filter set it), or NULL: not known */
+    PyObject *cpu;       /* what the annotator's cpu[task] is (the filter set it), or NULL: not known */
+    PyObject *actx;      /* the annotator's ctx.get(task) (NULL: absent) once `actx_known` */
+    int actx_known;
+} TaskSlot;
+
+typedef struct {
+    PyObject *key;   /* str of the piece's bytes, or NULL */
+    PyObject *value; /* what the dict held for it, or NULL: not found yet */
+} PieceSlot;
+
+typedef struct {
+    PieceSlot *pieces;  /* PC_N * PIECE_SLOTS */
+    PyObject **pairs;   /* PAIR_SLOTS tuples, or NULL */
+    TaskSlot *tasks;    /* TASK_SLOTS */
+    ClassSlot *classes; /* CLASS_SLOTS */
+    SuffixSlot *suffixes; /* SUFFIX_SLOTS */
+    unsigned long gen;  /* the task slots' generation (0: none valid) */
+} CapCache;
+
+static int capcache_init(CapCache *c) {
+    if (c->pieces == NULL && (c->pieces = PyMem_Calloc(PC_N * PIECE_SLOTS, sizeof(PieceSlot))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (c->pairs == NULL && (c->pairs = PyMem_Calloc(PAIR_SLOTS, sizeof(PyObject *))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (c->tasks == NULL && (c->tasks = PyMem_Calloc(TASK_SLOTS, sizeof(TaskSlot))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (c->classes == NULL && (c->classes = PyMem_Calloc(CLASS_SLOTS, sizeof(ClassSlot))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (c->suffixes == NULL && (c->suffixes = PyMem_Calloc(SUFFIX_SLOTS, sizeof(SuffixSlot))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    c->gen = 1;
+    return 0;
+}
+
+static void capcache_clear(CapCache *c) {
+    if (c->pieces != NULL) {
+        for (Py_ssize_t i = 0; i < PC_N * PIECE_SLOTS; i++) {
+            Py_CLEAR(c->pieces[i].key);
+            Py_CLEAR(c->pieces[i].value);
+        }
+        PyMem_Free(c->pieces);
+        c->pieces = NULL;
+    }
+    if (c->pairs != NULL) {
+        for (Py_ssize_t i = 0; i < PAIR_SLOTS; i++)
+            Py_CLEAR(c->pairs[i]);
+        PyMem_Free(c->pairs);
+        c->pairs = NULL;
+    }
+    if (c->tasks != NULL) {
+        for (Py_ssize_t i = 0; i < TASK_SLOTS; i++) {
+            TaskSlot *t = &c->tasks[i];
+            Py_CLEAR(t->task); Py_CLEAR(t->view); Py_CLEAR(t->context); Py_CLEAR(t->display); Py_CLEAR(t->cpu);
+            Py_CLEAR(t->actx);
+        }
+        PyMem_Free(c->tasks);
+        c->tasks = NULL;
+    }
+    if (c->classes != NULL) {
+        for (Py_ssize_t i = 0; i < CLASS_SLOTS; i++) {
+            Py_CLEAR(c->classes[i].name);
+            for (int j = 0; j < CS_N; j++)
+                Py_CLEAR(c->classes[i].got[j]);
+        }
+        PyMem_Free(c->classes);
+        c->classes = NULL;
+    }
+    if (c->suffixes != NULL) {
+        for (Py_ssize_t i = 0; i < SUFFIX_SLOTS; i++)
+            Py_CLEAR(c->suffixes[i].suffix);
+        PyMem_Free(c->suffixes);
+        c->suffixes = NULL;
+    }
+}
+
+static int capcache_traverse(CapCache *c, visitproc visit, void *arg) {
+    if (c->pieces != NULL)
+        for (Py_ssize_t i = 0; i < PC_N * PIECE_SLOTS; i++) {
+            Py_VISIT(c->pieces[i].key);
+            Py_VISIT(c->pieces[i].value);
+        }
+    if (c->pairs != NULL)
+        for (Py_ssize_t i = 0; i < PAIR_SLOTS; i++)
+            Py_VISIT(c->pairs[i]);
+    if (c->tasks != NULL)
+        for (Py_ssize_t i = 0; i < TASK_SLOTS; i++) {
+            TaskSlot *t = &c->tasks[i];
+            Py_VISIT(t->task); Py_VISIT(t->view); Py_VISIT(t->context); Py_VISIT(t->display); Py_VISIT(t->cpu);
+            Py_VISIT(t->actx);
+        }
+    if (c->classes != NULL)
+        for (Py_ssize_t i = 0; i < CLASS_SLOTS; i++) {
+            Py_VISIT(c->classes[i].name);
+            for (int j = 0; j < CS_N; j++)
+                Py_VISIT(c->classes[i].got[j]);
+        }
+    if (c->suffixes != NULL)
+        for (Py_ssize_t i = 0; i < SUFFIX_SLOTS; i++)
+            Py_VISIT(c->suffixes[i].suffix);
+    return 0;
+}
+
+/* The value of the piece at `p` (`n` ASCII bytes) in `dict` (borrowed: the table or the dict holds
+ * it), remembered for those bytes once found; NULL: not in the dict (or an error set). */
+static PyObject *capcache_piece(CapCache *c, int table, PyObject *dict, const char *p, Py_ssize_t n) {
+    PieceSlot *slot = &c->pieces[(Py_ssize_t)table * PIECE_SLOTS + (Py_ssize_t)(hash_bytes(p, n) & (PIECE_SLOTS - 1))];
+    PyObject *key = slot->key;
+    if (key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_DATA(key), p, (size_t)n) == 0) {
+        if (slot->value != NULL)
+            return slot->value;
+    } else {
+        key = ascii_str(p, n);
+        if (key == NULL)
+            return NULL;
+        Py_XSETREF(slot->key, key);
+        Py_CLEAR(slot->value);
+    }
+    PyObject *value = PyDict_GetItemWithError(dict, key);
+    if (value != NULL) {
+        Py_INCREF(value);
+        slot->value = value;
+    }
+    return value;
+}
+
+/* Remember `value` for the piece at `p` (`n` bytes) that `capcache_piece` was just asked for and did
+ * not find (a value the caller made for those bytes as the Python loop would). */
+static void capcache_piece_found(CapCache *c, int table, const char *p, Py_ssize_t n, PyObject *value) {
+    PieceSlot *slot = &c->pieces[(Py_ssize_t)table * PIECE_SLOTS + (Py_ssize_t)(hash_bytes(p, n) & (PIECE_SLOTS - 1))];
+    PyObject *key = slot->key;
+    if (key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_DATA(key), p, (size_t)n) == 0)
+        Py_XSETREF(slot->value, Py_NewRef(value));
+}
+
+static inline int same_str(PyObject *a, PyObject *b) {
+    if (a == b)
+        return 1;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(a);
+    return n == PyUnicode_GET_LENGTH(b) && PyUnicode_KIND(a) == PyUnicode_KIND(b) &&
+           memcmp(PyUnicode_DATA(a), PyUnicode_DATA(b), (size_t)(n * PyUnicode_KIND(a))) == 0;
+}
+
+/* The tuple `(a, b)` (a new reference): the one made lately for equal strs, else a new one kept. */
+static PyObject *capcache_pair(CapCache *c, PyObject *a, PyObject *b) {
+    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b))
+        return PyTuple_Pack(2, a, b);
+    Py_hash_t ha = PyObject_Hash(a), hb = PyObject_Hash(b);
+    if (ha == -1 || hb == -1)
+        return NULL;
+    PyObject **slot = &c->pairs[((size_t)ha * 1000003u ^ (size_t)hb) & (PAIR_SLOTS - 1)];
+    PyObject *pair = *slot;
+    if (pair != NULL && same_str(PyTuple_GET_ITEM(pair, 0), a) && same_str(PyTuple_GET_ITEM(pair, 1), b))
+        return Py_NewRef(pair);
+    pair = PyTuple_Pack(2, a, b);
+    if (pair == NULL)
+        return NULL;
+    Py_XSETREF(*slot, Py_NewRef(pair));
+    return pair;
+}
+
+/* Every task slot out of date (Python code may have changed what they remember). */
+static inline void capcache_forget(CapCache *c) {
+    c->gen++;
+}
+
+/* The slot of `task` (a str): what it remembers of the task, or a slot emptied for it; NULL: an error. */
+static TaskSlot *capcache_task(CapCache *c, PyObject *task) {
+    if (!PyUnicode_CheckExact(task)) {
+        PyErr_SetString(PyExc_TypeError, "a task is no str");
+        return NULL;
+    }
+    Py_hash_t h = PyObject_Hash(task);
+    if (h == -1)
+        return NULL;
+    TaskSlot *t = &c->tasks[(size_t)h & (TASK_SLOTS - 1)];
+    if (t->gen == c->gen && t->task != NULL && same_str(t->task, task))
+        return t;
+    t->gen = c->gen;
+    Py_XSETREF(t->task, Py_NewRef(task));
+    Py_CLEAR(t->view);
+    Py_CLEAR(t->context);
+    t->context_known = 0;
+    Py_CLEAR(t->display);
+    Py_CLEAR(t->cpu);
+    Py_CLEAR(t->actx);
+    t->actx_known = 0;
+    return t;
+}
+
+/* The slot of the class `name` (NULL: no str, none to keep, or an error set). */
+static ClassSlot *capcache_class(CapCache *c, PyObject *name) {
+    if (!PyUnicode_CheckExact(name))
+        return NULL;
+    Py_hash_t h = PyObject_Hash(name);
+    if (h == -1)
+        return NULL;
+    ClassSlot *cs = &c->classes[(size_t)h & (CLASS_SLOTS - 1)];
+    if (cs->gen == c->gen && cs->name != NULL && same_str(cs->name, name))
+        return cs;
+    cs->gen = c->gen;
+    Py_XSETREF(cs->name, Py_NewRef(name));
+    for (int j = 0; j < CS_N; j++)
+        Py_CLEAR(cs->got[j]);
+    cs->known = 0;
+    return cs;
+}
+
+/* `dict.get(key)` (borrowed; NULL: absent, or an error set), remembered as the slot's `what`
+ * (`cs` NULL: not remembered). */
+static PyObject *capcache_get(ClassSlot *cs, int what, PyObject *dict, PyObject *key) {
+    if (cs != NULL && (cs->known >> what) & 1u)
+        return cs->got[what];
+    PyObject *v = PyDict_GetItemWithError(dict, key);
+    if (v == NULL && PyErr_Occurred())
+        return NULL;
+    if (cs != NULL) {
+        Py_XSETREF(cs->got[what], Py_XNewRef(v));
+        cs->known |= 1u << what;
+    }
+    return v;
+}
+
+/* Whether `set` holds the tuple of the first items of `entries[i:n]` (lists) and then `last`:
+ * 1, 0, -1 error. */
+static int capcache_suffix_known(CapCache *c, PyObject *set, PyObject *entries, Py_ssize_t i, Py_ssize_t n,
+                                 PyObject *last) {
+    uint64_t h = 1469598103934665603ULL ^ (uint64_t)(n - i);
+    for (Py_ssize_t j = i; j < n; j++)
+        h = (h ^ (uint64_t)(uintptr_t)PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0)) * 1099511628211ULL;
+    h = (h ^ (uint64_t)(uintptr_t)last) * 1099511628211ULL;
+    SuffixSlot *slot = &c->suffixes[(h ^ (h >> 29)) & (SUFFIX_SLOTS - 1)];
+    PyObject *seen = slot->suffix;
+    if (seen != NULL && PyTuple_GET_SIZE(seen) == n - i + 1 && slot->set_size == PySet_GET_SIZE(set) &&
+        PyTuple_GET_ITEM(seen, n - i) == last) {
+        Py_ssize_t j = i;
+        while (j < n && PyTuple_GET_ITEM(seen, j - i) == PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0))
+            j++;
+        if (j == n)
+            return slot->known;
+    }
+    PyObject *suffix = PyTuple_New(n - i + 1);
+    if (suffix == NULL)
+        return -1;
+    for (Py_ssize_t j = i; j < n; j++)
+        PyTuple_SET_ITEM(suffix, j - i, Py_NewRef(PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0)));
+    PyTuple_SET_ITEM(suffix, n - i, Py_NewRef(last));
+    int known = PySet_Contains(set, suffix);
+    if (known < 0) {
+        Py_DECREF(suffix);
+        return -1;
+    }
+    Py_XSETREF(slot->suffix, suffix);
+    slot->set_size = PySet_GET_SIZE(set);
+    slot->known = known;
+    return known;
+}
+
+#endif

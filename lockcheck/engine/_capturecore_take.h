@@ -1,0 +1,571 @@
+/*
+ * A part of lockcheck/engine/_capturecore.c, which includes its parts in order (each uses what the
+ * parts before it define).  This one: the lock lines the filter applies: the annotator's `decide`
+ * and bookkeeping, an acquisition onto a cached chain (`take_acquire`), the release of the
+ * innermost lock (`take_release`), the contention tracepoints (`take_other`).
+ */
+#ifndef LOCKCHECK_CAPTURECORE_TAKE_H
+#define LOCKCHECK_CAPTURECORE_TAKE_H
+
+/* ---- the annotator's `decide` (fast_stages._Annotated.decide) --------------------------------- */
+
+typedef struct {
+    int check;
+    PyObject *origin;  /* borrowed, or NULL */
+    int use_state;
+    PyObject *ctx;     /* borrowed */
+} Verdict;
+
+/* 1 decided (*v set), 0 the Python loop's, -1 error */
+static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject *name, PyObject *mode, int trylock,
+                  Verdict *v) {
+    if (!self->a_capture)
+        return 0;
+    int trusted = self->a_trusted;
+    if (trusted && self->until_report)
+        return 0;
+    ClassSlot *cs = capcache_class(&self->cache, name);
+    if (cs == NULL && PyErr_Occurred())
+        return -1;
+    PyObject *ruled = capcache_get(cs, CS_RULED, self->ruled_of, name);
+    if (ruled == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    int check = 1;
+    v->origin = NULL;
+    int is_ruled = PyObject_IsTrue(ruled);
+    if (is_ruled < 0)
+        return -1;
+    if (is_ruled) {
+        PyObject *origin = capcache_get(cs, CS_ORIGIN, self->only_unchecked, name);
+        if (origin == NULL)
+            return PyErr_Occurred() ? -1 : 0; /* not known yet: Python works it out */
+        if (!PyUnicode_Check(origin) || PyUnicode_GET_LENGTH(origin) == 0)
+            return 0;
+        v->origin = origin;
+        check = 0;
+    }
+    PyObject *a_held = SLOT(view, self->view_off[V_A_HELD]);
+    if (a_held == NULL)
+        return 0;
+    if (a_held != Py_None && !PyList_CheckExact(a_held))
+        return 0;
+    PyObject *ctx;
+    TaskSlot *ts = self->cur;
+    if (ts != NULL && ts->actx_known) {
+        ctx = ts->actx;
+    } else {
+        ctx = PyDict_GetItemWithError(self->actx, task);
+        if (ctx == NULL && PyErr_Occurred())
+            return -1;
+        if (ts != NULL) {
+            ts->actx = Py_XNewRef(ctx);
+            ts->actx_known = 1;
+        }
+    }
+    if (ctx == NULL)
+        ctx = small_ints[0];
+    int use_state = self->index != Py_None && trusted;
+    Py_ssize_t n = a_held == Py_None ? 0 : PyList_GET_SIZE(a_held);
+    if (n && (check || !use_state)) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *entry = PyList_GET_ITEM(a_held, i);
+            if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 5)
+                return 0;
+            int same = eq(PyList_GET_ITEM(entry, 0), name);
+            if (same != 0)
+                return same < 0 ? -1 : 0;
+        }
+    }
+    if (use_state) {
+        if (check && !trylock) {
+            Py_ssize_t i = n;
+            while (i) {
+                int same = eq(PyList_GET_ITEM(PyList_GET_ITEM(a_held, i - 1), 3), ctx);
+                if (same < 0)
+                    return -1;
+                if (!same)
+                    break;
+                i--;
+            }
+            if (self->suffixes == Py_None)
+                return 0;
+            if (!PyAnySet_Check(self->suffixes))
+                return 0;
+            int known = capcache_suffix_known(&self->cache, self->suffixes, a_held, i, n, name);
+            if (known <= 0)
+                return known;
+        }
+    } else {
+        if (self->index != Py_None) {
+            int untrusted = PySequence_Contains(self->untrusted_from, self->file);
+            if (untrusted <= 0)
+                return untrusted;
+        }
+        int read = PyObject_IsTrue(mode);
+        if (read != 0)
+            return read < 0 ? -1 : 0; /* a read mode: Python's (the annotator's doubts) */
+    }
+    v->check = check;
+    v->use_state = use_state;
+    v->ctx = ctx;
+    return 1;
+}
+
+/* the annotator's `_acquire` for a verdict of `decide` (fast_stages._Annotated.acquire) */
+static int annotate_acquire(CaptureFilter *self, PyObject *view, PyObject *task, PyObject *name, PyObject *instance,
+                            PyObject *mode, int trylock, PyObject *cpu, const Verdict *v) {
+    if (cpu != Py_None) {
+        TaskSlot *ts = self->cur;
+        if (ts == NULL || ts->cpu != cpu) { /* (cpu[task] = cpu: nothing to do when it is that already) */
+            if (PyDict_SetItem(self->acpu, task, cpu) < 0)
+                return -1;
+            if (ts != NULL)
+                Py_XSETREF(ts->cpu, Py_NewRef(cpu));
+        }
+    }
+    /* (the annotator's counts of acquisitions by file and by source: kept here, added at `suspend`) */
+    self->tries_delta[0]++;
+    if (trylock)
+        self->tries_delta[1]++;
+    int source = S_RULE;
+    if (v->origin != NULL) {
+        PyObject *counted = PyDict_GetItemWithError(self->unchecked, name);
+        if (counted == NULL) {
+            if (PyErr_Occurred())
+                return -1;
+            counted = Py_BuildValue("[Oi]", v->origin, 1);
+            int r = counted == NULL ? -1 : PyDict_SetItem(self->unchecked, name, counted);
+            Py_XDECREF(counted);
+            if (r < 0)
+                return -1;
+        } else if (list_add(counted, 1, 1) < 0) {
+            return -1;
+        }
+    } else {
+        source = v->use_state ? S_STATE : S_NONE;
+    }
+    if (self->sources_delta[source]++ == 0)
+        self->sources_order[self->sources_seen++] = source;
+    PyObject *a_held = SLOT(view, self->view_off[V_A_HELD]);
+    if (a_held == Py_None) {
+        a_held = PyList_New(0);
+        if (a_held == NULL)
+            return -1;
+        slot_set(view, self->view_off[V_A_HELD], a_held);
+        int r = PyDict_SetItem(self->held_of, task, a_held);
+        Py_DECREF(a_held);
+        if (r < 0)
+            return -1;
+    }
+    PyObject *entry = PyList_New(5);
+    if (entry == NULL)
+        return -1;
+    PyObject *items[5] = {name, name, instance, v->ctx, mode};
+    for (int i = 0; i < 5; i++) {
+        Py_INCREF(items[i]);
+        PyList_SET_ITEM(entry, i, items[i]);
+    }
+    int r = PyList_Append(a_held, entry);
+    Py_DECREF(entry);
+    return r;
+}
+
+/* ---- one line ---------------------------------------------------------------------------- */
+
+/* The usage an acquisition marks (rules.acquire_usage with hardirqs_off False: the view's needs
+ * are its task's for its hardirqs-off state), or -1: not one the tables know. */
+static long acquire_usage(CaptureFilter *self, PyObject *needs, long read, int trylock, int check) {
+    if (read < 0 || read > 2)
+        return -1;
+    int i = (check ? 6 : 0) + (int)read * 2 + (trylock ? 1 : 0);
+    int index = self->usage_index[i];
+    if (index < 0)
+        return self->usage_const[i];
+    if (!PyList_CheckExact(needs) || index >= PyList_GET_SIZE(needs))
+        return -1;
+    long need = small_long(PyList_GET_ITEM(needs, index));
+    return need < 0 ? -1 : need;
+}
+
+/* the task's (the view's) irq context on top of its held stack: the top entry's, or -2 */
+static long top_context(CaptureFilter *self, PyObject *top) {
+    if (Py_TYPE(top) == self->held_type) {
+        PyObject *ctx = SLOT(top, self->held_off[HL_IRQ_CONTEXT]);
+        return ctx == NULL ? -2 : small_long(ctx);
+    }
+    return -2;
+}
+
+static PyObject *new_held(CaptureFilter *self, PyObject **fields) {
+    PyObject *hlock = self->held_type->tp_alloc(self->held_type, 0);
+    if (hlock == NULL)
+        return NULL;
+    for (int i = 0; i < HL_N; i++) {
+        Py_INCREF(fields[i]);
+        SLOT(hlock, self->held_off[i]) = fields[i];
+    }
+    return hlock;
+}
+
+/* `recent.add(pair)` (tasks.RecentLocks.add): a lock seen again moves to the end; a new one is
+ * added when that keeps within the limit, else (the oldest to forget) the method itself is asked */
+static int remember(CaptureFilter *self, PyObject *recent, PyObject *pair) {
+    if (Py_TYPE(recent) == self->recent_type) {
+        PyObject *locks = SLOT(recent, self->recent_off[R_LOCKS]), *limit = SLOT(recent, self->recent_off[R_LIMIT]);
+        if (locks != NULL && limit != NULL && Py_TYPE(locks) == &PyODict_Type) {
+            int seen = PyDict_Contains(locks, pair);
+            if (seen < 0)
+                return -1;
+            if (seen) {
+                PyObject *args[2] = {locks, pair};
+                PyObject *done = PyObject_Vectorcall(self->move_to_end, args, 2, NULL);
+                Py_XDECREF(done);
+                return done == NULL ? -1 : 0;
+            }
+            long most = small_long(limit);
+            if (most >= 0 && PyDict_GET_SIZE(locks) < most)
+                return PyObject_SetItem(locks, pair, Py_None);
+        }
+    }
+    PyObject *done = PyObject_CallMethodOneArg(recent, s_add, pair);
+    Py_XDECREF(done);
+    return done == NULL ? -1 : 0;
+}
+
+/* `read_policy(name, in_irq)` (a new reference): asked once per class and irq flag when the policy is
+ * ftrace_context.read_mode (a function of the two), else every time */
+static PyObject *read_mode(CaptureFilter *self, PyObject *name, int in_irq) {
+    PyObject *known = NULL;
+    if (self->read_pure) {
+        known = PyDict_GetItemWithError(self->read_memo, name);
+        if (known == NULL) {
+            if (PyErr_Occurred())
+                return NULL;
+            known = Py_BuildValue("[OO]", Py_None, Py_None);
+            int r = known == NULL ? -1 : PyDict_SetItem(self->read_memo, name, known);
+            Py_XDECREF(known);
+            if (r < 0)
+                return NULL;
+        }
+        PyObject *mode = PyList_GET_ITEM(known, in_irq);
+        if (mode != Py_None) {
+            Py_INCREF(mode);
+            return mode;
+        }
+    }
+    PyObject *mode = PyObject_CallFunctionObjArgs(self->read_policy, name, in_irq ? Py_True : Py_False, NULL);
+    if (mode != NULL && known != NULL) {
+        Py_INCREF(mode);
+        PyObject *old = PyList_GET_ITEM(known, in_irq);
+        PyList_SET_ITEM(known, in_irq, mode);
+        Py_DECREF(old);
+    }
+    return mode;
+}
+
+/* an acquisition (the Python loop's ACQUIRE branch): 1 applied, 0 passed on, -1 error */
+static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *fl,
+                        PyObject *body, PyObject *timestamp) {
+    PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
+    PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
+    PyObject *instance = PyTuple_GET_ITEM(body, B_INSTANCE);
+    PyObject *cpu = PyTuple_GET_ITEM(head, H_CPU);
+    if (!PyUnicode_Check(name) || PyUnicode_GET_LENGTH(name) == 0 || self->probe_known)
+        return 0;
+    if (PyDict_GET_SIZE(self->pending)) {
+        PyObject *waiting = PyDict_GetItemWithError(self->pending, PyTuple_GET_ITEM(head, H_CPU_TEXT));
+        if (waiting != NULL || PyErr_Occurred())
+            return waiting == NULL ? -1 : 0;  /* (pending's lists: present is there, the Python loop's) */
+    }
+    int trylock = PyObject_IsTrue(PyTuple_GET_ITEM(body, B_TRYLOCK));
+    int read = PyObject_IsTrue(PyTuple_GET_ITEM(body, B_READ));
+    if (trylock < 0 || read < 0)
+        return -1;
+    long code = small_long(PyTuple_GET_ITEM(fl, F_CODE));
+    if (code < 0)
+        return 0;
+    PyObject *mode;
+    if (read) {
+        mode = read_mode(self, name, code >= 4);
+        if (mode == NULL)
+            return -1;
+    } else {
+        mode = self->write_mode;
+        Py_INCREF(mode);
+    }
+    int r = 0;
+    PyObject *chain_key = NULL, *read_back = NULL, *hlock = NULL, *lineno = NULL, *key = NULL;
+    Verdict verdict = {1, NULL, 0, NULL};
+    int annotated = self->annotator != NULL;
+    if (annotated) {
+        r = decide(self, view, task, name, mode, trylock, &verdict);
+        if (r <= 0)
+            goto done;
+        r = 0;
+    }
+    int check = verdict.check;
+    /* _push_hit: everything asked before anything changes */
+    ClassSlot *cs = capcache_class(&self->cache, name);
+    if (cs == NULL && PyErr_Occurred()) {
+        r = -1;
+        goto done;
+    }
+    PyObject *node = capcache_get(cs, CS_NODE, self->nodes, name);
+    if (node == NULL || !PyDict_Check(node)) {
+        r = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    PyObject *held = SLOT(view, self->view_off[V_HELD]);
+    if (held == NULL || !PyList_CheckExact(held))
+        goto done;
+    Py_ssize_t depth = PyList_GET_SIZE(held);
+    if (depth >= self->fast_depth)
+        goto done;
+    long mode_value = small_long(mode);
+    long need = acquire_usage(self, SLOT(view, self->view_off[V_USAGE_NEED]), mode_value, trylock, check);
+    if (need < 0)
+        goto done;
+    PyObject *usage = capcache_get(cs, CS_USAGE, node, s_usage);
+    if (usage == NULL) {
+        r = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    long have = small_long(usage);
+    if (have < 0 || (need & ~have))
+        goto done;
+    PyObject *prev_key = SLOT(ctask, self->task_off[T_CHAIN_KEY]);
+    PyObject *irq_context = SLOT(view, self->view_off[V_IRQ_CONTEXT]);
+    PyObject *hardirqs_off = SLOT(view, self->view_off[V_HARDIRQS_OFF]);
+    PyObject *recent = SLOT(view, self->view_off[V_RECENT]);
+    if (prev_key == NULL || irq_context == NULL || hardirqs_off == NULL || recent == NULL)
+        goto done;
+    PyObject *start = prev_key;
+    if (depth) {
+        long top = top_context(self, PyList_GET_ITEM(held, depth - 1));
+        long ctx = small_long(irq_context);
+        if (top < 0 || top > 3 || ctx < 0 || ctx > 3)
+            goto done;
+        if (rules_separate(self->separate, top, ctx))
+            start = self->initial;
+    }
+    Py_hash_t hash = rules_hash3(self->hash_ok, start, name, mode);
+    if (hash == -1) {
+        r = -1;
+        goto done;
+    }
+    chain_key = PyLong_FromSsize_t(hash);
+    if (chain_key == NULL) {
+        r = -1;
+        goto done;
+    }
+    int validated = rules_validates(check ? self->validates_checked : self->validates_unchecked, trylock);
+    if (validated) {
+        int cached = PySet_Contains(self->chain_cache, chain_key);
+        if (cached <= 0) {
+            r = cached;
+            goto done;
+        }
+    }
+    /* -- from here on, applied ------------------------------------------------------------- */
+    r = -1;
+    self->ev_now++;
+    if (recent != Py_None) {
+        PyObject *pair = capcache_pair(&self->cache, name, instance);
+        int added = pair ? remember(self, recent, pair) : -1;
+        Py_XDECREF(pair);
+        if (added < 0)
+            goto done;
+        PyObject *last = PyLong_FromLongLong(self->ev_now);
+        if (last == NULL)
+            goto done;
+        int failed = 0;
+        if (Py_TYPE(recent) == self->recent_type)
+            Py_XSETREF(SLOT(recent, self->recent_off[R_LAST]), last); /* (RecentLocks.last, a slot) */
+        else {
+            failed = PyObject_SetAttr(recent, s_last, last) < 0;
+            Py_DECREF(last);
+        }
+        if (failed)
+            goto done;
+    }
+    lineno = PyLong_FromLongLong(self->lineno);
+    if (lineno == NULL)
+        goto done;
+    {
+        PyObject *parts[12] = {self->event_fn, task, name, instance, mode, trylock ? Py_True : Py_False,
+                               check ? Py_True : Py_False, timestamp, cpu, self->file, lineno,
+                               PyTuple_GET_ITEM(head, H_DISPLAY)};
+        read_back = later(parts);
+    }
+    if (read_back == NULL)
+        goto done;
+    {
+        PyObject *fields[HL_N] = {name, name, instance, small_ints[0], mode, trylock ? Py_True : Py_False,
+                                  check ? Py_True : Py_False, Py_None, irq_context, hardirqs_off, small_ints[0],
+                                  prev_key, Py_None, read_back};
+        hlock = new_held(self, fields);
+    }
+    if (hlock == NULL || PyList_Append(held, hlock) < 0)
+        goto done;
+    slot_set(ctask, self->task_off[T_CHAIN_KEY], chain_key);
+    if (validated)
+        self->hits_now++;
+    if (annotated && annotate_acquire(self, view, task, name, instance, mode, trylock, cpu, &verdict) < 0)
+        goto done;
+    /* the reader */
+    key = capcache_pair(&self->cache, task, instance);
+    if (key == NULL)
+        goto done;
+    PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
+    if (entry == NULL) {
+        if (PyErr_Occurred())
+            goto done;
+        entry = PyList_New(2);
+        if (entry == NULL)
+            goto done;
+        PyList_SET_ITEM(entry, 0, Py_NewRef(name));
+        PyList_SET_ITEM(entry, 1, Py_NewRef(small_ints[1]));
+        int failed = PyDict_SetItem(self->held_names, key, entry) < 0;
+        Py_DECREF(entry);
+        if (failed)
+            goto done;
+    } else {
+        if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 2) {
+            PyErr_SetString(PyExc_TypeError, "a held name entry is no list");
+            goto done;
+        }
+        Py_INCREF(name);
+        PyObject *old = PyList_GET_ITEM(entry, 0);
+        PyList_SET_ITEM(entry, 0, name);
+        Py_DECREF(old);
+        if (list_add(entry, 1, 1) < 0)
+            goto done;
+    }
+    self->acquisitions++;
+    r = 1;
+done:
+    Py_XDECREF(mode);
+    Py_XDECREF(chain_key);
+    Py_XDECREF(read_back);
+    Py_XDECREF(hlock);
+    Py_XDECREF(lineno);
+    Py_XDECREF(key);
+    return r;
+}
+
+/* a release (the Python loop's RELEASE branch, `_pop_innermost`): 1 applied, 0 passed on, -1 error */
+static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *body) {
+    PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
+    PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
+    PyObject *instance = PyTuple_GET_ITEM(body, B_INSTANCE);
+    PyObject *key = capcache_pair(&self->cache, task, instance);
+    if (key == NULL)
+        return -1;
+    int r = 0;
+    PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
+    if (entry == NULL || !PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 2) {
+        r = PyErr_Occurred() ? -1 : 0;
+        goto done;
+    }
+    int named = 0;
+    if (is_empty_str(name)) {
+        name = PyList_GET_ITEM(entry, 0);
+        named = 1;
+    }
+    PyObject *held = SLOT(view, self->view_off[V_HELD]);
+    if (held == NULL || !PyList_CheckExact(held) || PyList_GET_SIZE(held) == 0)
+        goto done;
+    PyObject *pins = SLOT(ctask, self->task_off[T_PINS]);
+    if (pins == NULL)
+        goto done;
+    int pinned = PyObject_IsTrue(pins);
+    if (pinned != 0) {
+        r = pinned < 0 ? -1 : 0;
+        goto done;
+    }
+    Py_ssize_t depth = PyList_GET_SIZE(held);
+    PyObject *top = PyList_GET_ITEM(held, depth - 1);
+    if (Py_TYPE(top) != self->held_type)
+        goto done;
+    PyObject *t_instance = SLOT(top, self->held_off[HL_INSTANCE]), *t_lock = SLOT(top, self->held_off[HL_LOCK]),
+             *t_refs = SLOT(top, self->held_off[HL_REFERENCES]),
+             *t_prev = SLOT(top, self->held_off[HL_PREV_CHAIN_KEY]);
+    if (t_instance == NULL || t_lock == NULL || t_refs == NULL || t_prev == NULL)
+        goto done;
+    int same = eq(t_instance, instance);
+    if (same > 0)
+        same = eq(t_lock, name);
+    if (same <= 0) {
+        r = same;
+        goto done;
+    }
+    int refs = PyObject_IsTrue(t_refs);
+    if (refs != 0) {
+        r = refs < 0 ? -1 : 0;
+        goto done;
+    }
+    PyObject *a_held = NULL;
+    if (self->annotator != NULL) {
+        a_held = SLOT(view, self->view_off[V_A_HELD]);
+        if (a_held == NULL || !PyList_CheckExact(a_held) || PyList_GET_SIZE(a_held) == 0)
+            goto done;
+        PyObject *a_top = PyList_GET_ITEM(a_held, PyList_GET_SIZE(a_held) - 1);
+        if (!PyList_CheckExact(a_top) || PyList_GET_SIZE(a_top) < 5)
+            goto done;
+        same = eq(PyList_GET_ITEM(a_top, 1), name);
+        if (same > 0)
+            same = eq(PyList_GET_ITEM(a_top, 2), instance);
+        if (same <= 0) {
+            r = same;
+            goto done;
+        }
+        if (PyList_GET_SIZE(a_top) > 5) {
+            int marked = PyObject_IsTrue(PyList_GET_ITEM(a_top, 5));
+            if (marked != 0) {
+                r = marked < 0 ? -1 : 0;
+                goto done;
+            }
+        }
+    }
+    long count = small_long(PyList_GET_ITEM(entry, 1));
+    if (count < 0 || (count <= 1 && PyList_GET_SIZE(entry) > 2))
+        goto done; /* a lock known by its map too (by_map): the Python loop's */
+    /* -- applied -------------------------------------------------------------------------- */
+    r = -1;
+    self->ev_now++;
+    slot_set(ctask, self->task_off[T_CHAIN_KEY], t_prev);
+    list_drop_last(held);
+    if (a_held != NULL)
+        list_drop_last(a_held);
+    if (named)
+        self->resolved++;
+    if (count > 1) {
+        if (list_add(entry, 1, -1) < 0)
+            goto done;
+    } else if (PyDict_DelItem(self->held_names, key) < 0) {
+        goto done;
+    }
+    r = 1;
+done:
+    Py_DECREF(key);
+    return r;
+}
+
+/* `lock_contended` / `lock_acquired`: the checker only counts them */
+static int take_other(CaptureFilter *self, PyObject *head, PyObject *body) {
+    PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
+    if (is_empty_str(name)) {
+        PyObject *key = capcache_pair(&self->cache, PyTuple_GET_ITEM(head, H_TASK), PyTuple_GET_ITEM(body, B_INSTANCE));
+        if (key == NULL)
+            return -1;
+        PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
+        Py_DECREF(key);
+        if (entry == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        self->resolved++;
+    }
+    self->ev_now++;
+    return 1;
+}
+
+#endif
