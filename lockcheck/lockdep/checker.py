@@ -528,10 +528,12 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
             return False
         if not self.irq.check_irq_usage(task, prev, nxt, ev):
             return False
-        held = prev.held_evidence
+        held = getattr(prev, "held_evidence", None)  # (jobs.merge passes held locks of its own)
         if held is None or held.task != task.name:  # (a task's name may change while it holds a lock)
             pev = prev.event
-            held = prev.held_evidence = Evidence(pev.file, pev.line, task.name, pev.at, pev.ts)
+            held = Evidence(pev.file, pev.line, task.name, pev.at, pev.ts)
+            if isinstance(prev, HeldLock):
+                prev.held_evidence = held
         self.graph.add_dependency(
             prev.cls, nxt.cls, dep, Evidence(ev.file, ev.line, task.name, ev.at, ev.ts), distance, held=held,
         )
