@@ -24,6 +24,7 @@ The checker never prints: `feed()` returns the new findings of one event.
 from __future__ import annotations
 
 from operator import attrgetter
+from sys import intern
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional, Sequence
 
@@ -388,7 +389,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
         """
         if sync:
             hardirqs_off = rules.mark_usage_hardirqs_off(hardirqs_off, sync)
-        cls = rules.hlock_class(lock, subclass)
+        # one string per class: the graph's dicts key each dependency by its locks' names (else a copy each)
+        cls = intern(rules.hlock_class(lock, subclass))
         if cls not in self._classes:
             self.graph.add_class(cls)
             if lock in self.class_props:
