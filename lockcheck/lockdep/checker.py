@@ -536,9 +536,11 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
             held = Evidence(pev.file, pev.line, task.name, pev.at, pev.ts)
             if isinstance(prev, HeldLock):
                 prev.held_evidence = held
-        self.graph.add_dependency(
-            prev.cls, nxt.cls, dep, Evidence(ev.file, ev.line, task.name, ev.at, ev.ts), distance, held=held,
-        )
+        evidence = Evidence(ev.file, ev.line, task.name, ev.at, ev.ts)
+        if attrs is None:  # (looked up above: new, between known classes)
+            self.graph.add_new_dependency(prev.cls, nxt.cls, dep, evidence, distance, held)
+            return True
+        self.graph.add_dependency(prev.cls, nxt.cls, dep, evidence, distance, held=held)
         return True
 
     # -- reports ---------------------------------------------------------

@@ -267,6 +267,22 @@ class DepGraph(TopologicalOrder):
             self._spread_irq_reach(next, self._irq_reach[prev])
         return True
 
+    def add_new_dependency(self, prev: str, next: str, dep: int, evidence: Evidence, distance: int,
+                           held: Evidence) -> None:
+        """`add_dependency` of an edge the caller knows is new, between two known classes
+        (`Checker.check_prev_add` has just looked): the same edge, without looking again."""
+        if self.evidence_hook is not None:
+            evidence = self.evidence_hook(evidence)
+        data = {"dep": dep, "distance": distance, "evidence": evidence, "held": held}
+        self._succ[prev][next] = data
+        self._pred[next][prev] = data
+        self._edges += 1
+        if self._nx is not None:
+            self._changed()
+        self._order_edge(prev, next)
+        if self._irq_reach is not None and self._irq_reach[prev]:
+            self._spread_irq_reach(next, self._irq_reach[prev])
+
     def _add_edge(self, prev: str, next: str, data: dict) -> None:
         """networkx's add_edge(prev, next, **data) of a new edge between two known classes."""
         self._succ[prev][next] = data

@@ -16,11 +16,6 @@ _FIRST_BUDGET = 8
 _START, _END = float("-inf"), float("inf")
 
 
-def _only_self(adjacent: dict, node: str) -> bool:
-    """Whether a class's successors (or predecessors) are none but itself (a self-loop is no order)."""
-    return not adjacent or (len(adjacent) == 1 and node in adjacent)
-
-
 class TopologicalOrder:
     """The order half of `DepGraph` (it reads the graph's adjacency and keeps `_ord`, `_at`)."""
 
@@ -96,10 +91,11 @@ class TopologicalOrder:
         if lower > upper:
             return
         succ, pred = self._succ, self._pred
-        if _only_self(pred[u], u):
+        before, after = pred[u], succ[v]  # (a self-loop is no order)
+        if not before or (len(before) == 1 and u in before):
             self._place_first(u)
             return
-        if _only_self(succ[v], v):
+        if not after or (len(after) == 1 and v in after):
             self._hi += _GAP
             self._move(v, self._hi)
             return
