@@ -166,7 +166,7 @@ class TopologicalOrder:
         order, at = self._ord, self._at
         if self._hi - self._lo == (len(order) - 1) * _GAP:
             return False  # evenly spaced: no gap can be wider
-        ranked = sorted(order, key=order.__getitem__)
+        ranked = [at[position] for position in sorted(at)]  # (ints sort without a key: ~2x faster)
         at.clear()
         for position, name in enumerate(ranked):
             order[name] = position * _GAP
