@@ -205,3 +205,37 @@ def test_a_class_moved_between_two_packed_ones_moves_alone(monkeypatch) -> None:
     assert [name for name in after if name != "Y"] == [name for name in before if name != "Y"]
     assert order["X"] < order["Y"] < order["V"]
     assert all(order[a] < order[b] for a, b in graph.nx.edges)
+
+
+@pytest.mark.parametrize("gap", [1, 2, 1 << 20])
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(insertions=st.lists(st.tuples(st.sampled_from(MANY), st.sampled_from(MANY), st.sampled_from("aaqe")),
+                           min_size=10, max_size=120))
+def test_a_side_may_reach_completed_is_moved_without_searching_again(monkeypatch, gap, insertions) -> None:
+    """check_noncircular asks `may_reach(v, u)` before `u -> v` is added; the side it completed is
+    what `_order_edge` moves.  Held to networkx: a valid order with distinct positions, the same
+    answer as `has_path`, and a stale side never used (`q`: a question not followed by its edge,
+    the irq check refused it; `e`: an edge added without a question, as a merge does)."""
+    monkeypatch.setattr(graph_module, "_GAP", gap)
+    monkeypatch.setattr(graph_module, "_FIRST_BUDGET", 2)
+    graph = DepGraph()
+    for name in MANY:
+        graph.add_class(name)
+    graph.topological_order()
+    for u, v, how in insertions:
+        if u == v:
+            continue
+        if how != "e":
+            reach = graph.may_reach(v, u)
+            if not reach:
+                assert not nx.has_path(graph.nx, v, u)
+            if how == "q" or reach:
+                continue
+        elif nx.has_path(graph.nx, v, u):
+            continue
+        graph.add_dependency(u, v, DEP_EN, EV)
+        order = graph.topological_order()
+        assert order is not None
+        assert graph._at == {position: name for name, position in order.items()}
+        for a, b in graph.nx.edges:
+            assert order[a] < order[b], (a, b)

@@ -24,6 +24,7 @@ The checker never prints: `feed()` returns the new findings of one event.
 from __future__ import annotations
 
 from operator import attrgetter
+from sys import intern
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator, Optional, Sequence
 
@@ -388,7 +389,8 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
         """
         if sync:
             hardirqs_off = rules.mark_usage_hardirqs_off(hardirqs_off, sync)
-        cls = rules.hlock_class(lock, subclass)
+        # one string per class: the graph's dicts key each dependency by its locks' names (else a copy each)
+        cls = intern(rules.hlock_class(lock, subclass))
         if cls not in self._classes:
             self.graph.add_class(cls)
             if lock in self.class_props:
@@ -528,11 +530,17 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
             return False
         if not self.irq.check_irq_usage(task, prev, nxt, ev):
             return False
-        pev = prev.event
-        self.graph.add_dependency(
-            prev.cls, nxt.cls, dep, Evidence(ev.file, ev.line, task.name, ev.at, ev.ts), distance,
-            held=Evidence(pev.file, pev.line, task.name, pev.at, pev.ts),
-        )
+        held = getattr(prev, "held_evidence", None)  # (jobs.merge passes held locks of its own)
+        if held is None or held.task != task.name:  # (a task's name may change while it holds a lock)
+            pev = prev.event
+            held = Evidence(pev.file, pev.line, task.name, pev.at, pev.ts)
+            if isinstance(prev, HeldLock):
+                prev.held_evidence = held
+        evidence = Evidence(ev.file, ev.line, task.name, ev.at, ev.ts)
+        if attrs is None:  # (looked up above: new, between known classes)
+            self.graph.add_new_dependency(prev.cls, nxt.cls, dep, evidence, distance, held)
+            return True
+        self.graph.add_dependency(prev.cls, nxt.cls, dep, evidence, distance, held=held)
         return True
 
     # -- reports ---------------------------------------------------------

@@ -9,7 +9,6 @@ from collections import deque
 from typing import Optional
 
 from lockcheck.lockdep.graph import DEP_E_MASK, DEP_N_MASK
-from lockcheck.lockdep.topo_order import _only_self
 from lockcheck.lockdep.tasks import HeldLock
 
 
@@ -38,7 +37,8 @@ class CircularSearch:
         if direct is not None:
             return _direct_match(src, direct, tcls, exclusive_target)
         # a path into the target needs a dependency into it; one out of the source, one out of it
-        if _only_self(self.graph._pred[tcls], tcls) or _only_self(succ[scls], scls):
+        into, out = self.graph._pred[tcls], succ[scls]  # (a self-loop leads nowhere)
+        if not into or not out or (len(into) == 1 and tcls in into) or (len(out) == 1 and scls in out):
             return None
         root = BfsEntry(scls, None, src.read == 2, 0, None)
         order = self.graph.topological_order()

@@ -104,6 +104,11 @@ class DepGraph(TopologicalOrder):
         #: position -> class, for every position in `_ord` (positions are distinct)
         self._at: dict = {}
         self._cyclic = False
+        #: edges added so far (`_add_edge`), and the side of a search `may_reach` completed
+        #: without finding a path: (src, dst, edges then, forward?, classes), reused by the
+        #: `_order_edge(dst, src)` of the dependency check_noncircular cleared (`topo_order`)
+        self._edges = 0
+        self._probe: Optional[tuple] = None
         #: the lowest and highest positions in `_ord` (positions need not be 0..n-1: a class
         #: that nothing leads to can always go first, one that leads nowhere last)
         self._lo = 0
@@ -262,10 +267,27 @@ class DepGraph(TopologicalOrder):
             self._spread_irq_reach(next, self._irq_reach[prev])
         return True
 
+    def add_new_dependency(self, prev: str, next: str, dep: int, evidence: Evidence, distance: int,
+                           held: Evidence) -> None:
+        """`add_dependency` of an edge the caller knows is new, between two known classes
+        (`Checker.check_prev_add` has just looked): the same edge, without looking again."""
+        if self.evidence_hook is not None:
+            evidence = self.evidence_hook(evidence)
+        data = {"dep": dep, "distance": distance, "evidence": evidence, "held": held}
+        self._succ[prev][next] = data
+        self._pred[next][prev] = data
+        self._edges += 1
+        if self._nx is not None:
+            self._changed()
+        self._order_edge(prev, next)
+        if self._irq_reach is not None and self._irq_reach[prev]:
+            self._spread_irq_reach(next, self._irq_reach[prev])
+
     def _add_edge(self, prev: str, next: str, data: dict) -> None:
         """networkx's add_edge(prev, next, **data) of a new edge between two known classes."""
         self._succ[prev][next] = data
         self._pred[next][prev] = data
+        self._edges += 1
         self._changed()
 
     # -- reachability pruning -------------------------------------------
@@ -274,6 +296,7 @@ class DepGraph(TopologicalOrder):
         self._ord = None
         self._at = {}
         self._cyclic = False
+        self._probe = None
         self._irq_reach = None
         self.irq_safe_classes = sum(1 for data in self._node.values() if (data.get("usage") or 0) & _USED_IN_MASK)
 

@@ -27,7 +27,7 @@ class HeldLock:
 
     __slots__ = (
         "cls", "lock", "instance", "subclass", "read", "trylock", "check", "nest",
-        "irq_context", "hardirqs_off", "references", "prev_chain_key", "_event", "_source",
+        "irq_context", "hardirqs_off", "references", "prev_chain_key", "_event", "_source", "held_evidence",
     )
 
     def __init__(self, cls: str, lock: str, instance: Optional[str], subclass: int, read: int,
@@ -47,6 +47,9 @@ class HeldLock:
         self.prev_chain_key = INITIAL_CHAIN_KEY
         self._event = event
         self._source: Optional[Callable[[], Event]] = None
+        #: the `held` evidence of the dependencies taken under this hold (`Checker.check_prev_add`):
+        #: one object for all of them, not one each (a lock that nests ten others: ten dependencies)
+        self.held_evidence: Optional[Evidence] = None
 
     @classmethod
     def deferred(cls, source: Callable[[], Event], *fields: Any) -> "HeldLock":

@@ -16,11 +16,6 @@ _FIRST_BUDGET = 8
 _START, _END = float("-inf"), float("inf")
 
 
-def _only_self(adjacent: dict, node: str) -> bool:
-    """Whether a class's successors (or predecessors) are none but itself (a self-loop is no order)."""
-    return not adjacent or (len(adjacent) == 1 and node in adjacent)
-
-
 class TopologicalOrder:
     """The order half of `DepGraph` (it reads the graph's adjacency and keeps `_ord`, `_at`)."""
 
@@ -82,6 +77,7 @@ class TopologicalOrder:
         side) are both sides completed and moved into the positions they held
         (Pearce-Kelly).
         """
+        probe, self._probe = self._probe, None
         order = self._ord
         if order is None or self._cyclic:
             return
@@ -95,15 +91,30 @@ class TopologicalOrder:
         if lower > upper:
             return
         succ, pred = self._succ, self._pred
-        if _only_self(pred[u], u):
+        before, after = pred[u], succ[v]  # (a self-loop is no order)
+        if not before or (len(before) == 1 and u in before):
             self._place_first(u)
             return
-        if _only_self(succ[v], v):
+        if not after or (len(after) == 1 and v in after):
             self._hi += _GAP
             self._move(v, self._hi)
             return
-        budget = _FIRST_BUDGET
         forward = backward = None
+        if probe is not None and probe[0] == v and probe[1] == u and probe[2] == self._edges - 1:
+            # `may_reach(v, u)` completed one side of this very search just before the edge was
+            # added (check_noncircular), and the only change since is the edge itself, which
+            # neither side contains: moved as it is, the search is not run a second time
+            if probe[3]:
+                forward = probe[4]
+                if self._fit(forward, succ, above=order[u]) or (
+                        self._spread() and self._fit(forward, succ, above=order[u])):
+                    return
+            else:
+                backward = probe[4]
+                if self._fit(backward, pred, below=order[v]) or (
+                        self._spread() and self._fit(backward, pred, below=order[v])):
+                    return
+        budget = _FIRST_BUDGET
         while forward is None and backward is None:
             lower = order[v]  # (positions change when `_spread` renumbers them)
             backward = _region(u, pred, order, lower, _END, budget)
@@ -155,7 +166,7 @@ class TopologicalOrder:
         order, at = self._ord, self._at
         if self._hi - self._lo == (len(order) - 1) * _GAP:
             return False  # evenly spaced: no gap can be wider
-        ranked = sorted(order, key=order.__getitem__)
+        ranked = [at[position] for position in sorted(at)]  # (ints sort without a key: ~2x faster)
         at.clear()
         for position, name in enumerate(ranked):
             order[name] = position * _GAP
@@ -218,12 +229,21 @@ class TopologicalOrder:
         succ, pred = self._succ, self._pred
         budget = _FIRST_BUDGET
         while True:
-            forward = _region(src, succ, order, _START, hi, budget)
-            if forward is not None:
-                return dst in forward
+            # backward first, as `_order_edge` tries them: which side it moves decides how the
+            # order's gaps fill up (forward first: 5x the renumberings on `dense`)
             backward = _region(dst, pred, order, lo, _END, budget)
             if backward is not None:
-                return src in backward
+                if src in backward:
+                    return True
+                # the side `_order_edge(dst, src)` moves when the dependency is added next
+                self._probe = (src, dst, self._edges, False, backward)
+                return False
+            forward = _region(src, succ, order, _START, hi, budget)
+            if forward is not None:
+                if dst in forward:
+                    return True
+                self._probe = (src, dst, self._edges, True, forward)
+                return False
             budget *= 4
 
 
