@@ -27,10 +27,10 @@ static const char *ev_names[EV_N] = {"task", "op", "lock", "instance", "mode", "
 static Py_ssize_t ev_off[EV_N];
 
 enum { HL_CLS, HL_LOCK, HL_INSTANCE, HL_SUBCLASS, HL_READ, HL_TRYLOCK, HL_CHECK, HL_NEST, HL_IRQ,
-       HL_HARDIRQS_OFF, HL_REFERENCES, HL_PREV_KEY, HL_EVENT, HL_SOURCE, HL_N };
+       HL_HARDIRQS_OFF, HL_REFERENCES, HL_PREV_KEY, HL_EVENT, HL_SOURCE, HL_HELD_EVIDENCE, HL_N };
 static const char *hl_names[HL_N] = {"cls", "lock", "instance", "subclass", "read", "trylock", "check", "nest",
                                      "irq_context", "hardirqs_off", "references", "prev_chain_key", "_event",
-                                     "_source"};
+                                     "_source", "held_evidence"};
 static Py_ssize_t hl_off[HL_N];
 
 enum { TS_NAME, TS_HELD, TS_CHAIN_KEY, TS_HARDIRQ_DEPTH, TS_SOFTIRQ_DEPTH, TS_HARDIRQS_ENABLED,

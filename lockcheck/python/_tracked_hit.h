@@ -270,12 +270,15 @@ record_acquire_ci(PyObject *cls, PyObject *inst, int read, PyObject *rec, PyObje
     PyObject *file = PyTuple_GET_ITEM(site, 0), *line = PyTuple_GET_ITEM(site, 1),
              *at = PyTuple_GET_ITEM(site, 2);
     PyObject *try_ = trylock ? Py_True : Py_False;
-    PyObject *evf[EV_N] = {task, op_acquire, cls, inst, mode, try_, sub, Py_None, check, at,
+    PyObject *evf[] = {task, op_acquire, cls, inst, mode, try_, sub, Py_None, check, at,
                            Py_None, Py_None, file, line, comm, Py_False, Py_None};
+    _Static_assert(sizeof evf / sizeof *evf == EV_N, "a value for every Event slot the core fills");
     for (int i = 0; i < EV_N; i++)
         SLOT(ev, ev_off[i]) = Py_NewRef(evf[i]);
-    PyObject *hlf[HL_N] = {clsname, cls, inst, sub, mode, try_, Py_True, Py_None, irq,
-                           hardirqs_off ? Py_True : Py_False, small_zero, chain_key, ev, Py_None};
+    PyObject *hlf[] = {clsname, cls, inst, sub, mode, try_, Py_True, Py_None, irq,
+                           hardirqs_off ? Py_True : Py_False, small_zero, chain_key, ev, Py_None,
+                           Py_None /* held_evidence: made by the checker's first dependency under it */};
+    _Static_assert(sizeof hlf / sizeof *hlf == HL_N, "a value for every HeldLock slot the core fills");
     for (int i = 0; i < HL_N; i++)
         SLOT(hl, hl_off[i]) = Py_NewRef(hlf[i]);
     Py_DECREF(irq);

@@ -29,7 +29,7 @@ def print_recorded(rec, chain_keys=False):
     rec.render(out)
     graph = rec.checker.graph.nx
     deps = sorted(
-        (src, dst, attrs.get("dep"), attrs.get("distance"), repr(attrs.get("evidence")))
+        (src, dst, attrs.get("dep"), attrs.get("distance"), repr(attrs.get("evidence")), repr(attrs.get("held")))
         for src, dst, attrs in graph.edges(data=True)
     )
     usage = sorted((cls, data.get("usage")) for cls, data in graph.nodes(data=True))

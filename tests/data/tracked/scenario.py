@@ -93,6 +93,18 @@ def workload():
     # released by another thread (the signal pattern)
     b.acquire()
     in_thread(b.release)
+    # a hold's object used again for the next hold (the compiled core keeps popped ones): the
+    # dependency taken under the second hold says where that hold began, not the first
+    p, q, r = threading.Lock(), threading.Lock(), threading.Lock()
+    for _ in range(2):
+        with q:
+            pass
+    with p:
+        with r:
+            pass
+    with q:
+        with r:
+            pass
     # a thread that ends holding an RLock, then the RLock taken (held-at-exit)
     leftover = threading.RLock()
     in_thread(leftover.acquire)
