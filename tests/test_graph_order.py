@@ -239,3 +239,34 @@ def test_a_side_may_reach_completed_is_moved_without_searching_again(monkeypatch
         assert graph._at == {position: name for name, position in order.items()}
         for a, b in graph.nx.edges:
             assert order[a] < order[b], (a, b)
+
+
+def test_an_edge_may_reach_cleared_is_ordered_without_a_second_search(monkeypatch) -> None:
+    """The side `may_reach(v, u)` completed is the side `_order_edge(u, v)` moves: adding the
+    edge right after runs no search of its own unless the gap had to be renumbered first."""
+    import random
+
+    searches, spreads = [], []
+    region, spread = graph_module._region, graph_module.TopologicalOrder._spread
+    monkeypatch.setattr(graph_module, "_region", lambda *a: searches.append(a[0]) or region(*a))
+    monkeypatch.setattr(graph_module.TopologicalOrder, "_spread", lambda self: spreads.append(1) or spread(self))
+    graph = DepGraph()
+    names = [f"c{i}" for i in range(60)]
+    for name in names:
+        graph.add_class(name)
+    graph.topological_order()
+    rng = random.Random(3)
+    moved_as_searched = 0
+    for _ in range(600):
+        u, v = rng.sample(names, 2)
+        searches.clear()
+        if graph.may_reach(v, u):
+            continue
+        searched = bool(searches)
+        searches.clear()
+        spreads.clear()
+        graph.add_dependency(u, v, DEP_EN, EV)
+        if searched and not spreads:
+            assert searches == [], (u, v)
+            moved_as_searched += 1
+    assert moved_as_searched > 50

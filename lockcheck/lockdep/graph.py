@@ -104,7 +104,7 @@ class DepGraph(TopologicalOrder):
         #: position -> class, for every position in `_ord` (positions are distinct)
         self._at: dict = {}
         self._cyclic = False
-        #: edges added so far (`_add_edge`), and the side of a search `may_reach` completed
+        #: edges added so far (`_insert_new`), and the side of a search `may_reach` completed
         #: without finding a path: (src, dst, edges then, forward?, classes), reused by the
         #: `_order_edge(dst, src)` of the dependency check_noncircular cleared (`topo_order`)
         self._edges = 0
@@ -261,10 +261,7 @@ class DepGraph(TopologicalOrder):
             data["held"] = held
         if origin is not None:
             data["origin"] = origin
-        self._add_edge(prev, next, data)
-        self._order_edge(prev, next)
-        if self._irq_reach is not None and self._irq_reach[prev]:
-            self._spread_irq_reach(next, self._irq_reach[prev])
+        self._insert_new(prev, next, data)
         return True
 
     def add_new_dependency(self, prev: str, next: str, dep: int, evidence: Evidence, distance: int,
@@ -273,22 +270,19 @@ class DepGraph(TopologicalOrder):
         (`Checker.check_prev_add` has just looked): the same edge, without looking again."""
         if self.evidence_hook is not None:
             evidence = self.evidence_hook(evidence)
-        data = {"dep": dep, "distance": distance, "evidence": evidence, "held": held}
-        self._succ[prev][next] = data
-        self._pred[next][prev] = data
-        self._edges += 1
-        if self._nx is not None:
-            self._changed()
-        self._order_edge(prev, next)
-        if self._irq_reach is not None and self._irq_reach[prev]:
-            self._spread_irq_reach(next, self._irq_reach[prev])
+        self._insert_new(prev, next, {"dep": dep, "distance": distance, "evidence": evidence, "held": held})
 
-    def _add_edge(self, prev: str, next: str, data: dict) -> None:
-        """networkx's add_edge(prev, next, **data) of a new edge between two known classes."""
+    def _insert_new(self, prev: str, next: str, data: dict) -> None:
+        """A new edge between two known classes, as networkx's add_edge(prev, next, **data) would
+        store it, and what every new dependency brings: its place in the topological order and
+        the irq-safe reach it passes on.  The one way an edge is added (a dependency, a merge)."""
         self._succ[prev][next] = data
         self._pred[next][prev] = data
         self._edges += 1
         self._changed()
+        self._order_edge(prev, next)
+        if self._irq_reach is not None and self._irq_reach[prev]:
+            self._spread_irq_reach(next, self._irq_reach[prev])
 
     # -- reachability pruning -------------------------------------------
     def invalidate_order(self) -> None:
@@ -355,10 +349,7 @@ class DepGraph(TopologicalOrder):
             copy = dict(data)
             if origin is not None and "origin" not in copy:
                 copy["origin"] = origin
-            self._add_edge(prev, next, copy)
-            self._order_edge(prev, next)
-            if self._irq_reach is not None and self._irq_reach[prev]:
-                self._spread_irq_reach(next, self._irq_reach[prev])
+            self._insert_new(prev, next, copy)
             return
         attrs["dep"] |= data["dep"]
         attrs["distance"] = min(attrs.get("distance", 1), data.get("distance", 1))
