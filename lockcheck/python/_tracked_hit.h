@@ -30,7 +30,8 @@ new_obj(PyTypeObject *tp, PyObject **list, int *n)
     return tp->tp_alloc(tp, 0);
 }
 
-/* clear the slots of `o` (their values are str, int, bool, None, tuples and an Event: releasing
+/* clear the slots of `o` (their values are str, int, bool, None, tuples, an Event and the
+ * checker's held Evidence, which holds only str, int and float: releasing
  * them runs no Python code) and keep it; `o`'s reference is taken */
 static void
 recycle(PyObject *o, const Py_ssize_t *off, int nslots, PyObject **list, int *n)
