@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from lockcheck.lockdep import checker as checker_module
+from lockcheck.lockdep import trace_runs
 from lockcheck.lockdep import findings as F
 from lockcheck.lockdep.checker import Checker
 from lockcheck.commands.cli import main
@@ -109,7 +109,7 @@ def test_findings_after_forgetting_cite_the_same_task_state():
 
 
 def capture_json(boot: str, monkeypatch, idle: int) -> dict:
-    monkeypatch.setattr(checker_module, "IDLE_EVENTS", idle)
+    monkeypatch.setattr(trace_runs, "IDLE_EVENTS", idle)
     out, err = io.StringIO(), io.StringIO()
     status = main(["check", "--format", "json", "--no-progress", "--no-config",
                    str(CAPTURES / boot / "trace.ftrace.xz")], stdout=out, stderr=err)

@@ -529,9 +529,9 @@ def test_a_capture_is_checked_in_one_process_and_its_idle_tasks_forget_alike(mon
     """A capture's reader and annotator follow every task (docs/cli.md says why it is not split):
     `--jobs 2` checks it in one process, with the reason, and gives what `--jobs 1` gives -- here
     with its idle tasks forgetting their recent locks after 64 events, so that forgetting runs."""
-    from lockcheck.lockdep import checker as checker_module
+    from lockcheck.lockdep import trace_runs
 
-    monkeypatch.setattr(checker_module, "IDLE_EVENTS", 64)
+    monkeypatch.setattr(trace_runs, "IDLE_EVENTS", 64)
     capture = ROOT / "tests" / "data" / "kernel-6.1" / "clean" / "trace.ftrace.xz"
     session = _same([str(capture)], monkeypatch, pure_too=False)
     assert session.parallel_fallback is not None and "annotations apply" in session.parallel_fallback
