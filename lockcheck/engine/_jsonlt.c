@@ -42,6 +42,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *lines;      /* the source iterator */
     PyObject *slow;       /* callable(line: str, lineno: int) -> str | None */
+    PyObject *reject;     /* callable(item) for a block source.Lines did not check that is not plain, or NULL */
     long long lineno;     /* lines translated so far */
     PyObject *out;        /* list: items ready to yield */
     Py_ssize_t out_pos;
@@ -171,12 +172,13 @@ static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *
     return r;
 }
 
-/* A block of whole ASCII lines joined by `\n` (each perhaps with the `\r` of a `\r\n`): its bytes classified
- * once (_jsonlt_fast.h), each clean line read from its masks by fast_line, and what that does not take
- * read by the general reader (one_line). */
-static int translate_block(Translator *self, PyObject *block) {
-    const char *base = PyBytes_AS_STRING(block);
-    Py_ssize_t size = PyBytes_GET_SIZE(block);
+/* A block of whole lines joined by `\n` (each perhaps with the `\r` of a `\r\n`), `size` bytes at `base`:
+ * its bytes classified once (_jsonlt_fast.h), each clean line read from its masks by fast_line, and what
+ * that does not take read by the general reader (one_line).  `unchecked`: source.Lines did not look at
+ * its bytes (a `(bytes, start, stop)` item): one that is not all ASCII or holds a NUL is given back
+ * whole, before any of its lines is read (2: Translator.reject), for source.Lines to decode and name
+ * its errors as it does for every reader. */
+static int translate_block(Translator *self, const char *base, Py_ssize_t size, int unchecked) {
     Py_ssize_t words = size / 64 + 1;
     if (words > self->masks_cap) {
         PyMem_Free(self->masks);
@@ -188,7 +190,8 @@ static int translate_block(Translator *self, PyObject *block) {
         }
     }
     MaskWord *m = (MaskWord *)self->masks;
-    build_masks(base, size, m);
+    if (build_masks(base, size, m) && unchecked)
+        return 2;
     Py_ssize_t pos = 0;
     for (;;) {
         const char *data = base + pos;
@@ -248,6 +251,30 @@ static int translate_block(Translator *self, PyObject *block) {
     return flush(self);
 }
 
+/* A `(bytes, start, stop)` item (source.Lines.give_bytes with a `source.Checking` consumer): the whole
+ * lines of bytes[start:stop], read where they are (no copy of the block), their bytes not checked by the
+ * source -- a block with a NUL or a byte that is not ASCII goes back to it (`reject(item)`), which gives
+ * its lines decoded next, or raises the error of its first bad line as every reader does. */
+static int translate_raw(Translator *self, PyObject *item) {
+    Py_ssize_t start, stop;
+    if (PyTuple_GET_SIZE(item) != 3 || !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
+        (start = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 1))) < 0 ||
+        (stop = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 2))) < start ||
+        stop > PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 0))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a raw item is (bytes, start, stop) within the bytes");
+        return -1;
+    }
+    int r = translate_block(self, PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 0)) + start, stop - start, 1);
+    if (r != 2)
+        return r;
+    PyObject *done = PyObject_CallOneArg(self->reject, item);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
 /* One str line (a block that is not all ASCII comes decoded, a line at a time): ASCII translated as in a
  * block; other text translated from its UTF-8 into a str line of its own (LineFilter hands non-ASCII lines
  * to the Python loop, as it does in a `.lt` file). */
@@ -304,9 +331,9 @@ static int translate_str(Translator *self, PyObject *line) {
 /* -- the type ---------------------------------------------------------------------------------- */
 
 static int Translator_init(Translator *self, PyObject *args, PyObject *kwds) {
-    PyObject *lines, *slow;
-    static char *kwlist[] = {"lines", "slow", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO", kwlist, &lines, &slow))
+    PyObject *lines, *slow, *reject = Py_None;
+    static char *kwlist[] = {"lines", "slow", "reject", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O", kwlist, &lines, &slow, &reject))
         return -1;
     PyObject *it = PyObject_GetIter(lines);
     if (it == NULL)
@@ -314,6 +341,10 @@ static int Translator_init(Translator *self, PyObject *args, PyObject *kwds) {
     Py_XSETREF(self->lines, it);
     Py_INCREF(slow);
     Py_XSETREF(self->slow, slow);
+    if (reject == Py_None)
+        reject = NULL;
+    Py_XINCREF(reject);
+    Py_XSETREF(self->reject, reject);
     Py_XSETREF(self->out, PyList_New(0));
     if (self->out == NULL)
         return -1;
@@ -329,6 +360,7 @@ static void Translator_dealloc(Translator *self) {
     PyObject_GC_UnTrack(self);
     Py_CLEAR(self->lines);
     Py_CLEAR(self->slow);
+    Py_CLEAR(self->reject);
     Py_CLEAR(self->out);
     Py_CLEAR(self->exc_type);
     Py_CLEAR(self->exc_value);
@@ -343,6 +375,7 @@ static void Translator_dealloc(Translator *self) {
 static int Translator_traverse(Translator *self, visitproc visit, void *arg) {
     Py_VISIT(self->lines);
     Py_VISIT(self->slow);
+    Py_VISIT(self->reject);
     Py_VISIT(self->out);
     Py_VISIT(self->exc_type);
     Py_VISIT(self->exc_value);
@@ -377,11 +410,13 @@ static PyObject *Translator_next(Translator *self) {
             return NULL;
         int r;
         if (PyBytes_CheckExact(item))
-            r = translate_block(self, item);
+            r = translate_block(self, PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item), 0);
+        else if (PyTuple_CheckExact(item) && self->reject != NULL)
+            r = translate_raw(self, item);
         else if (PyUnicode_Check(item))
             r = translate_str(self, item);
         else {
-            PyErr_SetString(PyExc_TypeError, "lines must be str or bytes");
+            PyErr_SetString(PyExc_TypeError, "lines must be str or bytes (or (bytes, start, stop) with reject)");
             r = -1;
         }
         Py_DECREF(item);

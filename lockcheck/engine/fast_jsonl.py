@@ -34,6 +34,7 @@ from lockcheck.engine import fast_lt
 from lockcheck.errors import TraceError
 from lockcheck.events import Event
 from lockcheck.lockdep.checker import Checker
+from lockcheck.readers.source import Checking
 
 
 def available() -> bool:
@@ -92,12 +93,16 @@ def jsonl_lt_events(checker: Checker, tick: Optional[Callable[[str], None]], lin
     way after a stop reads in this process.
     """
     source = iter(lines)  # (the old way goes on from where the translator stopped)
-    translator = _translator()(source, slow_line(file))
+    checking = Checking(int)
+    translator = _translator()(source, slow_line(file), checking.reject)
+    checking.lines_read = translator.lines_read
     give_bytes = getattr(lines, "give_bytes", None)
     if give_bytes is not None:
-        # ASCII blocks as bytes: translated a block at a time, and the `.lt` engine splits
-        # the translation itself; the source's line numbers count the lines translated
-        give_bytes(translator.lines_read)
+        # blocks as `(bytes, start, stop)`, unchecked and uncopied (the translator classifies every
+        # byte anyway, and gives back a block that is not plain ASCII for the source to decode):
+        # translated a block at a time, and the `.lt` engine splits the translation itself; the
+        # source's line numbers count the lines translated
+        give_bytes(checking)
     yield from fast_lt.lt_events(checker, translator, file, tick)
     stopped = translator.stopped_at()
     if not stopped:
