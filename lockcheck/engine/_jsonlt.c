@@ -35,6 +35,7 @@
 #define ALWAYS_INLINE inline
 #endif
 
+#include "_lt_hints.h"
 #include "_jsonlt_keys.h"
 #include "_jsonlt_scan.h"
 
@@ -56,6 +57,11 @@ typedef struct {
     struct MaskWord_ *masks; /* a block's masks (_jsonlt_fast.h), kept for the next block */
     Py_ssize_t masks_cap;    /* (in words) */
     unsigned char next_key[K_COUNT + 1]; /* the key that followed each key last (K_COUNT: the first) */
+    int give_hints;       /* yield (block, hints) pairs: each line's split for the `.lt` core (_lt_hints.h) */
+    PyObject *hints;      /* the hints of the lines in `block` (NULL between blocks), `hbuf` its data */
+    LineHint *hbuf;
+    Py_ssize_t hlen, hcap; /* (in hints) */
+    int32_t hint_task, hint_rest; /* the split of the line write_event wrote last */
 } Translator;
 
 /* -- the output buffer ---------------------------------------------------------------------- */
@@ -88,7 +94,34 @@ static int buf_reserve(Translator *self, Py_ssize_t more) {
     return 0;
 }
 
-/* The lines written so far as one `bytes` block (joined by `\n`, the last without it). */
+/* The line just written (the buffer was `before` bytes long): its hint (_lt_hints.h), the split
+ * write_event found when `split` (a clean line: no quote, tab or `\r` in it), else none (0). */
+static int note_line(Translator *self, Py_ssize_t before, int split) {
+    if (!self->give_hints || self->len <= before)
+        return 0; /* (nothing written in the block: a line of its own, a str) */
+    if (self->hlen == self->hcap) {
+        Py_ssize_t cap = self->hcap ? self->hcap * 2 : 1024;
+        if (self->hints == NULL)
+            self->hints = PyBytes_FromStringAndSize(NULL, cap * (Py_ssize_t)sizeof(LineHint));
+        else
+            _PyBytes_Resize(&self->hints, cap * (Py_ssize_t)sizeof(LineHint));
+        if (self->hints == NULL) {
+            self->hbuf = NULL;
+            self->hlen = self->hcap = 0;
+            return -1;
+        }
+        self->hbuf = (LineHint *)PyBytes_AS_STRING(self->hints);
+        self->hcap = cap;
+    }
+    LineHint *h = &self->hbuf[self->hlen++];
+    h->len = (int32_t)(self->len - before - 1);
+    h->task_len = split ? self->hint_task : 0;
+    h->rest_len = split ? self->hint_rest : 0;
+    return 0;
+}
+
+/* The lines written so far as one `bytes` block (joined by `\n`, the last without it), with their hints
+ * as a `(block, hints)` pair when they are given. */
 static int flush(Translator *self) {
     if (self->len == 0)
         return 0;
@@ -99,6 +132,25 @@ static int flush(Translator *self) {
     self->len = self->cap = 0;
     if (_PyBytes_Resize(&block, len) < 0)
         return -1;
+    if (self->give_hints) {
+        PyObject *hints = self->hints;
+        Py_ssize_t n = self->hlen;
+        self->hints = NULL;
+        self->hbuf = NULL;
+        self->hlen = self->hcap = 0;
+        if (hints == NULL || _PyBytes_Resize(&hints, n * (Py_ssize_t)sizeof(LineHint)) < 0) {
+            Py_DECREF(block);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_SystemError, "_jsonlt: a block without its hints");
+            return -1;
+        }
+        PyObject *pair = PyTuple_Pack(2, block, hints);
+        Py_DECREF(block);
+        Py_DECREF(hints);
+        if (pair == NULL)
+            return -1;
+        block = pair;
+    }
     int r = PyList_Append(self->out, block);
     Py_DECREF(block);
     return r;
@@ -203,11 +255,16 @@ static int translate_block(Translator *self, const char *base, Py_ssize_t size, 
         }
         const char *newline = len < size - pos ? data + len : NULL;
         Py_ssize_t n = len && data[len - 1] == '\r' ? len - 1 : len;
+        Py_ssize_t before = self->len;
         int r = odd >= n ? fast_line(self, base, size, m, pos, pos + n) : 0;
-        if (r > 0)
+        if (r > 0) {
             self->lineno++;
-        else if (r == 0)
+            r = note_line(self, before, 1) < 0 ? -1 : 1;
+        } else if (r == 0) {
             r = one_line(self, data, n, NULL, odd >= n ? base + size : NULL);
+            if (r > 0 && note_line(self, before, 0) < 0)
+                r = -1;
+        }
         if (r < 0) {
             if (PyErr_Occurred())
                 keep_error(self);
@@ -285,7 +342,10 @@ static int translate_str(Translator *self, PyObject *line) {
         Py_ssize_t n = PyUnicode_GET_LENGTH(line);
         while (n && (data[n - 1] == '\n' || data[n - 1] == '\r'))
             n--;
+        Py_ssize_t before = self->len;
         r = one_line(self, data, n, line, NULL);
+        if (r > 0 && note_line(self, before, 0) < 0)
+            r = -1;
     } else {
         Py_ssize_t n;
         const char *data = PyUnicode_AsUTF8AndSize(line, &n);
@@ -332,9 +392,11 @@ static int translate_str(Translator *self, PyObject *line) {
 
 static int Translator_init(Translator *self, PyObject *args, PyObject *kwds) {
     PyObject *lines, *slow, *reject = Py_None;
-    static char *kwlist[] = {"lines", "slow", "reject", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|O", kwlist, &lines, &slow, &reject))
+    int hints = 0;
+    static char *kwlist[] = {"lines", "slow", "reject", "hints", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|Op", kwlist, &lines, &slow, &reject, &hints))
         return -1;
+    self->give_hints = hints;
     PyObject *it = PyObject_GetIter(lines);
     if (it == NULL)
         return -1;
@@ -367,6 +429,7 @@ static void Translator_dealloc(Translator *self) {
     Py_CLEAR(self->exc_tb);
     Py_CLEAR(self->rest);
     Py_CLEAR(self->block);
+    Py_CLEAR(self->hints);
     PyMem_Free(self->masks);
     self->masks = NULL;
     Py_TYPE(self)->tp_free((PyObject *)self);

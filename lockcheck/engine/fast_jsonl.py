@@ -94,7 +94,10 @@ def jsonl_lt_events(checker: Checker, tick: Optional[Callable[[str], None]], lin
     """
     source = iter(lines)  # (the old way goes on from where the translator stopped)
     checking = Checking(int)
-    translator = _translator()(source, slow_line(file), checking.reject)
+    # each line's split handed on beside its text (the `.lt` core need not find it again), unless
+    # LOCKCHECK_JSONL_HINTS=0 (the text alone, for comparing)
+    hints = os.environ.get("LOCKCHECK_JSONL_HINTS") != "0"
+    translator = _translator()(source, slow_line(file), checking.reject, hints)
     checking.lines_read = translator.lines_read
     give_bytes = getattr(lines, "give_bytes", None)
     if give_bytes is not None:
