@@ -8,6 +8,7 @@ in the line's text: checked here line by line on generated traces, end to end ag
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import struct
@@ -18,6 +19,7 @@ from test_jsonl_translate import COMMON, EXAMPLES, _outcome, json_traces
 
 from lockcheck.commands.cli import main
 from lockcheck.engine import fast_jsonl, fast_lt
+from lockcheck.errors import TraceError
 from lockcheck.readers.source import Checking, Lines
 
 pytestmark = pytest.mark.skipif(not fast_jsonl.available(), reason="the compiled translator is not built")
@@ -45,12 +47,9 @@ def hinted_items(lines: list[str], hints: bool = True) -> list:
     translator = fast_jsonl._translator()(source, fast_jsonl.slow_line("gen.jsonl"), checking.reject, hints)
     checking.lines_read = translator.lines_read
     source.give_bytes(checking)
-    items = []
-    try:
-        for item in translator:
-            items.append(item)
-    except Exception:  # (a bad line: the items before it are checked all the same)
-        pass
+    items: list = []
+    with contextlib.suppress(TraceError):  # (a bad line: the items before it are checked all the same)
+        items.extend(translator)
     return items
 
 
