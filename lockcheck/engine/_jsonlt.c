@@ -19,6 +19,13 @@
  * line, or returns None for an event `.lt` cannot carry (a `comm`): the translation stops there
  * (`stopped_at()`, `rest()`), and the caller reads the rest of the file the old way.  An error is
  * raised only after the lines before it were yielded (the lines before a bad line take effect).
+ *
+ * `Translator(lines, slow, reject, hints)`, as fast_jsonl makes it: `lines` may also yield
+ * `(bytes, start, stop)` items (source.Lines.give_bytes given a source.Checking): whole lines not
+ * checked by the source, read where they are; one with a NUL or a byte that is not ASCII goes back
+ * (`reject(item)`) before any of its lines is read, and comes again decoded.  `hints`: it yields
+ * `(block, hints)` pairs, each line's split as the `.lt` core would find it (_lt_hints.h), so the
+ * core applies the line without splitting it again.
  */
 
 #define PY_SSIZE_T_CLEAN

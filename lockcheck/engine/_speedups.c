@@ -16,7 +16,8 @@
  * task -> what hotpath._scan_tail read), so it only ever looks things up in them.
  *
  * Its input: str lines, or blocks of whole ASCII lines as `bytes` (source.Lines.give_bytes),
- * which it splits itself: a str is made only for a line it passes on or pushes.  The text after
+ * which it splits itself: a str is made only for a line it passes on or pushes; or `(block,
+ * hints)` pairs, the JSON Lines translator's, each line's split given (_lt_hints.h, apply_split).  The text after
  * the task is read here (read_tail) for the common shapes -- `acquire`, `release`, `contended`,
  * `acquired` of `CLASS[@INSTANCE]` with `at=`, a mode and `try` -- as _scan_tail reads them,
  * the class looked up in `classes` (the graph's nodes) through a table of its own; any other

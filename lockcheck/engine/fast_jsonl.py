@@ -20,6 +20,11 @@ at that line, found as the file is read: the held stacks the `.lt` engine
 left are made `HeldLock`s, and the rest of the file goes the old way
 (`fast_capture.jsonl_events` from that line on).
 
+The file is read as blocks the translator checks itself (`source.Checking`: no
+scan or copy of them in the source), and the translator hands the `.lt` engine
+each line's split beside its text (`_lt_hints.h`), so the engine does not split
+it again; `LOCKCHECK_JSONL_HINTS=0` gives the text alone, for comparing.
+
 Without the compiled translator (no compiler, `LOCKCHECK_PURE=1`) JSON Lines
 keep the old way: a translation in Python would cost more than it saves.
 """
