@@ -17,7 +17,7 @@ LT_CORE = ["lockcheck/engine/_lt_%s.h" % part for part in (
 setup(ext_modules=[
     Extension("lockcheck.engine._speedups", ["lockcheck/engine/_speedups.c"],
               depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h",
-                       "lockcheck/engine/_bytescan.h"] + LT_CORE,
+                       "lockcheck/engine/_bytescan.h", "lockcheck/engine/_lt_hints.h"] + LT_CORE,
               optional=True),
     # the capture fast path's filter of common ftrace lines (lockcheck.engine.capture_filter)
     Extension("lockcheck.engine._capturecore", ["lockcheck/engine/_capturecore.c"],
@@ -27,7 +27,8 @@ setup(ext_modules=[
               include_dirs=["lockcheck/readers"], optional=True),
     # JSON Lines translated to `.lt` lines (lockcheck.engine.fast_jsonl): the `.lt` engine checks them
     Extension("lockcheck.engine._jsonlt", ["lockcheck/engine/_jsonlt.c"],
-              depends=[f"lockcheck/engine/_jsonlt_{part}.h" for part in ("scan", "keys", "read", "write", "fast")],
+              depends=[f"lockcheck/engine/_jsonlt_{part}.h" for part in ("scan", "keys", "read", "write", "fast")]
+              + ["lockcheck/engine/_lt_hints.h"],
               optional=True),
     # the ftrace reader's scanner for lines whose pieces it has seen (lockcheck.readers.ftrace_scan)
     Extension("lockcheck.readers._ftscan", ["lockcheck/readers/_ftscan.c"], depends=["lockcheck/readers/_ftsplit.h"],

@@ -19,6 +19,13 @@
  * line, or returns None for an event `.lt` cannot carry (a `comm`): the translation stops there
  * (`stopped_at()`, `rest()`), and the caller reads the rest of the file the old way.  An error is
  * raised only after the lines before it were yielded (the lines before a bad line take effect).
+ *
+ * `Translator(lines, slow, reject, hints)`, as fast_jsonl makes it: `lines` may also yield
+ * `(bytes, start, stop)` items (source.Lines.give_bytes given a source.Checking): whole lines not
+ * checked by the source, read where they are; one with a NUL or a byte that is not ASCII goes back
+ * (`reject(item)`) before any of its lines is read, and comes again decoded.  `hints`: it yields
+ * `(block, hints)` pairs, each line's split as the `.lt` core would find it (_lt_hints.h), so the
+ * core applies the line without splitting it again.
  */
 
 #define PY_SSIZE_T_CLEAN
@@ -35,6 +42,7 @@
 #define ALWAYS_INLINE inline
 #endif
 
+#include "_lt_hints.h"
 #include "_jsonlt_keys.h"
 #include "_jsonlt_scan.h"
 
@@ -42,6 +50,7 @@ typedef struct {
     PyObject_HEAD
     PyObject *lines;      /* the source iterator */
     PyObject *slow;       /* callable(line: str, lineno: int) -> str | None */
+    PyObject *reject;     /* callable(item) for a block source.Lines did not check that is not plain, or NULL */
     long long lineno;     /* lines translated so far */
     PyObject *out;        /* list: items ready to yield */
     Py_ssize_t out_pos;
@@ -55,6 +64,11 @@ typedef struct {
     struct MaskWord_ *masks; /* a block's masks (_jsonlt_fast.h), kept for the next block */
     Py_ssize_t masks_cap;    /* (in words) */
     unsigned char next_key[K_COUNT + 1]; /* the key that followed each key last (K_COUNT: the first) */
+    int give_hints;       /* yield (block, hints) pairs: each line's split for the `.lt` core (_lt_hints.h) */
+    PyObject *hints;      /* the hints of the lines in `block` (NULL between blocks), `hbuf` its data */
+    LineHint *hbuf;
+    Py_ssize_t hlen, hcap; /* (in hints) */
+    int32_t hint_task, hint_rest; /* the split of the line write_event wrote last */
 } Translator;
 
 /* -- the output buffer ---------------------------------------------------------------------- */
@@ -87,7 +101,40 @@ static int buf_reserve(Translator *self, Py_ssize_t more) {
     return 0;
 }
 
-/* The lines written so far as one `bytes` block (joined by `\n`, the last without it). */
+/* Room for twice as many hints (note_line's slow way: once a block, about). */
+static __attribute__((noinline)) int grow_hints(Translator *self) {
+    Py_ssize_t cap = self->hcap ? self->hcap * 2 : 1024;
+    if (self->hints == NULL)
+        self->hints = PyBytes_FromStringAndSize(NULL, cap * (Py_ssize_t)sizeof(LineHint));
+    else
+        _PyBytes_Resize(&self->hints, cap * (Py_ssize_t)sizeof(LineHint));
+    if (self->hints == NULL) {
+        self->hbuf = NULL;
+        self->hlen = self->hcap = 0;
+        return -1;
+    }
+    self->hbuf = (LineHint *)PyBytes_AS_STRING(self->hints);
+    self->hcap = cap;
+    return 0;
+}
+
+/* The line just written (the buffer was `before` bytes long): its hint (_lt_hints.h), the split
+ * write_event found when `split` (a clean line: no quote, tab or `\r` in it), else none (0).  Inline:
+ * a call a line cost more than the hint itself (~35 instructions a line, callgrind). */
+static ALWAYS_INLINE int note_line(Translator *self, Py_ssize_t before, int split) {
+    if (!self->give_hints || self->len <= before)
+        return 0; /* (nothing written in the block: a line of its own, a str) */
+    if (self->hlen == self->hcap && grow_hints(self) < 0)
+        return -1;
+    LineHint *h = &self->hbuf[self->hlen++];
+    h->len = (int32_t)(self->len - before - 1);
+    h->task_len = split ? self->hint_task : 0;
+    h->rest_len = split ? self->hint_rest : 0;
+    return 0;
+}
+
+/* The lines written so far as one `bytes` block (joined by `\n`, the last without it), with their hints
+ * as a `(block, hints)` pair when they are given. */
 static int flush(Translator *self) {
     if (self->len == 0)
         return 0;
@@ -98,6 +145,25 @@ static int flush(Translator *self) {
     self->len = self->cap = 0;
     if (_PyBytes_Resize(&block, len) < 0)
         return -1;
+    if (self->give_hints) {
+        PyObject *hints = self->hints;
+        Py_ssize_t n = self->hlen;
+        self->hints = NULL;
+        self->hbuf = NULL;
+        self->hlen = self->hcap = 0;
+        if (hints == NULL || _PyBytes_Resize(&hints, n * (Py_ssize_t)sizeof(LineHint)) < 0) {
+            Py_DECREF(block);
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_SystemError, "_jsonlt: a block without its hints");
+            return -1;
+        }
+        PyObject *pair = PyTuple_Pack(2, block, hints);
+        Py_DECREF(block);
+        Py_DECREF(hints);
+        if (pair == NULL)
+            return -1;
+        block = pair;
+    }
     int r = PyList_Append(self->out, block);
     Py_DECREF(block);
     return r;
@@ -171,12 +237,13 @@ static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *
     return r;
 }
 
-/* A block of whole ASCII lines joined by `\n` (each perhaps with the `\r` of a `\r\n`): its bytes classified
- * once (_jsonlt_fast.h), each clean line read from its masks by fast_line, and what that does not take
- * read by the general reader (one_line). */
-static int translate_block(Translator *self, PyObject *block) {
-    const char *base = PyBytes_AS_STRING(block);
-    Py_ssize_t size = PyBytes_GET_SIZE(block);
+/* A block of whole lines joined by `\n` (each perhaps with the `\r` of a `\r\n`), `size` bytes at `base`:
+ * its bytes classified once (_jsonlt_fast.h), each clean line read from its masks by fast_line, and what
+ * that does not take read by the general reader (one_line).  `unchecked`: source.Lines did not look at
+ * its bytes (a `(bytes, start, stop)` item): one that is not all ASCII or holds a NUL is given back
+ * whole, before any of its lines is read (2: Translator.reject), for source.Lines to decode and name
+ * its errors as it does for every reader. */
+static int translate_block(Translator *self, const char *base, Py_ssize_t size, int unchecked) {
     Py_ssize_t words = size / 64 + 1;
     if (words > self->masks_cap) {
         PyMem_Free(self->masks);
@@ -188,7 +255,8 @@ static int translate_block(Translator *self, PyObject *block) {
         }
     }
     MaskWord *m = (MaskWord *)self->masks;
-    build_masks(base, size, m);
+    if (build_masks(base, size, m) && unchecked)
+        return 2;
     Py_ssize_t pos = 0;
     for (;;) {
         const char *data = base + pos;
@@ -200,11 +268,16 @@ static int translate_block(Translator *self, PyObject *block) {
         }
         const char *newline = len < size - pos ? data + len : NULL;
         Py_ssize_t n = len && data[len - 1] == '\r' ? len - 1 : len;
+        Py_ssize_t before = self->len;
         int r = odd >= n ? fast_line(self, base, size, m, pos, pos + n) : 0;
-        if (r > 0)
+        if (r > 0) {
             self->lineno++;
-        else if (r == 0)
+            r = note_line(self, before, 1) < 0 ? -1 : 1;
+        } else if (r == 0) {
             r = one_line(self, data, n, NULL, odd >= n ? base + size : NULL);
+            if (r > 0 && note_line(self, before, 0) < 0)
+                r = -1;
+        }
         if (r < 0) {
             if (PyErr_Occurred())
                 keep_error(self);
@@ -248,6 +321,30 @@ static int translate_block(Translator *self, PyObject *block) {
     return flush(self);
 }
 
+/* A `(bytes, start, stop)` item (source.Lines.give_bytes with a `source.Checking` consumer): the whole
+ * lines of bytes[start:stop], read where they are (no copy of the block), their bytes not checked by the
+ * source -- a block with a NUL or a byte that is not ASCII goes back to it (`reject(item)`), which gives
+ * its lines decoded next, or raises the error of its first bad line as every reader does. */
+static int translate_raw(Translator *self, PyObject *item) {
+    Py_ssize_t start, stop;
+    if (PyTuple_GET_SIZE(item) != 3 || !PyBytes_CheckExact(PyTuple_GET_ITEM(item, 0)) ||
+        (start = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 1))) < 0 ||
+        (stop = PyLong_AsSsize_t(PyTuple_GET_ITEM(item, 2))) < start ||
+        stop > PyBytes_GET_SIZE(PyTuple_GET_ITEM(item, 0))) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "a raw item is (bytes, start, stop) within the bytes");
+        return -1;
+    }
+    int r = translate_block(self, PyBytes_AS_STRING(PyTuple_GET_ITEM(item, 0)) + start, stop - start, 1);
+    if (r != 2)
+        return r;
+    PyObject *done = PyObject_CallOneArg(self->reject, item);
+    if (done == NULL)
+        return -1;
+    Py_DECREF(done);
+    return 0;
+}
+
 /* One str line (a block that is not all ASCII comes decoded, a line at a time): ASCII translated as in a
  * block; other text translated from its UTF-8 into a str line of its own (LineFilter hands non-ASCII lines
  * to the Python loop, as it does in a `.lt` file). */
@@ -258,7 +355,10 @@ static int translate_str(Translator *self, PyObject *line) {
         Py_ssize_t n = PyUnicode_GET_LENGTH(line);
         while (n && (data[n - 1] == '\n' || data[n - 1] == '\r'))
             n--;
+        Py_ssize_t before = self->len;
         r = one_line(self, data, n, line, NULL);
+        if (r > 0 && note_line(self, before, 0) < 0)
+            r = -1;
     } else {
         Py_ssize_t n;
         const char *data = PyUnicode_AsUTF8AndSize(line, &n);
@@ -304,16 +404,22 @@ static int translate_str(Translator *self, PyObject *line) {
 /* -- the type ---------------------------------------------------------------------------------- */
 
 static int Translator_init(Translator *self, PyObject *args, PyObject *kwds) {
-    PyObject *lines, *slow;
-    static char *kwlist[] = {"lines", "slow", NULL};
-    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO", kwlist, &lines, &slow))
+    PyObject *lines, *slow, *reject = Py_None;
+    int hints = 0;
+    static char *kwlist[] = {"lines", "slow", "reject", "hints", NULL};
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "OO|Op", kwlist, &lines, &slow, &reject, &hints))
         return -1;
+    self->give_hints = hints;
     PyObject *it = PyObject_GetIter(lines);
     if (it == NULL)
         return -1;
     Py_XSETREF(self->lines, it);
     Py_INCREF(slow);
     Py_XSETREF(self->slow, slow);
+    if (reject == Py_None)
+        reject = NULL;
+    Py_XINCREF(reject);
+    Py_XSETREF(self->reject, reject);
     Py_XSETREF(self->out, PyList_New(0));
     if (self->out == NULL)
         return -1;
@@ -329,12 +435,14 @@ static void Translator_dealloc(Translator *self) {
     PyObject_GC_UnTrack(self);
     Py_CLEAR(self->lines);
     Py_CLEAR(self->slow);
+    Py_CLEAR(self->reject);
     Py_CLEAR(self->out);
     Py_CLEAR(self->exc_type);
     Py_CLEAR(self->exc_value);
     Py_CLEAR(self->exc_tb);
     Py_CLEAR(self->rest);
     Py_CLEAR(self->block);
+    Py_CLEAR(self->hints);
     PyMem_Free(self->masks);
     self->masks = NULL;
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -343,6 +451,7 @@ static void Translator_dealloc(Translator *self) {
 static int Translator_traverse(Translator *self, visitproc visit, void *arg) {
     Py_VISIT(self->lines);
     Py_VISIT(self->slow);
+    Py_VISIT(self->reject);
     Py_VISIT(self->out);
     Py_VISIT(self->exc_type);
     Py_VISIT(self->exc_value);
@@ -377,11 +486,13 @@ static PyObject *Translator_next(Translator *self) {
             return NULL;
         int r;
         if (PyBytes_CheckExact(item))
-            r = translate_block(self, item);
+            r = translate_block(self, PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item), 0);
+        else if (PyTuple_CheckExact(item) && self->reject != NULL)
+            r = translate_raw(self, item);
         else if (PyUnicode_Check(item))
             r = translate_str(self, item);
         else {
-            PyErr_SetString(PyExc_TypeError, "lines must be str or bytes");
+            PyErr_SetString(PyExc_TypeError, "lines must be str or bytes (or (bytes, start, stop) with reject)");
             r = -1;
         }
         Py_DECREF(item);

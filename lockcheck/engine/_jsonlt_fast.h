@@ -52,13 +52,22 @@ static inline void mask16(const char *p, unsigned *quote, unsigned *odd, unsigne
 }
 #endif
 
-/* The masks of `words` whole 64-byte words at `p`, 16 bytes a step (a byte at a time without SSE2). */
-static void build_words(const char *p, Py_ssize_t words, MaskWord *m) {
+/* The masks of `words` whole 64-byte words at `p`, 16 bytes a step (a byte at a time without SSE2); nonzero
+ * when one of their bytes is NUL or not ASCII (a block source.Lines did not check: Translator.reject). */
+static int build_words(const char *p, Py_ssize_t words, MaskWord *m) {
+#ifdef __SSE2__
+    __m128i any_high = _mm_setzero_si128(), any_nul = _mm_setzero_si128();
+#else
+    unsigned char any_high = 0, any_nul = 0;
+#endif
     for (Py_ssize_t w = 0; w < words; w++, p += 64) {
         uint64_t quote = 0, odd = 0, special = 0;
 #ifdef __SSE2__
         for (int j = 0; j < 4; j++) {
             unsigned q, o, s;
+            __m128i b = _mm_loadu_si128((const __m128i *)(p + 16 * j));
+            any_high = _mm_or_si128(any_high, b);
+            any_nul = _mm_or_si128(any_nul, _mm_cmpeq_epi8(b, _mm_setzero_si128()));
             mask16(p + 16 * j, &q, &o, &s);
             quote |= (uint64_t)q << (16 * j);
             odd |= (uint64_t)o << (16 * j);
@@ -67,6 +76,8 @@ static void build_words(const char *p, Py_ssize_t words, MaskWord *m) {
 #else
         for (int i = 0; i < 64; i++) {
             unsigned char c = (unsigned char)p[i];
+            any_high |= c;
+            any_nul |= c == 0;
             quote |= (uint64_t)(c == '"') << i;
             odd |= (uint64_t)(c < 0x20 || c >= 0x7f || c == '\\') << i;
             special |= (uint64_t)(c == ' ' || c == '@' || c == '=') << i;
@@ -76,18 +87,26 @@ static void build_words(const char *p, Py_ssize_t words, MaskWord *m) {
         m[w].odd = odd;
         m[w].special = special;
     }
+#ifdef __SSE2__
+    return _mm_movemask_epi8(_mm_or_si128(any_high, any_nul)) != 0;
+#else
+    return (any_high & 0x80) || any_nul;
+#endif
 }
 
 #ifdef JSONLT_AVX2
 /* build_words, 32 bytes a step (have_avx2). */
-__attribute__((target("avx2"))) static void build_words_avx2(const char *p, Py_ssize_t words, MaskWord *m) {
+__attribute__((target("avx2"))) static int build_words_avx2(const char *p, Py_ssize_t words, MaskWord *m) {
     const __m256i quote_c = _mm256_set1_epi8('"'), one = _mm256_set1_epi8(1), bound = _mm256_set1_epi8(0x21),
                   backslash = _mm256_set1_epi8('\\'), space = _mm256_set1_epi8(' '), at = _mm256_set1_epi8('@'),
-                  eq = _mm256_set1_epi8('=');
+                  eq = _mm256_set1_epi8('='), zero = _mm256_setzero_si256();
+    __m256i any_high = zero, any_nul = zero;
     for (Py_ssize_t w = 0; w < words; w++, p += 64) {
         uint64_t q[2], o[2], s[2];
         for (int j = 0; j < 2; j++) {
             __m256i b = _mm256_loadu_si256((const __m256i *)(p + 32 * j));
+            any_high = _mm256_or_si256(any_high, b);
+            any_nul = _mm256_or_si256(any_nul, _mm256_cmpeq_epi8(b, zero));
             q[j] = (uint32_t)_mm256_movemask_epi8(_mm256_cmpeq_epi8(b, quote_c));
             o[j] = (uint32_t)_mm256_movemask_epi8(_mm256_or_si256(
                 _mm256_cmpgt_epi8(bound, _mm256_add_epi8(b, one)), _mm256_cmpeq_epi8(b, backslash)));
@@ -98,24 +117,32 @@ __attribute__((target("avx2"))) static void build_words_avx2(const char *p, Py_s
         m[w].odd = o[0] | o[1] << 32;
         m[w].special = s[0] | s[1] << 32;
     }
+    return _mm256_movemask_epi8(_mm256_or_si256(any_high, any_nul)) != 0;
 }
 #endif
 
 /* The masks of a block of `size` bytes into `m` (size / 64 + 1 words).  The bytes from `size` on are odd
- * and quotes: a search for a line's end or a string's closing quote stops at the block's end at last. */
-static void build_masks(const char *p, Py_ssize_t size, MaskWord *m) {
+ * and quotes: a search for a line's end or a string's closing quote stops at the block's end at last.
+ * Nonzero: the block has a NUL byte or one that is not ASCII (what source.Lines checks for a block it
+ * vouches for; a block it did not check goes back to it then, Translator.reject). */
+static int build_masks(const char *p, Py_ssize_t size, MaskWord *m) {
     Py_ssize_t full = size / 64, rest = size - full * 64;
+    int unplain;
 #ifdef JSONLT_AVX2
     if (have_avx2)
-        build_words_avx2(p, full, m);
+        unplain = build_words_avx2(p, full, m);
     else
 #endif
-        build_words(p, full, m);
+        unplain = build_words(p, full, m);
     char tail[64];
-    memset(tail, 0, sizeof(tail));
+    memset(tail, ' ', sizeof(tail)); /* (a blank: neither NUL nor high; its bits are cut below) */
     memcpy(tail, p + full * 64, (size_t)rest);
-    build_words(tail, 1, m + full);
-    m[full].quote |= ~0ULL << rest;
+    unplain |= build_words(tail, 1, m + full);
+    uint64_t beyond = rest ? ~0ULL << rest : ~0ULL;
+    m[full].quote |= beyond;
+    m[full].odd |= beyond;
+    m[full].special &= ~beyond;
+    return unplain;
 }
 
 /* The first bit of `field` set at or after `pos` (there is one: build_masks's end). */

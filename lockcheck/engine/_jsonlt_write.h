@@ -192,6 +192,7 @@ static int write_event(Translator *self, Value *values, unsigned seen, unsigned 
     if (buf_reserve(self, n + 16 * 16) < 0)
         return -1;
     char *w = self->buf + self->len;
+    char *const line = w, *ts_at = NULL;
 #define W(p, n) (w = copy_to(w, (p), (n), clean_limit))
 #define WS(s) (memcpy(w, (s), sizeof(s) - 1), w += sizeof(s) - 1)
     W(values[K_TASK].p, values[K_TASK].n);
@@ -232,6 +233,7 @@ static int write_event(Translator *self, Value *values, unsigned seen, unsigned 
         W(values[K_AT].p, values[K_AT].n);
     }
     if (given(have, values, K_TS)) {
+        ts_at = w;
         WS(" ts=");
         W(values[K_TS].p, values[K_TS].n);
     }
@@ -239,6 +241,10 @@ static int write_event(Translator *self, Value *values, unsigned seen, unsigned 
         WS(" cpu=");
         W(values[K_CPU].p, values[K_CPU].n);
     }
+    /* the split the `.lt` core would find (_lt_hints.h; translate_block hands it on for a clean line) */
+    Py_ssize_t task_len = values[K_TASK].n, tail_len = (w - line) - task_len - 1;
+    self->hint_task = (int32_t)task_len;
+    self->hint_rest = (int32_t)(ts_at != NULL ? (ts_at - line) - task_len - 1 : tail_len);
     WS("\n");
 #undef W
 #undef WS

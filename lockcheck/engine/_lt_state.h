@@ -12,6 +12,8 @@
 #ifndef LOCKCHECK_LT_STATE_H
 #define LOCKCHECK_LT_STATE_H
 
+#include "_lt_hints.h"
+
 #include <Python.h>
 #include <structmember.h>
 #include <stdint.h>
@@ -115,6 +117,8 @@ typedef struct {
     int passthrough;       /* apply nothing any more (`--first` stopped the checker) */
     PyObject *chunk;       /* bytes: a block of whole lines being split (source.Lines.give_bytes), or NULL */
     Py_ssize_t pos;        /* where its next line starts */
+    PyObject *hints;       /* bytes: the split of each of its lines (LineHint, _lt_hints.h), or NULL */
+    Py_ssize_t hint_pos;   /* the next line's */
     PyObject **task_keys;  /* TASK_SLOTS str: recent task keys, by a hash of their bytes */
     TaskSeen *task_seen;   /* TASK_SLOTS: the view each of those keys found, and when (find_view) */
     uint64_t epoch;        /* find_view's answers of this epoch stand (a new one: the views changed) */

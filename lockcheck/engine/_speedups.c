@@ -16,7 +16,8 @@
  * task -> what hotpath._scan_tail read), so it only ever looks things up in them.
  *
  * Its input: str lines, or blocks of whole ASCII lines as `bytes` (source.Lines.give_bytes),
- * which it splits itself: a str is made only for a line it passes on or pushes.  The text after
+ * which it splits itself: a str is made only for a line it passes on or pushes; or `(block,
+ * hints)` pairs, the JSON Lines translator's, each line's split given (_lt_hints.h, apply_split).  The text after
  * the task is read here (read_tail) for the common shapes -- `acquire`, `release`, `contended`,
  * `acquired` of `CLASS[@INSTANCE]` with `at=`, a mode and `try` -- as _scan_tail reads them,
  * the class looked up in `classes` (the graph's nodes) through a table of its own; any other
@@ -88,6 +89,7 @@ static void LineFilter_dealloc(LineFilter *self) {
     PyMem_Free(self->known);
     PyMem_Free(self->overlays);
     Py_XDECREF(self->chunk);
+    Py_XDECREF(self->hints);
     clear_keys(self->task_keys, TASK_SLOTS);
     clear_rest(self->rest_slots, 1);
     PyMem_Free(self->task_keys);
@@ -198,6 +200,7 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     self->events = self->hits = 0;
     self->passthrough = 0;
     Py_CLEAR(self->chunk);
+    Py_CLEAR(self->hints);
     self->pos = 0;
     if (self->task_keys == NULL)
         self->task_keys = PyMem_Calloc(TASK_SLOTS, sizeof(PyObject *));
@@ -308,11 +311,33 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
     Py_ssize_t size = PyBytes_GET_SIZE(chunk);
     const char *data = base + self->pos;
     int quoted;
-    Py_ssize_t len = line_scan(data, size - self->pos, &quoted);
+    Py_ssize_t len, task_len = 0, rest_len = 0;
+    if (self->hints != NULL) {
+        /* the line as the translator wrote it: its end, task and ` ts=` where it says (checked to be
+         * a line of the block; that apply_line would split its bytes there is the translator's word) */
+        if (++self->hint_pos * (Py_ssize_t)sizeof(LineHint) > PyBytes_GET_SIZE(self->hints))
+            len = -1;
+        else {
+            const LineHint *hint = (const LineHint *)PyBytes_AS_STRING(self->hints) + self->hint_pos - 1;
+            len = hint->len;
+            task_len = hint->task_len;
+            rest_len = hint->rest_len;
+        }
+        if (len < 0 || len > size - self->pos || (len < size - self->pos && data[len] != '\n') ||
+            task_len < 0 || (task_len > 0 && (task_len >= len || rest_len < 0 || rest_len > len - task_len - 1))) {
+            Py_DECREF(chunk);
+            PyErr_SetString(PyExc_SystemError, "LineFilter: a block's hints do not match its lines");
+            return -1;
+        }
+        quoted = task_len > 0 ? 0 : memchr(data, '"', (size_t)len) != NULL || memchr(data, '\t', (size_t)len) != NULL;
+    } else {
+        len = line_scan(data, size - self->pos, &quoted);
+    }
     if (len < size - self->pos) {
         self->pos += len + 1;
     } else {
         Py_CLEAR(self->chunk); /* its last line */
+        Py_CLEAR(self->hints);
     }
     self->lineno++;
     self->pass_local = 0;
@@ -320,11 +345,16 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
         len--;
     Py_ssize_t n = len;
     if (!self->passthrough && (self->tick < 0 || (self->lineno & self->tick) != 0)) {
-        if (blank_line(data, n)) {
+        if (task_len > 0) {
+            int applied = apply_split(self, NULL, data, n, task_len, rest_len);
+            if (applied != 0) {
+                Py_DECREF(chunk);
+                return applied < 0 ? -1 : 0;
+            }
+        } else if (blank_line(data, n)) {
             Py_DECREF(chunk);
             return 0; /* a blank line */
-        }
-        if (data[0] != '#' && !quoted) { /* may_apply */
+        } else if (data[0] != '#' && !quoted) { /* may_apply */
             int applied = apply_line(self, NULL, data, n);
             if (applied != 0) {
                 Py_DECREF(chunk);
@@ -362,6 +392,15 @@ static PyObject *LineFilter_next(LineFilter *self) {
             /* a block of whole lines (source.Lines.give_bytes): split here */
             self->chunk = line;
             self->pos = 0;
+            continue;
+        }
+        if (PyTuple_CheckExact(line) && PyTuple_GET_SIZE(line) == 2 && PyBytes_CheckExact(PyTuple_GET_ITEM(line, 0)) &&
+            PyBytes_CheckExact(PyTuple_GET_ITEM(line, 1))) {
+            /* a block and the split of its lines (the JSON Lines translator's, _lt_hints.h) */
+            self->chunk = Py_NewRef(PyTuple_GET_ITEM(line, 0));
+            self->hints = Py_NewRef(PyTuple_GET_ITEM(line, 1));
+            self->pos = self->hint_pos = 0;
+            Py_DECREF(line);
             continue;
         }
         self->lineno++;

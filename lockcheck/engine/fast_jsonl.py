@@ -20,6 +20,11 @@ at that line, found as the file is read: the held stacks the `.lt` engine
 left are made `HeldLock`s, and the rest of the file goes the old way
 (`fast_capture.jsonl_events` from that line on).
 
+The file is read as blocks the translator checks itself (`source.Checking`: no
+scan or copy of them in the source), and the translator hands the `.lt` engine
+each line's split beside its text (`_lt_hints.h`), so the engine does not split
+it again; `LOCKCHECK_JSONL_HINTS=0` gives the text alone, for comparing.
+
 Without the compiled translator (no compiler, `LOCKCHECK_PURE=1`) JSON Lines
 keep the old way: a translation in Python would cost more than it saves.
 """
@@ -34,6 +39,7 @@ from lockcheck.engine import fast_lt
 from lockcheck.errors import TraceError
 from lockcheck.events import Event
 from lockcheck.lockdep.checker import Checker
+from lockcheck.readers.source import Checking
 
 
 def available() -> bool:
@@ -92,12 +98,19 @@ def jsonl_lt_events(checker: Checker, tick: Optional[Callable[[str], None]], lin
     way after a stop reads in this process.
     """
     source = iter(lines)  # (the old way goes on from where the translator stopped)
-    translator = _translator()(source, slow_line(file))
+    checking = Checking(int)
+    # each line's split handed on beside its text (the `.lt` core need not find it again), unless
+    # LOCKCHECK_JSONL_HINTS=0 (the text alone, for comparing)
+    hints = os.environ.get("LOCKCHECK_JSONL_HINTS") != "0"
+    translator = _translator()(source, slow_line(file), checking.reject, hints)
+    checking.lines_read = translator.lines_read
     give_bytes = getattr(lines, "give_bytes", None)
     if give_bytes is not None:
-        # ASCII blocks as bytes: translated a block at a time, and the `.lt` engine splits
-        # the translation itself; the source's line numbers count the lines translated
-        give_bytes(translator.lines_read)
+        # blocks as `(bytes, start, stop)`, unchecked and uncopied (the translator classifies every
+        # byte anyway, and gives back a block that is not plain ASCII for the source to decode):
+        # translated a block at a time, and the `.lt` engine splits the translation itself; the
+        # source's line numbers count the lines translated
+        give_bytes(checking)
     yield from fast_lt.lt_events(checker, translator, file, tick)
     stopped = translator.stopped_at()
     if not stopped:

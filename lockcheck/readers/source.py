@@ -188,6 +188,15 @@ class Lines(itertools.chain):
     an error is one the same way.  `lines_read()` is how many lines the
     consumer has taken: the line number errors count from (the lines of a
     block are not counted twice).
+
+    A consumer that checks the bytes itself (the JSON Lines translator, which
+    classifies every byte anyway) gives a `Checking` instead of a bare count:
+    then a block comes as `(bytes, start, stop)` items, its whole lines
+    `bytes[start:stop]` unchecked and uncopied (the line begun in the block
+    before, as an item of its own first), and one the consumer finds is not
+    plain it gives back (`Checking.reject`) before taking any of its lines:
+    that item then comes decoded, or raises its first bad line's error, as
+    any other reader's block.
     """
 
     _blocks: Iterator
@@ -204,13 +213,37 @@ class Lines(itertools.chain):
         return lines
 
     def give_bytes(self, lines_read: Callable[[], int]) -> bool:
-        """From the next block on, ASCII blocks as `bytes` (see the class); True: done."""
+        """From the next block on, ASCII blocks as `bytes`, or every block as `(bytes, start, stop)` items
+        for a `Checking` consumer (see the class); True: done."""
         self._want_bytes[0] = lines_read
         return True
 
     def close(self) -> None:
         """Stop reading and close the stream (as a generator's `close`)."""
         self._blocks.close()
+
+
+class Checking:
+    """What a consumer that checks its blocks itself gives `Lines.give_bytes`: its line count (see `Lines`).
+
+    Why (issue 23): the JSON Lines translator classifies every byte of a
+    block anyway, so the source's own ASCII and NUL scans of it, and the two
+    copies that join a block to the line the block before ended in, were
+    paid for nothing (~300 instructions a JSON line).
+    """
+
+    __slots__ = ("lines_read", "rejected")
+
+    def __init__(self, lines_read: Callable[[], int]) -> None:
+        self.lines_read = lines_read
+        self.rejected: Optional[tuple] = None
+
+    def __call__(self) -> int:
+        return self.lines_read()
+
+    def reject(self, item: tuple) -> None:
+        """Give back a `(bytes, start, stop)` item the consumer took none of: it comes again decoded."""
+        self.rejected = item
 
 
 def _blocks(stream: BinaryIO, name: str, close: Callable[[], None], want_bytes: list) -> Iterator:
@@ -246,8 +279,28 @@ def _blocks(stream: BinaryIO, name: str, close: Callable[[], None], want_bytes: 
                 if len(carry) >= MAX_LINE:
                     raise _too_long(name, lineno + 1, carry)
                 continue
-            chunk = carry + block[:end] if carry else block[:end]
-            carry = block[end + 1:]
+            if lines_read.__class__ is Checking:
+                # the whole lines where they are, the line the block before began first, on its own
+                start = 0
+                if carry:
+                    start = block.find(b"\n") + 1
+                    head = carry + block[:start - 1]
+                    yield from _unchecked(lines_read, name, (head, 0, len(head)))
+                carry = block[end + 1:]
+                if want_bytes[0] is lines_read:
+                    if start <= end:
+                        yield from _unchecked(lines_read, name, (block, start, end))
+                    continue
+                # (it stopped taking blocks on the head line: the rest of the block as before)
+                lines_read = want_bytes[0]
+                if lines_read is not None:
+                    lineno = lines_read()
+                if start > end:
+                    continue
+                chunk = block[start:end]
+            else:
+                chunk = carry + block[:end] if carry else block[:end]
+                carry = block[end + 1:]
             if lines_read is not None and _plain_block(chunk):
                 yield (chunk,)
                 continue
@@ -261,7 +314,9 @@ def _blocks(stream: BinaryIO, name: str, close: Callable[[], None], want_bytes: 
             yield lines
             if error is not None:
                 raise error
-        if carry:
+        if carry and lines_read.__class__ is Checking:
+            yield from _unchecked(lines_read, name, (carry, 0, len(carry)))
+        elif carry:
             if lines_read is not None and _plain_block(carry):
                 yield (carry,)
             else:
@@ -271,6 +326,22 @@ def _blocks(stream: BinaryIO, name: str, close: Callable[[], None], want_bytes: 
                     raise error
     finally:
         close()
+
+
+def _unchecked(checking: Checking, name: str, item: tuple) -> Iterator:
+    """`item`, whole lines `bytes[start:stop]`, for `checking`'s consumer; if it gives the item back
+    (or the item is too long to be given: MAX_LINE bytes or more), its lines decoded, then its first bad
+    line's error, as `_blocks` yields a block it does not vouch for."""
+    data, start, stop = item
+    if stop - start < MAX_LINE:
+        yield (item,)
+        if checking.rejected is None:
+            return
+        checking.rejected = None
+    lines, error = _decode_block(data[start:stop], name, checking())
+    yield lines
+    if error is not None:
+        raise error
 
 
 def _plain_block(chunk: bytes) -> bool:
