@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import json
 import os
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -324,7 +325,8 @@ def test_the_plain_cpu_way_writes_what_the_avx2_way_writes() -> None:
         "data = '\\n'.join(lines).encode()\n"
         "slow = fast_jsonl.slow_line('f')\n"
         "out = [x if isinstance(x, bytes) else x.encode() for x in fast_jsonl._translator()(iter([data]), slow)]\n"
-        "sys.stdout.buffer.write(b'|'.join(out))\n")
+        "from lockcheck.engine import _jsonlt\n"
+        "sys.stdout.buffer.write(_jsonlt.CPU_WAY.encode() + b'#' + b'|'.join(out))\n")
     outs = []
     for plain in (None, "1"):
         env = dict(os.environ)
@@ -332,5 +334,10 @@ def test_the_plain_cpu_way_writes_what_the_avx2_way_writes() -> None:
         if plain:
             env["LOCKCHECK_JSONLT_PLAIN_CPU"] = plain
         outs.append(subprocess.run([sys.executable, "-c", script], env=env, check=True, capture_output=True).stdout)
-    assert outs[0] == outs[1]
-    assert outs[0].count(b"\n") == 47 * 4 - 1 and b" acquire nnn" in outs[0]
+    (way, text), (plain_way, plain_text) = (out.split(b"#", 1) for out in outs)
+    assert plain_way == b"sse2"  # the variable took effect
+    flags = Path("/proc/cpuinfo").read_text().split() if Path("/proc/cpuinfo").is_file() else []
+    if "avx2" in flags and "popcnt" in flags:
+        assert way == b"avx2+popcnt"  # so the two runs compared two ways
+    assert text == plain_text
+    assert text.count(b"\n") == 47 * 4 - 1 and b" acquire nnn" in text

@@ -563,5 +563,10 @@ PyMODINIT_FUNC PyInit__jsonlt(void) {
         Py_DECREF(module);
         return NULL;
     }
+    /* which instructions the masks are built and counted with here (a test holds the two ways equal) */
+    if (PyModule_AddStringConstant(module, "CPU_WAY", jsonlt_cpu_way()) < 0) {
+        Py_DECREF(module);
+        return NULL;
+    }
     return module;
 }

@@ -233,6 +233,18 @@ static void jsonlt_fast_init(void) {
 #endif
 }
 
+/* "avx2", "popcnt", "avx2+popcnt" or "sse2": what jsonlt_fast_init chose (the module's CPU_WAY). */
+static const char *jsonlt_cpu_way(void) {
+#ifdef JSONLT_AVX2
+    int popcnt = count_special == count_special_popcnt;
+    if (have_avx2)
+        return popcnt ? "avx2+popcnt" : "avx2";
+    if (popcnt)
+        return "popcnt";
+#endif
+    return "sse2";
+}
+
 /* The `.lt` line of the clean line [s, e) of the block at `base` (`size` bytes, masks `m`), written as
  * write_event writes it: 1 written, 0 not a line read here (nothing written: the general reader's),
  * -1 error. */
