@@ -135,16 +135,17 @@ static PyObject *CaptureFilter_lines_read(CaptureFilter *self, PyObject *Py_UNUS
 }
 
 static PyObject *CaptureFilter_counts(CaptureFilter *self, PyObject *Py_UNUSED(ignored)) {
-    return Py_BuildValue("{sLsLsLsLsLsLsLsLsL}", "context_events", self->context_events, "lines", self->lineno, "events", self->events,
-                         "hardirq_lines", self->hardirq_lines, "softirq_lines", self->softirq_lines,
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsLsL}", "context_events", self->context_events, "lines", self->lineno,
+                         "events", self->events, "hardirq_lines", self->hardirq_lines, "softirq_lines", self->softirq_lines,
                          "names_resolved", self->resolved, "acquisitions", self->acquisitions,
-                         "contention", self->contention_lines, "taken", self->taken);
+                         "contention", self->contention_lines, "taken", self->taken, "elided", self->elided);
 }
 
 static PyMethodDef CaptureFilter_methods[] = {
     {"lines_read", (PyCFunction)CaptureFilter_lines_read, METH_NOARGS, "how many lines the filter has read"},
     {"counts", (PyCFunction)CaptureFilter_counts, METH_NOARGS,
-     "the reader's counts of the lines applied here (and `lines`: every line read, `taken`: applied)"},
+     "the reader's counts of the lines applied here (and `lines`: every line read, `taken`: applied, "
+     "`elided`: acquisitions released by the next lock line, made no Python objects)"},
     {NULL, NULL, 0, NULL},
 };
 

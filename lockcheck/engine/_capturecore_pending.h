@@ -112,6 +112,7 @@ static int pend_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     slot_set(ctask, self->task_off[T_CHAIN_KEY], p->o[P_PREV_KEY]);
     if (named)
         self->resolved++;
+    self->elided++;
     pend_drop(self);
     return 1;
 }

@@ -116,7 +116,8 @@ typedef struct {
     /* the latest acquisition's Python objects not made yet (_capturecore_pending.h) */
     Pending pend;
     /* counts for the reader's statistics (fast_capture adds them) */
-    long long context_events, lineno, events, hardirq_lines, softirq_lines, resolved, acquisitions, contention_lines, taken;
+    long long context_events, lineno, events, hardirq_lines, softirq_lines, resolved, acquisitions, contention_lines, taken,
+        elided;  /* (acquisition/release pairs whose objects were never made: _capturecore_pending.h) */
 } CaptureFilter;
 
 /* a slot's value (borrowed), or NULL with AttributeError when unset */
