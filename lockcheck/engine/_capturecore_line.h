@@ -246,12 +246,8 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
     PyObject *op = PyTuple_GET_ITEM(body, B_OP);
     Py_INCREF(view);
     Py_INCREF(ctask);
-    if (op == self->acquire_op) {
-        if (timestamp == NULL && (timestamp = ascii_str(sp.ts, sp.ts_len)) == NULL)
-            r = -1;
-        else
-            r = take_acquire(self, view, ctask, head, fl, body, timestamp);
-    }
+    if (op == self->acquire_op)
+        r = take_acquire(self, view, ctask, head, fl, body, timestamp, sp.ts, sp.ts_len);
     else if (op == self->release_op)
         r = take_release(self, view, ctask, head, body);
     else

@@ -41,6 +41,8 @@ static int pend_flush(CaptureFilter *self) {
     PyObject *lineno = PyLong_FromLongLong(p->lineno);
     if (lineno == NULL)
         goto done;
+    if (o[P_TIMESTAMP] == NULL && (o[P_TIMESTAMP] = ascii_str(p->ts, p->ts_len)) == NULL)
+        goto done;
     PyObject *trylock = p->trylock ? Py_True : Py_False, *check = p->check ? Py_True : Py_False;
     {
         PyObject *parts[LATER_N] = {self->event_fn, o[P_TASK], o[P_NAME], o[P_INSTANCE], o[P_MODE], trylock, check,

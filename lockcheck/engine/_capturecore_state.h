@@ -54,7 +54,9 @@ typedef struct {
     int names;          /* `held[key] = [name, 1]` is still to do (there was no entry) */
     int trylock, check;
     long long lineno;
-    PyObject *o[P_N];   /* owned while active; a_held None: the annotator does not run */
+    PyObject *o[P_N];   /* owned while active; a_held None: the annotator does not run; timestamp NULL: */
+    char ts[48];        /* made of these bytes (`ts_len`, at most 40: take_line's) when needed */
+    Py_ssize_t ts_len;
 } Pending;
 
 typedef struct {

@@ -255,9 +255,10 @@ static PyObject *read_mode(CaptureFilter *self, PyObject *name, int in_irq) {
     return mode;
 }
 
-/* an acquisition (the Python loop's ACQUIRE branch): 1 applied, 0 passed on, -1 error */
+/* an acquisition (the Python loop's ACQUIRE branch): 1 applied, 0 passed on, -1 error.  `timestamp`: the
+ * line's time stamp as a str, or NULL: not made yet (its `ts_len` bytes at `ts`, at most 40) */
 static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *fl,
-                        PyObject *body, PyObject *timestamp) {
+                        PyObject *body, PyObject *timestamp, const char *ts, Py_ssize_t ts_len) {
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
     PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
     PyObject *instance = PyTuple_GET_ITEM(body, B_INSTANCE);
@@ -363,10 +364,23 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     self->ev_now++;
     if (recent != Py_None) {
         PyObject *pair = capcache_pair(&self->cache, name, instance);
-        int added = pair ? remember(self, recent, pair) : -1;
-        Py_XDECREF(pair);
-        if (added < 0)
+        if (pair == NULL)
             goto done;
+        TaskSlot *ts = self->cur;
+        /* (the pair the filter added last to these recent locks is their newest while no Python code ran
+         * (the slot is forgotten then): added again, it stays so) */
+        if (ts == NULL || ts->recent != recent || ts->recent_pair != pair) {
+            int added = remember(self, recent, pair);
+            if (added < 0) {
+                Py_DECREF(pair);
+                goto done;
+            }
+            if (ts != NULL) {
+                Py_XSETREF(ts->recent, Py_NewRef(recent));
+                Py_XSETREF(ts->recent_pair, Py_NewRef(pair));
+            }
+        }
+        Py_DECREF(pair);
         PyObject *last = PyLong_FromLongLong(self->ev_now);
         if (last == NULL)
             goto done;
@@ -425,8 +439,12 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
                                NULL, view};
         for (int i = 0; i < P_N; i++)
             if (i != P_PREV_KEY)
-                p->o[i] = Py_NewRef(objs[i]);
+                p->o[i] = Py_XNewRef(objs[i]);
         p->o[P_PREV_KEY] = pend_prev;
+        if (timestamp == NULL) {
+            memcpy(p->ts, ts, (size_t)ts_len);
+            p->ts_len = ts_len;
+        }
         p->names = names;
         p->trylock = trylock;
         p->check = check;
