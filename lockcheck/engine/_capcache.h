@@ -69,6 +69,8 @@ typedef struct {
     PyObject *cpu;       /* what the annotator's cpu[task] is (the filter set it), or NULL: not known */
     PyObject *actx;      /* the annotator's ctx.get(task) (NULL: absent) once `actx_known` */
     int actx_known;
+    PyObject *recent;    /* the task's recent locks (RecentLocks) the filter last added `recent_pair` to, */
+    PyObject *recent_pair; /* which is then their newest: added again, nothing changes; or NULL */
 } TaskSlot;
 
 typedef struct {
@@ -130,6 +132,8 @@ static void capcache_clear(CapCache *c) {
             TaskSlot *t = &c->tasks[i];
             Py_CLEAR(t->task); Py_CLEAR(t->view); Py_CLEAR(t->context); Py_CLEAR(t->display); Py_CLEAR(t->cpu);
             Py_CLEAR(t->actx);
+            Py_CLEAR(t->recent);
+            Py_CLEAR(t->recent_pair);
         }
         PyMem_Free(c->tasks);
         c->tasks = NULL;
@@ -165,6 +169,8 @@ static int capcache_traverse(CapCache *c, visitproc visit, void *arg) {
             TaskSlot *t = &c->tasks[i];
             Py_VISIT(t->task); Py_VISIT(t->view); Py_VISIT(t->context); Py_VISIT(t->display); Py_VISIT(t->cpu);
             Py_VISIT(t->actx);
+            Py_VISIT(t->recent);
+            Py_VISIT(t->recent_pair);
         }
     if (c->classes != NULL)
         for (Py_ssize_t i = 0; i < CLASS_SLOTS; i++) {
@@ -262,6 +268,8 @@ static TaskSlot *capcache_task(CapCache *c, PyObject *task) {
     Py_CLEAR(t->cpu);
     Py_CLEAR(t->actx);
     t->actx_known = 0;
+    Py_CLEAR(t->recent);
+    Py_CLEAR(t->recent_pair);
     return t;
 }
 

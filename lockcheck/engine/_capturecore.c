@@ -27,7 +27,8 @@
  *
  * The filter is written in parts, by job: its state (_capturecore_state.h), what it reads again
  * when it resumes (_capturecore_resume.h), the lock lines it applies (_capturecore_take.h), irq-
- * context changes (_capturecore_irq.h), one line (_capturecore_line.h); its own memo tables are
+ * context changes (_capturecore_irq.h), the acquisition whose objects are not made yet
+ * (_capturecore_pending.h), one line (_capturecore_line.h); its own memo tables are
  * _capcache.h.  This file: the iterator and the module.
  */
 
@@ -42,6 +43,7 @@
 #include "_capturecore_state.h"
 #include "_capturecore_resume.h"
 #include "_capturecore_take.h"
+#include "_capturecore_pending.h"
 #include "_capturecore_irq.h"
 #include "_capturecore_line.h"
 
@@ -133,16 +135,17 @@ static PyObject *CaptureFilter_lines_read(CaptureFilter *self, PyObject *Py_UNUS
 }
 
 static PyObject *CaptureFilter_counts(CaptureFilter *self, PyObject *Py_UNUSED(ignored)) {
-    return Py_BuildValue("{sLsLsLsLsLsLsLsLsL}", "context_events", self->context_events, "lines", self->lineno, "events", self->events,
-                         "hardirq_lines", self->hardirq_lines, "softirq_lines", self->softirq_lines,
+    return Py_BuildValue("{sLsLsLsLsLsLsLsLsLsL}", "context_events", self->context_events, "lines", self->lineno,
+                         "events", self->events, "hardirq_lines", self->hardirq_lines, "softirq_lines", self->softirq_lines,
                          "names_resolved", self->resolved, "acquisitions", self->acquisitions,
-                         "contention", self->contention_lines, "taken", self->taken);
+                         "contention", self->contention_lines, "taken", self->taken, "elided", self->elided);
 }
 
 static PyMethodDef CaptureFilter_methods[] = {
     {"lines_read", (PyCFunction)CaptureFilter_lines_read, METH_NOARGS, "how many lines the filter has read"},
     {"counts", (PyCFunction)CaptureFilter_counts, METH_NOARGS,
-     "the reader's counts of the lines applied here (and `lines`: every line read, `taken`: applied)"},
+     "the reader's counts of the lines applied here (and `lines`: every line read, `taken`: applied, "
+     "`elided`: acquisitions released by the next lock line, made no Python objects)"},
     {NULL, NULL, 0, NULL},
 };
 

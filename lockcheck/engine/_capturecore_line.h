@@ -167,6 +167,10 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
     if (task == Py_None || sp.ts_len > 40)
         goto done;
+    if (self->pend.active && PyTuple_GET_ITEM(body, B_OP) == self->acquire_op && pend_flush(self) < 0) {
+        r = -1; /* (an acquisition reads the held stack: the pending one made first) */
+        goto done;
+    }
     long state = small_long(PyTuple_GET_ITEM(fl, F_STATE));
     if (state < 0)
         goto done;
@@ -180,7 +184,7 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
     if (view == NULL) {
         view = PyDict_GetItemWithError(self->views, task);
         if (view == NULL) {
-            if (PyErr_Occurred() || (view = new_view(self, task)) == NULL) {
+            if (PyErr_Occurred() || pend_flush(self) < 0 || (view = new_view(self, task)) == NULL) {
                 r = PyErr_Occurred() ? -1 : 0;
                 goto done;
             }
@@ -207,6 +211,10 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
         if (state != (old == NULL ? 0 : small_long(old))) {
             /* an irq-context change: the reader's irq-context events first, then the lock's */
             if ((timestamp = ascii_str(sp.ts, sp.ts_len)) == NULL) {
+                r = -1;
+                goto done;
+            }
+            if (pend_flush(self) < 0) {
                 r = -1;
                 goto done;
             }
@@ -238,12 +246,8 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
     PyObject *op = PyTuple_GET_ITEM(body, B_OP);
     Py_INCREF(view);
     Py_INCREF(ctask);
-    if (op == self->acquire_op) {
-        if (timestamp == NULL && (timestamp = ascii_str(sp.ts, sp.ts_len)) == NULL)
-            r = -1;
-        else
-            r = take_acquire(self, view, ctask, head, fl, body, timestamp);
-    }
+    if (op == self->acquire_op)
+        r = take_acquire(self, view, ctask, head, fl, body, timestamp, sp.ts, sp.ts_len);
     else if (op == self->release_op)
         r = take_release(self, view, ctask, head, body);
     else

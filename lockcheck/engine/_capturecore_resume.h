@@ -114,10 +114,14 @@ static int list_add(PyObject *list, Py_ssize_t i, long delta);
 static int flush_annotator(CaptureFilter *self);
 
 /* the checker's and the annotator's counts kept here, written back (keeping an error that is set) */
+static int pend_flush(CaptureFilter *self);
+
 static int suspend(CaptureFilter *self) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
-    int r = set_longlong(self->cstats, s_events, self->ev_now);
+    int r = pend_flush(self); /* (before Python code runs: it may look at the task's held stack) */
+    if (r == 0)
+        r = set_longlong(self->cstats, s_events, self->ev_now);
     if (r == 0)
         r = set_longlong(self->cstats, s_chain_hits, self->hits_now);
     if (r == 0)

@@ -43,6 +43,22 @@ static PyObject *s_preempt_rt, *s_stopped, *s_stamp_key, *s_probe_known, *s_cont
     *s_rule_prefix, *s_empty;
 static PyObject *small_ints[2];
 
+/* An acquisition the filter applied whose Python objects -- the HeldLock on the task's held list, its
+ * deferred event, the annotator's held entry, the reader's `held[(task, instance)]` -- are not made
+ * yet: made (`pend_flush`) before anything could look at them, or never, when the next lock line is
+ * its release (_capturecore_pending.h).  Every other effect of the acquisition is applied at once. */
+enum { P_TASK, P_NAME, P_INSTANCE, P_MODE, P_TIMESTAMP, P_CPU, P_DISPLAY, P_HELD, P_A_HELD, P_CTX, P_KEY,
+       P_IRQ_CONTEXT, P_HARDIRQS_OFF, P_PREV_KEY, P_VIEW, P_N };
+typedef struct {
+    int active;         /* an acquisition is pending */
+    int names;          /* `held[key] = [name, 1]` is still to do (there was no entry) */
+    int trylock, check;
+    long long lineno;
+    PyObject *o[P_N];   /* owned while active; a_held None: the annotator does not run; timestamp NULL: */
+    char ts[48];        /* made of these bytes (`ts_len`, at most 40: take_line's) when needed */
+    Py_ssize_t ts_len;
+} Pending;
+
 typedef struct {
     PyObject_HEAD
     PyObject *lines;        /* the iterator of lines */
@@ -99,8 +115,11 @@ typedef struct {
     PyObject *untrusted_from;
     Py_ssize_t fast_depth;
     long long ev_now, hits_now;
+    /* the latest acquisition's Python objects not made yet (_capturecore_pending.h) */
+    Pending pend;
     /* counts for the reader's statistics (fast_capture adds them) */
-    long long context_events, lineno, events, hardirq_lines, softirq_lines, resolved, acquisitions, contention_lines, taken;
+    long long context_events, lineno, events, hardirq_lines, softirq_lines, resolved, acquisitions, contention_lines, taken,
+        elided;  /* (acquisition/release pairs whose objects were never made: _capturecore_pending.h) */
 } CaptureFilter;
 
 /* a slot's value (borrowed), or NULL with AttributeError when unset */
@@ -129,6 +148,9 @@ static int CaptureFilter_clear(CaptureFilter *self) {
     Py_CLEAR(self->file); Py_CLEAR(self->acquire_op); Py_CLEAR(self->release_op); Py_CLEAR(self->write_mode);
     Py_CLEAR(self->view_type); Py_CLEAR(self->held_type); Py_CLEAR(self->task_type);
     capcache_clear(&self->cache);
+    self->pend.active = 0;
+    for (int i = 0; i < P_N; i++)
+        Py_CLEAR(self->pend.o[i]);
     Py_CLEAR(self->untrusted_from); Py_CLEAR(self->recent_type); Py_CLEAR(self->move_to_end);
     for (int i = 0; i < OP_N; i++)
         Py_CLEAR(self->irq_ops[i]);
@@ -171,6 +193,8 @@ static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *ar
         Py_VISIT(self->irq_context_of[i]);
     for (int i = 0; i < OP_N; i++)
         Py_VISIT(self->irq_ops[i]);
+    for (int i = 0; i < P_N; i++)
+        Py_VISIT(self->pend.o[i]);
     return capcache_traverse(&self->cache, visit, arg);
 }
 

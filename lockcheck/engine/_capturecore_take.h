@@ -111,9 +111,10 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
     return 1;
 }
 
-/* the annotator's `_acquire` for a verdict of `decide` (fast_stages._Annotated.acquire) */
-static int annotate_acquire(CaptureFilter *self, PyObject *view, PyObject *task, PyObject *name, PyObject *instance,
-                            PyObject *mode, int trylock, PyObject *cpu, const Verdict *v) {
+/* the annotator's `_acquire` for a verdict of `decide` (fast_stages._Annotated.acquire), all but its held
+ * entry, `[name, name, instance, ctx, mode]` appended to `*a_held_out` (borrowed) by `pend_flush` */
+static int annotate_acquire(CaptureFilter *self, PyObject *view, PyObject *task, PyObject *name,
+                            int trylock, PyObject *cpu, const Verdict *v, PyObject **a_held_out) {
     if (cpu != Py_None) {
         TaskSlot *ts = self->cur;
         if (ts == NULL || ts->cpu != cpu) { /* (cpu[task] = cpu: nothing to do when it is that already) */
@@ -157,17 +158,8 @@ static int annotate_acquire(CaptureFilter *self, PyObject *view, PyObject *task,
         if (r < 0)
             return -1;
     }
-    PyObject *entry = PyList_New(5);
-    if (entry == NULL)
-        return -1;
-    PyObject *items[5] = {name, name, instance, v->ctx, mode};
-    for (int i = 0; i < 5; i++) {
-        Py_INCREF(items[i]);
-        PyList_SET_ITEM(entry, i, items[i]);
-    }
-    int r = PyList_Append(a_held, entry);
-    Py_DECREF(entry);
-    return r;
+    *a_held_out = a_held;
+    return 0;
 }
 
 /* ---- one line ---------------------------------------------------------------------------- */
@@ -213,15 +205,16 @@ static int remember(CaptureFilter *self, PyObject *recent, PyObject *pair) {
     if (Py_TYPE(recent) == self->recent_type) {
         PyObject *locks = SLOT(recent, self->recent_off[R_LOCKS]), *limit = SLOT(recent, self->recent_off[R_LIMIT]);
         if (locks != NULL && limit != NULL && Py_TYPE(locks) == &PyODict_Type) {
-            int seen = PyDict_Contains(locks, pair);
-            if (seen < 0)
-                return -1;
-            if (seen) {
-                PyObject *args[2] = {locks, pair};
-                PyObject *done = PyObject_Vectorcall(self->move_to_end, args, 2, NULL);
-                Py_XDECREF(done);
-                return done == NULL ? -1 : 0;
+            /* (most locks a task takes it took lately: moved without asking first; KeyError: a new one) */
+            PyObject *args[2] = {locks, pair};
+            PyObject *done = PyObject_Vectorcall(self->move_to_end, args, 2, NULL);
+            if (done != NULL) {
+                Py_DECREF(done);
+                return 0;
             }
+            if (!PyErr_ExceptionMatches(PyExc_KeyError))
+                return -1;
+            PyErr_Clear();
             long most = small_long(limit);
             if (most >= 0 && PyDict_GET_SIZE(locks) < most)
                 return PyObject_SetItem(locks, pair, Py_None);
@@ -263,9 +256,10 @@ static PyObject *read_mode(CaptureFilter *self, PyObject *name, int in_irq) {
     return mode;
 }
 
-/* an acquisition (the Python loop's ACQUIRE branch): 1 applied, 0 passed on, -1 error */
+/* an acquisition (the Python loop's ACQUIRE branch): 1 applied, 0 passed on, -1 error.  `timestamp`: the
+ * line's time stamp as a str, or NULL: not made yet (its `ts_len` bytes at `ts`, at most 40) */
 static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *fl,
-                        PyObject *body, PyObject *timestamp) {
+                        PyObject *body, PyObject *timestamp, const char *ts, Py_ssize_t ts_len) {
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
     PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
     PyObject *instance = PyTuple_GET_ITEM(body, B_INSTANCE);
@@ -294,7 +288,7 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         Py_INCREF(mode);
     }
     int r = 0;
-    PyObject *chain_key = NULL, *read_back = NULL, *hlock = NULL, *lineno = NULL, *key = NULL;
+    PyObject *chain_key = NULL, *key = NULL;
     Verdict verdict = {1, NULL, 0, NULL};
     int annotated = self->annotator != NULL;
     if (annotated) {
@@ -371,10 +365,23 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     self->ev_now++;
     if (recent != Py_None) {
         PyObject *pair = capcache_pair(&self->cache, name, instance);
-        int added = pair ? remember(self, recent, pair) : -1;
-        Py_XDECREF(pair);
-        if (added < 0)
+        if (pair == NULL)
             goto done;
+        TaskSlot *ts = self->cur;
+        /* (the pair the filter added last to these recent locks is their newest while no Python code ran
+         * (the slot is forgotten then): added again, it stays so) */
+        if (ts == NULL || ts->recent != recent || ts->recent_pair != pair) {
+            int added = remember(self, recent, pair);
+            if (added < 0) {
+                Py_DECREF(pair);
+                goto done;
+            }
+            if (ts != NULL) {
+                Py_XSETREF(ts->recent, Py_NewRef(recent));
+                Py_XSETREF(ts->recent_pair, Py_NewRef(pair));
+            }
+        }
+        Py_DECREF(pair);
         PyObject *last = PyLong_FromLongLong(self->ev_now);
         if (last == NULL)
             goto done;
@@ -388,47 +395,30 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         if (failed)
             goto done;
     }
-    lineno = PyLong_FromLongLong(self->lineno);
-    if (lineno == NULL)
-        goto done;
-    {
-        PyObject *parts[12] = {self->event_fn, task, name, instance, mode, trylock ? Py_True : Py_False,
-                               check ? Py_True : Py_False, timestamp, cpu, self->file, lineno,
-                               PyTuple_GET_ITEM(head, H_DISPLAY)};
-        read_back = later(parts);
-    }
-    if (read_back == NULL)
-        goto done;
-    {
-        PyObject *fields[HL_N] = {name, name, instance, small_ints[0], mode, trylock ? Py_True : Py_False,
-                                  check ? Py_True : Py_False, Py_None, irq_context, hardirqs_off, small_ints[0],
-                                  prev_key, Py_None, read_back};
-        hlock = new_held(self, fields);
-    }
-    if (hlock == NULL || PyList_Append(held, hlock) < 0)
-        goto done;
+    /* (the HeldLock, its event and the annotator's entry: pending, made by pend_flush) */
+    Py_INCREF(prev_key); /* (held by the pending acquisition: the slot is set below) */
+    PyObject *pend_prev = prev_key;
     slot_set(ctask, self->task_off[T_CHAIN_KEY], chain_key);
     if (validated)
         self->hits_now++;
-    if (annotated && annotate_acquire(self, view, task, name, instance, mode, trylock, cpu, &verdict) < 0)
+    PyObject *a_held = Py_None;
+    if (annotated && annotate_acquire(self, view, task, name, trylock, cpu, &verdict, &a_held) < 0) {
+        Py_DECREF(pend_prev);
         goto done;
+    }
     /* the reader */
     key = capcache_pair(&self->cache, task, instance);
-    if (key == NULL)
+    if (key == NULL) {
+        Py_DECREF(pend_prev);
         goto done;
+    }
     PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
+    int names = entry == NULL;
     if (entry == NULL) {
-        if (PyErr_Occurred())
+        if (PyErr_Occurred()) {
+            Py_DECREF(pend_prev);
             goto done;
-        entry = PyList_New(2);
-        if (entry == NULL)
-            goto done;
-        PyList_SET_ITEM(entry, 0, Py_NewRef(name));
-        PyList_SET_ITEM(entry, 1, Py_NewRef(small_ints[1]));
-        int failed = PyDict_SetItem(self->held_names, key, entry) < 0;
-        Py_DECREF(entry);
-        if (failed)
-            goto done;
+        }
     } else {
         if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 2) {
             PyErr_SetString(PyExc_TypeError, "a held name entry is no list");
@@ -438,23 +428,49 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         PyObject *old = PyList_GET_ITEM(entry, 0);
         PyList_SET_ITEM(entry, 0, name);
         Py_DECREF(old);
-        if (list_add(entry, 1, 1) < 0)
+        if (list_add(entry, 1, 1) < 0) {
+            Py_DECREF(pend_prev);
             goto done;
+        }
+    }
+    {
+        Pending *p = &self->pend;
+        PyObject *objs[P_N] = {task, name, instance, mode, timestamp, cpu, PyTuple_GET_ITEM(head, H_DISPLAY), held,
+                               a_held, verdict.ctx != NULL ? verdict.ctx : Py_None, key, irq_context, hardirqs_off,
+                               NULL, view};
+        for (int i = 0; i < P_N; i++)
+            if (i != P_PREV_KEY)
+                p->o[i] = Py_XNewRef(objs[i]);
+        p->o[P_PREV_KEY] = pend_prev;
+        if (timestamp == NULL) {
+            memcpy(p->ts, ts, (size_t)ts_len);
+            p->ts_len = ts_len;
+        }
+        p->names = names;
+        p->trylock = trylock;
+        p->check = check;
+        p->lineno = self->lineno;
+        p->active = 1;
     }
     self->acquisitions++;
     r = 1;
 done:
     Py_XDECREF(mode);
     Py_XDECREF(chain_key);
-    Py_XDECREF(read_back);
-    Py_XDECREF(hlock);
-    Py_XDECREF(lineno);
     Py_XDECREF(key);
     return r;
 }
 
 /* a release (the Python loop's RELEASE branch, `_pop_innermost`): 1 applied, 0 passed on, -1 error */
+static int pend_release(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *body);
+static int pend_flush(CaptureFilter *self);
+
 static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *body) {
+    if (self->pend.active) {
+        int done = pend_release(self, view, ctask, head, body);
+        if (done != 0)
+            return done;
+    }
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
     PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
     PyObject *instance = PyTuple_GET_ITEM(body, B_INSTANCE);
@@ -555,6 +571,8 @@ done:
 static int take_other(CaptureFilter *self, PyObject *head, PyObject *body) {
     PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
     if (is_empty_str(name)) {
+        if (pend_flush(self) < 0) /* (the name from the reader's entries: the pending one's made first) */
+            return -1;
         PyObject *key = capcache_pair(&self->cache, PyTuple_GET_ITEM(head, H_TASK), PyTuple_GET_ITEM(body, B_INSTANCE));
         if (key == NULL)
             return -1;

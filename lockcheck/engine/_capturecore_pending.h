@@ -1,0 +1,122 @@
+/*
+ * A part of lockcheck/engine/_capturecore.c, which includes its parts in order (each uses what the
+ * parts before it define).  This one: the pending acquisition (`Pending`, in _capturecore_state.h).
+ *
+ * Most acquisitions are released by the next lock line of the capture (3 of 4 in the benchmark
+ * captures: `lock_acquire`, maybe `lock_acquired`, `lock_release`), and for those the Python objects
+ * an acquisition makes -- the HeldLock pushed on the task's held list, its deferred event, the
+ * annotator's held entry, the reader's `held[(task, instance)]` entry -- are made only to be freed
+ * again (about 2,000 instructions a pair).  So `take_acquire` applies every other effect at once
+ * (chain key, counts, recent locks, the annotator's counts and cpu) and leaves those objects
+ * pending, as the `.lt` core's held overlay (_lt_overlay.h) leaves its pushes in C:
+ *
+ * - `pend_release`: the next lock line releases it (same task and view, same lock, the task not
+ *   pinned, no reader entry made for it earlier): the release is applied to the pending acquisition
+ *   and neither is ever made;
+ * - `pend_flush` makes them, exactly as `take_acquire` would have, before anything else could look:
+ *   any other line the filter applies that reads or changes a task's held state (an acquisition, an
+ *   irq-context change, a new view, a release that is not this one, a contention line that looks a
+ *   name up in the reader's entries), and before any line is handed to Python (`suspend`).  Between
+ *   the acquisition and its flush only lines that touch no held state run (lines the reader skips,
+ *   `lock_acquired`/`lock_contended` of a named lock), so the objects are made into the same state.
+ */
+#ifndef LOCKCHECK_CAPTURECORE_PENDING_H
+#define LOCKCHECK_CAPTURECORE_PENDING_H
+
+static void pend_drop(CaptureFilter *self) {
+    Pending *p = &self->pend;
+    p->active = 0;
+    for (int i = 0; i < P_N; i++)
+        Py_CLEAR(p->o[i]);
+}
+
+/* the pending acquisition's objects made (take_acquire's own, in its order): 0, -1 error */
+static int pend_flush(CaptureFilter *self) {
+    Pending *p = &self->pend;
+    if (!p->active)
+        return 0;
+    PyObject **o = p->o;
+    int r = -1;
+    PyObject *read_back = NULL, *hlock = NULL, *entry = NULL;
+    PyObject *lineno = PyLong_FromLongLong(p->lineno);
+    if (lineno == NULL)
+        goto done;
+    if (o[P_TIMESTAMP] == NULL && (o[P_TIMESTAMP] = ascii_str(p->ts, p->ts_len)) == NULL)
+        goto done;
+    PyObject *trylock = p->trylock ? Py_True : Py_False, *check = p->check ? Py_True : Py_False;
+    {
+        PyObject *parts[LATER_N] = {self->event_fn, o[P_TASK], o[P_NAME], o[P_INSTANCE], o[P_MODE], trylock, check,
+                                    o[P_TIMESTAMP], o[P_CPU], self->file, lineno, o[P_DISPLAY]};
+        read_back = later(parts);
+    }
+    if (read_back == NULL)
+        goto done;
+    {
+        PyObject *fields[HL_N] = {o[P_NAME], o[P_NAME], o[P_INSTANCE], small_ints[0], o[P_MODE], trylock, check,
+                                  Py_None, o[P_IRQ_CONTEXT], o[P_HARDIRQS_OFF], small_ints[0], o[P_PREV_KEY],
+                                  Py_None, read_back};
+        hlock = new_held(self, fields);
+    }
+    if (hlock == NULL || PyList_Append(o[P_HELD], hlock) < 0)
+        goto done;
+    if (o[P_A_HELD] != Py_None) {
+        PyObject *items[5] = {o[P_NAME], o[P_NAME], o[P_INSTANCE], o[P_CTX], o[P_MODE]};
+        if ((entry = PyList_New(5)) == NULL)
+            goto done;
+        for (int i = 0; i < 5; i++)
+            PyList_SET_ITEM(entry, i, Py_NewRef(items[i]));
+        if (PyList_Append(o[P_A_HELD], entry) < 0)
+            goto done;
+        Py_CLEAR(entry);
+    }
+    if (p->names) {
+        if ((entry = PyList_New(2)) == NULL)
+            goto done;
+        PyList_SET_ITEM(entry, 0, Py_NewRef(o[P_NAME]));
+        PyList_SET_ITEM(entry, 1, Py_NewRef(small_ints[1]));
+        if (PyDict_SetItem(self->held_names, o[P_KEY], entry) < 0)
+            goto done;
+    }
+    r = 0;
+done:
+    Py_XDECREF(lineno);
+    Py_XDECREF(read_back);
+    Py_XDECREF(hlock);
+    Py_XDECREF(entry);
+    pend_drop(self);
+    return r;
+}
+
+/* A release line (take_release's) while an acquisition is pending: 1 it released the pending one
+ * (what take_release would have done to it, applied), 0 not that one (flushed: the plain
+ * take_release goes on), -1 error. */
+static int pend_release(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *body) {
+    Pending *p = &self->pend;
+    PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
+    int named = is_empty_str(name);
+    int same = p->names && view == p->o[P_VIEW];
+    if (same)
+        same = eq(PyTuple_GET_ITEM(head, H_TASK), p->o[P_TASK]);
+    if (same > 0)
+        same = eq(PyTuple_GET_ITEM(body, B_INSTANCE), p->o[P_INSTANCE]);
+    if (same > 0 && !named)
+        same = eq(name, p->o[P_NAME]);
+    if (same > 0) {
+        PyObject *pins = SLOT(ctask, self->task_off[T_PINS]);
+        same = pins == NULL ? 0 : PyObject_Not(pins);
+    }
+    if (same < 0)
+        return -1;
+    if (!same)
+        return pend_flush(self);
+    /* take_release on the HeldLock it would have made: the chain key back, the entries gone */
+    self->ev_now++;
+    slot_set(ctask, self->task_off[T_CHAIN_KEY], p->o[P_PREV_KEY]);
+    if (named)
+        self->resolved++;
+    self->elided++;
+    pend_drop(self);
+    return 1;
+}
+
+#endif
