@@ -52,9 +52,10 @@ static int pend_flush(CaptureFilter *self) {
     if (read_back == NULL)
         goto done;
     {
-        PyObject *fields[HL_N] = {o[P_NAME], o[P_NAME], o[P_INSTANCE], small_ints[0], o[P_MODE], trylock, check,
-                                  Py_None, o[P_IRQ_CONTEXT], o[P_HARDIRQS_OFF], small_ints[0], o[P_PREV_KEY],
-                                  Py_None, read_back};
+        PyObject *fields[] = {o[P_NAME], o[P_NAME], o[P_INSTANCE], small_ints[0], o[P_MODE], trylock, check,
+                              Py_None, o[P_IRQ_CONTEXT], o[P_HARDIRQS_OFF], small_ints[0], o[P_PREV_KEY],
+                              Py_None, read_back, Py_None /* held_evidence: the checker's, made when asked */};
+        _Static_assert(sizeof fields / sizeof *fields == HL_N, "a value for every HeldLock slot the filter fills");
         hlock = new_held(self, fields);
     }
     if (hlock == NULL || PyList_Append(o[P_HELD], hlock) < 0)

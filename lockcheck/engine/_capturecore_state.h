@@ -19,10 +19,10 @@ enum { V_TASK, V_HELD, V_IRQ_CONTEXT, V_HARDIRQS_OFF, V_USAGE_NEED, V_RECENT, V_
 static const char *view_names[V_N] = {"task", "held", "irq_context", "hardirqs_off", "usage_need", "recent",
                                       "a_held"};
 enum { HL_CLS, HL_LOCK, HL_INSTANCE, HL_SUBCLASS, HL_READ, HL_TRYLOCK, HL_CHECK, HL_NEST, HL_IRQ_CONTEXT,
-       HL_HARDIRQS_OFF, HL_REFERENCES, HL_PREV_CHAIN_KEY, HL_EVENT, HL_SOURCE, HL_N };
+       HL_HARDIRQS_OFF, HL_REFERENCES, HL_PREV_CHAIN_KEY, HL_EVENT, HL_SOURCE, HL_HELD_EVIDENCE, HL_N };
 static const char *held_names_[HL_N] = {"cls", "lock", "instance", "subclass", "read", "trylock", "check", "nest",
                                         "irq_context", "hardirqs_off", "references", "prev_chain_key", "_event",
-                                        "_source"};
+                                        "_source", "held_evidence"};
 enum { T_NAME, T_CHAIN_KEY, T_CPU, T_PINS, T_HARDIRQS_ENABLED, T_SOFTIRQS_ENABLED, T_HARDIRQ_DEPTH, T_SOFTIRQ_DEPTH,
        T_USAGE_NEED, T_IRQ_EVENTS, T_IRQ_KNOWN, T_HARDIRQ_THREADED, T_HELD, T_ACQUIRED_EVER, T_N };
 static const char *task_names[T_N] = {"name", "chain_key", "cpu", "pins", "hardirqs_enabled", "softirqs_enabled",
