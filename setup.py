@@ -35,7 +35,7 @@ setup(ext_modules=[
               optional=True),
     # the tracked locks' hit path (the pytest plugin); LOCKCHECK_PURE=1 forces its fallback too
     Extension("lockcheck.python._trackedcore", ["lockcheck/python/_tracked.c"],
-              depends=["lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h"]
+              depends=["lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h", "lockcheck/engine/_rules.h"]
               + [f"lockcheck/python/_tracked_{unit}.h" for unit in ("cache", "hit", "rawlock", "methods", "async")],
               include_dirs=["lockcheck/engine"], optional=True),
 ])

@@ -292,6 +292,28 @@ def test_a_chain_key_rule_the_core_cannot_follow_sends_it_aside(tmp_path: Path,
     assert same(every_path(tmp_path, _irq_head_trace(), monkeypatch)) == ["irq-lock-inversion"]
 
 
+# -- hardirqs off (`rules.hardirqs_off`, `rules.HARDIRQS_OFF_NEEDS`), which no table carries -------
+# T1 uses L in a hardirq; T2 takes it with hardirqs disabled: lockdep marks no HARDIRQ-ON there.
+
+_HARDIRQS_OFF_TRACE = ("T1 hardirq-enter\nT1 acquire L\nT1 release L\nT1 hardirq-exit\n"
+                       "T2 irqs-off\nT2 acquire L\nT2 release L\nT2 irqs-on\n" * 2)
+
+
+def test_the_hardirqs_off_rule_is_read_by_every_path_and_sends_the_cores_aside(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lockcheck.engine import fast_lt
+    from test_wait_context import agreed as same, every_path
+
+    assert rules.usage_rules_as_compiled()
+    assert same(every_path(tmp_path, _HARDIRQS_OFF_TRACE, monkeypatch)) == []
+    # the mutation: an acquisition never counts as taken with hardirqs off
+    monkeypatch.setattr(rules, "hardirqs_off", lambda hardirqs_enabled, hardirq_depth: False)
+    assert not rules.usage_rules_as_compiled()
+    monkeypatch.setenv("LOCKCHECK_PURE", "0")
+    assert not fast_lt.compiled_cores_allowed()  # the cores' `rules_hardirqs_off` would no longer be the rule
+    assert same(every_path(tmp_path, _HARDIRQS_OFF_TRACE, monkeypatch)) == ["inconsistent-lock-state"]
+
+
 # -- the plugin's hit path (python/_tracked.c) reads the same tables ---------------------------
 
 def _plugin(mode: str, pure: bool) -> dict:

@@ -25,8 +25,9 @@ static PyObject *make_view(CaptureFilter *self, PyObject **args) {
                 if ((*ictx = PyObject_Vectorcall(self->irq_context_fn, depths, 2, NULL)) == NULL)
                     return NULL;
             }
-            PyObject *hoff = (he == Py_False || hd > 0) ? Py_True : Py_False;
-            PyObject *usage = hoff == Py_True ? PyList_GetSlice(need, 4, PY_SSIZE_T_MAX) : PyList_GetSlice(need, 0, 4);
+            PyObject *hoff = rules_hardirqs_off(he == Py_True, hd) ? Py_True : Py_False;
+            PyObject *usage = hoff == Py_True ? PyList_GetSlice(need, RULES_HARDIRQS_OFF_NEEDS, PY_SSIZE_T_MAX)
+                                              : PyList_GetSlice(need, 0, RULES_HARDIRQS_OFF_NEEDS);
             if (usage == NULL)
                 return NULL;
             PyObject *view = self->view_type->tp_alloc(self->view_type, 0);

@@ -119,11 +119,12 @@ done:
 static int rebuild_view(LineFilter *self, PyObject *view, long hardirq_depth, long softirq_depth,
                         long hardirqs_enabled) {
     PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
-    int off = !hardirqs_enabled || hardirq_depth > 0;
+    int off = rules_hardirqs_off(hardirqs_enabled != 0, hardirq_depth);
     PyObject *need = PyObject_GetAttr(task, s_usage_need);
     if (need == NULL)
         return -1;
-    PyObject *needs = PySequence_GetSlice(need, off ? 4 : 0, off ? 8 : 4);
+    PyObject *needs = PySequence_GetSlice(need, off ? RULES_HARDIRQS_OFF_NEEDS : 0,
+                                          off ? PY_SSIZE_T_MAX : RULES_HARDIRQS_OFF_NEEDS);
     Py_DECREF(need);
     PyObject *key = needs ? PyObject_GetAttr(task, s_key) : NULL;
     PyObject *fresh = key ? PyTuple_Pack(6, task, PyTuple_GET_ITEM(view, V_HELD),

@@ -123,7 +123,7 @@ static Py_ssize_t find_held(PyObject *held, PyObject *lock, PyObject *instance) 
  * (a new bit: mark_usage, the tuple path's; or the class is gone), -1 on error. */
 static int reacquire_marks_nothing(LineFilter *self, PyObject *need, PyObject *cls, long read, int trylock,
                                    int off) {
-    long wanted = as_long(PyList_GET_ITEM(need, (read ? 1 : 0) | (trylock ? 2 : 0) | (off ? 4 : 0)));
+    long wanted = as_long(PyList_GET_ITEM(need, rules_usage_index(read, trylock, off)));
     PyObject *node = PyDict_GetItemWithError(self->classes, cls);
     long usage;
     int known = node != NULL && PyDict_Check(node) ? node_usage(node, NULL, &usage) : (PyErr_Occurred() ? -1 : 0);

@@ -11,6 +11,20 @@
 #include <Python.h>
 #include "_tuplehash.h"
 
+/* rules.hardirqs_off: an acquisition's hardirqs are off (disabled, or in a hardirq handler), and
+ * RULES_HARDIRQS_OFF_NEEDS, where a task's usage_need has the masks of such acquisitions
+ * (rules.HARDIRQS_OFF_NEEDS), and rules_usage_index below.  Not a table: the cores run only while rules.usage_rules_as_compiled()
+ * says the Python rules are these (fast_lt.compiled_cores_allowed, tracked's core set-up). */
+#define RULES_HARDIRQS_OFF_NEEDS 4
+static inline int rules_hardirqs_off(int hardirqs_enabled, long hardirq_depth) {
+    return !hardirqs_enabled || hardirq_depth > 0;
+}
+
+/* rules.usage_index: where a task's usage_need keeps the mask of an acquisition of this kind */
+static inline int rules_usage_index(long read, int trylock, int hardirqs_off) {
+    return (hardirqs_off ? 4 : 0) | (trylock ? 2 : 0) | (read ? 1 : 0);
+}
+
 /* bit T of `validates`: rules.validates_chain(trylock=T, check=True) */
 static inline int rules_validates(unsigned long validates, int trylock) {
     return (int)((validates >> (trylock ? 1 : 0)) & 1);
@@ -63,7 +77,7 @@ static inline unsigned long rules_irq(const unsigned long *table, int op, long h
     } while (0)
 
 /* The table from its tuple of RULES_IRQ_N ints: 0, or -1 with an error set. */
-static int rules_irq_parse(PyObject *tuple, unsigned long *out) {
+static inline int rules_irq_parse(PyObject *tuple, unsigned long *out) {
     if (!PyTuple_Check(tuple) || PyTuple_GET_SIZE(tuple) != RULES_IRQ_N) {
         PyErr_SetString(PyExc_ValueError, "the irq transition table has 128 entries");
         return -1;
@@ -92,7 +106,7 @@ static inline Py_hash_t rules_hash3(int ok, PyObject *a, PyObject *b, PyObject *
 }
 
 /* Whether tuple_hash3 agrees with the interpreter's tuple hash on samples: 1 yes, 0 no, -1 error. */
-static int rules_check_tuple_hash(void) {
+static inline int rules_check_tuple_hash(void) {
     static const long keys[] = {-1, 0, 1, 123456789, -987654321};
     static const char *names[] = {"&rq->lock", "", "(wq_completion)events#3"};
     int ok = 1;

@@ -405,9 +405,9 @@ def _view(task) -> tuple:
     """What the fast path needs of a task's state, until the full checker next changes it:
     `(TaskState, held, irq_context, hardirqs_off, usage needs by (read, trylock), acquired_ever)`."""
     hardirq_depth = task.hardirq_depth
-    hardirqs_off = not task.hardirqs_enabled or hardirq_depth > 0
+    hardirqs_off = rules.hardirqs_off(task.hardirqs_enabled, hardirq_depth)
     return (task, task.held, rules.task_irq_context(hardirq_depth, task.softirq_depth), hardirqs_off,
-            task.usage_need[4:] if hardirqs_off else task.usage_need[:4], task.acquired_ever)
+            rules.needs_now(task.usage_need, hardirqs_off), task.acquired_ever)
 
 
 def _nothing_taken() -> tuple[int, int]:
@@ -428,9 +428,10 @@ def _rule_tables() -> tuple:
 
 def compiled_cores_allowed() -> bool:
     """Whether a compiled core may run at all (this one, the capture filter's): not with
-    `LOCKCHECK_PURE=1`, nor under a chain-key rule or an irq transition the cores cannot follow."""
+    `LOCKCHECK_PURE=1`, nor under a chain-key rule, an irq transition or a hardirqs-off rule the
+    cores cannot follow."""
     return (os.environ.get("LOCKCHECK_PURE") != "1" and rules.chain_key_is_tuple_hash()
-            and rules.irq_transition_table() is not None)
+            and rules.usage_rules_as_compiled() and rules.irq_transition_table() is not None)
 
 
 def _compiled_filter():

@@ -27,9 +27,9 @@ class _View:
         self.task = task
         self.held = task.held
         hardirq_depth = task.hardirq_depth
-        self.hardirqs_off = hardirqs_off = not task.hardirqs_enabled or hardirq_depth > 0
+        self.hardirqs_off = hardirqs_off = rules.hardirqs_off(task.hardirqs_enabled, hardirq_depth)
         self.irq_context = rules.task_irq_context(hardirq_depth, task.softirq_depth)
-        self.usage_need = task.usage_need[4:] if hardirqs_off else task.usage_need[:4]
+        self.usage_need = rules.needs_now(task.usage_need, hardirqs_off)
         self.recent = task.acquired_ever
         self.a_held = a_held
 

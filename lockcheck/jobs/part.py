@@ -129,7 +129,7 @@ class PartChecker(Checker):
         if rules.nest_lock_merges(depth, held[-1].cls if depth else None, cls, ev.nest):
             return True
         read, trylock, check = ev.mode, ev.trylock, ev.check
-        hardirqs_off = not task.hardirqs_enabled or task.hardirq_depth > 0
+        hardirqs_off = rules.hardirqs_off(task.hardirqs_enabled, task.hardirq_depth)
         if rules.acquire_usage(task.usage_need, read, trylock, check, hardirqs_off) & ~node["usage"]:
             return False
         if ev.nest is not None and not self.lock_is_held(task, ev.nest[0], ev.nest[1]):

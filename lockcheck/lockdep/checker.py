@@ -186,7 +186,7 @@ class Checker(LockRelease, CircularSearch, WaitContext, SetClass, Asserts, MoreO
                 recent.add((ev.lock, ev.instance))
                 recent.last = self.stats.events
             self.lock_acquire(task, ev, ev.lock, ev.instance, ev.subclass, ev.mode, ev.trylock, ev.check,
-                              ev.nest, not task.hardirqs_enabled or task.hardirq_depth > 0, 0)
+                              ev.nest, rules.hardirqs_off(task.hardirqs_enabled, task.hardirq_depth), 0)
         elif op == RELEASE:
             held = task.held
             if held:

@@ -40,7 +40,7 @@ class MoreOps:
         if ev.props is not None:
             self.register_class_props(ev.lock, ev.props, ev)
         self.lock_acquire(task, ev, ev.lock, ev.instance, ev.subclass, ev.mode, False, ev.check, ev.nest,
-                          not task.hardirqs_enabled or task.hardirq_depth > 0, 0, sync=True)
+                          rules.hardirqs_off(task.hardirqs_enabled, task.hardirq_depth), 0, sync=True)
 
     # -- pins --------------------------------------------------------------------------------------
     def lock_pin_lock(self, task: TaskState, ev: Event) -> None:

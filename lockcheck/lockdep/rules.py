@@ -17,7 +17,7 @@ Readers that run per event bind what they need when a run starts
 
 from __future__ import annotations
 
-from typing import NamedTuple, Optional
+from typing import NamedTuple, Optional, Sequence
 
 from lockcheck import events as E
 from lockcheck.lockdep.usage import ENABLED_HARDIRQ, ENABLED_SOFTIRQ, USED, USED_IN_HARDIRQ, USED_IN_SOFTIRQ
@@ -108,6 +108,21 @@ def mark_usage_hardirqs_off(hardirqs_off: bool, sync: bool) -> bool:
 def usage_index(read: int, trylock: bool, hardirqs_off: bool) -> int:
     """Where `usage_needs` keeps the mask for an acquisition of this kind."""
     return (1 if read else 0) | (2 if trylock else 0) | (4 if hardirqs_off else 0)
+
+
+def hardirqs_off(hardirqs_enabled: bool, hardirq_depth: int) -> bool:
+    """Whether an acquisition happens with hardirqs off (lockdep's `hlock->hardirqs_off`): they
+    are disabled, or the task is in a hardirq handler."""
+    return not hardirqs_enabled or hardirq_depth > 0
+
+
+#: where `usage_needs`' masks for acquisitions with hardirqs off begin (its second half)
+HARDIRQS_OFF_NEEDS = usage_index(0, False, True)
+
+
+def needs_now(needs: Sequence[int], hardirqs_off: bool) -> Sequence[int]:
+    """The half of a task's `usage_need` that its acquisitions use now, by (read, trylock)."""
+    return needs[HARDIRQS_OFF_NEEDS:] if hardirqs_off else needs[:HARDIRQS_OFF_NEEDS]
 
 
 def nocheck_usage(read: int) -> int:
@@ -360,6 +375,18 @@ def compiled_tables() -> tuple[int, int, int, int]:
                  if nest_lock_merges(1, "A", "A" if same else "B", ("N", None) if nest else None))
     contexts = sum((task_irq_context(hard, soft) & 3) << (2 * (2 * hard + soft)) for hard in (0, 1) for soft in (0, 1))
     return validates, separate, merges, contexts
+
+
+def usage_rules_as_compiled() -> bool:
+    """The compiled cores read a task's hardirqs-off state, the half of its `usage_need` that
+    selects and an acquisition's usage index as `_rules.h` writes them (`rules_hardirqs_off`,
+    `RULES_HARDIRQS_OFF_NEEDS`, `rules_usage_index`): they run only while `hardirqs_off`,
+    `HARDIRQS_OFF_NEEDS` and `usage_index` say the same over the cores' domain."""
+    return (HARDIRQS_OFF_NEEDS == 4
+            and all(hardirqs_off(enabled, depth) == (not enabled or depth > 0)
+                    for enabled in (False, True) for depth in range(8))
+            and all(usage_index(read, bool(trylock), bool(off)) == (off << 2 | trylock << 1 | (1 if read else 0))
+                    for read in (0, 1, 2) for trylock in (0, 1) for off in (0, 1)))
 
 
 def chain_key_is_tuple_hash() -> bool:

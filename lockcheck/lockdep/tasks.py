@@ -205,7 +205,7 @@ def irq_event(task: "TaskState", op: str) -> Optional[tuple]:
 
 def hardirqs_off(task: "TaskState") -> bool:
     """Whether an acquisition now happens with hardirqs disabled."""
-    return not task.hardirqs_enabled or task.hardirq_depth > 0
+    return rules.hardirqs_off(task.hardirqs_enabled, task.hardirq_depth)
 
 
 def softirqs_enabled(task: "TaskState") -> bool:

@@ -38,6 +38,7 @@
 #include <Python.h>
 #include "_tuplehash.h"
 #include "_cshared.h"
+#include "_rules.h"
 #include <frameobject.h>
 #include <structmember.h>
 #include <time.h>

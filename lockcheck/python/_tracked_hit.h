@@ -210,8 +210,8 @@ record_acquire_ci(PyObject *cls, PyObject *inst, int read, PyObject *rec, PyObje
         goto done;
     PyObject *usage = kget(node, s_usage);
     int in_hardirq = nonzero(hdepth), in_softirq = nonzero(sdepth);
-    int hardirqs_off = henabled != Py_True || in_hardirq;
-    PyObject *needed = PyList_GET_ITEM(need, (hardirqs_off ? 4 : 0) | (trylock ? 2 : 0) | (read ? 1 : 0));
+    int hardirqs_off = rules_hardirqs_off(henabled == Py_True, in_hardirq);
+    PyObject *needed = PyList_GET_ITEM(need, rules_usage_index(read, trylock, hardirqs_off));
     if (usage == NULL || !PyLong_CheckExact(usage) || !PyLong_CheckExact(needed))
         goto done;
     long u = PyLong_AsLong(usage), n = PyLong_AsLong(needed);

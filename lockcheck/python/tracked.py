@@ -570,8 +570,8 @@ def _c_refresh(rec: RecorderRef) -> Optional[tuple]:
         if type(checker.stats) is not _CoreStats.__base__:
             return None
         checker.stats.__class__ = _CoreStats
-    if not rules.chain_key_is_tuple_hash():
-        return None  # a chain-key rule the core cannot follow: Python only
+    if not (rules.chain_key_is_tuple_hash() and rules.usage_rules_as_compiled()):
+        return None  # a chain-key or hardirqs-off rule the core cannot follow: Python only
     return (rec.__dict__, checker.__dict__, checker.tasks, checker.chain_cache, checker._classes,
             checker._nodes, checker.stats.__dict__, rec._local, rec._pending, rec._orphans, rules.compiled_tables())
 
