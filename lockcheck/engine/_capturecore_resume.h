@@ -247,18 +247,11 @@ static inline int eq(PyObject *a, PyObject *b) {
 static inline long small_long(PyObject *o) {
     if (!PyLong_CheckExact(o))
         return -2;
-#if PY_VERSION_HEX >= 0x030B0000 && PY_VERSION_HEX < 0x030C0000
-    /* (3.11's ints: a value of one digit is read from it, without the general conversion) */
-    Py_ssize_t size = Py_SIZE(o);
-    if (size == 0)
-        return 0;
-    if (size == 1)
-        return (long)((PyLongObject *)o)->ob_digit[0];
-    if (size == -1)
-        return -(long)((PyLongObject *)o)->ob_digit[0];
-#endif
+    long v;
+    if (one_digit_long(o, &v))
+        return v;
     int overflow;
-    long v = PyLong_AsLongAndOverflow(o, &overflow);
+    v = PyLong_AsLongAndOverflow(o, &overflow);
     if (overflow || (v == -1 && PyErr_Occurred())) {
         PyErr_Clear();
         return -2;

@@ -12,6 +12,24 @@
 #include <stdint.h>
 #include <string.h>
 
+/* An exact int of at most one digit read as it is -- CPython before 3.12 keeps the signed digit
+ * count in ob_size -- without the general conversion (the cores read small ints on every line):
+ * 1 with *out set, or 0 for any other (read it the general way).  The caller checked
+ * PyLong_CheckExact. */
+static inline int one_digit_long(PyObject *o, long *out) {
+#if PY_VERSION_HEX < 0x030C0000
+    Py_ssize_t size = Py_SIZE(o);
+    if (size >= -1 && size <= 1) {
+        *out = size == 0 ? 0 : (long)size * (long)((PyLongObject *)o)->ob_digit[0];
+        return 1;
+    }
+#else
+    (void)o;
+    (void)out;
+#endif
+    return 0;
+}
+
 /* A 64-bit hash of `n` bytes (FNV-style, 8 bytes a step): the keys of a core's own tables. */
 static inline uint64_t hash_bytes(const char *p, Py_ssize_t n) {
     uint64_t h = 1469598103934665603ULL ^ (uint64_t)n;

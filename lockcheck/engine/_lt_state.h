@@ -26,17 +26,9 @@
  * references): an int of one digit read as it is (CPython 3.11's layout) instead of the general
  * conversion, ~4% of a run's time; anything else, and later versions, go through PyLong_AsLong. */
 static inline long as_long(PyObject *o) {
-#if PY_VERSION_HEX < 0x030C0000
-    if (PyLong_CheckExact(o)) {
-        Py_ssize_t size = Py_SIZE(o);
-        if (size == 0)
-            return 0;
-        if (size == 1)
-            return (long)((PyLongObject *)o)->ob_digit[0];
-        if (size == -1)
-            return -(long)((PyLongObject *)o)->ob_digit[0];
-    }
-#endif
+    long v;
+    if (PyLong_CheckExact(o) && one_digit_long(o, &v))
+        return v;
     return PyLong_AsLong(o);
 }
 
