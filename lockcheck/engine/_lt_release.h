@@ -40,15 +40,8 @@ static int release_innermost(LineFilter *self, PyObject *task, PyObject *held, P
         }
         r = pop_entry(task, held, top);
     } else {
-        /* a release's info is (kind, seen, cpu, release, lock, instance) */
-        if (info != NULL) {
-            lock = PyTuple_GET_ITEM(info, 4);
-            instance = PyTuple_GET_ITEM(info, 5);
-            Py_INCREF(lock);
-            Py_INCREF(instance);
-        } else if (tail_lock(t, &lock, &instance) < 0) {
+        if (released_lock(info, t, &lock, &instance) < 0)
             return -1;
-        }
         if (references < 0) {
             /* a HeldLock the full checker left on top: its innermost release, as Checker.feed's */
             r = held_lock_released(task, held, top, lock, instance);
@@ -342,14 +335,8 @@ static int apply_release(LineFilter *self, PyObject *view, PyObject *task, PyObj
     if (r != 0 || !self->quick || top == NULL)
         return r;
     PyObject *lock, *instance;
-    if (info != NULL) {
-        lock = PyTuple_GET_ITEM(info, 4);
-        instance = PyTuple_GET_ITEM(info, 5);
-        Py_INCREF(lock);
-        Py_INCREF(instance);
-    } else if (tail_lock(t, &lock, &instance) < 0) {
+    if (released_lock(info, t, &lock, &instance) < 0)
         return -1;
-    }
     r = release_below(self, view, task, held, lock, instance, cpu);
     Py_DECREF(lock);
     Py_DECREF(instance);

@@ -236,6 +236,17 @@ static int tail_lock(const Tail *t, PyObject **lock, PyObject **instance) {
     return 0;
 }
 
+/* A release's lock and instance as new references: from its info -- the Python loop's reading of
+ * the release, (kind, seen, cpu, release, lock, instance) -- when there is one, else from the Tail
+ * (tail_lock).  0, or -1 on error. */
+static int released_lock(PyObject *info, const Tail *t, PyObject **lock, PyObject **instance) {
+    if (info == NULL)
+        return tail_lock(t, lock, instance);
+    *lock = Py_NewRef(PyTuple_GET_ITEM(info, 4));
+    *instance = Py_NewRef(PyTuple_GET_ITEM(info, 5));
+    return 0;
+}
+
 /* The release text (`release CLASS[@INSTANCE]`: the plain release that pops the entry) and the
  * instance (None: none given) of a Tail's lock field, as new references: the strs of the field's
  * last acquisition when it is the same text (a direct-mapped cache, as rest_info's), else made (and
