@@ -98,7 +98,7 @@ def jsonl_lt_events(checker: Checker, tick: Optional[Callable[[str], None]], lin
     way after a stop reads in this process.
     """
     source = iter(lines)  # (the old way goes on from where the translator stopped)
-    checking = Checking(int)
+    checking = Checking(int)  # (its line count is the translator's, set once the translator has its reject)
     # each line's split handed on beside its text (the `.lt` core need not find it again), unless
     # LOCKCHECK_JSONL_HINTS=0 (the text alone, for comparing)
     hints = os.environ.get("LOCKCHECK_JSONL_HINTS") != "0"
