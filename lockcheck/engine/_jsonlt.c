@@ -172,6 +172,7 @@ static int flush(Translator *self) {
 #include "_jsonlt_read.h"
 #include "_jsonlt_write.h"
 #include "_jsonlt_fast.h"
+#include "_jsonlt_ordered.h"
 
 /* -- the slow way ------------------------------------------------------------------------------ */
 
@@ -269,7 +270,12 @@ static int translate_block(Translator *self, const char *base, Py_ssize_t size, 
         const char *newline = len < size - pos ? data + len : NULL;
         Py_ssize_t n = len && data[len - 1] == '\r' ? len - 1 : len;
         Py_ssize_t before = self->len;
-        int r = odd >= n ? fast_line(self, base, size, m, pos, pos + n) : 0;
+        int r = 0;
+        if (odd >= n) {
+            r = ordered_line(self, base, size, m, pos, pos + n);
+            if (r == 0)
+                r = fast_line(self, base, size, m, pos, pos + n);
+        }
         if (r > 0) {
             self->lineno++;
             r = note_line(self, before, 1) < 0 ? -1 : 1;
@@ -552,6 +558,7 @@ PyMODINIT_FUNC PyInit__jsonlt(void) {
             return NULL;
         }
     jsonlt_fast_init();
+    ordered_init();
     if (PyType_Ready(&TranslatorType) < 0)
         return NULL;
     PyObject *module = PyModule_Create(&jsonlt_module);
