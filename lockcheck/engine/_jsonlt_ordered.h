@@ -196,6 +196,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
     self->hint_rest = (int32_t)(ts_at != NULL ? (ts_at - line) - task_len - 1 : tail_len);
     *w++ = '\n';
     self->len = w - self->buf;
+    self->ordered++;
     return 1;
 }
 

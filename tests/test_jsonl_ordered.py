@@ -1,0 +1,87 @@
+"""The JSON Lines translator's quickest way (`_jsonlt_ordered.h`): the common lock event written in the `.lt`
+order, `{"task", "op", "lock"[, "instance"][, "mode"][, "at"][, "ts"][, "cpu"]}` as json.dumps writes it,
+read and written in one pass.  It must take only lines the general translator takes, and write them as it
+does: generated lines in that order with every value that order can hold -- good, not written bare,
+rejected by the reader, null, numbers at the grammar's edges -- check as the JSON Lines reader reads them,
+each hint is its line's split, and the common lines are taken that way."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_jsonl_hints import assert_hints_match, hinted_items
+from test_jsonl_translate import EXAMPLES, _outcome
+
+from lockcheck.engine import fast_jsonl
+from lockcheck.errors import TraceError
+from lockcheck.readers.source import Lines
+
+pytestmark = pytest.mark.skipif(not fast_jsonl.available(), reason="the compiled translator is not built")
+
+TASKS = ["T1", "T2", "kworker/0:1/7"] * 4 + ["", "#x", "a b", "a@b", "a=b"]
+OPS = ["acquire"] * 4 + ["release"] * 4 + ["contended", "acquired", "exit"]
+NAMES = ["A", "B", "&mm->lock", "n" * 70] * 3 + ["", "#h", "a b", "x=y", "a@b"]
+INSTANCES = ["0x1", "0xffff8f75f568b4c0"] * 4 + ["", "#i", "i@j", "a b", "i=j", None]
+MODES = ["read", "rread", "write"] * 3 + ["reed", "", "writer", "rea", None]
+SITES = ["f+0x1/0x2", "x.py:3"] * 4 + ["", "#s", "s@t", "a b", "a=b", None]
+#: numbers as the JSON text holds them (some the grammar refuses: the reader's error)
+STAMPS = ["1.5", "2", "0", "0.0", "12345.678901", "100000000000000000000"] * 2 + [
+    "-1.0", "-0", "01", "1.", "1e5", "1.5E3", ".5", "null", '"1"', "1" * 41, "1" * 40]
+CPUS = ["0", "1", "17", "999999999"] * 3 + ["1000000000", "-1", "1.0", "01", "1e2", "null", "true"]
+KEYS = ("instance", "mode", "at", "ts", "cpu")
+
+
+@st.composite
+def ordered_line(draw) -> str:
+    """A line in the `.lt` order, each optional member given or not, written as json.dumps writes it."""
+    parts = [f'"task": {json.dumps(draw(st.sampled_from(TASKS)))}', f'"op": {json.dumps(draw(st.sampled_from(OPS)))}',
+             f'"lock": {json.dumps(draw(st.sampled_from(NAMES)))}']
+    pools = {"instance": INSTANCES, "mode": MODES, "at": SITES}
+    for key in KEYS:
+        if draw(st.integers(0, 2)) == 0:
+            continue
+        if key in pools:
+            parts.append(f'"{key}": {json.dumps(draw(st.sampled_from(pools[key])))}')
+        else:
+            parts.append(f'"{key}": {draw(st.sampled_from(STAMPS if key == "ts" else CPUS))}')
+    return "{" + ", ".join(parts) + "}"
+
+
+@settings(max_examples=EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.lists(ordered_line(), min_size=1, max_size=12))
+def test_lines_in_the_lt_order_check_as_the_reader_reads_them(lines) -> None:
+    # (a last line of its own: a line within 16 bytes of its block's end is left to fast_line)
+    lines = lines + ['{"task": "T9", "op": "acquire", "lock": "Z"}']
+    assert _outcome(lines, "bytes") == _outcome(lines, "plain")
+    assert_hints_match(hinted_items(lines))
+
+
+def test_common_lines_are_read_the_quickest_way_and_others_are_not() -> None:
+    taken = [('{"task": "T1", "op": "acquire", "lock": "A", "instance": "0x1", "mode": "read", "at": "f+0x1/0x2", '
+              '"ts": 1.25, "cpu": 3}'),
+             '{"task": "T1", "op": "acquire", "lock": "B", "mode": "rread", "cpu": 0}',
+             '{"task": "T1", "op": "acquire", "lock": "C", "mode": "write", "ts": 7}',
+             '{"task": "T1", "op": "release", "lock": "C", "mode": "write", "at": "g"}',
+             '{"task": "T1", "op": "release", "lock": "B"}']
+    left = ['{"task": "T1", "op": "acquire", "lock": "D", "try": true}',  # (a member this way does not read)
+            '{"task": "T1", "op": "acquire", "at": "g", "lock": "D"}',  # (another order)
+            '{"task":"T1","op":"acquire","lock":"D"}',  # (other spacing)
+            '{"task": "T1", "op": "acquire", "lock": "D", "instance": null}',
+            '{"task": "T1", "op": "release", "lock": "D", "mode": "read"}',  # (the reader's error)
+            '{"task": "T1", "op": "acquire", "lock": "a b"}']
+    lines = taken + left + ['{"task": "T1", "op": "release", "lock": "A"}']
+    data = "\n".join(lines).encode()
+    source = Lines.opened(io.BytesIO(data), "f.jsonl", lambda: None)
+    translator = fast_jsonl._translator()(source, fast_jsonl.slow_line("f.jsonl"))
+    source.give_bytes(translator.lines_read)
+    out = []
+    with pytest.raises(TraceError, match=":10:"):  # (the release with a read mode: the reader's error)
+        for item in translator:
+            out.extend(item.decode().split("\n") if isinstance(item, bytes) else [item])
+    assert out[:4] == ["T1 acquire A@0x1 read at=f+0x1/0x2 ts=1.25 cpu=3", "T1 acquire B rread cpu=0",
+                       "T1 acquire C ts=7", "T1 release C at=g"]
+    assert translator.ordered_lines() == len(taken)
