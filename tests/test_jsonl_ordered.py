@@ -23,31 +23,41 @@ from lockcheck.readers.source import Lines
 pytestmark = pytest.mark.skipif(not fast_jsonl.available(), reason="the compiled translator is not built")
 
 TASKS = ["T1", "T2", "kworker/0:1/7"] * 4 + ["", "#x", "a b", "a@b", "a=b"]
-OPS = ["acquire"] * 4 + ["release"] * 4 + ["contended", "acquired", "exit"]
+OPS = ["acquire"] * 6 + ["release"] * 4 + ["contended", "acquired", "exit", "hardirq-enter", "softirq-exit", "irqs-on",
+                                           "softirqs-off", "free", "acquire-x", ""]
+LOCK_OPS = {"acquire", "release", "contended", "acquired", "free"}
 NAMES = ["A", "B", "&mm->lock", "n" * 70] * 3 + ["", "#h", "a b", "x=y", "a@b"]
 INSTANCES = ["0x1", "0xffff8f75f568b4c0"] * 4 + ["", "#i", "i@j", "a b", "i=j", None]
 MODES = ["read", "rread", "write"] * 3 + ["reed", "", "writer", "rea", None]
+#: members as the JSON text holds them (some the reader refuses: its error, after the lines before)
+TRIES = ["true", "false"] * 3 + ["null", "1", '"true"', "truer"]
+SUBCLASSES = ["0", "1", "3", "7"] * 2 + ["8", "01", "1.0", "-1", "10", "null", "true"]
+NESTS = ['{"lock": "A", "instance": "0x2"}', '{"lock": "B", "instance": null}', '{"lock": "C"}'] * 3 + [
+    '{"lock": "", "instance": "1"}', '{"lock": "#h"}', '{"lock": "a b"}', '{"lock": "A", "instance": ""}',
+    '{"lock": "A", "instance": "#i"}', '{"lock": "A", "instance": "i@j"}', '{"instance": "1", "lock": "A"}',
+    '{"lock": "A", "instance": 1}', '{"lock": "A", "lock": "B"}', '{"lock": null}', '{}', '"A@0x1"', '"A"', "null"]
+NOCHECKS = ["true", "false"] * 3 + ["null", "0"]
 SITES = ["f+0x1/0x2", "x.py:3"] * 4 + ["", "#s", "s@t", "a b", "a=b", None]
-#: numbers as the JSON text holds them (some the grammar refuses: the reader's error)
 STAMPS = ["1.5", "2", "0", "0.0", "12345.678901", "100000000000000000000"] * 2 + [
     "-1.0", "-0", "01", "1.", "1e5", "1.5E3", ".5", "null", '"1"', "1" * 41, "1" * 40]
 CPUS = ["0", "1", "17", "999999999"] * 3 + ["1000000000", "-1", "1.0", "01", "1e2", "null", "true"]
-KEYS = ("instance", "mode", "at", "ts", "cpu")
+#: the members after the op, in the `.lt` order, and the texts of their values
+MEMBERS = {"mode": [json.dumps(mode) for mode in MODES], "try": TRIES, "subclass": SUBCLASSES, "nest": NESTS,
+           "nocheck": NOCHECKS, "at": [json.dumps(site) for site in SITES], "ts": STAMPS, "cpu": CPUS}
 
 
 @st.composite
 def ordered_line(draw) -> str:
     """A line in the `.lt` order, each optional member given or not, written as json.dumps writes it."""
-    parts = [f'"task": {json.dumps(draw(st.sampled_from(TASKS)))}', f'"op": {json.dumps(draw(st.sampled_from(OPS)))}',
-             f'"lock": {json.dumps(draw(st.sampled_from(NAMES)))}']
-    pools = {"instance": INSTANCES, "mode": MODES, "at": SITES}
-    for key in KEYS:
-        if draw(st.integers(0, 2)) == 0:
-            continue
-        if key in pools:
-            parts.append(f'"{key}": {json.dumps(draw(st.sampled_from(pools[key])))}')
-        else:
-            parts.append(f'"{key}": {draw(st.sampled_from(STAMPS if key == "ts" else CPUS))}')
+    op = draw(st.sampled_from(OPS))
+    parts = [f'"task": {json.dumps(draw(st.sampled_from(TASKS)))}', f'"op": {json.dumps(op)}']
+    if op in LOCK_OPS or draw(st.integers(0, 9)) == 0:
+        parts.append(f'"lock": {json.dumps(draw(st.sampled_from(NAMES)))}')
+        if draw(st.integers(0, 2)):
+            parts.append(f'"instance": {json.dumps(draw(st.sampled_from(INSTANCES)))}')
+    for key, values in MEMBERS.items():
+        if draw(st.integers(0, 3 if key in ("at", "ts", "cpu") else 5)) == 0:
+            parts.append(f'"{key}": {draw(st.sampled_from(values))}')
     return "{" + ", ".join(parts) + "}"
 
 
@@ -66,22 +76,31 @@ def test_common_lines_are_read_the_quickest_way_and_others_are_not() -> None:
              '{"task": "T1", "op": "acquire", "lock": "B", "mode": "rread", "cpu": 0}',
              '{"task": "T1", "op": "acquire", "lock": "C", "mode": "write", "ts": 7}',
              '{"task": "T1", "op": "release", "lock": "C", "mode": "write", "at": "g"}',
+             ('{"task": "T1", "op": "acquire", "lock": "D", "try": true, "subclass": 2, '
+              '"nest": {"lock": "N", "instance": "0x5"}, "nocheck": true}'),
+             '{"task": "T1", "op": "acquire", "lock": "E", "nest": {"lock": "N", "instance": null}, "at": "h"}',
+             '{"task": "T1", "op": "contended", "lock": "E", "at": "h"}',
+             '{"task": "T1", "op": "acquired", "lock": "E", "try": false, "subclass": 0, "nocheck": false}',
+             '{"task": "T1", "op": "irqs-off", "at": "x.py:3", "ts": 2}',
+             '{"task": "T1", "op": "hardirq-enter"}',
              '{"task": "T1", "op": "release", "lock": "B"}']
-    left = ['{"task": "T1", "op": "acquire", "lock": "D", "try": true}',  # (a member this way does not read)
-            '{"task": "T1", "op": "acquire", "at": "g", "lock": "D"}',  # (another order)
-            '{"task":"T1","op":"acquire","lock":"D"}',  # (other spacing)
-            '{"task": "T1", "op": "acquire", "lock": "D", "instance": null}',
-            '{"task": "T1", "op": "release", "lock": "D", "mode": "read"}',  # (the reader's error)
-            '{"task": "T1", "op": "acquire", "lock": "a b"}']
+    left = ['{"task": "T1", "op": "acquire", "lock": "F", "nest": "N@0x5"}',  # (a member this way does not read)
+            '{"task": "T1", "op": "acquire", "at": "g", "lock": "F"}',  # (another order)
+            '{"task":"T1","op":"acquire","lock":"F"}',  # (other spacing)
+            '{"task": "T1", "op": "acquire", "lock": "F", "instance": null}',
+            '{"task": "T1", "op": "acquire", "lock": "a b"}',
+            '{"task": "T1", "op": "release", "lock": "F", "mode": "read"}']  # (the reader's error)
     lines = taken + left + ['{"task": "T1", "op": "release", "lock": "A"}']
     data = "\n".join(lines).encode()
     source = Lines.opened(io.BytesIO(data), "f.jsonl", lambda: None)
     translator = fast_jsonl._translator()(source, fast_jsonl.slow_line("f.jsonl"))
     source.give_bytes(translator.lines_read)
     out = []
-    with pytest.raises(TraceError, match=":10:"):  # (the release with a read mode: the reader's error)
+    with pytest.raises(TraceError, match=f":{len(lines) - 1}:"):
         for item in translator:
             out.extend(item.decode().split("\n") if isinstance(item, bytes) else [item])
-    assert out[:4] == ["T1 acquire A@0x1 read at=f+0x1/0x2 ts=1.25 cpu=3", "T1 acquire B rread cpu=0",
-                       "T1 acquire C ts=7", "T1 release C at=g"]
+    assert out[:len(taken) - 1] == [
+        "T1 acquire A@0x1 read at=f+0x1/0x2 ts=1.25 cpu=3", "T1 acquire B rread cpu=0", "T1 acquire C ts=7",
+        "T1 release C at=g", "T1 acquire D try subclass=2 nest=N@0x5 nocheck", "T1 acquire E nest=N at=h",
+        "T1 contended E at=h", "T1 acquired E", "T1 irqs-off at=x.py:3 ts=2", "T1 hardirq-enter"]
     assert translator.ordered_lines() == len(taken)

@@ -19,15 +19,16 @@
 #ifndef LOCKCHECK_JSONLT_ORDERED_H
 #define LOCKCHECK_JSONLT_ORDERED_H
 
-/* The literal between two members, from the closing quote of a string (`", "KEY": "`) or from the end of a
- * number (`, "KEY": `), and the bits of the bytes compared (up to 16). */
+/* The literal before a member, from the end of the value before it (`, "KEY": `, with the opening quote of
+ * a string value), the bits of the bytes compared (up to 16), and the blanks in it (count_special's). */
 typedef struct {
     char text[16];
     unsigned want;
-    int n;
+    int n, blanks;
 } OrderedLit;
 
-enum { OL_TASK, OL_OP, OL_LOCK, OL_INSTANCE, OL_MODE, OL_AT, OL_TS, OL_CPU, OL_COUNT };
+enum { OL_TASK, OL_OP, OL_LOCK, OL_INSTANCE, OL_MODE, OL_TRY, OL_SUBCLASS, OL_NEST, OL_NEST_LOCK, OL_NEST_INSTANCE,
+       OL_NOCHECK, OL_AT, OL_TS, OL_CPU, OL_COUNT };
 static OrderedLit ordered_lits[OL_COUNT];
 
 static void ordered_lit(int i, const char *text) {
@@ -36,17 +37,26 @@ static void ordered_lit(int i, const char *text) {
     l->n = (int)strlen(text);
     memcpy(l->text, text, (size_t)l->n);
     l->want = (1u << l->n) - 1;
+    l->blanks = 0;
+    for (int j = 0; j < l->n; j++)
+        l->blanks += text[j] == ' ';
 }
 
 static void ordered_init(void) {
     ordered_lit(OL_TASK, "{\"task\": \"");
-    ordered_lit(OL_OP, "\", \"op\": \"");
-    ordered_lit(OL_LOCK, "\", \"lock\": \"");
-    ordered_lit(OL_INSTANCE, "\", \"instance\": \"");
-    ordered_lit(OL_MODE, "\", \"mode\": \"");
-    ordered_lit(OL_AT, "\", \"at\": \"");
-    ordered_lit(OL_TS, "\", \"ts\": "); /* (after a string: ts is the first number) */
-    ordered_lit(OL_CPU, ", \"cpu\": ");  /* (after the last string's quote or ts) */
+    ordered_lit(OL_OP, ", \"op\": \"");
+    ordered_lit(OL_LOCK, ", \"lock\": \"");
+    ordered_lit(OL_INSTANCE, ", \"instance\": \"");
+    ordered_lit(OL_MODE, ", \"mode\": \"");
+    ordered_lit(OL_TRY, ", \"try\": ");
+    ordered_lit(OL_SUBCLASS, ", \"subclass\": ");
+    ordered_lit(OL_NEST, ", \"nest\": {");
+    ordered_lit(OL_NEST_LOCK, "\"lock\": \"");
+    ordered_lit(OL_NEST_INSTANCE, ", \"instance\": "); /* (a string or null) */
+    ordered_lit(OL_NOCHECK, ", \"nocheck\": ");
+    ordered_lit(OL_AT, ", \"at\": \"");
+    ordered_lit(OL_TS, ", \"ts\": ");
+    ordered_lit(OL_CPU, ", \"cpu\": ");
 }
 
 /* Whether literal `i` is at `p` (16 bytes readable there). */
@@ -60,8 +70,7 @@ static ALWAYS_INLINE int ordered_at(const char *p, int i) {
 #endif
 }
 
-/* Whether the bytes at `p` start with `word` (a literal of fewer than 8 characters, its quote included),
- * 8 bytes readable there. */
+/* Whether the bytes at `p` start with `word` (a literal of at most 8 characters), 8 bytes readable there. */
 #define WORD_AT(p, word)                                                                             \
     __extension__({                                                                                 \
         uint64_t x_, y_ = 0;                                                                        \
@@ -69,6 +78,22 @@ static ALWAYS_INLINE int ordered_at(const char *p, int i) {
         memcpy(&y_, word, sizeof(word) - 1);                                                        \
         (x_ & (sizeof(word) - 1 >= 8 ? ~0ULL : ((1ULL << (8 * (sizeof(word) - 1))) - 1))) == y_; \
     })
+
+/* `n` bytes from `p` to `w`, 16 a step (both have room: every read stays within the line and the 16 bytes
+ * after it, which ordered_line asks for; the buffer has room for 15 more). */
+static ALWAYS_INLINE char *ordered_copy(char *w, const char *p, Py_ssize_t n) {
+#ifdef __SSE2__
+    Py_ssize_t i = 0;
+    do {
+        _mm_storeu_si128((__m128i *)(w + i), _mm_loadu_si128((const __m128i *)(p + i)));
+        i += 16;
+    } while (i < n);
+    return w + n;
+#else
+    memcpy(w, p, (size_t)n);
+    return w + n;
+#endif
+}
 
 /* A JSON number at `p` as write_event takes it (unsigned, no exponent; `fraction` 0: an integer), its end
  * (bounded by `e`), or NULL. */
@@ -88,108 +113,173 @@ static ALWAYS_INLINE const char *ordered_number(const char *p, const char *e, in
     return q;
 }
 
-/* The `.lt` line of the clean line [s, e) of the block at `base` (`size` bytes, masks `m`) when it is the
- * common lock event in the `.lt` order (above): 1 written (and its split kept for note_line), 0 not such a
- * line (nothing written: fast_line's), -1 error. */
+/* The `.lt` line of the clean line [s, e) of the block at `base` (`size` bytes, masks `m`) when it is an
+ * event in the `.lt` order (above): 1 written (and its split kept for note_line), 0 not such a line
+ * (nothing written: fast_line's), -1 error. */
 static int ordered_line(Translator *self, const char *base, Py_ssize_t size, const MaskWord *m, Py_ssize_t s,
                         Py_ssize_t e) {
     const char *p = base;
-    /* every literal compared may read 16 bytes; a line that ends near the block's end is fast_line's */
+    /* every literal compared may read 16 bytes, and every copy; a line near the block's end is fast_line's */
     if (e + 16 > size || !ordered_at(p + s, OL_TASK))
         return 0;
     if (buf_reserve(self, e - s + 64) < 0)
         return -1;
-    const char *const limit = base + size;
     char *w = self->buf + self->len, *const line = w, *ts_at = NULL;
-    int members = 2; /* (task and op) */
+    int blanks = 1; /* (the blanks of the literals matched: those outside the strings) */
+#define LIT(i) (ordered_at(p + end, (i)) ? (at = end + ordered_lits[i].n, blanks += ordered_lits[i].blanks, 1) : 0)
     /* the task: a bare token, not a comment */
-    Py_ssize_t at = s + 10, vc = next_quote(m, at);
-    if (vc >= e || vc == at || p[at] == '#' || !ordered_at(p + vc, OL_OP))
-        return 0;
-    Py_ssize_t task_len = vc - at;
-    w = copy_to(w, p + at, task_len, limit);
-    at = vc + 10;
-    /* the op, with its closing quote and the lock's literal after it */
-    int acquire;
-    if (WORD_AT(p + at, "acquire\""))
-        acquire = 1;
-    else if (WORD_AT(p + at, "release\""))
-        acquire = 0;
-    else
-        return 0;
-    if (!ordered_at(p + at + 7, OL_LOCK))
-        return 0;
-    memcpy(w, acquire ? " acquire " : " release ", 9);
-    w += 9;
-    /* the lock: a bare name */
-    at += 7 + 12;
-    vc = next_quote(m, at);
+    Py_ssize_t at = s + 10, vc = next_quote(m, at), end = vc + 1, task_len = vc - at;
     if (vc >= e || vc == at || p[at] == '#')
         return 0;
-    w = copy_to(w, p + at, vc - at, limit);
-    members++;
-    if (ordered_at(p + vc, OL_INSTANCE)) {
-        at = vc + 16;
+    w = ordered_copy(w, p + at, task_len);
+    *w++ = ' ';
+    if (!LIT(OL_OP))
+        return 0;
+    /* the op: acquire and release by their words (with their closing quotes), else looked up */
+    int flags;
+    if (WORD_AT(p + at, "acquire\"")) {
+        flags = ops[0].flags;
+        vc = at + 7;
+    } else if (WORD_AT(p + at, "release\"")) {
+        flags = ops[1].flags;
+        vc = at + 7;
+    } else {
         vc = next_quote(m, at);
-        if (vc >= e || vc == at)
+        Value op = {J_STR, p + at, vc - at, 0, 0};
+        int i = vc < e ? op_index(&op) : -1;
+        if (i < 0)
             return 0;
-        *w++ = '@';
-        w = copy_to(w, p + at, vc - at, limit);
-        members++;
+        flags = ops[i].flags;
     }
-    if (ordered_at(p + vc, OL_MODE)) {
-        at = vc + 12;
-        if (WORD_AT(p + at, "write\"")) {
-            vc = at + 5;
-        } else if (acquire && WORD_AT(p + at, "read\"")) {
-            memcpy(w, " read", 5);
-            w += 5;
-            vc = at + 4;
-        } else if (acquire && WORD_AT(p + at, "rread\"")) {
-            memcpy(w, " rread", 6);
-            w += 6;
-            vc = at + 5;
-        } else {
+    int acquire = flags & OP_ACQUIRE;
+    w = ordered_copy(w, p + at, vc - at);
+    end = vc + 1;
+    if (flags & OP_LOCK) {
+        /* the lock (a bare name) and its instance (a token) */
+        if (!LIT(OL_LOCK))
             return 0;
-        }
-        members++;
-    }
-    if (ordered_at(p + vc, OL_AT)) {
-        at = vc + 10;
         vc = next_quote(m, at);
         if (vc >= e || vc == at || p[at] == '#')
             return 0;
-        memcpy(w, " at=", 4);
-        w = copy_to(w + 4, p + at, vc - at, limit);
-        members++;
+        *w++ = ' ';
+        w = ordered_copy(w, p + at, vc - at);
+        end = vc + 1;
+        if (LIT(OL_INSTANCE)) {
+            vc = next_quote(m, at);
+            if (vc >= e || vc == at)
+                return 0;
+            *w++ = '@';
+            w = ordered_copy(w, p + at, vc - at);
+            end = vc + 1;
+        }
     }
-    /* vc: the last string's closing quote; then the end, or the numbers */
-    Py_ssize_t end = vc + 1;
-    if (ordered_at(p + vc, OL_TS)) {
-        at = vc + 9;
+    /* acquire's options; on another op only their defaults (the reader's error otherwise: not here) */
+    if (LIT(OL_MODE)) {
+        if (WORD_AT(p + at, "write\"")) {
+            end = at + 6;
+        } else if (acquire && WORD_AT(p + at, "read\"")) {
+            memcpy(w, " read", 5);
+            w += 5;
+            end = at + 5;
+        } else if (acquire && WORD_AT(p + at, "rread\"")) {
+            memcpy(w, " rread", 6);
+            w += 6;
+            end = at + 6;
+        } else {
+            return 0;
+        }
+    }
+    if (LIT(OL_TRY)) {
+        if (WORD_AT(p + at, "false")) {
+            end = at + 5;
+        } else if (acquire && WORD_AT(p + at, "true")) {
+            memcpy(w, " try", 4);
+            w += 4;
+            end = at + 4;
+        } else {
+            return 0;
+        }
+    }
+    if (LIT(OL_SUBCLASS)) {
+        /* one digit (the literal or the end after it: not two) */
+        char digit = p[at];
+        if (digit < '0' || digit > '7' || (!acquire && digit != '0'))
+            return 0;
+        if (digit != '0') {
+            memcpy(w, " subclass=", 10);
+            w[10] = digit;
+            w += 11;
+        }
+        end = at + 1;
+    }
+    if (LIT(OL_NEST)) {
+        /* {"lock": CLASS[, "instance": INSTANCE or null]}: `nest=CLASS[@INSTANCE]` */
+        end = at;
+        if (!acquire || !LIT(OL_NEST_LOCK))
+            return 0;
+        vc = next_quote(m, at);
+        if (vc >= e || vc == at || p[at] == '#')
+            return 0;
+        memcpy(w, " nest=", 6);
+        w = ordered_copy(w + 6, p + at, vc - at);
+        end = vc + 1;
+        if (LIT(OL_NEST_INSTANCE)) {
+            if (WORD_AT(p + at, "null")) {
+                end = at + 4;
+            } else {
+                vc = p[at] == '"' ? next_quote(m, at + 1) : e;
+                if (vc >= e || vc == at + 1)
+                    return 0;
+                *w++ = '@';
+                w = ordered_copy(w, p + at + 1, vc - at - 1);
+                end = vc + 1;
+            }
+        }
+        if (p[end] != '}')
+            return 0;
+        end++;
+    }
+    if (LIT(OL_NOCHECK)) {
+        if (WORD_AT(p + at, "false")) {
+            end = at + 5;
+        } else if (acquire && WORD_AT(p + at, "true")) {
+            memcpy(w, " nocheck", 8);
+            w += 8;
+            end = at + 4;
+        } else {
+            return 0;
+        }
+    }
+    if (LIT(OL_AT)) {
+        vc = next_quote(m, at);
+        if (!(flags & OP_SITE) || vc >= e || vc == at || p[at] == '#')
+            return 0;
+        memcpy(w, " at=", 4);
+        w = ordered_copy(w + 4, p + at, vc - at);
+        end = vc + 1;
+    }
+    if (LIT(OL_TS)) {
         const char *num = ordered_number(p + at, p + e, 1);
         if (num == NULL || num - (p + at) > 40)
             return 0;
         ts_at = w;
         memcpy(w, " ts=", 4);
-        w = copy_to(w + 4, p + at, num - (p + at), limit);
+        w = ordered_copy(w + 4, p + at, num - (p + at));
         end = num - p;
-        members++;
     }
-    if (ordered_at(p + end, OL_CPU)) {
-        at = end + 9;
+    if (LIT(OL_CPU)) {
         const char *num = ordered_number(p + at, p + e, 0);
         if (num == NULL || num - (p + at) > 9)
             return 0;
         memcpy(w, " cpu=", 5);
-        w = copy_to(w + 5, p + at, num - (p + at), limit);
+        w = ordered_copy(w + 5, p + at, num - (p + at));
         end = num - p;
-        members++;
     }
+#undef LIT
     if (end + 1 != e || p[end] != '}')
         return 0;
-    /* no blank, `@` or `=` in a name: the line's special bytes are the blanks of its `": "` and `", "` */
-    if (count_special(m, s, e) != 2 * members - 1)
+    /* no blank, `@` or `=` in a name: the line's special bytes are the blanks of the literals */
+    if (count_special(m, s, e) != blanks)
         return 0;
     Py_ssize_t tail_len = (w - line) - task_len - 1;
     self->hint_task = (int32_t)task_len;
