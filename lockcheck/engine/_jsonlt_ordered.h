@@ -127,13 +127,15 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
     char *w = self->buf + self->len, *const line = w, *ts_at = NULL;
     int blanks = 1; /* (the blanks of the literals matched: those outside the strings) */
 #define LIT(i) (ordered_at(p + end, (i)) ? (at = end + ordered_lits[i].n, blanks += ordered_lits[i].blanks, 1) : 0)
+    /* (a member's literal after `, "`, when its key's first letter, `c`, is there: most members are not given) */
+#define KEY_LIT(i, c) (p[end + 3] == (c) && LIT(i))
     /* the task: a bare token, not a comment */
     Py_ssize_t at = s + 10, vc = next_quote(m, at), end = vc + 1, task_len = vc - at;
     if (vc >= e || vc == at || p[at] == '#')
         return 0;
     w = ordered_copy(w, p + at, task_len);
     *w++ = ' ';
-    if (!LIT(OL_OP))
+    if (!KEY_LIT(OL_OP, 'o'))
         return 0;
     /* the op: acquire and release by their words (with their closing quotes), else looked up */
     int flags;
@@ -156,7 +158,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
     end = vc + 1;
     if (flags & OP_LOCK) {
         /* the lock (a bare name) and its instance (a token) */
-        if (!LIT(OL_LOCK))
+        if (!KEY_LIT(OL_LOCK, 'l'))
             return 0;
         vc = next_quote(m, at);
         if (vc >= e || vc == at || p[at] == '#')
@@ -164,7 +166,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
         *w++ = ' ';
         w = ordered_copy(w, p + at, vc - at);
         end = vc + 1;
-        if (LIT(OL_INSTANCE)) {
+        if (KEY_LIT(OL_INSTANCE, 'i')) {
             vc = next_quote(m, at);
             if (vc >= e || vc == at)
                 return 0;
@@ -174,7 +176,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
         }
     }
     /* acquire's options; on another op only their defaults (the reader's error otherwise: not here) */
-    if (LIT(OL_MODE)) {
+    if (KEY_LIT(OL_MODE, 'm')) {
         if (WORD_AT(p + at, "write\"")) {
             end = at + 6;
         } else if (acquire && WORD_AT(p + at, "read\"")) {
@@ -189,7 +191,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
             return 0;
         }
     }
-    if (LIT(OL_TRY)) {
+    if (KEY_LIT(OL_TRY, 't')) {
         if (WORD_AT(p + at, "false")) {
             end = at + 5;
         } else if (acquire && WORD_AT(p + at, "true")) {
@@ -200,7 +202,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
             return 0;
         }
     }
-    if (LIT(OL_SUBCLASS)) {
+    if (KEY_LIT(OL_SUBCLASS, 's')) {
         /* one digit (the literal or the end after it: not two) */
         char digit = p[at];
         if (digit < '0' || digit > '7' || (!acquire && digit != '0'))
@@ -212,7 +214,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
         }
         end = at + 1;
     }
-    if (LIT(OL_NEST)) {
+    if (KEY_LIT(OL_NEST, 'n')) {
         /* {"lock": CLASS[, "instance": INSTANCE or null]}: `nest=CLASS[@INSTANCE]` */
         end = at;
         if (!acquire || !LIT(OL_NEST_LOCK))
@@ -239,7 +241,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
             return 0;
         end++;
     }
-    if (LIT(OL_NOCHECK)) {
+    if (KEY_LIT(OL_NOCHECK, 'n')) {
         if (WORD_AT(p + at, "false")) {
             end = at + 5;
         } else if (acquire && WORD_AT(p + at, "true")) {
@@ -250,7 +252,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
             return 0;
         }
     }
-    if (LIT(OL_AT)) {
+    if (KEY_LIT(OL_AT, 'a')) {
         vc = next_quote(m, at);
         if (!(flags & OP_SITE) || vc >= e || vc == at || p[at] == '#')
             return 0;
@@ -258,7 +260,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
         w = ordered_copy(w + 4, p + at, vc - at);
         end = vc + 1;
     }
-    if (LIT(OL_TS)) {
+    if (KEY_LIT(OL_TS, 't')) {
         const char *num = ordered_number(p + at, p + e, 1);
         if (num == NULL || num - (p + at) > 40)
             return 0;
@@ -267,7 +269,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
         w = ordered_copy(w + 4, p + at, num - (p + at));
         end = num - p;
     }
-    if (LIT(OL_CPU)) {
+    if (KEY_LIT(OL_CPU, 'c')) {
         const char *num = ordered_number(p + at, p + e, 0);
         if (num == NULL || num - (p + at) > 9)
             return 0;
@@ -276,6 +278,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
         end = num - p;
     }
 #undef LIT
+#undef KEY_LIT
     if (end + 1 != e || p[end] != '}')
         return 0;
     /* no blank, `@` or `=` in a name: the line's special bytes are the blanks of the literals */
