@@ -79,6 +79,8 @@ static int attr_longlong(PyObject *obj, PyObject *name, long long *out) {
 static int resume(CaptureFilter *self) {
     long long depth;
     capcache_forget(&self->cache); /* (the Python loop ran: what the task slots remember may be out of date) */
+    if (known_sync(&self->known, self->chain_cache) < 0)
+        return -1;
     if (attr_true(self->reader, s_probe_known, &self->probe_known) < 0 ||
         attr_true(self->reader, s_contention, &self->contention) < 0 ||
         attr_longlong(self->checker, s_fast_depth, &depth) < 0 ||

@@ -101,6 +101,7 @@ typedef struct {
     Py_ssize_t pos;         /* where its next line starts */
     PyObject *held_chunk;   /* the block whose last line is the current line */
     CapCache cache;         /* line pieces by their bytes, key pairs, tasks (_capcache.h) */
+    KnownChains known;      /* chain keys found in the chain cache, and their ints (_capturecore_known.h) */
     TaskSlot *cur;          /* the slot of the task of the line being taken (take_line), or NULL */
     /* the annotator's counts (`tries[file]`, `sources`) not added yet */
     long long tries_delta[2], sources_delta[3];
@@ -148,6 +149,7 @@ static int CaptureFilter_clear(CaptureFilter *self) {
     Py_CLEAR(self->file); Py_CLEAR(self->acquire_op); Py_CLEAR(self->release_op); Py_CLEAR(self->write_mode);
     Py_CLEAR(self->view_type); Py_CLEAR(self->held_type); Py_CLEAR(self->task_type);
     capcache_clear(&self->cache);
+    known_clear(&self->known);
     self->pend.active = 0;
     for (int i = 0; i < P_N; i++)
         Py_CLEAR(self->pend.o[i]);
@@ -324,6 +326,8 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
         PyErr_SetString(PyExc_TypeError, "the checker's state is no dict and set");
         return -1;
     }
+    if (known_start(&self->known, self->chain_cache) < 0)
+        return -1;
     self->initial = PyLong_FromLong(-1);
     PyObject *rules_mod = PyImport_ImportModule("lockcheck.lockdep.rules");
     if (rules_mod == NULL)

@@ -347,14 +347,14 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         r = -1;
         goto done;
     }
-    chain_key = PyLong_FromSsize_t(hash);
+    chain_key = known_int(&self->known, hash);
     if (chain_key == NULL) {
         r = -1;
         goto done;
     }
     int validated = rules_validates(check ? self->validates_checked : self->validates_unchecked, trylock);
     if (validated) {
-        int cached = PySet_Contains(self->chain_cache, chain_key);
+        int cached = known_cached(&self->known, self->chain_cache, hash, chain_key);
         if (cached <= 0) {
             r = cached;
             goto done;
