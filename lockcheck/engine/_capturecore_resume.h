@@ -122,6 +122,8 @@ static int suspend(CaptureFilter *self) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     int r = pend_flush(self); /* (before Python code runs: it may look at the task's held stack) */
+    if (rings_flush(&self->rings) < 0) /* (and at the tasks' recent locks) */
+        r = -1;
     if (r == 0)
         r = set_longlong(self->cstats, s_events, self->ev_now);
     if (r == 0)

@@ -205,16 +205,15 @@ static int remember(CaptureFilter *self, PyObject *recent, PyObject *pair) {
     if (Py_TYPE(recent) == self->recent_type) {
         PyObject *locks = SLOT(recent, self->recent_off[R_LOCKS]), *limit = SLOT(recent, self->recent_off[R_LIMIT]);
         if (locks != NULL && limit != NULL && Py_TYPE(locks) == &PyODict_Type) {
-            /* (most locks a task takes it took lately: moved without asking first; KeyError: a new one) */
-            PyObject *args[2] = {locks, pair};
-            PyObject *done = PyObject_Vectorcall(self->move_to_end, args, 2, NULL);
-            if (done != NULL) {
-                Py_DECREF(done);
-                return 0;
-            }
-            if (!PyErr_ExceptionMatches(PyExc_KeyError))
+            /* (most locks a task takes it took lately: the move deferred, _capturecore_recent.h) */
+            RecentRing *ring = ring_take(&self->rings, recent);
+            if (ring == NULL)
                 return -1;
-            PyErr_Clear();
+            int moved = ring_moved(&self->rings, ring, locks, pair);
+            if (moved != 0)
+                return moved < 0 ? -1 : 0;
+            if (ring_flush(&self->rings, ring, 0) < 0) /* (a new lock: added after the moves before it) */
+                return -1;
             long most = small_long(limit);
             if (most >= 0 && PyDict_GET_SIZE(locks) < most)
                 return PyObject_SetItem(locks, pair, Py_None);
@@ -382,18 +381,23 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
             }
         }
         Py_DECREF(pair);
-        PyObject *last = PyLong_FromLongLong(self->ev_now);
-        if (last == NULL)
-            goto done;
-        int failed = 0;
-        if (Py_TYPE(recent) == self->recent_type)
-            Py_XSETREF(SLOT(recent, self->recent_off[R_LAST]), last); /* (RecentLocks.last, a slot) */
-        else {
-            failed = PyObject_SetAttr(recent, s_last, last) < 0;
-            Py_DECREF(last);
+        RecentRing *ring = Py_TYPE(recent) == self->recent_type ? ring_find(&self->rings, recent) : NULL;
+        if (ring != NULL) {
+            ring->last = self->ev_now; /* (set when its moves are made) */
+        } else {
+            PyObject *last = PyLong_FromLongLong(self->ev_now);
+            if (last == NULL)
+                goto done;
+            int failed = 0;
+            if (Py_TYPE(recent) == self->recent_type)
+                Py_XSETREF(SLOT(recent, self->recent_off[R_LAST]), last); /* (RecentLocks.last, a slot) */
+            else {
+                failed = PyObject_SetAttr(recent, s_last, last) < 0;
+                Py_DECREF(last);
+            }
+            if (failed)
+                goto done;
         }
-        if (failed)
-            goto done;
     }
     /* (the HeldLock, its event and the annotator's entry: pending, made by pend_flush) */
     Py_INCREF(prev_key); /* (held by the pending acquisition: the slot is set below) */
