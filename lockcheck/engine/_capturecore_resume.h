@@ -247,6 +247,19 @@ static inline int eq(PyObject *a, PyObject *b) {
     return PyObject_RichCompareBool(a, b, Py_EQ);
 }
 
+/* PyObject_IsTrue with its commonest answers (a bool, None, a small int) inline: asked ~5 times an
+ * acquisition (trylock, read, rules, pins, references) */
+static inline __attribute__((always_inline)) int truth(PyObject *o) {
+    if (o == Py_True)
+        return 1;
+    if (o == Py_False || o == Py_None)
+        return 0;
+    long v;
+    if (PyLong_CheckExact(o) && one_digit_long(o, &v))
+        return v != 0;
+    return PyObject_IsTrue(o);
+}
+
 /* small_long's general way (an int of more than one digit) */
 static __attribute__((noinline)) long small_long_slow(PyObject *o) {
     int overflow;

@@ -32,7 +32,7 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
         return PyErr_Occurred() ? -1 : 0;
     int check = 1;
     v->origin = NULL;
-    int is_ruled = PyObject_IsTrue(ruled);
+    int is_ruled = truth(ruled);
     if (is_ruled < 0)
         return -1;
     if (is_ruled) {
@@ -101,7 +101,7 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
             if (untrusted <= 0)
                 return untrusted;
         }
-        int read = PyObject_IsTrue(mode);
+        int read = truth(mode);
         if (read != 0)
             return read < 0 ? -1 : 0; /* a read mode: Python's (the annotator's doubts) */
     }
@@ -270,8 +270,8 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         if (waiting != NULL || PyErr_Occurred())
             return waiting == NULL ? -1 : 0;  /* (pending's lists: present is there, the Python loop's) */
     }
-    int trylock = PyObject_IsTrue(PyTuple_GET_ITEM(body, B_TRYLOCK));
-    int read = PyObject_IsTrue(PyTuple_GET_ITEM(body, B_READ));
+    int trylock = truth(PyTuple_GET_ITEM(body, B_TRYLOCK));
+    int read = truth(PyTuple_GET_ITEM(body, B_READ));
     if (trylock < 0 || read < 0)
         return -1;
     long code = small_long(PyTuple_GET_ITEM(fl, F_CODE));
@@ -498,7 +498,7 @@ static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     PyObject *pins = SLOT(ctask, self->task_off[T_PINS]);
     if (pins == NULL)
         goto done;
-    int pinned = PyObject_IsTrue(pins);
+    int pinned = truth(pins);
     if (pinned != 0) {
         r = pinned < 0 ? -1 : 0;
         goto done;
@@ -519,7 +519,7 @@ static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         r = same;
         goto done;
     }
-    int refs = PyObject_IsTrue(t_refs);
+    int refs = truth(t_refs);
     if (refs != 0) {
         r = refs < 0 ? -1 : 0;
         goto done;
@@ -540,7 +540,7 @@ static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
             goto done;
         }
         if (PyList_GET_SIZE(a_top) > 5) {
-            int marked = PyObject_IsTrue(PyList_GET_ITEM(a_top, 5));
+            int marked = truth(PyList_GET_ITEM(a_top, 5));
             if (marked != 0) {
                 r = marked < 0 ? -1 : 0;
                 goto done;
