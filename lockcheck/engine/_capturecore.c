@@ -27,7 +27,7 @@
  *
  * The filter is written in parts, by job: its state (_capturecore_state.h), what it reads again
  * when it resumes (_capturecore_resume.h), the lock lines it applies (_capturecore_take.h), irq-
- * context changes (_capturecore_irq.h), the acquisition whose objects are not made yet
+ * context changes (_capturecore_irq.h), the chain keys found in the chain cache (_capturecore_known.h), the recent locks' moves not made yet (_capturecore_recent.h), the acquisition whose objects are not made yet
  * (_capturecore_pending.h), one line (_capturecore_line.h); its own memo tables are
  * _capcache.h.  This file: the iterator and the module.
  */
@@ -39,6 +39,8 @@
 #include "_cshared.h"
 #include "_ftsplit.h"
 #include "_capcache.h"
+#include "_capturecore_known.h"
+#include "_capturecore_recent.h"
 
 #include "_capturecore_state.h"
 #include "_capturecore_resume.h"
@@ -191,6 +193,7 @@ PyMODINIT_FUNC PyInit__capturecore(void) {
     INTERN(s_check0, "check0");
     INTERN(s_rule_prefix, "rule ");
     INTERN(s_empty, "");
+    INTERN(s_generation, "generation");
 #undef INTERN
     small_ints[0] = PyLong_FromLong(0);
     small_ints[1] = PyLong_FromLong(1);

@@ -307,6 +307,10 @@ static PyObject *change_context(CaptureFilter *self, PyObject *view, PyObject *h
         goto out;
     PyObject *changed = PyObject_Vectorcall(self->context_hit, args, 10, NULL);
     capcache_forget(&self->cache); /* (Python code: what the task slots remember may be out of date) */
+    if (known_sync(&self->known, self->chain_cache) < 0) {
+        Py_XDECREF(changed);
+        goto out;
+    }
     if (attr_longlong(self->cstats, s_events, &self->ev_now) < 0 ||
         attr_longlong(self->cstats, s_chain_hits, &self->hits_now) < 0) {
         Py_XDECREF(changed);

@@ -104,7 +104,8 @@ static int pend_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         same = eq(name, p->o[P_NAME]);
     if (same > 0) {
         PyObject *pins = SLOT(ctask, self->task_off[T_PINS]);
-        same = pins == NULL ? 0 : PyObject_Not(pins);
+        int pinned = pins == NULL ? -2 : truth(pins);
+        same = pinned == -2 ? 0 : pinned < 0 ? -1 : !pinned;
     }
     if (same < 0)
         return -1;

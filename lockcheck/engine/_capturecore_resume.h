@@ -79,6 +79,8 @@ static int attr_longlong(PyObject *obj, PyObject *name, long long *out) {
 static int resume(CaptureFilter *self) {
     long long depth;
     capcache_forget(&self->cache); /* (the Python loop ran: what the task slots remember may be out of date) */
+    if (known_sync(&self->known, self->chain_cache) < 0)
+        return -1;
     if (attr_true(self->reader, s_probe_known, &self->probe_known) < 0 ||
         attr_true(self->reader, s_contention, &self->contention) < 0 ||
         attr_longlong(self->checker, s_fast_depth, &depth) < 0 ||
@@ -120,6 +122,8 @@ static int suspend(CaptureFilter *self) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     int r = pend_flush(self); /* (before Python code runs: it may look at the task's held stack) */
+    if (rings_flush(&self->rings) < 0) /* (and at the tasks' recent locks) */
+        r = -1;
     if (r == 0)
         r = set_longlong(self->cstats, s_events, self->ev_now);
     if (r == 0)
@@ -243,20 +247,39 @@ static inline int eq(PyObject *a, PyObject *b) {
     return PyObject_RichCompareBool(a, b, Py_EQ);
 }
 
-/* a small int's value (contexts, modes, states), or -2 when it is none */
-static inline long small_long(PyObject *o) {
-    if (!PyLong_CheckExact(o))
-        return -2;
+/* PyObject_IsTrue with its commonest answers (a bool, None, a small int) inline: asked ~5 times an
+ * acquisition (trylock, read, rules, pins, references) */
+static inline __attribute__((always_inline)) int truth(PyObject *o) {
+    if (o == Py_True)
+        return 1;
+    if (o == Py_False || o == Py_None)
+        return 0;
     long v;
-    if (one_digit_long(o, &v))
-        return v;
+    if (PyLong_CheckExact(o) && one_digit_long(o, &v))
+        return v != 0;
+    return PyObject_IsTrue(o);
+}
+
+/* small_long's general way (an int of more than one digit) */
+static __attribute__((noinline)) long small_long_slow(PyObject *o) {
     int overflow;
-    v = PyLong_AsLongAndOverflow(o, &overflow);
+    long v = PyLong_AsLongAndOverflow(o, &overflow);
     if (overflow || (v == -1 && PyErr_Occurred())) {
         PyErr_Clear();
         return -2;
     }
     return v;
+}
+
+/* a small int's value (contexts, modes, states), or -2 when it is none; inline, the general way apart
+ * (as one function the compiler called it, ~16 instructions a call, four calls a line: callgrind) */
+static inline __attribute__((always_inline)) long small_long(PyObject *o) {
+    if (!PyLong_CheckExact(o))
+        return -2;
+    long v;
+    if (one_digit_long(o, &v))
+        return v;
+    return small_long_slow(o);
 }
 
 #endif

@@ -101,6 +101,8 @@ typedef struct {
     Py_ssize_t pos;         /* where its next line starts */
     PyObject *held_chunk;   /* the block whose last line is the current line */
     CapCache cache;         /* line pieces by their bytes, key pairs, tasks (_capcache.h) */
+    KnownChains known;      /* chain keys found in the chain cache, and their ints (_capturecore_known.h) */
+    RecentRings rings;      /* the recent locks' moves not made yet (_capturecore_recent.h) */
     TaskSlot *cur;          /* the slot of the task of the line being taken (take_line), or NULL */
     /* the annotator's counts (`tries[file]`, `sources`) not added yet */
     long long tries_delta[2], sources_delta[3];
@@ -148,6 +150,8 @@ static int CaptureFilter_clear(CaptureFilter *self) {
     Py_CLEAR(self->file); Py_CLEAR(self->acquire_op); Py_CLEAR(self->release_op); Py_CLEAR(self->write_mode);
     Py_CLEAR(self->view_type); Py_CLEAR(self->held_type); Py_CLEAR(self->task_type);
     capcache_clear(&self->cache);
+    known_clear(&self->known);
+    rings_clear(&self->rings);
     self->pend.active = 0;
     for (int i = 0; i < P_N; i++)
         Py_CLEAR(self->pend.o[i]);
@@ -195,7 +199,8 @@ static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *ar
         Py_VISIT(self->irq_ops[i]);
     for (int i = 0; i < P_N; i++)
         Py_VISIT(self->pend.o[i]);
-    return capcache_traverse(&self->cache, visit, arg);
+    int r = rings_traverse(&self->rings, visit, arg);
+    return r ? r : capcache_traverse(&self->cache, visit, arg);
 }
 
 /* attribute `name` of `obj` as a new reference stored in *out */
@@ -243,6 +248,9 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
     self->move_to_end = PyObject_GetAttrString((PyObject *)&PyODict_Type, "move_to_end");
     if (self->move_to_end == NULL)
         return -1;
+    self->rings.move_to_end = self->move_to_end;
+    self->rings.locks_off = self->recent_off[R_LOCKS];
+    self->rings.last_off = self->recent_off[R_LAST];
     Py_INCREF(self->partial); Py_INCREF(self->event_fn); Py_INCREF(self->file); Py_INCREF(self->acquire_op);
     Py_INCREF(self->release_op); Py_INCREF(self->write_mode);
     Py_INCREF(view_type); Py_INCREF(held_type); Py_INCREF(task_type);
@@ -324,6 +332,8 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
         PyErr_SetString(PyExc_TypeError, "the checker's state is no dict and set");
         return -1;
     }
+    if (known_start(&self->known, self->chain_cache) < 0)
+        return -1;
     self->initial = PyLong_FromLong(-1);
     PyObject *rules_mod = PyImport_ImportModule("lockcheck.lockdep.rules");
     if (rules_mod == NULL)

@@ -32,7 +32,7 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
         return PyErr_Occurred() ? -1 : 0;
     int check = 1;
     v->origin = NULL;
-    int is_ruled = PyObject_IsTrue(ruled);
+    int is_ruled = truth(ruled);
     if (is_ruled < 0)
         return -1;
     if (is_ruled) {
@@ -101,7 +101,7 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
             if (untrusted <= 0)
                 return untrusted;
         }
-        int read = PyObject_IsTrue(mode);
+        int read = truth(mode);
         if (read != 0)
             return read < 0 ? -1 : 0; /* a read mode: Python's (the annotator's doubts) */
     }
@@ -205,16 +205,15 @@ static int remember(CaptureFilter *self, PyObject *recent, PyObject *pair) {
     if (Py_TYPE(recent) == self->recent_type) {
         PyObject *locks = SLOT(recent, self->recent_off[R_LOCKS]), *limit = SLOT(recent, self->recent_off[R_LIMIT]);
         if (locks != NULL && limit != NULL && Py_TYPE(locks) == &PyODict_Type) {
-            /* (most locks a task takes it took lately: moved without asking first; KeyError: a new one) */
-            PyObject *args[2] = {locks, pair};
-            PyObject *done = PyObject_Vectorcall(self->move_to_end, args, 2, NULL);
-            if (done != NULL) {
-                Py_DECREF(done);
-                return 0;
-            }
-            if (!PyErr_ExceptionMatches(PyExc_KeyError))
+            /* (most locks a task takes it took lately: the move deferred, _capturecore_recent.h) */
+            RecentRing *ring = ring_take(&self->rings, recent);
+            if (ring == NULL)
                 return -1;
-            PyErr_Clear();
+            int moved = ring_moved(&self->rings, ring, locks, pair);
+            if (moved != 0)
+                return moved < 0 ? -1 : 0;
+            if (ring_flush(&self->rings, ring, 0) < 0) /* (a new lock: added after the moves before it) */
+                return -1;
             long most = small_long(limit);
             if (most >= 0 && PyDict_GET_SIZE(locks) < most)
                 return PyObject_SetItem(locks, pair, Py_None);
@@ -271,8 +270,8 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         if (waiting != NULL || PyErr_Occurred())
             return waiting == NULL ? -1 : 0;  /* (pending's lists: present is there, the Python loop's) */
     }
-    int trylock = PyObject_IsTrue(PyTuple_GET_ITEM(body, B_TRYLOCK));
-    int read = PyObject_IsTrue(PyTuple_GET_ITEM(body, B_READ));
+    int trylock = truth(PyTuple_GET_ITEM(body, B_TRYLOCK));
+    int read = truth(PyTuple_GET_ITEM(body, B_READ));
     if (trylock < 0 || read < 0)
         return -1;
     long code = small_long(PyTuple_GET_ITEM(fl, F_CODE));
@@ -347,14 +346,14 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         r = -1;
         goto done;
     }
-    chain_key = PyLong_FromSsize_t(hash);
+    chain_key = known_int(&self->known, hash);
     if (chain_key == NULL) {
         r = -1;
         goto done;
     }
     int validated = rules_validates(check ? self->validates_checked : self->validates_unchecked, trylock);
     if (validated) {
-        int cached = PySet_Contains(self->chain_cache, chain_key);
+        int cached = known_cached(&self->known, self->chain_cache, hash, chain_key);
         if (cached <= 0) {
             r = cached;
             goto done;
@@ -382,18 +381,23 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
             }
         }
         Py_DECREF(pair);
-        PyObject *last = PyLong_FromLongLong(self->ev_now);
-        if (last == NULL)
-            goto done;
-        int failed = 0;
-        if (Py_TYPE(recent) == self->recent_type)
-            Py_XSETREF(SLOT(recent, self->recent_off[R_LAST]), last); /* (RecentLocks.last, a slot) */
-        else {
-            failed = PyObject_SetAttr(recent, s_last, last) < 0;
-            Py_DECREF(last);
+        RecentRing *ring = Py_TYPE(recent) == self->recent_type ? ring_find(&self->rings, recent) : NULL;
+        if (ring != NULL) {
+            ring->last = self->ev_now; /* (set when its moves are made) */
+        } else {
+            PyObject *last = PyLong_FromLongLong(self->ev_now);
+            if (last == NULL)
+                goto done;
+            int failed = 0;
+            if (Py_TYPE(recent) == self->recent_type)
+                Py_XSETREF(SLOT(recent, self->recent_off[R_LAST]), last); /* (RecentLocks.last, a slot) */
+            else {
+                failed = PyObject_SetAttr(recent, s_last, last) < 0;
+                Py_DECREF(last);
+            }
+            if (failed)
+                goto done;
         }
-        if (failed)
-            goto done;
     }
     /* (the HeldLock, its event and the annotator's entry: pending, made by pend_flush) */
     Py_INCREF(prev_key); /* (held by the pending acquisition: the slot is set below) */
@@ -494,7 +498,7 @@ static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     PyObject *pins = SLOT(ctask, self->task_off[T_PINS]);
     if (pins == NULL)
         goto done;
-    int pinned = PyObject_IsTrue(pins);
+    int pinned = truth(pins);
     if (pinned != 0) {
         r = pinned < 0 ? -1 : 0;
         goto done;
@@ -515,7 +519,7 @@ static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         r = same;
         goto done;
     }
-    int refs = PyObject_IsTrue(t_refs);
+    int refs = truth(t_refs);
     if (refs != 0) {
         r = refs < 0 ? -1 : 0;
         goto done;
@@ -536,7 +540,7 @@ static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
             goto done;
         }
         if (PyList_GET_SIZE(a_top) > 5) {
-            int marked = PyObject_IsTrue(PyList_GET_ITEM(a_top, 5));
+            int marked = truth(PyList_GET_ITEM(a_top, 5));
             if (marked != 0) {
                 r = marked < 0 ? -1 : 0;
                 goto done;
