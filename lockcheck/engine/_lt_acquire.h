@@ -239,7 +239,7 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     PyObject *needs = PyTuple_GET_ITEM(view, V_NEEDS);
     long need = as_long(PyList_GET_ITEM(needs, (read_mode ? 1 : 0) | (a->trylock ? 2 : 0)));
     long usage;
-    int known = node_usage(a->node, a->slot, &usage);
+    int known = node_usage(self, a->node, a->slot, &usage);
     if (known <= 0)
         return known;
     if (need & ~usage)

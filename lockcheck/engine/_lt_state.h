@@ -52,7 +52,7 @@ static PyObject *s_chain_key, *s_cpu, *s_usage, *s_add, *s_lock, *s_instance, *s
     *s_generation;
 
 /* The bytes of a class's name kept in its class-table entry (the rest, if any, read from its str). */
-#define CLASS_INLINE 72
+#define CLASS_INLINE 64
 
 /* An entry of the class table (read_tail): 128 bytes, aligned to them, so that a look-up reads
  * the name, the node and the usage kept from one pair of cache lines, not from the str too. */
@@ -64,6 +64,7 @@ typedef struct ClassSlot {
     Py_hash_t cls_hash;     /* hash(cls): a chain key's lane (hash3_lanes), without reading the str */
     uint64_t usage_version; /* the node dict's version when `usage` was read from it (0: never) */
     long usage;             /* node["usage"] as of that version (node_usage) */
+    uint64_t usage_epoch;   /* the filter's usage_epoch when `usage` was last found true (node_usage) */
     char name[CLASS_INLINE]; /* the name's first bytes */
 } ClassSlot;
 
@@ -155,6 +156,9 @@ typedef struct {
     Py_ssize_t known_size, known_count;
     int known_zero;
     long long known_gen;     /* cache.generation the copy is of; -1: a set without one, no copy */
+    /* a new one each time Python code may have run (LineFilter_next entered, a Python callable
+     * called): a class's usage read in this one stands without its node dict read again */
+    uint64_t usage_epoch;
 } LineFilter;
 
 /* The tabled rules (see LineFilter), read as the capture core reads them (_rules.h). An irq context
