@@ -219,9 +219,10 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         if (top_context < 0 || top_context > 3)
             return 0;
         if (rule_merges(self, nest_given, same_class)) {
-            /* nest_lock merge: one more reference on the top entry */
-            if (merge_reference(held, top) < 0 || set_cpu(task, cpu) < 0 ||
-                remember(view, a->lock, a->instance) < 0)
+            /* nest_lock merge: one more reference on the top entry (the task's chain key and cpu
+             * its own first: an empty overlay's, apply_split) */
+            if ((overlay_dirty(ov) && overlay_flush(self, ov) < 0) || merge_reference(held, top) < 0 ||
+                set_cpu(task, cpu) < 0 || remember(view, a->lock, a->instance) < 0)
                 return -1;
             self->events++;
             return 1;

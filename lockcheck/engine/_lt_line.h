@@ -97,11 +97,12 @@ static int apply_split(LineFilter *self, PyObject *line, const char *data, Py_ss
     PyObject *top = depth ? PyList_GET_ITEM(held, depth - 1) : NULL;
     long cpu = -1;
     Overlay *ov = overlay_find(self, held, task, 0);
-    if (ov != NULL && !ov->n && overlay_dirty(ov)) {
-        /* a chain key and cpu the overlay's pops left: the task's before the held list's paths */
-        if (overlay_flush(self, ov) < 0)
-            return -1;
-    }
+    /* an overlay with no entries may still hold a chain key and cpu its pops left: they become
+     * the task's (overlay_flush) only on a path that reads or sets the task's own -- the plain
+     * release of the list's top below, a line not an acquisition, an acquisition not pushed onto
+     * the overlay (apply_acquire); an acquisition pushed there reads them where they are (was
+     * a flush -- an int made, two slots set, the key read back -- on most lines of a task
+     * whose pushes were all popped: ~60 instructions a line) */
     if (ov != NULL && ov->n) {
         /* the plain release of the overlay's top entry, recognised by its text; anything else of
          * this task sees the held list (below) */
@@ -125,7 +126,8 @@ static int apply_split(LineFilter *self, PyObject *line, const char *data, Py_ss
                 if (ok <= 0)
                     return ok;
             }
-            if (pop_entry(task, held, top) < 0 || set_cpu(task, cpu) < 0)
+            if ((overlay_dirty(ov) && overlay_flush(self, ov) < 0) || pop_entry(task, held, top) < 0 ||
+                set_cpu(task, cpu) < 0)
                 return -1;
             self->events++;
             return 1;
