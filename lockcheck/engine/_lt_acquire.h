@@ -239,12 +239,9 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     long read_mode = as_long(a->read);
     PyObject *needs = PyTuple_GET_ITEM(view, V_NEEDS);
     long need = as_long(PyList_GET_ITEM(needs, (read_mode ? 1 : 0) | (a->trylock ? 2 : 0)));
-    long usage;
-    int known = node_usage(self, a->node, a->slot, &usage);
-    if (known <= 0)
-        return known;
-    if (need & ~usage)
-        return 0; /* a new usage bit: mark_usage, in the full checker */
+    int covered = usage_covers(a->node, a->slot, need);
+    if (covered <= 0)
+        return covered; /* a new usage bit: mark_usage, in the full checker */
     if (overlaid)
         return overlay_acquire(self, data, n, view, held, cpu, a, field, ov, head, context, read_mode);
     PyObject *prev_key = get_chain_key(task);

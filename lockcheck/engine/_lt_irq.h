@@ -75,7 +75,7 @@ static int held_marked(LineFilter *self, PyObject *held, long bits) {
         if (node == NULL || !PyDict_Check(node))
             return PyErr_Occurred() ? -1 : 0;
         long have;
-        int known = node_usage(self, node, NULL, &have);
+        int known = node_usage(node, NULL, &have);
         if (known <= 0)
             return known;
         long want = read ? read_bits : bits;
@@ -190,7 +190,6 @@ static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssiz
         return -1;
     if (needs) {
         PyObject *need = PyObject_CallOneArg(self->usage_needs, task);
-        self->usage_epoch++; /* (Python code ran: node_usage reads the nodes again) */
         if (need == NULL)
             return -1;
         int r = set_task_attr(task, TS_USAGE_NEED, need);

@@ -119,7 +119,7 @@ static int reacquire_marks_nothing(LineFilter *self, PyObject *need, PyObject *c
     long wanted = as_long(PyList_GET_ITEM(need, rules_usage_index(read, trylock, off)));
     PyObject *node = PyDict_GetItemWithError(self->classes, cls);
     long usage;
-    int known = node != NULL && PyDict_Check(node) ? node_usage(self, node, NULL, &usage) : (PyErr_Occurred() ? -1 : 0);
+    int known = node != NULL && PyDict_Check(node) ? node_usage(node, NULL, &usage) : (PyErr_Occurred() ? -1 : 0);
     if (known <= 0)
         return known;
     return (wanted & ~usage) == 0;

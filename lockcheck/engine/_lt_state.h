@@ -64,7 +64,7 @@ typedef struct ClassSlot {
     Py_hash_t cls_hash;     /* hash(cls): a chain key's lane (hash3_lanes), without reading the str */
     uint64_t usage_version; /* the node dict's version when `usage` was read from it (0: never) */
     long usage;             /* node["usage"] as of that version (node_usage) */
-    uint64_t usage_epoch;   /* the filter's usage_epoch when `usage` was last found true (node_usage) */
+    uint64_t usage_read;    /* 1: `usage` was read from the node once (a subset of its usage now) */
     char name[CLASS_INLINE]; /* the name's first bytes */
 } ClassSlot;
 
@@ -156,9 +156,6 @@ typedef struct {
     Py_ssize_t known_size, known_count;
     int known_zero;
     long long known_gen;     /* cache.generation the copy is of; -1: a set without one, no copy */
-    /* a new one each time Python code may have run (LineFilter_next entered, a Python callable
-     * called): a class's usage read in this one stands without its node dict read again */
-    uint64_t usage_epoch;
 } LineFilter;
 
 /* The tabled rules (see LineFilter), read as the capture core reads them (_rules.h). An irq context

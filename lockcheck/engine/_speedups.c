@@ -215,7 +215,6 @@ static int LineFilter_init(LineFilter *self, PyObject *args, PyObject *kwds) {
     else
         memset(self->task_seen, 0, TASK_SLOTS * sizeof(TaskSeen));
     self->epoch = 1;
-    self->usage_epoch = 1;
     self->views_known = 0;
     self->current = NULL;
     if (self->overlays == NULL)
@@ -369,9 +368,7 @@ static int next_in_chunk(LineFilter *self, PyObject **out) {
 }
 
 static PyObject *LineFilter_next(LineFilter *self) {
-    /* back from the Python side, which may have marked usage (node_usage) */
-    self->usage_epoch++;
-    /* and may have emptied the chain cache */
+    /* back from the Python side, which may have emptied the chain cache */
     if (self->known_gen >= 0 && known_sync(self) < 0)
         return NULL;
     for (;;) {
