@@ -219,9 +219,10 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
         if (top_context < 0 || top_context > 3)
             return 0;
         if (rule_merges(self, nest_given, same_class)) {
-            /* nest_lock merge: one more reference on the top entry */
-            if (merge_reference(held, top) < 0 || set_cpu(task, cpu) < 0 ||
-                remember(view, a->lock, a->instance) < 0)
+            /* nest_lock merge: one more reference on the top entry (the task's chain key and cpu
+             * its own first: an empty overlay's, apply_split) */
+            if ((overlay_dirty(ov) && overlay_flush(self, ov) < 0) || merge_reference(held, top) < 0 ||
+                set_cpu(task, cpu) < 0 || remember(view, a->lock, a->instance) < 0)
                 return -1;
             self->events++;
             return 1;
@@ -238,12 +239,9 @@ static int apply_acquire(LineFilter *self, PyObject *line, const char *data, Py_
     long read_mode = as_long(a->read);
     PyObject *needs = PyTuple_GET_ITEM(view, V_NEEDS);
     long need = as_long(PyList_GET_ITEM(needs, (read_mode ? 1 : 0) | (a->trylock ? 2 : 0)));
-    long usage;
-    int known = node_usage(a->node, a->slot, &usage);
-    if (known <= 0)
-        return known;
-    if (need & ~usage)
-        return 0; /* a new usage bit: mark_usage, in the full checker */
+    int covered = usage_covers(a->node, a->slot, need);
+    if (covered <= 0)
+        return covered; /* a new usage bit: mark_usage, in the full checker */
     if (overlaid)
         return overlay_acquire(self, data, n, view, held, cpu, a, field, ov, head, context, read_mode);
     PyObject *prev_key = get_chain_key(task);

@@ -25,11 +25,21 @@ static int long_attr(PyObject *obj, PyObject *name, long *out) {
     return *out == -1 && PyErr_Occurred() ? -1 : 0;
 }
 
-static int set_long_attr(PyObject *obj, PyObject *name, long value) {
+/* long_attr of a task's slot `which` (slot_more). */
+static int task_long(PyObject *obj, int which, long *out) {
+    PyObject *value = task_attr(obj, which);
+    if (value == NULL)
+        return -1;
+    *out = as_long(value);
+    Py_DECREF(value);
+    return *out == -1 && PyErr_Occurred() ? -1 : 0;
+}
+
+static int set_long_attr(PyObject *obj, int which, long value) {
     PyObject *item = PyLong_FromLong(value);
     if (item == NULL)
         return -1;
-    int r = PyObject_SetAttr(obj, name, item);
+    int r = set_task_attr(obj, which, item);
     Py_DECREF(item);
     return r;
 }
@@ -79,7 +89,7 @@ static int held_marked(LineFilter *self, PyObject *held, long bits) {
  * (stamp, reader, line, file, lineno, task name) (tasks.irq_event reads it back). */
 static int defer_irq_event(LineFilter *self, PyObject *task, PyObject *op, PyObject *line, const char *data,
                            Py_ssize_t n) {
-    PyObject *events = PyObject_GetAttr(task, s_irq_events);
+    PyObject *events = task_attr(task, TS_IRQ_EVENTS);
     if (events == NULL)
         return -1;
     long stamp = 0;
@@ -101,7 +111,7 @@ static int defer_irq_event(LineFilter *self, PyObject *task, PyObject *op, PyObj
         text = ascii_str(data, n);
     }
     lineno = text ? PyLong_FromLongLong(self->lineno) : NULL;
-    name = lineno ? PyObject_GetAttr(task, s_name) : NULL;
+    name = lineno ? task_attr(task, TS_NAME) : NULL;
     record = name ? PyTuple_Pack(6, value, self->reader, text, self->file, lineno, name) : NULL;
     if (record != NULL && PyDict_SetItem(events, s_stamp, value) == 0 && PyDict_SetItem(events, op, record) == 0)
         r = 0;
@@ -120,13 +130,13 @@ static int rebuild_view(LineFilter *self, PyObject *view, long hardirq_depth, lo
                         long hardirqs_enabled) {
     PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
     int off = rules_hardirqs_off(hardirqs_enabled != 0, hardirq_depth);
-    PyObject *need = PyObject_GetAttr(task, s_usage_need);
+    PyObject *need = task_attr(task, TS_USAGE_NEED);
     if (need == NULL)
         return -1;
     PyObject *needs = PySequence_GetSlice(need, off ? RULES_HARDIRQS_OFF_NEEDS : 0,
                                           off ? PY_SSIZE_T_MAX : RULES_HARDIRQS_OFF_NEEDS);
     Py_DECREF(need);
-    PyObject *key = needs ? PyObject_GetAttr(task, s_key) : NULL;
+    PyObject *key = needs ? task_attr(task, TS_KEY) : NULL;
     PyObject *fresh = key ? PyTuple_Pack(6, task, PyTuple_GET_ITEM(view, V_HELD),
                                          small_ints[(hardirq_depth ? 2 : 0) | (softirq_depth ? 1 : 0)],
                                          off ? Py_True : Py_False, needs, PyTuple_GET_ITEM(view, V_ACQUIRED_EVER))
@@ -153,8 +163,8 @@ static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssiz
         return 0;
     PyObject *task = PyTuple_GET_ITEM(view, V_TASK);
     long hd, sd, he, se;
-    if (long_attr(task, s_hardirq_depth, &hd) < 0 || long_attr(task, s_softirq_depth, &sd) < 0 ||
-        long_attr(task, s_hardirqs_enabled, &he) < 0 || long_attr(task, s_softirqs_enabled, &se) < 0)
+    if (task_long(task, TS_HARDIRQ_DEPTH, &hd) < 0 || task_long(task, TS_SOFTIRQ_DEPTH, &sd) < 0 ||
+        task_long(task, TS_HARDIRQS_ENABLED, &he) < 0 || task_long(task, TS_SOFTIRQS_ENABLED, &se) < 0)
         return -1;
     long hd0 = hd, sd0 = sd, he0 = he, se0 = se;
     int k = rules_irq_op(op);
@@ -171,10 +181,10 @@ static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssiz
     }
     RULES_IRQ_STEP(t, hd, sd, he, se);
     int record = (t & RULES_IRQT_RECORD) != 0, needs = (t & RULES_IRQT_REFRESH) != 0;
-    if ((hd != hd0 && set_long_attr(task, s_hardirq_depth, hd) < 0) ||
-        (sd != sd0 && set_long_attr(task, s_softirq_depth, sd) < 0) ||
-        (he != he0 && PyObject_SetAttr(task, s_hardirqs_enabled, he ? Py_True : Py_False) < 0) ||
-        (se != se0 && PyObject_SetAttr(task, s_softirqs_enabled, se ? Py_True : Py_False) < 0))
+    if ((hd != hd0 && set_long_attr(task, TS_HARDIRQ_DEPTH, hd) < 0) ||
+        (sd != sd0 && set_long_attr(task, TS_SOFTIRQ_DEPTH, sd) < 0) ||
+        (he != he0 && set_task_attr(task, TS_HARDIRQS_ENABLED, he ? Py_True : Py_False) < 0) ||
+        (se != se0 && set_task_attr(task, TS_SOFTIRQS_ENABLED, se ? Py_True : Py_False) < 0))
         return -1;
     if (record && defer_irq_event(self, task, op, line, data, n) < 0)
         return -1;
@@ -182,7 +192,7 @@ static int apply_irq(LineFilter *self, PyObject *line, const char *data, Py_ssiz
         PyObject *need = PyObject_CallOneArg(self->usage_needs, task);
         if (need == NULL)
             return -1;
-        int r = PyObject_SetAttr(task, s_usage_need, need);
+        int r = set_task_attr(task, TS_USAGE_NEED, need);
         Py_DECREF(need);
         if (r < 0)
             return -1;

@@ -145,7 +145,7 @@ static int release_below(LineFilter *self, PyObject *view, PyObject *task, PyObj
             return -1;
         }
     }
-    PyObject *need = PyObject_GetAttr(task, s_usage_need);
+    PyObject *need = task_attr(task, TS_USAGE_NEED);
     if (need == NULL)
         return -1;
     Py_ssize_t size = PyList_GET_SIZE(held);
@@ -263,7 +263,7 @@ static int overlay_release_below(LineFilter *self, PyObject *view, Overlay *ov, 
             below_context = as_long(PyTuple_GET_ITEM(below, E_IRQ_CONTEXT));
         }
     }
-    PyObject *need = PyObject_GetAttr(ov->task, s_usage_need);
+    PyObject *need = task_attr(ov->task, TS_USAGE_NEED);
     if (need == NULL)
         return -1;
     Py_hash_t keys[OV_MOVED + 1];

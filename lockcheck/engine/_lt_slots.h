@@ -21,6 +21,17 @@
 static PyTypeObject *slot_type;      /* the type the offsets are for (a strong reference), or NULL */
 static Py_ssize_t slot_chain_key, slot_cpu;
 
+/* The further TaskState slots the irq path reads and writes (apply_irq: ~8 generic attribute
+ * reads and 2-4 writes an op, a fifth of its instructions): their offsets, 0 for one not found
+ * as a writable object slot of the type (then the generic access). */
+enum { TS_HARDIRQ_DEPTH, TS_SOFTIRQ_DEPTH, TS_HARDIRQS_ENABLED, TS_SOFTIRQS_ENABLED, TS_IRQ_EVENTS, TS_NAME,
+       TS_USAGE_NEED, TS_KEY, TS_COUNT };
+static Py_ssize_t slot_more[TS_COUNT];
+static PyObject **const slot_more_names[TS_COUNT] = {
+    &s_hardirq_depth, &s_softirq_depth, &s_hardirqs_enabled, &s_softirqs_enabled, &s_irq_events, &s_name,
+    &s_usage_need, &s_key,
+};
+
 /* The offset of a writable object slot `name` of `type`, or 0 (no such slot). */
 static Py_ssize_t member_offset(PyTypeObject *type, PyObject *name) {
     PyObject *descr = PyObject_GetAttr((PyObject *)type, name);
@@ -46,13 +57,39 @@ static int task_slots(PyObject *task) {
     Py_INCREF(type);
     Py_XSETREF(slot_type, type);
     slot_chain_key = slot_cpu = 0;
+    memset(slot_more, 0, sizeof slot_more);
     if (type->tp_getattro == PyObject_GenericGetAttr && type->tp_setattro == PyObject_GenericSetAttr) {
         slot_chain_key = member_offset(type, s_chain_key);
         slot_cpu = member_offset(type, s_cpu);
         if (slot_cpu == 0)
             slot_chain_key = 0;
+        for (int i = 0; i < TS_COUNT; i++)
+            slot_more[i] = member_offset(type, *slot_more_names[i]);
     }
     return slot_chain_key != 0;
+}
+
+/* task.<slot `which` of slot_more> (a new reference), or NULL with an error. */
+static PyObject *task_attr(PyObject *task, int which) {
+    task_slots(task);
+    if (slot_more[which]) {
+        PyObject *value = *(PyObject **)((char *)task + slot_more[which]);
+        if (value != NULL)
+            return Py_NewRef(value);
+    }
+    return PyObject_GetAttr(task, *slot_more_names[which]);
+}
+
+/* task.<slot `which` of slot_more> = value: 0, or -1 with an error. */
+static int set_task_attr(PyObject *task, int which, PyObject *value) {
+    task_slots(task);
+    if (slot_more[which]) {
+        PyObject **slot = (PyObject **)((char *)task + slot_more[which]);
+        Py_INCREF(value);
+        Py_XSETREF(*slot, value);
+        return 0;
+    }
+    return PyObject_SetAttr(task, *slot_more_names[which], value);
 }
 
 /* task.chain_key (a new reference), or NULL with an error. */

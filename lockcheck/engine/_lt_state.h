@@ -52,7 +52,7 @@ static PyObject *s_chain_key, *s_cpu, *s_usage, *s_add, *s_lock, *s_instance, *s
     *s_generation;
 
 /* The bytes of a class's name kept in its class-table entry (the rest, if any, read from its str). */
-#define CLASS_INLINE 72
+#define CLASS_INLINE 64
 
 /* An entry of the class table (read_tail): 128 bytes, aligned to them, so that a look-up reads
  * the name, the node and the usage kept from one pair of cache lines, not from the str too. */
@@ -64,6 +64,7 @@ typedef struct ClassSlot {
     Py_hash_t cls_hash;     /* hash(cls): a chain key's lane (hash3_lanes), without reading the str */
     uint64_t usage_version; /* the node dict's version when `usage` was read from it (0: never) */
     long usage;             /* node["usage"] as of that version (node_usage) */
+    uint64_t usage_read;    /* 1: `usage` was read from the node once (a subset of its usage now) */
     char name[CLASS_INLINE]; /* the name's first bytes */
 } ClassSlot;
 

@@ -49,10 +49,11 @@ static inline int str_is(PyObject *s, const char *p, Py_ssize_t n) {
 
 /* lt._seconds: a finite number of seconds float() reads, without `_`, at most 64 characters. */
 static int valid_seconds(const char *p, Py_ssize_t n) {
-    if (n > 64 || find_byte(p, n, '_') != NULL)
+    if (n > 64)
         return 0;
     /* the usual shape, DIGITS[.DIGITS], is a finite float at 64 characters or fewer: no str,
-     * no float made for it; anything else is float()'s to judge */
+     * no float made for it (nor a `_` looked for: it has none); anything else is float()'s to
+     * judge */
     Py_ssize_t i = 0, digits = 0;
     while (i < n && p[i] >= '0' && p[i] <= '9')
         i++;
@@ -64,6 +65,8 @@ static int valid_seconds(const char *p, Py_ssize_t n) {
     }
     if (i == n && digits > 0)
         return 1;
+    if (find_byte(p, n, '_') != NULL)
+        return 0;
     PyObject *text = PyUnicode_FromStringAndSize(p, n);
     if (text == NULL)
         return -1;
