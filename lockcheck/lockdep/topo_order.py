@@ -193,12 +193,21 @@ class TopologicalOrder:
         """
         order, at = self._ord, self._at
         k = len(region)
+        # (loops, not max/min of a generator: one per moved region, ~1.3 regions per dependency on `dense`)
         if below is not None:
-            bound = max((order[o] for n in region for o in adjacency[n] if o not in region), default=self._lo - _GAP)
+            bound = self._lo - _GAP
+            for n in region:
+                for o in adjacency[n]:
+                    if o not in region and order[o] > bound:
+                        bound = order[o]
             step = -1
             start, room = below, below - bound
         else:
-            bound = min((order[o] for n in region for o in adjacency[n] if o not in region), default=self._hi + _GAP)
+            bound = self._hi + _GAP
+            for n in region:
+                for o in adjacency[n]:
+                    if o not in region and order[o] < bound:
+                        bound = order[o]
             step = 1
             start, room = above, bound - above
         if room <= k:
