@@ -174,10 +174,10 @@ def test_irq_safe_reach_is_the_union_over_ancestors(steps, first_query) -> None:
         assert graph.irq_safe_reach(node) == expected
 
 
-def test_a_class_moved_between_two_packed_ones_moves_alone(monkeypatch) -> None:
-    """X moves in just before V (the free position next to it); then Y must go between X and V,
-    where no position is free: the order is renumbered with room (`_spread`) and Y moves alone,
-    where the full move would have searched everything V leads to (and moved it)."""
+def test_a_class_moved_between_two_moved_ones_moves_alone(monkeypatch) -> None:
+    """X moves in before V, not packed against it (room left on both sides); then Y must go
+    between X and V: it moves alone into that room, where the full move would have searched
+    everything V leads to (and moved it)."""
     graph = DepGraph()
     graph.topological_order()
     k = 50
@@ -186,7 +186,8 @@ def test_a_class_moved_between_two_packed_ones_moves_alone(monkeypatch) -> None:
     graph.add_dependency("P", "X", DEP_EN, EV)  # X is no source: it cannot simply go first
     graph.add_dependency("X", "V", DEP_EN, EV)  # X is after V: it moves just before it
     order = graph.topological_order()
-    assert order["X"] == order["V"] - 1
+    assert order["P"] < order["X"] < order["V"] - 1
+    assert order["V"] - order["X"] <= graph_module._SPAN  # near V, not anywhere below it
     graph.add_dependency("X", "Y", DEP_EN, EV)  # Y new, placed last
     whole = []
     region = graph_module._region
@@ -270,3 +271,26 @@ def test_an_edge_may_reach_cleared_is_ordered_without_a_second_search(monkeypatc
             assert searches == [], (u, v)
             moved_as_searched += 1
     assert moved_as_searched > 50
+
+
+def test_classes_moved_between_moved_ones_leave_room_without_renumbering(monkeypatch) -> None:
+    """Each new class N(i) goes between N(i-1) and V, the last moved one and the class it went
+    before: moves spaced across the room (not packed against V) leave room for each next one,
+    so fifteen levels deep the order was never renumbered (packed: a `_spread` at every level,
+    linear in the classes each time, the super-linear part of `dense`)."""
+    spreads = []
+    spread = graph_module.TopologicalOrder._spread
+    monkeypatch.setattr(graph_module.TopologicalOrder, "_spread", lambda self: spreads.append(1) or spread(self))
+    graph = DepGraph()
+    graph.topological_order()
+    for i in range(20):
+        graph.add_dependency("V", f"S{i}", DEP_EN, EV)
+    graph.add_dependency("P", "N0", DEP_EN, EV)
+    graph.add_dependency("N0", "V", DEP_EN, EV)
+    for i in range(1, 16):
+        graph.add_dependency(f"N{i - 1}", f"N{i}", DEP_EN, EV)
+        graph.add_dependency(f"N{i}", "V", DEP_EN, EV)
+    order = graph.topological_order()
+    assert spreads == []
+    assert sorted(order, key=order.__getitem__)[:18] == ["P"] + [f"N{i}" for i in range(16)] + ["V"]
+    assert all(order[a] < order[b] for a, b in graph.nx.edges)
