@@ -104,3 +104,38 @@ def test_common_lines_are_read_the_quickest_way_and_others_are_not() -> None:
         "T1 release C at=g", "T1 acquire D try subclass=2 nest=N@0x5 nocheck", "T1 acquire E nest=N at=h",
         "T1 contended E at=h", "T1 acquired E", "T1 irqs-off at=x.py:3 ts=2", "T1 hardirq-enter"]
     assert translator.ordered_lines() == len(taken)
+
+
+def test_the_subclass_limit_is_read_from_events_when_the_translator_is_imported() -> None:
+    # a lower MAX_SUBCLASS set before the translator is imported: both of its ways take subclass 3 and
+    # leave 5 to the general reader, whose error names the limit (a limit written again in C takes 5)
+    script = r'''
+import io
+import lockcheck.events
+lockcheck.events.MAX_SUBCLASS = 3
+from lockcheck.engine import fast_jsonl
+from lockcheck.errors import TraceError
+from lockcheck.readers.source import Lines
+for line in ('{"task": "T1", "op": "acquire", "lock": "A", "subclass": %d}',
+             '{"task": "T1", "op": "acquire", "subclass": %d, "lock": "A"}'):
+    for subclass in (3, 5):
+        data = (line % subclass + "\n" + '{"task": "T1", "op": "release", "lock": "A"}' + "\n").encode()
+        source = Lines.opened(io.BytesIO(data), "f.jsonl", lambda: None)
+        translator = fast_jsonl._translator()(source, fast_jsonl.slow_line("f.jsonl"))
+        source.give_bytes(translator.lines_read)
+        try:
+            out = [item if isinstance(item, bytes) else item for item in translator]
+            print(subclass, "read", translator.ordered_lines(), out[0][:40] if isinstance(out[0], bytes) else "")
+        except TraceError as error:
+            print(subclass, "refused", translator.ordered_lines(), str(error).split(": ", 1)[1])
+'''
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    lines = run.stdout.splitlines()
+    assert len(lines) == 4, run.stdout + run.stderr
+    ordered_three, ordered_five, general_three, general_five = lines
+    assert ordered_three.startswith("3 read 1 ") and "subclass=3" in ordered_three
+    assert general_three.startswith("3 read 0 ") and "subclass=3" in general_three
+    for five in (ordered_five, general_five):
+        assert five.startswith("5 refused 0 ") and "0..3" in five

@@ -21,6 +21,33 @@ static const char *const key_names[K_COUNT] = {"task", "op", "lock", "instance",
 /* their lengths (a key is looked for on every member of every line) */
 static const unsigned char key_lens[K_COUNT] = {4, 2, 4, 8, 4, 3, 8, 4, 7, 5, 2, 2, 3};
 
+/* The highest subclass digit a translated line may carry: '0' + lockcheck.events.MAX_SUBCLASS, read when
+ * the module is imported (subclass_init), so the limit is written once, in Python; a value a single digit
+ * can't say leaves the larger subclasses to the general reader, which knows the limit itself. */
+static char subclass_top = '0';
+
+/* Whether DIGIT may be a line's `subclass` (a release, and any other op but an acquisition, takes only 0). */
+static inline int subclass_digit_ok(char digit, int acquire) {
+    return digit >= '0' && digit <= subclass_top && (acquire || digit == '0');
+}
+
+/* subclass_top from lockcheck.events (0 on success, -1 with an exception set). */
+static int subclass_init(void) {
+    PyObject *events = PyImport_ImportModule("lockcheck.events");
+    if (events == NULL)
+        return -1;
+    PyObject *top = PyObject_GetAttrString(events, "MAX_SUBCLASS");
+    Py_DECREF(events);
+    if (top == NULL)
+        return -1;
+    long n = PyLong_AsLong(top);
+    Py_DECREF(top);
+    if (n == -1 && PyErr_Occurred())
+        return -1;
+    subclass_top = (char)('0' + (n < 0 ? -1 : n > 9 ? 9 : n));
+    return 0;
+}
+
 /* The key a member's name is (K_COUNT: none of them), by its length and first letter. */
 static inline int key_index(const char *p, Py_ssize_t n) {
 #define KEY_IS(word) (memcmp(p, word, sizeof(word) - 1) == 0) /* (a fixed size: compiled inline) */

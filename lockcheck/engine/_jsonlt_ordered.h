@@ -205,7 +205,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
     if (KEY_LIT(OL_SUBCLASS, 's')) {
         /* one digit (the literal or the end after it: not two) */
         char digit = p[at];
-        if (digit < '0' || digit > '7' || (!acquire && digit != '0'))
+        if (!subclass_digit_ok(digit, acquire))
             return 0;
         if (digit != '0') {
             memcpy(w, " subclass=", 10);

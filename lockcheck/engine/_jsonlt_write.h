@@ -127,7 +127,7 @@ static int write_event(Translator *self, Value *values, unsigned seen, unsigned 
     char subclass = '0';
     if (given(have, values, K_SUBCLASS)) {
         const Value *v = &values[K_SUBCLASS];
-        if (v->kind != J_NUM || v->n != 1 || v->p[0] < '0' || v->p[0] > '7' || (!acquire && v->p[0] != '0'))
+        if (v->kind != J_NUM || v->n != 1 || !subclass_digit_ok(v->p[0], acquire))
             return 0;
         subclass = v->p[0];
     }
