@@ -27,7 +27,8 @@
  *
  * The filter is written in parts, by job: its state (_capturecore_state.h), what it reads again
  * when it resumes (_capturecore_resume.h), the lock lines it applies (_capturecore_take.h), irq-
- * context changes (_capturecore_irq.h), the chain keys found in the chain cache (_capturecore_known.h), the recent locks' moves not made yet (_capturecore_recent.h), the acquisition whose objects are not made yet
+ * context changes (_capturecore_irq.h), the chain keys found in the chain cache (_capturecore_known.h),
+ * the recent locks' moves not made yet (_capturecore_recent.h), the acquisition whose objects are not made yet
  * (_capturecore_pending.h), one line (_capturecore_line.h); its own memo tables are
  * _capcache.h.  This file: the iterator and the module.
  */

@@ -307,6 +307,8 @@ static PyObject *change_context(CaptureFilter *self, PyObject *view, PyObject *h
         goto out;
     PyObject *changed = PyObject_Vectorcall(self->context_hit, args, 10, NULL);
     capcache_forget(&self->cache); /* (Python code: what the task slots remember may be out of date) */
+    if (changed == NULL) /* (its error kept: nothing below may run with it set) */
+        goto out;
     if (known_sync(&self->known, self->chain_cache) < 0) {
         Py_XDECREF(changed);
         goto out;

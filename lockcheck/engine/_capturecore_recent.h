@@ -9,8 +9,10 @@
  * moves of locks already there leave those locks at the end in the order of their last moves.  So
  * a ring per RecentLocks keeps the pairs moved lately, oldest first (a pair moved again goes to
  * the ring's end), and `last`; the moves are made, in that order, when the ring is full (its
- * oldest), before a new lock is added (all), and before any Python code runs (`rings_flush`, at
- * `suspend`): the OrderedDict then is what the moves one by one would have made it.  A pair not
+ * oldest), before a new lock is added (all), and before the Python code that may look at them runs
+ * (`rings_flush`, at `suspend`): the OrderedDict then is what the moves one by one would have made it.
+ * Some Python runs mid-line before that (`read_policy`, `RecentLocks.add`, the view and event
+ * constructors): none of it looks at a recent-locks order or `last`, and a new one must not.  A pair not
  * in the ring is first looked up (a dict probe), so a pair the OrderedDict lacks is added as before.
  */
 #ifndef LOCKCHECK_CAPTURECORE_RECENT_H

@@ -122,7 +122,7 @@ static int suspend(CaptureFilter *self) {
     PyObject *type, *value, *tb;
     PyErr_Fetch(&type, &value, &tb);
     int r = pend_flush(self); /* (before Python code runs: it may look at the task's held stack) */
-    if (rings_flush(&self->rings) < 0) /* (and at the tasks' recent locks) */
+    if (r == 0 && rings_flush(&self->rings) < 0) /* (and at the tasks' recent locks; not with an error set) */
         r = -1;
     if (r == 0)
         r = set_longlong(self->cstats, s_events, self->ev_now);
