@@ -91,7 +91,7 @@ class MoreOps:
     # -- lockdep_unregister_key / zap_class --------------------------------------------------------
     def lockdep_unregister_key(self, task: TaskState, ev: Event) -> None:
         lock = ev.lock
-        zapped = [cls for cls in (rules.hlock_class(lock, sub) for sub in range(8)) if self.graph.remove_class(cls)]
+        zapped = [cls for cls in rules.hlock_classes(lock) if self.graph.remove_class(cls)]
         for props in (self.wait_locks, self.cmp_locks):
             props.discard(lock)
         self.class_props.pop(lock, None)

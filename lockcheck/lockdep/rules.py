@@ -41,10 +41,20 @@ def hlock_class(lock: str, subclass: int) -> str:
     return f"{lock}/{subclass}" if subclass else lock
 
 
+def hlock_classes(lock: str) -> list[str]:
+    """Every validation class `lock` may stand for, one per subclass: what `lockdep_unregister_key`
+    zaps, and what a property of the lock (its wait types) reaches."""
+    return [hlock_class(lock, subclass) for subclass in range(E.MAX_SUBCLASS + 1)]
+
+
+#: the `/N` a subclass other than 0 adds to its class's name
+_SUBCLASS_SUFFIXES = frozenset(str(subclass) for subclass in range(1, E.MAX_SUBCLASS + 1))
+
+
 def class_lock(cls: str) -> str:
-    """The lock a validation class belongs to: `hlock_class` undone (`NAME/N` -> `NAME`, N 1..7)."""
+    """The lock a validation class belongs to: `hlock_class` undone (`NAME/N` -> `NAME`, N 1..MAX_SUBCLASS)."""
     base, slash, sub = cls.rpartition("/")
-    return base if slash and base and len(sub) == 1 and "1" <= sub <= "7" else cls
+    return base if slash and base and sub in _SUBCLASS_SUFFIXES else cls
 
 
 def softirq_context_tracked(preempt_rt: bool) -> bool:

@@ -74,9 +74,9 @@ class WaitContext:
                 if key == "cmp":
                     self.cmp_locks.add(lock)
                 if key in ("wait", "type"):
-                    for subclass in range(8):
-                        if rules.hlock_class(lock, subclass) in self._nodes:
-                            self.init_class_node(rules.hlock_class(lock, subclass), lock)
+                    for cls in rules.hlock_classes(lock):
+                        if cls in self._nodes:
+                            self.init_class_node(cls, lock)
             elif old != value and (lock, key) not in self._props_noted:
                 self._props_noted.add((lock, key))
                 self.stats.notes.append(f"{ev.location}: {lock}: {key}= differs from the class's first "
@@ -89,8 +89,8 @@ class WaitContext:
         self.wait_locks.add(lock)
         text = rules.print_waits(*wait)
         stale = False
-        for subclass in range(8):
-            node = self._nodes.get(rules.hlock_class(lock, subclass))
+        for cls in rules.hlock_classes(lock):
+            node = self._nodes.get(cls)
             if node is not None:
                 node["waits"] = text
                 node["wait"] = wait

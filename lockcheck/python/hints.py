@@ -16,6 +16,8 @@ from __future__ import annotations
 import sys
 from typing import Any, Optional
 
+from lockcheck.events import MAX_SUBCLASS
+
 
 def name(lock: Any, class_name: str) -> Any:
     """Give `lock` its own lock class called `class_name` (lockdep's `lockdep_set_class_and_name`).
@@ -41,6 +43,14 @@ def class_of(lock: Any) -> Optional[str]:
     return naming.class_of(lock)
 
 
+def subclass_checked(subclass: int) -> int:
+    """`subclass`, refused outside lockdep's range here, where the user's call is, rather than as
+    a class name no trace can hold later."""
+    if not 0 <= subclass <= MAX_SUBCLASS:
+        raise ValueError(f"lockcheck.nested: subclass must be 0..{MAX_SUBCLASS} (lockdep's MAX_LOCKDEP_SUBCLASSES)")
+    return subclass
+
+
 def nested(lock: Any, subclass: int = 1) -> Any:
     """A context manager taking `lock` as subclass `subclass` of its class (lockdep's `mutex_lock_nested`).
 
@@ -48,8 +58,7 @@ def nested(lock: Any, subclass: int = 1) -> Any:
     of one class held together on purpose, the inner one validated as
     `CLASS/1`.  Also has `acquire()`/`release()`.
     """
-    if not 0 <= subclass <= 7:
-        raise ValueError("lockcheck.nested: subclass must be 0..7 (lockdep's MAX_LOCKDEP_SUBCLASSES)")
+    subclass_checked(subclass)
     naming = sys.modules.get("lockcheck.python.naming")  # loaded with the patching that tracks locks
     if naming is None:
         return _Plain(lock)

@@ -13,6 +13,7 @@ from typing import Any, Optional
 from lockcheck.python.async_lock import TrackedAsyncLock
 from lockcheck.python.core import CORE as _core
 from lockcheck.python.core import OWNED_CLASSES
+from lockcheck.python.hints import subclass_checked
 from lockcheck.python.semaphores import _SemaphoreMixin
 from lockcheck.python.sites import registry
 from lockcheck.python.tracked import TrackedRLock, _Tracked
@@ -92,6 +93,4 @@ def nested(lock: Any, subclass: int = 1) -> _Nested:
     Use it where two locks of one class are legitimately held together
     (parent then child): the inner one validates as `CLASS/1`.
     """
-    if not 0 <= subclass <= 7:
-        raise ValueError("lockcheck.nested: subclass must be 0..7 (lockdep's MAX_LOCKDEP_SUBCLASSES)")
-    return _Nested(lock, subclass)
+    return _Nested(lock, subclass_checked(subclass))
