@@ -66,7 +66,7 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
         ctx = small_ints[0];
     int use_state = self->index != Py_None && trusted;
     Py_ssize_t n = a_held == Py_None ? 0 : PyList_GET_SIZE(a_held);
-    if (n && (check || !use_state)) {
+    if (n && (!use_state || (check && !trylock))) { /* (a trylock under the state: as fast_stages.decide) */
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *entry = PyList_GET_ITEM(a_held, i);
             if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 5)

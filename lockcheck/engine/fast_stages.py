@@ -82,7 +82,10 @@ class _Annotated:
         ctx = self.ctx.get(task, 0)
         index = self.index
         use_state = index is not None and trusted
-        if a_held and (check or not use_state):
+        # a class held twice is the annotator's to resolve (subclass, nest_lock, doubts) -- but for a
+        # trylock under the trusted state, which `_resolve` leaves as it came (lockdep validates no
+        # trylock's chain: `try &dentry->d_lock` under another d_lock is pushed as any trylock)
+        if a_held and (not use_state or (check and not trylock)):
             for entry in a_held:
                 if entry[0] == name:
                     return None

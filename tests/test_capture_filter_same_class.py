@@ -1,0 +1,81 @@
+"""A class held twice in a capture (lockcheck/engine/_capturecore_take.h `decide`, fast_stages
+`_Annotated.decide`) against the plain path.
+
+A trylock of a class the task holds already (`try &dentry->d_lock` under another d_lock) is, under a
+trusted kernel state, what any trylock is: the annotator's `_resolve` leaves a trylock as it came and
+lockdep validates no trylock's chain.  So the filter takes it.  A plain re-acquisition of the class
+is the annotator's to resolve (a subclass, a nest_lock) and without the state its doubts are the
+annotator's: both must go to Python.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from lockcheck.engine import capture_filter
+from test_capturepath import _filter, _filters_made, _outcome
+
+pytestmark = pytest.mark.skipif(not capture_filter.compiled(), reason="the compiled filter is not built")
+
+BASH = "           bash-12 [000] ...1."
+D1 = "00000000a1 &dentry->d_lock"
+D2 = "00000000a2 &dentry->d_lock"
+
+
+def _nested(second: str) -> list[str]:
+    """d_lock taken, then SECOND (the same class at another address), both released (three times:
+    the chains cached after the first)."""
+    return [line for i in range(3) for line in (
+        f"{BASH}  5.{i}1: lock_acquire: {D1}", f"{BASH}  5.{i}2: lock_acquire: {second}",
+        f"{BASH}  5.{i}3: lock_release: {D2}", f"{BASH}  5.{i}4: lock_release: {D1}")]
+
+
+CASES = {
+    "trylock": _nested("00000000a2 try &dentry->d_lock"),
+    "plain": _nested(D2),  # (subclass: the annotator's)
+}
+
+
+def _run(lines: list[str], with_state: bool) -> tuple[dict, dict]:
+    with _filter(False):
+        loop = _outcome(lines, True, with_state)
+    made: list = []
+    with _filters_made(made):
+        assert _outcome(lines, True, with_state) == loop == _outcome(lines, False, with_state)
+    assert made
+    return loop, made[0].counts()
+
+
+@pytest.mark.parametrize("with_state", [False, True])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_a_class_held_twice_checks_as_the_plain_path(name, with_state) -> None:
+    _run(CASES[name], with_state)
+
+
+def test_a_trylock_of_a_held_class_is_taken_under_the_state() -> None:
+    _, counts = _run(CASES["trylock"], True)
+    # (the first round goes to Python -- nothing cached yet -- the later two's trylocks the filter takes)
+    assert counts["acquisitions"] >= 4
+
+
+@pytest.mark.parametrize("name, with_state", [("plain", True), ("trylock", False), ("plain", False)])
+def test_what_the_annotator_resolves_goes_to_python(name, with_state) -> None:
+    _, counts = _run(CASES[name], with_state)
+    assert counts["acquisitions"] <= 2  # (the outer d_lock, the later rounds' only)
+
+
+def test_the_python_loop_decides_a_trylock_of_a_held_class_alike() -> None:
+    """fast_stages' `decide` (the Python loop's, and the filter's model) passes the trylock on under the
+    state, and not the plain re-acquisition nor, without the state, the trylock."""
+    from lockcheck.kernel.per_boot import AnnotationOptions
+    from lockcheck.readers import ftrace
+    from test_capturepath import _annotated_view, _state, capturepath
+
+    for state, trylock, passes in ((_state(), True, True), (_state(), False, False), (None, True, False)):
+        annotator = AnnotationOptions().annotator(state)
+        annotator.open_trace(ftrace)
+        annotator._ruled["&dentry->d_lock"] = False
+        ann = capturepath._Annotated(annotator)
+        view = _annotated_view(annotator, ["&dentry->d_lock"])
+        verdict = ann.decide(view, "t", "&dentry->d_lock", 0, trylock, True, "x")
+        assert (verdict is not None) == passes, (state is not None, trylock)
