@@ -44,6 +44,7 @@
 
 #include "_capturecore_state.h"
 #include "_capturecore_resume.h"
+#include "_capturecore_annotate.h"
 #include "_capturecore_take.h"
 #include "_capturecore_pending.h"
 #include "_capturecore_irq.h"
@@ -190,6 +191,9 @@ PyMODINIT_FUNC PyInit__capturecore(void) {
     INTERN(s_state, "state");
     INTERN(s_none, "none");
     INTERN(s_rule, "rule");
+    INTERN(s_state_changed, "state_changed");
+    INTERN(s_subclasses, "subclasses");
+    INTERN(s_subclass, "subclass");
     INTERN(s_check0, "check0");
     INTERN(s_rule_prefix, "rule ");
     INTERN(s_empty, "");

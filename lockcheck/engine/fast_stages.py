@@ -246,11 +246,11 @@ def context_hit(checker: Checker, view: _View, ann: Optional[_Annotated], task: 
 
 
 def _event(task: str, lock: str, instance: str, mode: int, trylock: bool, check: bool, timestamp: str,
-           cpu: Optional[int], file: str, lineno: int, display: str) -> Event:
+           cpu: Optional[int], file: str, lineno: int, display: str, subclass: int = 0) -> Event:
     """The event of a `lock_acquire` line as the checker got it: the reader's, annotated (read back
-    for a report)."""
-    return Event(task, ACQUIRE, lock, instance, mode, trylock, 0, None, check, None, float(timestamp), cpu, file,
-                 lineno, display)
+    for a report; `subclass`: the one the compiled filter's annotator part gave a class held twice)."""
+    return Event(task, ACQUIRE, lock, instance, mode, trylock, subclass, None, check, None, float(timestamp), cpu,
+                 file, lineno, display)
 
 
 #: the first 20 characters of the annotator's doubt about a read mode guessed by name (its kind)
