@@ -26,7 +26,8 @@
  * findings, graph, statistics, annotator state and held stacks.
  *
  * The filter is written in parts, by job: its state (_capturecore_state.h), what it reads again
- * when it resumes (_capturecore_resume.h), the lock lines it applies (_capturecore_take.h), irq-
+ * when it resumes (_capturecore_resume.h), the annotator's part of an acquisition (_capturecore_annotate.h), the lock lines it applies
+ * (_capturecore_take.h; a release below the top: _capturecore_below.h), irq-
  * context changes (_capturecore_irq.h), the chain keys found in the chain cache (_capturecore_known.h), the recent locks' moves not made yet (_capturecore_recent.h), the acquisition whose objects are not made yet
  * (_capturecore_pending.h), one line (_capturecore_line.h); its own memo tables are
  * _capcache.h.  This file: the iterator and the module.
@@ -45,6 +46,7 @@
 #include "_capturecore_state.h"
 #include "_capturecore_resume.h"
 #include "_capturecore_annotate.h"
+#include "_capturecore_below.h"
 #include "_capturecore_take.h"
 #include "_capturecore_pending.h"
 #include "_capturecore_irq.h"

@@ -361,8 +361,8 @@ static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     int same = eq(t_instance, instance);
     if (same > 0)
         same = eq(t_lock, name);
-    if (same <= 0) {
-        r = same;
+    if (same <= 0) { /* (not the top: maybe one below it, _capturecore_below.h) */
+        r = same < 0 ? -1 : release_below(self, view, ctask, held, name, instance, entry, key, named);
         goto done;
     }
     int refs = truth(t_refs);
