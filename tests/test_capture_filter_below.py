@@ -42,6 +42,8 @@ CASES = {
     "not-held": _rounds(released="00000000e9 &x->other"),
     # (released from a hardirq: find_held_lock does not cross into the task's own context)
     "from-hardirq": [line.replace("d..2.  5.3", "d.h2.  5.3") for line in _rounds()],
+    # (RQ taken in a hardirq above PI: releasing PI there, find_held_lock stops at the context's edge)
+    "across-contexts": [line.replace("d..2.  5.", "d.h2.  5.") for line in _rounds()],
 }
 
 
@@ -64,7 +66,7 @@ def test_a_release_below_the_top_checks_as_the_plain_path(name, with_state) -> N
 #: lines the filter takes when every release below the top goes to Python (the warm-up, the second and
 #: third rounds' acquisitions and innermost releases, those after a lock the filter does not know)
 WITHOUT = {"below": 10, "below-unnamed": 10, "new-chain": 7, "two-above": 4,
-           "other-irq-state": 10, "not-held": 6, "from-hardirq": 10}
+           "other-irq-state": 10, "not-held": 6, "from-hardirq": 10, "across-contexts": 8}
 
 
 @pytest.mark.parametrize("name", ["below", "below-unnamed", "new-chain", "two-above"])
@@ -72,6 +74,6 @@ def test_a_release_below_the_top_onto_cached_chains_is_taken(name) -> None:
     assert _run(CASES[name], True)["taken"] > WITHOUT[name]
 
 
-@pytest.mark.parametrize("name", ["other-irq-state", "not-held", "from-hardirq"])
+@pytest.mark.parametrize("name", ["other-irq-state", "not-held", "from-hardirq", "across-contexts"])
 def test_what_lockdep_reads_otherwise_goes_to_python(name) -> None:
     assert _run(CASES[name], True)["taken"] == WITHOUT[name]
