@@ -44,7 +44,8 @@ static int release_below(CaptureFilter *self, PyObject *view, PyObject *ctask, P
         if (Py_TYPE(h) != self->held_type)
             return 0;
         PyObject *refs = SLOT(h, self->held_off[HL_REFERENCES]), *nest = SLOT(h, self->held_off[HL_NEST]);
-        if (refs == NULL || nest == NULL || nest != Py_None)
+        if (refs == NULL || nest != Py_None || SLOT(h, self->held_off[HL_LOCK]) == NULL ||
+            SLOT(h, self->held_off[HL_INSTANCE]) == NULL)
             return 0;
         int merged = truth(refs);
         if (merged != 0)
@@ -61,8 +62,8 @@ static int release_below(CaptureFilter *self, PyObject *view, PyObject *ctask, P
         PyObject *below = PyList_GET_ITEM(held, index - 1);
         if (Py_TYPE(below) != self->held_type)
             return 0;
-        long here = small_long(SLOT(h, self->held_off[HL_IRQ_CONTEXT]));
-        if (here < 0 || here != small_long(SLOT(below, self->held_off[HL_IRQ_CONTEXT])))
+        PyObject *here = SLOT(h, self->held_off[HL_IRQ_CONTEXT]), *there = SLOT(below, self->held_off[HL_IRQ_CONTEXT]);
+        if (here == NULL || there == NULL || small_long(here) < 0 || small_long(here) != small_long(there))
             return 0;
     }
     if (index == n - 1)
@@ -96,29 +97,39 @@ static int release_below(CaptureFilter *self, PyObject *view, PyObject *ctask, P
     if (count < 0 || (count <= 1 && PyList_GET_SIZE(entry) > 2))
         return 0; /* a lock known by its map too (by_map): the Python loop's */
     /* reacquire_held_locks: each lock above onto a cached chain, no usage bit, in this irq context */
+    long below_ctx = -1; /* no lock below: the chain goes on from the key */
+    if (index > 0) {
+        PyObject *below = PyList_GET_ITEM(held, index - 1);
+        PyObject *irq = Py_TYPE(below) == self->held_type ? SLOT(below, self->held_off[HL_IRQ_CONTEXT]) : NULL;
+        if (irq == NULL || (below_ctx = small_long(irq)) < 0)
+            return 0;
+    }
     PyObject *found = PyList_GET_ITEM(held, index);
     PyObject *keys[BELOW_MOVED + 1];
     keys[0] = SLOT(found, self->held_off[HL_PREV_CHAIN_KEY]);
     if (keys[0] == NULL)
         return 0;
     Py_INCREF(keys[0]);
-    long below_ctx = -1; /* no lock below: the chain goes on from the key */
-    if (index > 0)
-        below_ctx = small_long(SLOT(PyList_GET_ITEM(held, index - 1), self->held_off[HL_IRQ_CONTEXT]));
     Py_ssize_t above = n - 1 - index, made = 1;
     long long hits = 0;
     int r = 1;
     for (Py_ssize_t i = 0; r > 0 && i < above; i++) {
         PyObject *h = PyList_GET_ITEM(held, index + 1 + i);
         PyObject *cls = SLOT(h, self->held_off[HL_CLS]), *read = SLOT(h, self->held_off[HL_READ]);
-        int trylock = truth(SLOT(h, self->held_off[HL_TRYLOCK])), check = truth(SLOT(h, self->held_off[HL_CHECK]));
+        PyObject *t = SLOT(h, self->held_off[HL_TRYLOCK]), *c = SLOT(h, self->held_off[HL_CHECK]),
+                 *irq = SLOT(h, self->held_off[HL_IRQ_CONTEXT]);
+        if (t == NULL || c == NULL || irq == NULL) {
+            r = 0;
+            break;
+        }
+        int trylock = truth(t), check = truth(c);
         if (trylock < 0 || check < 0) {
             r = -1;
             break;
         }
         r = 0;
         if (cls == NULL || read == NULL || SLOT(h, self->held_off[HL_HARDIRQS_OFF]) != off ||
-            small_long(SLOT(h, self->held_off[HL_IRQ_CONTEXT])) != ctx)
+            small_long(irq) != ctx)
             break; /* (in another irq context or irq state then: lock_acquire's own reading) */
         ClassSlot *cs = capcache_class(&self->cache, cls);
         PyObject *node = cs != NULL ? capcache_get(cs, CS_NODE, self->nodes, cls) : NULL;
