@@ -26,9 +26,11 @@
  * findings, graph, statistics, annotator state and held stacks.
  *
  * The filter is written in parts, by job: its state (_capturecore_state.h), what it reads again
- * when it resumes (_capturecore_resume.h), the lock lines it applies (_capturecore_take.h), irq-
- * context changes (_capturecore_irq.h), the chain keys found in the chain cache (_capturecore_known.h),
- * the recent locks' moves not made yet (_capturecore_recent.h), the acquisition whose objects are not made yet
+ * when it resumes (_capturecore_resume.h), the annotator's part of an acquisition
+ * (_capturecore_annotate.h), the lock lines it applies (_capturecore_take.h; a release below the top:
+ * _capturecore_below.h), irq-context changes (_capturecore_irq.h), the chain keys found in the chain
+ * cache (_capturecore_known.h), the recent locks' moves not made yet (_capturecore_recent.h), the
+ * acquisition whose objects are not made yet
  * (_capturecore_pending.h), one line (_capturecore_line.h); its own memo tables are
  * _capcache.h.  This file: the iterator and the module.
  */
@@ -45,6 +47,8 @@
 
 #include "_capturecore_state.h"
 #include "_capturecore_resume.h"
+#include "_capturecore_annotate.h"
+#include "_capturecore_below.h"
 #include "_capturecore_take.h"
 #include "_capturecore_pending.h"
 #include "_capturecore_irq.h"
@@ -191,6 +195,9 @@ PyMODINIT_FUNC PyInit__capturecore(void) {
     INTERN(s_state, "state");
     INTERN(s_none, "none");
     INTERN(s_rule, "rule");
+    INTERN(s_state_changed, "state_changed");
+    INTERN(s_subclasses, "subclasses");
+    INTERN(s_subclass, "subclass");
     INTERN(s_check0, "check0");
     INTERN(s_rule_prefix, "rule ");
     INTERN(s_empty, "");

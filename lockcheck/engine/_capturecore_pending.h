@@ -37,22 +37,25 @@ static int pend_flush(CaptureFilter *self) {
         return 0;
     PyObject **o = p->o;
     int r = -1;
-    PyObject *read_back = NULL, *hlock = NULL, *entry = NULL;
+    PyObject *read_back = NULL, *hlock = NULL, *entry = NULL, *subclass = NULL;
     PyObject *lineno = PyLong_FromLongLong(p->lineno);
     if (lineno == NULL)
         goto done;
     if (o[P_TIMESTAMP] == NULL && (o[P_TIMESTAMP] = ascii_str(p->ts, p->ts_len)) == NULL)
         goto done;
     PyObject *trylock = p->trylock ? Py_True : Py_False, *check = p->check ? Py_True : Py_False;
+    if (p->subclass && (subclass = PyLong_FromLong(p->subclass)) == NULL)
+        goto done;
+    PyObject *sub = subclass != NULL ? subclass : small_ints[0];
     {
         PyObject *parts[LATER_N] = {self->event_fn, o[P_TASK], o[P_NAME], o[P_INSTANCE], o[P_MODE], trylock, check,
-                                    o[P_TIMESTAMP], o[P_CPU], self->file, lineno, o[P_DISPLAY]};
+                                    o[P_TIMESTAMP], o[P_CPU], self->file, lineno, o[P_DISPLAY], sub};
         read_back = later(parts);
     }
     if (read_back == NULL)
         goto done;
     {
-        PyObject *fields[] = {o[P_NAME], o[P_NAME], o[P_INSTANCE], small_ints[0], o[P_MODE], trylock, check,
+        PyObject *fields[] = {o[P_CLS], o[P_NAME], o[P_INSTANCE], sub, o[P_MODE], trylock, check,
                               Py_None, o[P_IRQ_CONTEXT], o[P_HARDIRQS_OFF], small_ints[0], o[P_PREV_KEY],
                               Py_None, read_back, Py_None /* held_evidence: the checker's, made when asked */};
         _Static_assert(sizeof fields / sizeof *fields == HL_N, "a value for every HeldLock slot the filter fills");
@@ -61,7 +64,7 @@ static int pend_flush(CaptureFilter *self) {
     if (hlock == NULL || PyList_Append(o[P_HELD], hlock) < 0)
         goto done;
     if (o[P_A_HELD] != Py_None) {
-        PyObject *items[5] = {o[P_NAME], o[P_NAME], o[P_INSTANCE], o[P_CTX], o[P_MODE]};
+        PyObject *items[5] = {o[P_CLS], o[P_NAME], o[P_INSTANCE], o[P_CTX], o[P_MODE]}; /* (its key: the class) */
         if ((entry = PyList_New(5)) == NULL)
             goto done;
         for (int i = 0; i < 5; i++)
@@ -84,6 +87,7 @@ done:
     Py_XDECREF(read_back);
     Py_XDECREF(hlock);
     Py_XDECREF(entry);
+    Py_XDECREF(subclass);
     pend_drop(self);
     return r;
 }

@@ -14,7 +14,7 @@
  * for every acquisition the filter pushes.  Its fields are str, int, float, bool, None and the
  * function: nothing that can lead back to it, so it is left out of the collector's sight. */
 
-#define LATER_N 12
+#define LATER_N 13
 
 typedef struct {
     PyObject_HEAD
@@ -202,7 +202,7 @@ static int flush_annotator(CaptureFilter *self) {
         }
         PyDict_Clear(self->unchecked);
     }
-    PyObject *keys[3] = {s_state, s_none, s_rule};
+    PyObject *keys[S_N] = {s_state, s_none, s_rule, s_state_changed};
     for (int j = 0; j < self->sources_seen; j++) {
         int i = self->sources_order[j];
         if (count_add(self->sources, keys[i], self->sources_delta[i]) < 0)

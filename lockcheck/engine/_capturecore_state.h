@@ -33,13 +33,13 @@ enum { OP_IRQS_OFF, OP_IRQS_ON, OP_SOFTIRQS_OFF, OP_SOFTIRQS_ON, OP_HARDIRQ_ENTE
        OP_SOFTIRQ_EXIT, OP_N };
 
 enum { R_LOCKS, R_LIMIT, R_LAST, R_N };
-enum { S_STATE, S_NONE, S_RULE };
+enum { S_STATE, S_NONE, S_RULE, S_CHANGED, S_N };  /* (S_CHANGED: annotation_trust.STATE_CHANGED) */
 static const char *recent_names[R_N] = {"_locks", "_limit", "last"};
 
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
 static PyObject *s_preempt_rt, *s_stopped, *s_stamp_key, *s_probe_known, *s_contention, *s_capture, *s_trusted, *s_untrusted_from, *s_fast_depth,
-    *s_events, *s_chain_hits, *s_add, *s_last, *s_usage, *s_irq_context, *s_state, *s_none, *s_rule, *s_check0,
+    *s_events, *s_chain_hits, *s_add, *s_last, *s_usage, *s_irq_context, *s_state, *s_none, *s_rule, *s_state_changed, *s_subclasses, *s_subclass, *s_check0,
     *s_rule_prefix, *s_empty;
 static PyObject *small_ints[2];
 
@@ -48,11 +48,12 @@ static PyObject *small_ints[2];
  * yet: made (`pend_flush`) before anything could look at them, or never, when the next lock line is
  * its release (_capturecore_pending.h).  Every other effect of the acquisition is applied at once. */
 enum { P_TASK, P_NAME, P_INSTANCE, P_MODE, P_TIMESTAMP, P_CPU, P_DISPLAY, P_HELD, P_A_HELD, P_CTX, P_KEY,
-       P_IRQ_CONTEXT, P_HARDIRQS_OFF, P_PREV_KEY, P_VIEW, P_N };
+       P_IRQ_CONTEXT, P_HARDIRQS_OFF, P_PREV_KEY, P_VIEW, P_CLS, P_N };
 typedef struct {
     int active;         /* an acquisition is pending */
     int names;          /* `held[key] = [name, 1]` is still to do (there was no entry) */
     int trylock, check;
+    int subclass;       /* the annotator's (_capturecore_annotate.h); P_CLS its class (the name when 0) */
     long long lineno;
     PyObject *o[P_N];   /* owned while active; a_held None: the annotator does not run; timestamp NULL: */
     char ts[48];        /* made of these bytes (`ts_len`, at most 40: take_line's) when needed */
@@ -105,12 +106,14 @@ typedef struct {
     RecentRings rings;      /* the recent locks' moves not made yet (_capturecore_recent.h) */
     TaskSlot *cur;          /* the slot of the task of the line being taken (take_line), or NULL */
     /* the annotator's counts (`tries[file]`, `sources`) not added yet */
-    long long tries_delta[2], sources_delta[3];
-    int sources_order[3], sources_seen;  /* the order the three sources came in since (a Counter keeps it) */
+    long long tries_delta[2], sources_delta[S_N];
+    int sources_order[S_N], sources_seen;  /* the order the three sources came in since (a Counter keeps it) */
     PyObject *unchecked;    /* dict: class -> [origin, count] of `changes[("check0", class, "rule " + origin)]` to add */
     /* pure functions' answers kept: `read_policy` (when it is ftrace_context.read_mode) by class, and
      * annotations.context_after by ctx * 8 + op */
     PyObject *read_memo, *ctx_memo;
+    /* class -> ((subclass, "CLASS/N", changes key), ...) of the kernel state's subclasses (_capturecore_annotate.h) */
+    PyObject *subs_memo;
     int read_pure;
     /* read on resume */
     int probe_known, contention, a_capture, a_trusted;
@@ -159,7 +162,7 @@ static int CaptureFilter_clear(CaptureFilter *self) {
     for (int i = 0; i < OP_N; i++)
         Py_CLEAR(self->irq_ops[i]);
     Py_CLEAR(self->evidence); Py_CLEAR(self->usage_needs); Py_CLEAR(self->used_only); Py_CLEAR(self->context_after);
-    Py_CLEAR(self->transitions); Py_CLEAR(self->irq); Py_CLEAR(self->unchecked); Py_CLEAR(self->read_memo);
+    Py_CLEAR(self->transitions); Py_CLEAR(self->irq); Py_CLEAR(self->unchecked); Py_CLEAR(self->subs_memo); Py_CLEAR(self->read_memo);
     Py_CLEAR(self->ctx_memo); Py_CLEAR(self->chunk); Py_CLEAR(self->held_chunk);
     Py_CLEAR(self->tasks); Py_CLEAR(self->transition); Py_CLEAR(self->context_hit); Py_CLEAR(self->annotated);
     Py_CLEAR(self->irq_context_fn);
@@ -190,7 +193,7 @@ static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *ar
     Py_VISIT(self->untrusted_from); Py_VISIT(self->recent_type); Py_VISIT(self->move_to_end);
     Py_VISIT(self->evidence); Py_VISIT(self->usage_needs); Py_VISIT(self->used_only);
     Py_VISIT(self->context_after); Py_VISIT(self->transitions); Py_VISIT(self->irq);
-    Py_VISIT(self->unchecked); Py_VISIT(self->read_memo); Py_VISIT(self->ctx_memo); Py_VISIT(self->chunk);
+    Py_VISIT(self->unchecked); Py_VISIT(self->subs_memo); Py_VISIT(self->read_memo); Py_VISIT(self->ctx_memo); Py_VISIT(self->chunk);
     Py_VISIT(self->held_chunk); Py_VISIT(self->tasks); Py_VISIT(self->transition);
     Py_VISIT(self->context_hit); Py_VISIT(self->annotated); Py_VISIT(self->irq_context_fn);
     for (int i = 0; i < 64; i++)
@@ -278,9 +281,10 @@ static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwd
     Py_INCREF(self->evidence); Py_INCREF(self->usage_needs); Py_INCREF(self->used_only); Py_INCREF(self->context_after);
     self->transitions = PyDict_New();
     self->unchecked = PyDict_New();
+    self->subs_memo = PyDict_New();
     self->read_memo = PyDict_New();
     self->ctx_memo = PyDict_New();
-    if (self->unchecked == NULL || self->read_memo == NULL || self->ctx_memo == NULL)
+    if (self->unchecked == NULL || self->subs_memo == NULL || self->read_memo == NULL || self->ctx_memo == NULL)
         return -1;
     if (self->transitions == NULL || get_attr(checker, "irq", &self->irq) < 0)
         return -1;

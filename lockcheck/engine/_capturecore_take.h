@@ -1,166 +1,10 @@
 /*
  * A part of lockcheck/engine/_capturecore.c, which includes its parts in order (each uses what the
- * parts before it define).  This one: the lock lines the filter applies: the annotator's `decide`
- * and bookkeeping, an acquisition onto a cached chain (`take_acquire`), the release of the
+ * parts before it define).  This one: the lock lines the filter applies: an acquisition onto a cached chain (`take_acquire`), the release of the
  * innermost lock (`take_release`), the contention tracepoints (`take_other`).
  */
 #ifndef LOCKCHECK_CAPTURECORE_TAKE_H
 #define LOCKCHECK_CAPTURECORE_TAKE_H
-
-/* ---- the annotator's `decide` (fast_stages._Annotated.decide) --------------------------------- */
-
-typedef struct {
-    int check;
-    PyObject *origin;  /* borrowed, or NULL */
-    int use_state;
-    PyObject *ctx;     /* borrowed */
-} Verdict;
-
-/* 1 decided (*v set), 0 the Python loop's, -1 error */
-static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject *name, PyObject *mode, int trylock,
-                  Verdict *v) {
-    if (!self->a_capture)
-        return 0;
-    int trusted = self->a_trusted;
-    if (trusted && self->until_report)
-        return 0;
-    ClassSlot *cs = capcache_class(&self->cache, name);
-    if (cs == NULL && PyErr_Occurred())
-        return -1;
-    PyObject *ruled = capcache_get(cs, CS_RULED, self->ruled_of, name);
-    if (ruled == NULL)
-        return PyErr_Occurred() ? -1 : 0;
-    int check = 1;
-    v->origin = NULL;
-    int is_ruled = truth(ruled);
-    if (is_ruled < 0)
-        return -1;
-    if (is_ruled) {
-        PyObject *origin = capcache_get(cs, CS_ORIGIN, self->only_unchecked, name);
-        if (origin == NULL)
-            return PyErr_Occurred() ? -1 : 0; /* not known yet: Python works it out */
-        if (!PyUnicode_Check(origin) || PyUnicode_GET_LENGTH(origin) == 0)
-            return 0;
-        v->origin = origin;
-        check = 0;
-    }
-    PyObject *a_held = SLOT(view, self->view_off[V_A_HELD]);
-    if (a_held == NULL)
-        return 0;
-    if (a_held != Py_None && !PyList_CheckExact(a_held))
-        return 0;
-    PyObject *ctx;
-    TaskSlot *ts = self->cur;
-    if (ts != NULL && ts->actx_known) {
-        ctx = ts->actx;
-    } else {
-        ctx = PyDict_GetItemWithError(self->actx, task);
-        if (ctx == NULL && PyErr_Occurred())
-            return -1;
-        if (ts != NULL) {
-            ts->actx = Py_XNewRef(ctx);
-            ts->actx_known = 1;
-        }
-    }
-    if (ctx == NULL)
-        ctx = small_ints[0];
-    int use_state = self->index != Py_None && trusted;
-    Py_ssize_t n = a_held == Py_None ? 0 : PyList_GET_SIZE(a_held);
-    if (n && (check || !use_state)) {
-        for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *entry = PyList_GET_ITEM(a_held, i);
-            if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 5)
-                return 0;
-            int same = eq(PyList_GET_ITEM(entry, 0), name);
-            if (same != 0)
-                return same < 0 ? -1 : 0;
-        }
-    }
-    if (use_state) {
-        if (check && !trylock) {
-            Py_ssize_t i = n;
-            while (i) {
-                int same = eq(PyList_GET_ITEM(PyList_GET_ITEM(a_held, i - 1), 3), ctx);
-                if (same < 0)
-                    return -1;
-                if (!same)
-                    break;
-                i--;
-            }
-            if (self->suffixes == Py_None)
-                return 0;
-            if (!PyAnySet_Check(self->suffixes))
-                return 0;
-            int known = capcache_suffix_known(&self->cache, self->suffixes, a_held, i, n, name);
-            if (known <= 0)
-                return known;
-        }
-    } else {
-        if (self->index != Py_None) {
-            int untrusted = PySequence_Contains(self->untrusted_from, self->file);
-            if (untrusted <= 0)
-                return untrusted;
-        }
-        int read = truth(mode);
-        if (read != 0)
-            return read < 0 ? -1 : 0; /* a read mode: Python's (the annotator's doubts) */
-    }
-    v->check = check;
-    v->use_state = use_state;
-    v->ctx = ctx;
-    return 1;
-}
-
-/* the annotator's `_acquire` for a verdict of `decide` (fast_stages._Annotated.acquire), all but its held
- * entry, `[name, name, instance, ctx, mode]` appended to `*a_held_out` (borrowed) by `pend_flush` */
-static int annotate_acquire(CaptureFilter *self, PyObject *view, PyObject *task, PyObject *name,
-                            int trylock, PyObject *cpu, const Verdict *v, PyObject **a_held_out) {
-    if (cpu != Py_None) {
-        TaskSlot *ts = self->cur;
-        if (ts == NULL || ts->cpu != cpu) { /* (cpu[task] = cpu: nothing to do when it is that already) */
-            if (PyDict_SetItem(self->acpu, task, cpu) < 0)
-                return -1;
-            if (ts != NULL)
-                Py_XSETREF(ts->cpu, Py_NewRef(cpu));
-        }
-    }
-    /* (the annotator's counts of acquisitions by file and by source: kept here, added at `suspend`) */
-    self->tries_delta[0]++;
-    if (trylock)
-        self->tries_delta[1]++;
-    int source = S_RULE;
-    if (v->origin != NULL) {
-        PyObject *counted = PyDict_GetItemWithError(self->unchecked, name);
-        if (counted == NULL) {
-            if (PyErr_Occurred())
-                return -1;
-            counted = Py_BuildValue("[Oi]", v->origin, 1);
-            int r = counted == NULL ? -1 : PyDict_SetItem(self->unchecked, name, counted);
-            Py_XDECREF(counted);
-            if (r < 0)
-                return -1;
-        } else if (list_add(counted, 1, 1) < 0) {
-            return -1;
-        }
-    } else {
-        source = v->use_state ? S_STATE : S_NONE;
-    }
-    if (self->sources_delta[source]++ == 0)
-        self->sources_order[self->sources_seen++] = source;
-    PyObject *a_held = SLOT(view, self->view_off[V_A_HELD]);
-    if (a_held == Py_None) {
-        a_held = PyList_New(0);
-        if (a_held == NULL)
-            return -1;
-        slot_set(view, self->view_off[V_A_HELD], a_held);
-        int r = PyDict_SetItem(self->held_of, task, a_held);
-        Py_DECREF(a_held);
-        if (r < 0)
-            return -1;
-    }
-    *a_held_out = a_held;
-    return 0;
-}
 
 /* ---- one line ---------------------------------------------------------------------------- */
 
@@ -288,7 +132,7 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     }
     int r = 0;
     PyObject *chain_key = NULL, *key = NULL;
-    Verdict verdict = {1, NULL, 0, NULL};
+    Verdict verdict = {1, NULL, 0, NULL, 0, NULL, NULL};
     int annotated = self->annotator != NULL;
     if (annotated) {
         r = decide(self, view, task, name, mode, trylock, &verdict);
@@ -297,13 +141,14 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         r = 0;
     }
     int check = verdict.check;
+    PyObject *cls = verdict.cls != NULL ? verdict.cls : name; /* (the class: "CLASS/N" for a subclass) */
     /* _push_hit: everything asked before anything changes */
-    ClassSlot *cs = capcache_class(&self->cache, name);
+    ClassSlot *cs = capcache_class(&self->cache, cls);
     if (cs == NULL && PyErr_Occurred()) {
         r = -1;
         goto done;
     }
-    PyObject *node = capcache_get(cs, CS_NODE, self->nodes, name);
+    PyObject *node = capcache_get(cs, CS_NODE, self->nodes, cls);
     if (node == NULL || !PyDict_Check(node)) {
         r = PyErr_Occurred() ? -1 : 0;
         goto done;
@@ -341,7 +186,7 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         if (rules_separate(self->separate, top, ctx))
             start = self->initial;
     }
-    Py_hash_t hash = rules_hash3(self->hash_ok, start, name, mode);
+    Py_hash_t hash = rules_hash3(self->hash_ok, start, cls, mode);
     if (hash == -1) {
         r = -1;
         goto done;
@@ -441,7 +286,7 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         Pending *p = &self->pend;
         PyObject *objs[P_N] = {task, name, instance, mode, timestamp, cpu, PyTuple_GET_ITEM(head, H_DISPLAY), held,
                                a_held, verdict.ctx != NULL ? verdict.ctx : Py_None, key, irq_context, hardirqs_off,
-                               NULL, view};
+                               NULL, view, cls};
         for (int i = 0; i < P_N; i++)
             if (i != P_PREV_KEY)
                 p->o[i] = Py_XNewRef(objs[i]);
@@ -453,6 +298,7 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         p->names = names;
         p->trylock = trylock;
         p->check = check;
+        p->subclass = verdict.subclass;
         p->lineno = self->lineno;
         p->active = 1;
     }
@@ -515,8 +361,8 @@ static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     int same = eq(t_instance, instance);
     if (same > 0)
         same = eq(t_lock, name);
-    if (same <= 0) {
-        r = same;
+    if (same <= 0) { /* (not the top: maybe one below it, _capturecore_below.h) */
+        r = same < 0 ? -1 : release_below(self, view, ctask, held, name, instance, entry, key, named);
         goto done;
     }
     int refs = truth(t_refs);

@@ -82,7 +82,10 @@ class _Annotated:
         ctx = self.ctx.get(task, 0)
         index = self.index
         use_state = index is not None and trusted
-        if a_held and (check or not use_state):
+        # a class held twice is the annotator's to resolve (subclass, nest_lock, doubts) -- but for a
+        # trylock under the trusted state, which `_resolve` leaves as it came (lockdep validates no
+        # trylock's chain: `try &dentry->d_lock` under another d_lock is pushed as any trylock)
+        if a_held and (not use_state or (check and not trylock)):
             for entry in a_held:
                 if entry[0] == name:
                     return None
@@ -243,11 +246,11 @@ def context_hit(checker: Checker, view: _View, ann: Optional[_Annotated], task: 
 
 
 def _event(task: str, lock: str, instance: str, mode: int, trylock: bool, check: bool, timestamp: str,
-           cpu: Optional[int], file: str, lineno: int, display: str) -> Event:
+           cpu: Optional[int], file: str, lineno: int, display: str, subclass: int = 0) -> Event:
     """The event of a `lock_acquire` line as the checker got it: the reader's, annotated (read back
-    for a report)."""
-    return Event(task, ACQUIRE, lock, instance, mode, trylock, 0, None, check, None, float(timestamp), cpu, file,
-                 lineno, display)
+    for a report; `subclass`: the one the compiled filter's annotator part gave a class held twice)."""
+    return Event(task, ACQUIRE, lock, instance, mode, trylock, subclass, None, check, None, float(timestamp), cpu,
+                 file, lineno, display)
 
 
 #: the first 20 characters of the annotator's doubt about a read mode guessed by name (its kind)
