@@ -139,8 +139,10 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
         ctx = small_ints[0];
     int use_state = self->index != Py_None && trusted;
     Py_ssize_t n = a_held == Py_None ? 0 : PyList_GET_SIZE(a_held);
-    int twice = 0; /* the class is held already (a checked, not trylock acquisition under the state) */
-    if (n && (!use_state || (check && !trylock))) { /* (a trylock under the state: as fast_stages.decide) */
+    /* (lockdep's validate_chain guard, from rules: the annotator resolves only what it validates) */
+    int validated = rules_validates(check ? self->validates_checked : self->validates_unchecked, trylock);
+    int twice = 0; /* the class is held already (a validated acquisition under the state) */
+    if (n && (!use_state || validated)) { /* (a trylock under the state: as fast_stages.decide) */
         for (Py_ssize_t i = 0; i < n; i++) {
             PyObject *entry = PyList_GET_ITEM(a_held, i);
             if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 5)
@@ -158,7 +160,7 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
         }
     }
     if (use_state) {
-        if (check && !trylock) {
+        if (validated) {
             Py_ssize_t i = n;
             while (i) {
                 int same = eq(PyList_GET_ITEM(PyList_GET_ITEM(a_held, i - 1), 3), ctx);

@@ -82,15 +82,16 @@ class _Annotated:
         ctx = self.ctx.get(task, 0)
         index = self.index
         use_state = index is not None and trusted
+        validated = rules.validates_chain(trylock, check)
         # a class held twice is the annotator's to resolve (subclass, nest_lock, doubts) -- but for a
         # trylock under the trusted state, which `_resolve` leaves as it came (lockdep validates no
         # trylock's chain: `try &dentry->d_lock` under another d_lock is pushed as any trylock)
-        if a_held and (not use_state or (check and not trylock)):
+        if a_held and (not use_state or validated):
             for entry in a_held:
                 if entry[0] == name:
                     return None
         if use_state:
-            if check and not trylock:
+            if validated:
                 entries = a_held or ()
                 i = len(entries)
                 while i and entries[i - 1][3] == ctx:
