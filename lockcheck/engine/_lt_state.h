@@ -73,6 +73,7 @@ typedef struct ClassSlot {
 typedef struct TaskSeen {
     uint64_t epoch;
     PyObject *view;
+    long long used;  /* the line number that last found it (of the two ways, the other one is replaced) */
 } TaskSeen;
 
 /* A slot of the rest cache (rest_info): a text after the task not read here, as a str, and the info
