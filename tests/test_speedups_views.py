@@ -33,21 +33,33 @@ PINNED = ["T1 acquire A", "T1 acquire B", "T1 release B", "T2 acquire B", "T2 re
           "T1 acquire B", "T2 acquire B", "T1 release B", "T2 release B", "T1 unpin A", "T1 release A"]
 
 
-def test_a_view_set_by_the_python_side_is_the_one_the_core_reads(monkeypatch) -> None:
+#: task keys of 8 bytes and more (task_hash reads their first and last 8 bytes), alike but for one
+LONG = {"T1": "kworker/u8:7/40454", "T2": "kworker/u8:7/40455"}
+
+
+def _named(lines: list[str], names: dict) -> list[str]:
+    return [" ".join([names.get(word, word) for word in line.split(" ")]) for line in lines]
+
+
+@pytest.mark.parametrize("names", [{}, LONG], ids=["short", "long"])
+def test_a_view_set_by_the_python_side_is_the_one_the_core_reads(names, monkeypatch) -> None:
+    lines = _named(IRQ_STATE, names)
     # 1, 2: each task's first line; 3, 7: new classes; 8: irqs-on marking A; 10: C's first
     # acquisition with irqs on (marks C); 12, 13, 15: the hardirq; the rest the core's (4-6, 9, 11,
     # 14: a stale view of "none" would pass them on too)
-    assert _passed_on(IRQ_STATE, True, monkeypatch)[0] == [1, 2, 3, 7, 8, 10, 12, 13, 15]
-    expected = plain(IRQ_STATE)
+    assert _passed_on(lines, True, monkeypatch)[0] == [1, 2, 3, 7, 8, 10, 12, 13, 15]
+    expected = plain(lines)
     assert [finding.kind for finding in expected["findings"]] == ["inconsistent-lock-state"]
     for core in CORES:
-        assert fast(IRQ_STATE, False, core) == expected, core
+        assert fast(lines, False, core) == expected, core
 
 
-def test_a_view_dropped_by_the_python_side_is_not_read_again(monkeypatch) -> None:
-    passed = _passed_on(PINNED, True, monkeypatch)[0]
+@pytest.mark.parametrize("names", [{}, LONG], ids=["short", "long"])
+def test_a_view_dropped_by_the_python_side_is_not_read_again(names, monkeypatch) -> None:
+    lines = _named(PINNED, names)
+    passed = _passed_on(lines, True, monkeypatch)[0]
     assert {7, 9, 11} <= set(passed)  # T1's lines after the pin: the checker's
     assert 8 not in passed and 10 not in passed  # T2's: still the core's
-    expected = plain(PINNED)
+    expected = plain(lines)
     for core in CORES:
-        assert fast(PINNED, False, core) == expected, core
+        assert fast(lines, False, core) == expected, core

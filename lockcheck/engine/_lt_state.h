@@ -175,7 +175,7 @@ static inline int rule_merges(const LineFilter *self, int nest, int same) {
 
 /* Direct-mapped caches of str keys: a line's task and rest are looked up in the Python dicts
  * by a str already made (its hash kept in it) instead of a new str per line. */
-#define TASK_SLOTS 256
+#define TASK_SLOTS 1024
 #define REST_SLOTS 16384
 #define FIELD_SLOTS 16384
 

@@ -11,10 +11,26 @@
 
 #include "_lt_state.h"
 
-/* The slot keeping the task key of the `n` bytes at `p` (`h`: their hash_bytes), or -1: none.  Each
- * key has two ways, its hash's slot and the one beside it (the ~50 tasks of a trace in 256 slots
- * one way a slot: ~4 pairs of them shared one, and each of their lines looked the view up again,
- * a str made for its key: ~30,000 look-ups a million lines of the benchmark trace). */
+/* The hash of a task key's `n` bytes at `p` that picks its slots: its first and last 8 bytes as two
+ * (overlapping) words, its length, mixed -- hash_bytes' byte loop over a name's last bytes was
+ * most of find_view's ~30 instructions a line.  Two keys alike there only share a pair of slots:
+ * a key found is compared whole. */
+static inline uint64_t task_hash(const char *p, Py_ssize_t n) {
+    if (n < 8)
+        return hash_bytes(p, n);
+    uint64_t first, last;
+    memcpy(&first, p, 8);
+    memcpy(&last, p + n - 8, 8);
+    uint64_t h = (first ^ (uint64_t)n) * 0x9E3779B97F4A7C15ULL ^ last;
+    h *= 0xC2B2AE3D27D4EB4FULL;
+    return h ^ (h >> 32);
+}
+
+/* The slot keeping the task key of the `n` bytes at `p` (`h`: their task_hash), or -1: none.  Each
+ * key has two ways, its hash's slot and the one beside it, of TASK_SLOTS (the ~50 tasks of a trace in
+ * 256 slots one way a slot: ~4 pairs of them shared one, and each of their lines looked the view up
+ * again, a str made for its key: ~30,000 look-ups a million lines of the benchmark trace; in 512
+ * pairs three keys of 50 share one about once in 15 traces). */
 static inline Py_ssize_t task_slot(LineFilter *self, uint64_t h, const char *p, Py_ssize_t n) {
     Py_ssize_t index = (Py_ssize_t)(h & (TASK_SLOTS - 1));
     for (int way = 0; way < 2; way++, index ^= 1) {
@@ -32,7 +48,7 @@ static inline Py_ssize_t task_slot(LineFilter *self, uint64_t h, const char *p, 
  * a str key or a dict look-up; a version the Python side made starts a new epoch, unless it made
  * it through set_view / drop_view (below), which keep the one task's slot up to date instead. */
 static PyObject *find_view(LineFilter *self, const char *p, Py_ssize_t n) {
-    uint64_t h = hash_bytes(p, n);
+    uint64_t h = task_hash(p, n);
     uint64_t version = dict_version(self->views);
     if (version == 0 || version != self->views_known) {
         self->views_known = version;
@@ -84,7 +100,7 @@ static void view_changed(LineFilter *self, int synced, PyObject *key, PyObject *
     self->views_known = dict_version(self->views);
     const char *p = (const char *)PyUnicode_1BYTE_DATA(key);
     Py_ssize_t n = PyUnicode_GET_LENGTH(key);
-    Py_ssize_t index = task_slot(self, hash_bytes(p, n), p, n);
+    Py_ssize_t index = task_slot(self, task_hash(p, n), p, n);
     if (index < 0)
         return; /* (not kept: `key` is looked up when its line comes) */
     TaskSeen *seen = &self->task_seen[index];
