@@ -12,7 +12,7 @@ from setuptools import Extension, setup
 # the `.lt` core's parts by job (lockcheck/engine/_lt_*.h), included by _speedups.c: an edit of one rebuilds it
 LT_CORE = ["lockcheck/engine/_lt_%s.h" % part for part in (
     "state", "slots", "stack", "chainkey", "known", "classes", "tail", "overlay", "acquire", "irq", "release",
-    "contention", "line")]
+    "contention", "views", "line")]
 
 setup(ext_modules=[
     Extension("lockcheck.engine._speedups", ["lockcheck/engine/_speedups.c"],

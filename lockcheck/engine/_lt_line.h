@@ -1,5 +1,5 @@
 /*
- * One line applied: its task's view found (find_view, by the dict's version), the plain release
+ * One line applied: its task's view found (find_view, _lt_views.h), the plain release
  * of the top recognised by its text, the text after the task read, and the line handed to the
  * acquire, release, contention or irq path, or passed on.  A unit: the dispatch, the one caller
  * of every other path.  Relies on all the other _lt_*.h.
@@ -19,42 +19,7 @@
 #include "_lt_irq.h"
 #include "_lt_release.h"
 #include "_lt_contention.h"
-
-/* The view of the task named by the `n` bytes at `p` (borrowed), or NULL: none (an error set if
- * there was one).  The views change when a line goes to the Python side, or when an irq op here
- * rebuilds one (rebuild_view, which keeps its slot up to date): while the dict's version is the
- * one the core last saw or made, the view a task's key found in this epoch is the answer, without
- * a str key or a dict look-up; a version the Python side made starts a new epoch. */
-static PyObject *find_view(LineFilter *self, const char *p, Py_ssize_t n) {
-    uint64_t h = hash_bytes(p, n);
-    Py_ssize_t index = (Py_ssize_t)(h & (TASK_SLOTS - 1));
-    PyObject *key = self->task_keys[index];
-    TaskSeen *seen = &self->task_seen[index];
-    uint64_t version = dict_version(self->views);
-    if (version == 0 || version != self->views_known) {
-        self->views_known = version;
-        self->epoch++;
-    }
-    self->current = NULL;
-    int same_key = key != NULL && PyUnicode_GET_LENGTH(key) == n && bytes_eq((const char *)PyUnicode_1BYTE_DATA(key), p, n);
-    if (same_key && seen->epoch == self->epoch) {
-        self->current = seen;
-        return seen->view;
-    }
-    if (!same_key) {
-        key = ascii_str(p, n);
-        if (key == NULL)
-            return NULL;
-        Py_XSETREF(self->task_keys[index], key);
-    }
-    PyObject *view = PyDict_GetItemWithError(self->views, key); /* borrowed */
-    if (view == NULL && PyErr_Occurred())
-        return NULL;
-    seen->epoch = self->epoch;
-    seen->view = view;
-    self->current = seen;
-    return view;
-}
+#include "_lt_views.h"
 
 /* The first ` ts=` in the `n` bytes at `p`, or NULL.  Where SSE2 is, 16 places a step are asked
  * whether a blank and a `t` start there (the step's two loads end inside the span: the last step

@@ -73,6 +73,7 @@ typedef struct ClassSlot {
 typedef struct TaskSeen {
     uint64_t epoch;
     PyObject *view;
+    long long used;  /* the line number that last found it (of the two ways, the other one is replaced) */
 } TaskSeen;
 
 /* A slot of the rest cache (rest_info): a text after the task not read here, as a str, and the info
@@ -174,7 +175,7 @@ static inline int rule_merges(const LineFilter *self, int nest, int same) {
 
 /* Direct-mapped caches of str keys: a line's task and rest are looked up in the Python dicts
  * by a str already made (its hash kept in it) instead of a new str per line. */
-#define TASK_SLOTS 256
+#define TASK_SLOTS 1024
 #define REST_SLOTS 16384
 #define FIELD_SLOTS 16384
 

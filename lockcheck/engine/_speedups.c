@@ -54,7 +54,8 @@
 #include "_lt_irq.h"        /* an irq-state op applied */
 #include "_lt_release.h"    /* a release applied: innermost, below the top */
 #include "_lt_contention.h" /* contended/acquired applied */
-#include "_lt_line.h"       /* one line dispatched (find_view, apply_line) */
+#include "_lt_views.h"      /* the task views: find_view, set_view, drop_view */
+#include "_lt_line.h"       /* one line dispatched (apply_line) */
 
 static void clear_fields(FieldSlot *fields) {
     if (fields == NULL)
@@ -490,6 +491,9 @@ static PyMethodDef LineFilter_methods[] = {
     {"stop", (PyCFunction)LineFilter_stop, METH_NOARGS, "From now on pass every line on."},
     {"use_overlay", (PyCFunction)LineFilter_use_overlay, METH_O,
      "Whether pushes are kept in C until a line goes to the Python side (default True; False: each a tuple)."},
+    {"set_view", (PyCFunction)(void (*)(void))LineFilter_set_view, METH_FASTCALL,
+     "views[key] = view, told to the core (the other tasks' views it found stand)."},
+    {"drop_view", (PyCFunction)LineFilter_drop_view, METH_O, "views.pop(key, None), told to the core."},
     {"lines_read", (PyCFunction)LineFilter_lines_read, METH_NOARGS,
      "The lines taken so far (every line of a block of bytes split so far): a line number."},
     {NULL}};

@@ -163,9 +163,15 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
         take = numbered.take
         # (before an event: the counts alone -- the core flushed what that line's checker may look at)
         counts = numbered.counts
+        # a view set or dropped through the core: the other tasks' views it found stand
+        set_view, drop_view = numbered.set_view, numbered.drop_view
     else:
         numbered = enumerate(lines, 1)
         take = counts = _nothing_taken
+        set_view = task_view.__setitem__
+
+        def drop_view(key: str, pop=task_view.pop) -> None:
+            pop(key, None)
     # The cyclic garbage collector is off while the lines are read: a check makes no reference
     # cycles per line (what it drops is freed by reference counting), but the collector's passes
     # over the young objects it makes cost ~5-15% of a check; on again at the end (or when the
@@ -208,7 +214,8 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 task = tasks.get(task_key)
                 if task is not None and not task.hardirq_threaded and not task.pins and not checker.irq.preempt_rt:
                     # (threaded hardirqs, pins, PREEMPT_RT softirqs: every line the checker's)
-                    view = task_view[task_key] = _view(task)
+                    view = _view(task)
+                    set_view(task_key, view)
             if view is not None:
                 # time stamps make lines unique: the rest is looked up, the stamp read apart
                 if " ts=" not in tail:
@@ -333,7 +340,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                         if irq_change(task, held, info[3], classes, transitions, line, file, lineno):
                             if cpu is not None:
                                 task.cpu = cpu
-                            task_view[task_key] = _view(task)
+                            set_view(task_key, _view(task))
                             events += 1
                             continue
                     elif kind == _EXIT:
@@ -369,7 +376,7 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
             if ev.op is LOST_EVENTS or ev.op is RUN:
                 task_view.clear()  # other tasks' stacks and irq states change, or the tasks go
             else:
-                task_view.pop(ev.task, None)
+                drop_view(ev.task)
             yield ev
             if checker.stopped:  # --first: from here on the checker only counts events
                 break
@@ -382,9 +389,9 @@ def lt_events(checker: Checker, lines: Iterable[str], file: str = "<trace>",
                 task = tasks.get(ev.task)  # its view again, at once (the compiled core only looks views up)
                 if task is not None:
                     if not task.hardirq_threaded and not task.pins and not checker.irq.preempt_rt:
-                        task_view[ev.task] = _view(task)
+                        set_view(ev.task, _view(task))
                 elif foreign is not None and foreign(ev.task):
-                    task_view[ev.task] = None  # the compiled core skips its lines too
+                    set_view(ev.task, None)  # the compiled core skips its lines too
         if compiled is not None:
             numbered.stop()
         for lineno, line in numbered:
