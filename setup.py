@@ -17,12 +17,13 @@ LT_CORE = ["lockcheck/engine/_lt_%s.h" % part for part in (
 setup(ext_modules=[
     Extension("lockcheck.engine._speedups", ["lockcheck/engine/_speedups.c"],
               depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h",
-                       "lockcheck/engine/_bytescan.h", "lockcheck/engine/_lt_hints.h"] + LT_CORE,
+                       "lockcheck/engine/_bytescan.h", "lockcheck/engine/_lt_hints.h", "lockcheck/engine/_knownkeys.h"]
+                      + LT_CORE,
               optional=True),
     # the capture fast path's filter of common ftrace lines (lockcheck.engine.capture_filter)
     Extension("lockcheck.engine._capturecore", ["lockcheck/engine/_capturecore.c"],
               depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h",
-                       "lockcheck/readers/_ftsplit.h", "lockcheck/engine/_capcache.h"]
+                       "lockcheck/readers/_ftsplit.h", "lockcheck/engine/_capcache.h", "lockcheck/engine/_knownkeys.h"]
                       + [f"lockcheck/engine/_capturecore_{part}.h" for part in ("known", "recent", "state", "resume", "annotate", "below", "take", "pending", "irq", "line")],
               include_dirs=["lockcheck/readers"], optional=True),
     # JSON Lines translated to `.lt` lines (lockcheck.engine.fast_jsonl): the `.lt` engine checks them

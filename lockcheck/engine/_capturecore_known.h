@@ -18,12 +18,12 @@
 #include <Python.h>
 #include <stdint.h>
 
+#include "_knownkeys.h"
+
 #define KNOWN_INT_SLOTS 4096 /* (a power of two) */
 
 typedef struct {
-    uint64_t *keys;      /* open addressing, 0: empty (the key 0 is `zero`) */
-    Py_ssize_t size, count;
-    int zero;
+    KnownKeys set;       /* the keys found (_knownkeys.h) */
     long long gen;       /* the cache's generation the copy is of; -1: no copy kept (no generation) */
     PyObject **ints;     /* KNOWN_INT_SLOTS ints (or NULL) */
     uint64_t *int_keys;  /* their values */
@@ -31,35 +31,14 @@ typedef struct {
 
 static PyObject *s_generation;
 
-/* the cache's generation (*out), 1: it has none, -1 error */
-static int known_generation(PyObject *cache, long long *out) {
-    PyObject *value = PyObject_GetAttr(cache, s_generation);
-    if (value == NULL) {
-        if (!PyErr_ExceptionMatches(PyExc_AttributeError))
-            return -1;
-        PyErr_Clear();
-        return 1;
-    }
-    *out = PyLong_AsLongLong(value);
-    Py_DECREF(value);
-    return *out == -1 && PyErr_Occurred() ? -1 : 0;
-}
-
-static void known_forget(KnownChains *k) {
-    if (k->keys != NULL)
-        memset(k->keys, 0, (size_t)k->size * sizeof(uint64_t));
-    k->count = 0;
-    k->zero = 0;
-}
-
 /* Python code ran: the copy forgotten if the cache may have lost a key since (0, -1 error) */
 static int known_sync(KnownChains *k, PyObject *cache) {
     long long generation = 0;
-    int r = known_generation(cache, &generation);
+    int r = chain_cache_generation(cache, s_generation, &generation);
     if (r < 0)
         return -1;
     if (r || generation != k->gen) {
-        known_forget(k);
+        knownkeys_forget(&k->set);
         k->gen = r ? -1 : generation;
     }
     return 0;
@@ -84,15 +63,9 @@ static void known_clear(KnownChains *k) {
             Py_CLEAR(k->ints[i]);
     PyMem_Free(k->ints);
     PyMem_Free(k->int_keys);
-    PyMem_Free(k->keys);
     k->ints = NULL;
     k->int_keys = NULL;
-    k->keys = NULL;
-    k->size = k->count = 0;
-}
-
-static inline Py_ssize_t known_slot(uint64_t key, Py_ssize_t size) {
-    return (Py_ssize_t)((key * 0x9E3779B97F4A7C15ULL) >> 20) & (size - 1);
+    knownkeys_free(&k->set);
 }
 
 /* the chain key `hash` as an int (a new reference; the one kept for that value when there is one) */
@@ -109,61 +82,13 @@ static inline PyObject *known_int(KnownChains *k, Py_hash_t hash) {
     return v;
 }
 
-static inline int known_has(const KnownChains *k, uint64_t key) {
-    if (key == 0)
-        return k->zero;
-    if (k->count == 0)
-        return 0;
-    Py_ssize_t mask = k->size - 1;
-    for (Py_ssize_t j = known_slot(key, k->size);; j = (j + 1) & mask) {
-        uint64_t got = k->keys[j];
-        if (got == key)
-            return 1;
-        if (got == 0)
-            return 0;
-    }
-}
-
-/* remember a key found in the cache (a copy that cannot grow is not kept: no error) */
-static void known_add(KnownChains *k, uint64_t key) {
-    if (key == 0) {
-        k->zero = 1;
-        return;
-    }
-    if ((k->count + 1) * 2 > k->size) {
-        Py_ssize_t size = k->size ? k->size * 2 : 4096;
-        uint64_t *table = PyMem_Calloc((size_t)size, sizeof(uint64_t));
-        if (table == NULL)
-            return;
-        for (Py_ssize_t i = 0; i < k->size; i++) {
-            uint64_t old = k->keys[i];
-            if (old == 0)
-                continue;
-            Py_ssize_t j = known_slot(old, size);
-            while (table[j] != 0)
-                j = (j + 1) & (size - 1);
-            table[j] = old;
-        }
-        PyMem_Free(k->keys);
-        k->keys = table;
-        k->size = size;
-    }
-    Py_ssize_t mask = k->size - 1;
-    Py_ssize_t j = known_slot(key, k->size);
-    for (; k->keys[j] != 0; j = (j + 1) & mask)
-        if (k->keys[j] == key)
-            return;
-    k->keys[j] = key;
-    k->count++;
-}
-
 /* whether the chain key `hash` (`key`: it as an int) is in the chain cache: 1, 0, -1 error */
 static inline int known_cached(KnownChains *k, PyObject *cache, Py_hash_t hash, PyObject *key) {
-    if (k->gen >= 0 && known_has(k, (uint64_t)hash))
+    if (k->gen >= 0 && knownkeys_has(&k->set, (uint64_t)hash))
         return 1;
     int cached = PySet_Contains(cache, key);
     if (cached > 0 && k->gen >= 0)
-        known_add(k, (uint64_t)hash);
+        knownkeys_add(&k->set, (uint64_t)hash);
     return cached;
 }
 

@@ -21,6 +21,7 @@
 #include "_rules.h"
 #include "_cshared.h"
 #include "_bytescan.h"
+#include "_knownkeys.h"
 
 /* PyLong_AsLong for the small ints the core reads on every line (irq contexts, modes, usage masks,
  * references): an int of one digit read as it is (CPython 3.11's layout) instead of the general
@@ -153,9 +154,7 @@ typedef struct {
     PyObject *pass_held;     /* borrowed: that task's held list, while its line is handled */
     /* the chain keys found in `cache` so far, a copy of them (lockcheck/lockdep/chain_cache.py): a
      * hit is one probe of this table instead of an int hashed and compared in the set */
-    uint64_t *known;         /* open addressing, 0 an empty slot (the key 0: known_zero) */
-    Py_ssize_t known_size, known_count;
-    int known_zero;
+    KnownKeys known;         /* the chain cache's keys known here (_knownkeys.h) */
     long long known_gen;     /* cache.generation the copy is of; -1: a set without one, no copy */
 } LineFilter;
 

@@ -87,7 +87,7 @@ static void clear_keys(PyObject **keys, Py_ssize_t n) {
 static void LineFilter_dealloc(LineFilter *self) {
     PyObject_GC_UnTrack(self);
     overlays_drop(self);
-    PyMem_Free(self->known);
+    knownkeys_free(&self->known);
     PyMem_Free(self->overlays);
     Py_XDECREF(self->chunk);
     Py_XDECREF(self->hints);
