@@ -15,7 +15,7 @@ from __future__ import annotations
 import pytest
 
 from lockcheck.engine import capture_filter
-from test_capturepath import _filter, _filters_made, _outcome
+from test_capturepath import filter_counts
 
 pytestmark = pytest.mark.skipif(not capture_filter.compiled(), reason="the compiled filter is not built")
 
@@ -45,25 +45,15 @@ CASES = {
 }
 
 
-def _run(lines: list[str], with_state: bool) -> tuple[dict, dict]:
-    with _filter(False):
-        loop = _outcome(lines, True, with_state)
-    made: list = []
-    with _filters_made(made):
-        assert _outcome(lines, True, with_state) == loop == _outcome(lines, False, with_state)
-    assert made
-    return loop, made[0].counts()
-
-
 @pytest.mark.parametrize("with_state", [False, True])
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_a_class_held_twice_checks_as_the_plain_path(name, with_state) -> None:
-    _run(CASES[name], with_state)
+    filter_counts(CASES[name], with_state)
 
 
 @pytest.mark.parametrize("name", ["trylock", "plain"])
 def test_a_class_held_twice_is_taken_under_the_state(name) -> None:
-    loop, counts = _run(CASES[name], True)
+    loop, counts = filter_counts(CASES[name], True)
     # (the first round goes to Python -- nothing cached yet -- the later two's acquisitions the filter takes)
     assert counts["acquisitions"] >= 4
     if name == "plain":
@@ -72,7 +62,7 @@ def test_a_class_held_twice_is_taken_under_the_state(name) -> None:
 
 @pytest.mark.parametrize("name, with_state", [("no-subclass", True), ("trylock", False), ("plain", False)])
 def test_what_the_annotator_resolves_goes_to_python(name, with_state) -> None:
-    _, counts = _run(CASES[name], with_state)
+    _, counts = filter_counts(CASES[name], with_state)
     assert counts["acquisitions"] <= 2  # (the outer d_lock, the later rounds' only)
 
 

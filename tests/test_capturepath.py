@@ -232,6 +232,18 @@ def _filters_made(made: list):
         yield
 
 
+def filter_counts(lines: list[str], with_state: bool) -> tuple[object, dict]:
+    """The Python loop's outcome of `lines` and the counts of the compiled filter that checked them,
+    after showing the filter's outcome and the plain path's are the loop's."""
+    with _filter(False):
+        loop = _outcome(lines, True, with_state)
+    made: list = []
+    with _filters_made(made):
+        assert _outcome(lines, True, with_state) == loop == _outcome(lines, False, with_state)
+    assert made
+    return loop, made[0].counts()
+
+
 #: a block the filter takes the second time, and its locks held at the end (their events compared, line numbers
 #: and all), in and out of irq context
 _HELD_AT_END = [
