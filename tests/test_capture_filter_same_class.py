@@ -81,3 +81,22 @@ def test_the_python_loop_decides_a_trylock_of_a_held_class_alike() -> None:
         view = _annotated_view(annotator, ["&dentry->d_lock"])
         verdict = ann.decide(view, "t", "&dentry->d_lock", 0, trylock, True, "x")
         assert (verdict is not None) == passes, (state is not None, trylock)
+
+
+def test_the_filter_asks_the_index_which_subclass_explains_a_class_held_twice(monkeypatch) -> None:
+    """The reading "the first subclass whose chain the kernel has" lives in
+    `StateIndex.subclass_explaining` alone: changed there, the filter (which only keeps its answers)
+    and the annotator change alike."""
+    from lockcheck.kernel.annotations import StateIndex
+
+    asked = []
+
+    def none_explains(self, stack, lock):
+        asked.append((stack, lock))
+        return None
+
+    monkeypatch.setattr(StateIndex, "subclass_explaining", none_explains)
+    loop, counts = filter_counts(CASES["plain"], True)
+    assert ((("&dentry->d_lock",), "&dentry->d_lock")) in asked
+    assert counts["acquisitions"] <= 2  # (no subclass: the annotator's other readings, Python's)
+    assert not loop["annotator"][3][("subclass", "&dentry->d_lock", "1")]

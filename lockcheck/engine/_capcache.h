@@ -46,7 +46,8 @@ enum { PC_HEAD, PC_FLAGS, PC_BODY, PC_N };
 typedef struct {
     PyObject *suffix;     /* the tuple asked about, or NULL */
     Py_ssize_t set_size;  /* the set's size then */
-    int known;            /* its answer */
+    int known;            /* its answer (a question of `capcache_suffix_known`), or */
+    PyObject *answer;     /* what `ask` answered (`capcache_suffix_ask`), or NULL: a `known` slot */
 } SuffixSlot;
 
 /* what a class slot remembers: dict.get(...) results, each once its bit in `known` is set */
@@ -148,8 +149,10 @@ static void capcache_clear(CapCache *c) {
         c->classes = NULL;
     }
     if (c->suffixes != NULL) {
-        for (Py_ssize_t i = 0; i < SUFFIX_SLOTS; i++)
+        for (Py_ssize_t i = 0; i < SUFFIX_SLOTS; i++) {
             Py_CLEAR(c->suffixes[i].suffix);
+            Py_CLEAR(c->suffixes[i].answer);
+        }
         PyMem_Free(c->suffixes);
         c->suffixes = NULL;
     }
@@ -179,8 +182,10 @@ static int capcache_traverse(CapCache *c, visitproc visit, void *arg) {
                 Py_VISIT(c->classes[i].got[j]);
         }
     if (c->suffixes != NULL)
-        for (Py_ssize_t i = 0; i < SUFFIX_SLOTS; i++)
+        for (Py_ssize_t i = 0; i < SUFFIX_SLOTS; i++) {
             Py_VISIT(c->suffixes[i].suffix);
+            Py_VISIT(c->suffixes[i].answer);
+        }
     return 0;
 }
 
@@ -339,37 +344,84 @@ static PyObject *capcache_get(ClassSlot *cs, int what, PyObject *dict, PyObject 
 
 /* Whether `set` holds the tuple of the first items of `entries[i:n]` (lists) and then `last`:
  * 1, 0, -1 error. */
-static int capcache_suffix_known(CapCache *c, PyObject *set, PyObject *entries, Py_ssize_t i, Py_ssize_t n,
-                                 PyObject *last) {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)(n - i);
+/* The slot of the question about the names of held entries `i`..`n` followed by `last` (`asking`: a
+ * `capcache_suffix_ask` question, kept apart from `capcache_suffix_known`'s), and whether it holds that
+ * question's answer for a set of `set`'s size. */
+static SuffixSlot *suffix_slot(CapCache *c, PyObject *set, PyObject *entries, Py_ssize_t i, Py_ssize_t n,
+                               PyObject *last, int asking, int *hit) {
+    uint64_t h = (1469598103934665603ULL ^ (uint64_t)(n - i)) + (uint64_t)asking;
     for (Py_ssize_t j = i; j < n; j++)
         h = (h ^ (uint64_t)(uintptr_t)PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0)) * 1099511628211ULL;
     h = (h ^ (uint64_t)(uintptr_t)last) * 1099511628211ULL;
     SuffixSlot *slot = &c->suffixes[(h ^ (h >> 29)) & (SUFFIX_SLOTS - 1)];
     PyObject *seen = slot->suffix;
-    if (seen != NULL && PyTuple_GET_SIZE(seen) == n - i + 1 && slot->set_size == PySet_GET_SIZE(set) &&
-        PyTuple_GET_ITEM(seen, n - i) == last) {
+    *hit = 0;
+    if (seen != NULL && (slot->answer != NULL) == asking && PyTuple_GET_SIZE(seen) == n - i + 1 &&
+        slot->set_size == PySet_GET_SIZE(set) && PyTuple_GET_ITEM(seen, n - i) == last) {
         Py_ssize_t j = i;
         while (j < n && PyTuple_GET_ITEM(seen, j - i) == PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0))
             j++;
-        if (j == n)
-            return slot->known;
+        *hit = j == n;
     }
-    PyObject *suffix = PyTuple_New(n - i + 1);
+    return slot;
+}
+
+/* the tuple of the names of held entries `i`..`n`, and `last` if not NULL: a new reference, NULL on error */
+static PyObject *suffix_tuple(PyObject *entries, Py_ssize_t i, Py_ssize_t n, PyObject *last) {
+    PyObject *suffix = PyTuple_New(n - i + (last != NULL));
     if (suffix == NULL)
-        return -1;
+        return NULL;
     for (Py_ssize_t j = i; j < n; j++)
         PyTuple_SET_ITEM(suffix, j - i, Py_NewRef(PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0)));
-    PyTuple_SET_ITEM(suffix, n - i, Py_NewRef(last));
+    if (last != NULL)
+        PyTuple_SET_ITEM(suffix, n - i, Py_NewRef(last));
+    return suffix;
+}
+
+/* Whether the names of held entries `i`..`n` followed by `last` are in `set` (the kernel's chain
+ * suffixes): 1, 0, -1 error; the answer kept per stack and set size. */
+static int capcache_suffix_known(CapCache *c, PyObject *set, PyObject *entries, Py_ssize_t i, Py_ssize_t n,
+                                 PyObject *last) {
+    int hit;
+    SuffixSlot *slot = suffix_slot(c, set, entries, i, n, last, 0, &hit);
+    if (hit)
+        return slot->known;
+    PyObject *suffix = suffix_tuple(entries, i, n, last);
+    if (suffix == NULL)
+        return -1;
     int known = PySet_Contains(set, suffix);
     if (known < 0) {
         Py_DECREF(suffix);
         return -1;
     }
     Py_XSETREF(slot->suffix, suffix);
+    Py_CLEAR(slot->answer);
     slot->set_size = PySet_GET_SIZE(set);
     slot->known = known;
     return known;
+}
+
+/* `asker.method(stack, last)` for the names of held entries `i`..`n` as `stack`: what Python decides
+ * about a stack under `set` (the kernel's chain suffixes), asked once per stack, class and set size and
+ * kept.  Borrowed (the slot holds it), NULL on error. */
+static PyObject *capcache_suffix_ask(CapCache *c, PyObject *set, PyObject *entries, Py_ssize_t i, Py_ssize_t n,
+                                     PyObject *last, PyObject *asker, PyObject *method) {
+    int hit;
+    SuffixSlot *slot = suffix_slot(c, set, entries, i, n, last, 1, &hit);
+    if (hit)
+        return slot->answer;
+    PyObject *stack = suffix_tuple(entries, i, n, NULL);
+    PyObject *answer = stack == NULL ? NULL : PyObject_CallMethodObjArgs(asker, method, stack, last, NULL);
+    Py_XDECREF(stack);
+    PyObject *suffix = answer == NULL ? NULL : suffix_tuple(entries, i, n, last);
+    if (suffix == NULL) {
+        Py_XDECREF(answer);
+        return NULL;
+    }
+    Py_XSETREF(slot->suffix, suffix);
+    Py_XSETREF(slot->answer, answer);
+    slot->set_size = PySet_GET_SIZE(set);
+    return answer;
 }
 
 #endif

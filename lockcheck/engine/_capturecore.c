@@ -197,6 +197,7 @@ PyMODINIT_FUNC PyInit__capturecore(void) {
     INTERN(s_rule, "rule");
     INTERN(s_state_changed, "state_changed");
     INTERN(s_subclasses, "subclasses");
+    INTERN(s_subclass_explaining, "subclass_explaining");
     INTERN(s_subclass, "subclass");
     INTERN(s_check0, "check0");
     INTERN(s_rule_prefix, "rule ");

@@ -2,7 +2,8 @@
  * A part of lockcheck/engine/_capturecore.c, which includes its parts in order (each uses what the
  * parts before it define).  This one: the annotator's part of an acquisition -- what it would decide
  * (`decide`, fast_stages._Annotated.decide, and the subclass the kernel's state gives a class held
- * twice, `resolve_subclass`: the annotator's `_resolve`), and its bookkeeping (`annotate_acquire`).
+ * twice, `resolve_subclass`: StateIndex.subclass_explaining's answer, as the annotator's `_resolve` asks
+ * it), and its bookkeeping (`annotate_acquire`).
  */
 #ifndef LOCKCHECK_CAPTURECORE_ANNOTATE_H
 #define LOCKCHECK_CAPTURECORE_ANNOTATE_H
@@ -63,30 +64,34 @@ static PyObject *subclasses_of(CaptureFilter *self, PyObject *name) {
 }
 
 /* The annotator's `_resolve` of a checked, not trylock acquisition of a class the task holds already
- * (held entries `i`..`n` of its irq context): the first subclass N whose `stack + ("CLASS/N",)` is a
- * suffix of the kernel's chains, set in `v` (1); 0 none does (the annotator's other readings: nest_lock,
- * revise...: the Python loop's), -1 error. */
+ * (held entries `i`..`n` of its irq context): the subclass the kernel's state explains it by, as
+ * `StateIndex.subclass_explaining` reads it (asked once per stack and class, `capcache_suffix_ask`), set
+ * in `v` (1); 0 none does (the annotator's other readings: nest_lock, revise...: the Python loop's),
+ * -1 error. */
 static int resolve_subclass(CaptureFilter *self, PyObject *a_held, Py_ssize_t i, Py_ssize_t n, PyObject *name,
                             Verdict *v) {
+    PyObject *sub = capcache_suffix_ask(&self->cache, self->suffixes, a_held, i, n, name, self->index,
+                                        s_subclass_explaining);
+    if (sub == NULL)
+        return -1;
+    if (sub == Py_None)
+        return 0;
     PyObject *subs = subclasses_of(self, name);
     if (subs == NULL)
         return -1;
     for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(subs); k++) {
         PyObject *triple = PyTuple_GET_ITEM(subs, k);
-        long sub = small_long(PyTuple_GET_ITEM(triple, 0));
-        if (sub <= 0)
-            return 0;
-        int known = capcache_suffix_known(&self->cache, self->suffixes, a_held, i, n, PyTuple_GET_ITEM(triple, 1));
-        if (known != 0) {
-            if (known > 0) {
-                v->subclass = (int)sub;
-                v->cls = PyTuple_GET_ITEM(triple, 1);
-                v->change = PyTuple_GET_ITEM(triple, 2);
-            }
-            return known;
+        int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(triple, 0), sub, Py_EQ);
+        if (same < 0)
+            return -1;
+        if (same) {
+            v->subclass = (int)small_long(sub);
+            v->cls = PyTuple_GET_ITEM(triple, 1);
+            v->change = PyTuple_GET_ITEM(triple, 2);
+            return 1;
         }
     }
-    return 0;
+    return 0; /* (a subclass the state does not list: the Python loop's) */
 }
 
 /* 1 decided (*v set), 0 the Python loop's, -1 error */

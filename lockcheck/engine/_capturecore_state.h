@@ -39,7 +39,7 @@ static const char *recent_names[R_N] = {"_locks", "_limit", "last"};
 #define SLOT(o, off) (*(PyObject **)((char *)(o) + (off)))
 
 static PyObject *s_preempt_rt, *s_stopped, *s_stamp_key, *s_probe_known, *s_contention, *s_capture, *s_trusted, *s_untrusted_from, *s_fast_depth,
-    *s_events, *s_chain_hits, *s_add, *s_last, *s_usage, *s_irq_context, *s_state, *s_none, *s_rule, *s_state_changed, *s_subclasses, *s_subclass, *s_check0,
+    *s_events, *s_chain_hits, *s_add, *s_last, *s_usage, *s_irq_context, *s_state, *s_none, *s_rule, *s_state_changed, *s_subclasses, *s_subclass_explaining, *s_subclass, *s_check0,
     *s_rule_prefix, *s_empty;
 static PyObject *small_ints[2];
 

@@ -65,6 +65,7 @@ from lockcheck.events import Event, MAX_SUBCLASS
 from lockcheck.kernel.state import LockdepState, split_class_name
 from lockcheck.kernel.annotation_file import BUILTIN_RULES, AnnotationRules
 from lockcheck.readers.ftrace_kprobe import UNKNOWN_KEY
+from lockcheck.lockdep.rules import hlock_class
 from lockcheck.kernel.annotation_trust import FULL, NONE, STATE_CHANGED, UNKNOWN, UNTIL_REPORT, AnnotatorVerdicts
 
 # -- the kernel's state, indexed ---------------------------------------------------
@@ -105,6 +106,17 @@ class StateIndex:
 
     def explains(self, stack: tuple[str, ...]) -> bool:
         return stack in self.suffixes
+
+    def subclass_explaining(self, stack: tuple[str, ...], lock: str) -> Optional[int]:
+        """The first subclass N > 0 (ascending) of `lock` that /proc/lockdep lists and whose
+        `stack + ("lock/N",)` is a chain suffix, or None.
+
+        The one place this reading lives: the annotator's `_resolve` asks it, and the capture
+        filter's compiled core asks it too (once per stack and class: it keeps the answers)."""
+        for sub in self.subclasses.get(lock, ()):
+            if stack + (hlock_class(lock, sub),) in self.suffixes:
+                return sub
+        return None
 
 
 # -- the transformer ----------------------------------------------------------------
@@ -416,11 +428,11 @@ class Annotator(AnnotatorVerdicts):
         if same and ev.mode == E.RREAD and all(entry[_READ] for entry in same):
             same = []  # read-after-read of a recursive reader: lockdep's check_deadlock lets it pass
         if same:
-            for sub in subs:
-                if index.explains(stack + (f"{lock}/{sub}",)):
-                    ev.subclass = sub
-                    self.changes[("subclass", lock, str(sub))] += 1
-                    return
+            sub = index.subclass_explaining(stack, lock)
+            if sub is not None:
+                ev.subclass = sub
+                self.changes[("subclass", lock, str(sub))] += 1
+                return
             if index.explains(stack + (lock,)):
                 if self.validity == UNKNOWN or self.unlocatable:
                     # lockdep adds a chain to its cache *before* validating it
@@ -446,11 +458,11 @@ class Annotator(AnnotatorVerdicts):
         else:
             if index.explains(stack + (lock,)):
                 return
-            for sub in subs:
-                if index.explains(stack + (f"{lock}/{sub}",)):
-                    ev.subclass = sub
-                    self.changes[("subclass", lock, str(sub))] += 1
-                    return
+            sub = index.subclass_explaining(stack, lock)
+            if sub is not None:
+                ev.subclass = sub
+                self.changes[("subclass", lock, str(sub))] += 1
+                return
         if self._revise(ev, held, ctx, same, subs):
             return
         if lock in index.unvalidated:
