@@ -564,7 +564,7 @@ PyMODINIT_FUNC PyInit__jsonlt(void) {
             PyErr_SetString(PyExc_SystemError, "_jsonlt: key_lens does not match key_names");
             return NULL;
         }
-    if (subclass_init() < 0)
+    if (grammar_init() < 0)
         return NULL;
     jsonlt_fast_init();
     ordered_init();

@@ -262,7 +262,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
     }
     if (KEY_LIT(OL_TS, 't')) {
         const char *num = ordered_number(p + at, p + e, 1);
-        if (num == NULL || num - (p + at) > 40)
+        if (num == NULL || !ts_chars_ok(num - (p + at)))
             return 0;
         ts_at = w;
         memcpy(w, " ts=", 4);
@@ -271,7 +271,7 @@ static int ordered_line(Translator *self, const char *base, Py_ssize_t size, con
     }
     if (KEY_LIT(OL_CPU, 'c')) {
         const char *num = ordered_number(p + at, p + e, 0);
-        if (num == NULL || num - (p + at) > 9)
+        if (num == NULL || !cpu_digits_ok(num - (p + at)))
             return 0;
         memcpy(w, " cpu=", 5);
         w = ordered_copy(w + 5, p + at, num - (p + at));
