@@ -246,7 +246,7 @@ static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *
  * whole, before any of its lines is read (2: Translator.reject), for source.Lines to decode and name
  * its errors as it does for every reader. */
 static int translate_block(Translator *self, const char *base, Py_ssize_t size, int unchecked) {
-    Py_ssize_t words = size / 64 + 1;
+    Py_ssize_t words = size / 64 + 1 + MASK_PAD;
     if (words > self->masks_cap) {
         PyMem_Free(self->masks);
         self->masks = PyMem_Malloc((size_t)words * sizeof(MaskWord));
