@@ -74,6 +74,9 @@ typedef struct {
 
 /* -- the output buffer ---------------------------------------------------------------------- */
 
+/* The least a block is yielded with when more lines may follow (translate_block; then Translator_next) */
+#define FLUSH_MIN ((Py_ssize_t)1 << 12)
+
 /* The most a block starts with: one huge line must not make every later block allocate (and shrink)
  * as much. */
 #define HINT_MAX ((Py_ssize_t)1 << 22)
@@ -174,7 +177,6 @@ static int flush(Translator *self) {
 #include "_jsonlt_write.h"
 #include "_jsonlt_fast.h"
 #include "_jsonlt_ordered.h"
-
 /* -- the slow way ------------------------------------------------------------------------------ */
 
 /* `slow(line, lineno)` for a line not translated here: 1 its text written (or queued), 0 the
@@ -209,9 +211,7 @@ static int slow_line(Translator *self, PyObject *line) {
 }
 
 /* Keep the current error to raise once the lines before it are out. */
-static void keep_error(Translator *self) {
-    PyErr_Fetch(&self->exc_type, &self->exc_value, &self->exc_tb);
-}
+static void keep_error(Translator *self) { PyErr_Fetch(&self->exc_type, &self->exc_value, &self->exc_tb); }
 
 /* Translate one line (`data`, `n`: ASCII, without its ending), or hand it to `slow`: 1 go on,
  * 0 stopped (`.lt` cannot carry it), -1 error kept or raised.  `limit`: not NULL when the line is
@@ -325,7 +325,9 @@ static int translate_block(Translator *self, const char *base, Py_ssize_t size, 
             break;
         pos += len + 1;
     }
-    return flush(self);
+    /* a few lines (the line begun in the block before: an item of its own) wait for the next item's: */
+    /* one block a source block for the `.lt` core, not two (~3 us an item: 40k items at 10M) */
+    return self->len >= FLUSH_MIN ? flush(self) : 0;
 }
 
 /* A `(bytes, start, stop)` item (source.Lines.give_bytes with a `source.Checking` consumer): the whole
@@ -367,6 +369,8 @@ static int translate_str(Translator *self, PyObject *line) {
         if (r > 0 && note_line(self, before, 0) < 0)
             r = -1;
     } else {
+        if (flush(self) < 0) /* (the buffer holds this line alone below) */
+            return -1;
         Py_ssize_t n;
         const char *data = PyUnicode_AsUTF8AndSize(line, &n);
         if (data == NULL) {
@@ -489,8 +493,15 @@ static PyObject *Translator_next(Translator *self) {
         if (self->stopped_at)
             return NULL;
         PyObject *item = PyIter_Next(self->lines);
-        if (item == NULL)
-            return NULL;
+        if (item == NULL) {
+            if (self->len == 0) /* (else the lines still in the buffer first, then the error or end) */
+                return NULL;
+            if (PyErr_Occurred())
+                keep_error(self);
+            if (flush(self) < 0)
+                return NULL;
+            continue;
+        }
         int r;
         if (PyBytes_CheckExact(item))
             r = translate_block(self, PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item), 0);
