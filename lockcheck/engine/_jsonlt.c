@@ -177,6 +177,7 @@ static int flush(Translator *self) {
 #include "_jsonlt_write.h"
 #include "_jsonlt_fast.h"
 #include "_jsonlt_ordered.h"
+#include "_jsonlt_rest.h"
 /* -- the slow way ------------------------------------------------------------------------------ */
 
 /* `slow(line, lineno)` for a line not translated here: 1 its text written (or queued), 0 the
@@ -257,13 +258,27 @@ static int translate_block(Translator *self, const char *base, Py_ssize_t size, 
         }
     }
     MaskWord *m = (MaskWord *)self->masks;
-    if (build_masks(base, size, m) && unchecked)
-        return 2;
+    MaskBuild b = {0, 0, 0};
+    /* (what was written before this block: kept when the block goes back, what it wrote dropped) */
+    Py_ssize_t len0 = self->len, hlen0 = self->hlen;
+    long long lineno0 = self->lineno, ordered0 = self->ordered;
     Py_ssize_t pos = 0;
     for (;;) {
         const char *data = base + pos;
+        /* the masks a chunk ahead of the line (a line ending within a word of where they end: all of them) */
+        if (!b.done && (pos >> 6) + 16 > b.built)
+            masks_upto(base, size, m, &b, (pos >> 6) + MASK_CHUNK);
         /* the line's end: its first odd byte when that is a `\n` (or the block's end), else looked for */
-        Py_ssize_t stop = next_odd(m, pos), odd = stop - pos, len = odd;
+        Py_ssize_t stop = next_odd(m, pos);
+        if (!b.done && (stop >> 6) + 1 >= b.built) {
+            masks_upto(base, size, m, &b, size / 64);
+            stop = next_odd(m, pos);
+        }
+        if (b.unplain && unchecked) {
+            self->len = len0, self->hlen = hlen0, self->lineno = lineno0, self->ordered = ordered0;
+            return 2;
+        }
+        Py_ssize_t odd = stop - pos, len = odd;
         if (stop < size && base[stop] != '\n') {
             const char *nl = memchr(base + stop, '\n', (size_t)(size - stop));
             len = nl != NULL ? nl - data : size - pos;
@@ -281,6 +296,13 @@ static int translate_block(Translator *self, const char *base, Py_ssize_t size, 
             self->lineno++;
             r = note_line(self, before, 1) < 0 ? -1 : 1;
         } else if (r == 0) {
+            if (!b.done) { /* (Python may be called: first the block's bytes all checked) */
+                masks_upto(base, size, m, &b, size / 64);
+                if (b.unplain && unchecked) {
+                    self->len = len0, self->hlen = hlen0, self->lineno = lineno0, self->ordered = ordered0;
+                    return 2;
+                }
+            }
             r = one_line(self, data, n, NULL, odd >= n ? base + size : NULL);
             if (r > 0 && note_line(self, before, 0) < 0)
                 r = -1;
@@ -290,36 +312,9 @@ static int translate_block(Translator *self, const char *base, Py_ssize_t size, 
                 keep_error(self);
             return flush(self);
         }
-        if (r == 0) {
-            /* the rest of the block, from that line, as str lines for the old way */
-            /* (split at `\n` only, as source.Lines does, each `\r` ending dropped) */
-            PyObject *nl = PyUnicode_FromString("\n");
-            PyObject *text = PyUnicode_DecodeASCII(data, size - pos, NULL);
-            if (nl == NULL || text == NULL) {
-                Py_XDECREF(nl);
-                Py_XDECREF(text);
-                return -1;
-            }
-            PyObject *rest = PyUnicode_Split(text, nl, -1);
-            Py_DECREF(nl);
-            Py_DECREF(text);
-            if (rest == NULL)
-                return -1;
-            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rest); i++) {
-                PyObject *item = PyList_GET_ITEM(rest, i);
-                Py_ssize_t m = PyUnicode_GET_LENGTH(item);
-                if (m && PyUnicode_READ_CHAR(item, m - 1) == '\r') {
-                    PyObject *cut = PyUnicode_Substring(item, 0, m - 1);
-                    if (cut == NULL) {
-                        Py_DECREF(rest);
-                        return -1;
-                    }
-                    PyList_SET_ITEM(rest, i, cut);
-                    Py_DECREF(item);
-                }
-            }
-            self->rest = rest;
-            return flush(self);
+        if (r == 0) { /* the rest of the block, from that line, as str lines for the old way */
+            self->rest = rest_lines(data, size - pos);
+            return self->rest == NULL ? -1 : flush(self);
         }
         if (newline == NULL)
             break;

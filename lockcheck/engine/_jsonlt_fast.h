@@ -125,38 +125,62 @@ __attribute__((target("avx2"))) static int build_words_avx2(const char *p, Py_ss
  * quotes, as the bytes after the block's end. */
 #define MASK_PAD 3
 
-/* The masks of a block of `size` bytes into `m` (size / 64 + 1 + MASK_PAD words).  The bytes from `size` on are odd
- * and quotes: a search for a line's end or a string's closing quote stops at the block's end at last.
- * Nonzero: the block has a NUL byte or one that is not ASCII (what source.Lines checks for a block it
- * vouches for; a block it did not check goes back to it then, Translator.reject). */
-static int build_masks(const char *p, Py_ssize_t size, MaskWord *m) {
-    Py_ssize_t full = size / 64, rest = size - full * 64;
-    int unplain;
+/* How far a block's masks are built (masks_upto). */
+typedef struct {
+    Py_ssize_t built; /* whole words built (the block's own: size / 64 + 1 when `done`) */
+    int done;         /* all of them, and the padding after them */
+    int unplain;      /* a NUL byte or one that is not ASCII among the bytes classified */
+} MaskBuild;
+
+/* The masks of a block of `size` bytes at `p` into `m` (size / 64 + 1 + MASK_PAD words), built up to word
+ * `upto` at least (all of them when `upto` reaches the block's last word).  The bytes from `size` on are
+ * odd and quotes: a search for a line's end or a string's closing quote stops at the block's end at last;
+ * the MASK_PAD words after the words built so far are odd and quotes too (a search stops there: the
+ * caller builds more and looks again).  b->unplain: what source.Lines checks for a block it vouches for
+ * (a block it did not check goes back to it then, Translator.reject).
+ *
+ * Why a part at a time (issue 23): the masks of a whole 64 KiB block built before its first line was read
+ * left the block's start out of the 32 KiB L1 cache by then -- each line's bytes read again from L2, their
+ * loads the translator's hottest instructions (perf annotate).  Built MASK_CHUNK words ahead of the lines
+ * read, a line's bytes are still in L1 when it is read. */
+#define MASK_CHUNK 64 /* (words: 4 KiB) */
+static void masks_upto(const char *p, Py_ssize_t size, MaskWord *m, MaskBuild *b, Py_ssize_t upto) {
+    Py_ssize_t full = size / 64, rest = size - full * 64, to = upto < full ? upto : full;
+    if (b->done)
+        return;
+    if (to > b->built) {
 #ifdef JSONLT_AVX2
-    if (have_avx2)
-        unplain = build_words_avx2(p, full, m);
-    else
+        if (have_avx2)
+            b->unplain |= build_words_avx2(p + b->built * 64, to - b->built, m + b->built);
+        else
 #endif
-        unplain = build_words(p, full, m);
-    char tail[64];
-    memset(tail, ' ', sizeof(tail)); /* (a blank: neither NUL nor high; its bits are cut below) */
-    memcpy(tail, p + full * 64, (size_t)rest);
-    unplain |= build_words(tail, 1, m + full);
-    uint64_t beyond = rest ? ~0ULL << rest : ~0ULL;
-    m[full].quote |= beyond;
-    m[full].odd |= beyond;
-    m[full].special &= ~beyond;
-    for (int i = 1; i <= MASK_PAD; i++) {
-        m[full + i].quote = m[full + i].odd = ~0ULL;
-        m[full + i].special = 0;
+            b->unplain |= build_words(p + b->built * 64, to - b->built, m + b->built);
+        b->built = to;
     }
-    return unplain;
+    Py_ssize_t pad = to;
+    if (to == full) {
+        char tail[64];
+        memset(tail, ' ', sizeof(tail)); /* (a blank: neither NUL nor high; its bits are cut below) */
+        memcpy(tail, p + full * 64, (size_t)rest);
+        b->unplain |= build_words(tail, 1, m + full);
+        uint64_t beyond = rest ? ~0ULL << rest : ~0ULL;
+        m[full].quote |= beyond;
+        m[full].odd |= beyond;
+        m[full].special &= ~beyond;
+        b->built = full + 1;
+        b->done = 1;
+        pad = full + 1;
+    }
+    for (Py_ssize_t i = pad; i < pad + MASK_PAD + (b->done ? 0 : 1); i++) {
+        m[i].quote = m[i].odd = ~0ULL;
+        m[i].special = 0;
+    }
 }
 
-/* The first bit of `field` set at or after `pos` (there is one: build_masks's end).  The bit is most
+/* The first bit of `field` set at or after `pos` (there is one: masks_upto's end).  The bit is most
  * often in the word of `pos` or the next one (a string, a short line): those two are read at once and one
  * picked without a branch (a loop a word at a time mispredicted its exit, ~1 a line: cachegrind's
- * --branch-sim); the words after them one at a time.  (build_masks's padding: two words are readable.) */
+ * --branch-sim); the words after them one at a time.  (masks_upto's padding: two words are readable.) */
 #define NEXT_BIT(m, field, pos)                                                                   \
     __extension__({                                                                               \
         Py_ssize_t w_ = (pos) >> 6;                                                               \
@@ -176,7 +200,7 @@ static int build_masks(const char *p, Py_ssize_t size, MaskWord *m) {
 
 static ALWAYS_INLINE Py_ssize_t next_odd(const MaskWord *m, Py_ssize_t pos) { return NEXT_BIT(m, odd, pos); }
 
-/* The first quote at or after `pos` (there is one: build_masks's end). */
+/* The first quote at or after `pos` (there is one: masks_upto's end). */
 static ALWAYS_INLINE Py_ssize_t next_quote(const MaskWord *m, Py_ssize_t pos) { return NEXT_BIT(m, quote, pos); }
 
 /* Each key as a member starts, `"KEY": ` (16 bytes with zeros after it, `n` of them its own). */
