@@ -198,3 +198,25 @@ def test_lines_waiting_for_the_next_block_come_out_before_the_sources_error() ->
         for item in translator:
             out.append(item)
     assert out == [b"T1 acquire A\nT1 release A"]
+
+
+@pytest.mark.parametrize("bad", [b'{"task": "T2", "op": "acquire", "lock": "caf\xe9"}',
+                                 b'{"task": "T2", "op": "acquire", "lock": "A\x00B"}',
+                                 '{"task": "T2", "op": "acquire", "lock": "caf\u00e9"}\n{"task": "T2", "op": "release", '
+                                 '"lock": "caf\u00e9"}'.encode()])
+@pytest.mark.parametrize("where", [120, 500, 1000])
+def test_a_byte_that_is_not_plain_chunks_into_a_block(bad, where, tmp_path, monkeypatch, capsys) -> None:
+    # a block's masks are built a chunk (4 KiB) ahead of its lines: a byte that is not plain ASCII found
+    # after lines of the block were read gives the block back all the same, what those lines wrote dropped
+    # (read again decoded, each once), and checks, prints and fails as the old way does
+    lines = trace(rounds=200)
+    lines.insert(where, bad)
+    data = b"\n".join(lines) + b"\n"
+    assert len(data) > source.BLOCK and len(b"\n".join(lines[:where])) % source.BLOCK > 8192
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    status, out, err = both_ways(path, monkeypatch, capsys)
+    if b"\\u" in bad or b"\xc3" in bad:
+        assert status != 2 and json.loads(out)["stats"]["events"] == len(lines) + 1
+    else:
+        assert status == 2 and f"{path}:{where + 1}:" in err
