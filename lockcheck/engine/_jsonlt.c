@@ -241,11 +241,11 @@ static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *
 }
 
 /* A block of whole lines joined by `\n` (each perhaps with the `\r` of a `\r\n`), `size` bytes at `base`:
- * its bytes classified once (_jsonlt_fast.h), each clean line read from its masks by fast_line, and what
- * that does not take read by the general reader (one_line).  `unchecked`: source.Lines did not look at
- * its bytes (a `(bytes, start, stop)` item): one that is not all ASCII or holds a NUL is given back
- * whole, before any of its lines is read (2: Translator.reject), for source.Lines to decode and name
- * its errors as it does for every reader. */
+ * its bytes classified once, a chunk ahead of its lines (_jsonlt_fast.h: masks_upto), each clean line read
+ * from its masks by ordered_line or fast_line, and what they do not take by the general reader (one_line).
+ * `unchecked`: source.Lines did not look at its bytes (a `(bytes, start, stop)` item): one that is not all
+ * ASCII or holds a NUL is given back whole (2: Translator.reject; what its lines wrote dropped, before any
+ * of them reached Python), for source.Lines to decode and name its errors as it does for every reader. */
 static int translate_block(Translator *self, const char *base, Py_ssize_t size, int unchecked) {
     Py_ssize_t words = size / 64 + 1 + MASK_PAD;
     if (words > self->masks_cap) {

@@ -247,8 +247,7 @@ static inline int bit_count(uint64_t x) {
         /* (four words read, each cut to the span: no loop whose exit mispredicts; padding readable) */ \
         int n = 0;                                                                                  \
         for (Py_ssize_t i = 0; i < 4; i++) {                                                        \
-            uint64_t keep = (i == 0 ? first : ~0ULL) & ((uint64_t) - (uint64_t)(i < span) |           \
-                                                        ((uint64_t) - (uint64_t)(i == span) & last));  \
+            uint64_t keep = (i == 0 ? first : ~0ULL) & (-(uint64_t)(i < span) | (-(uint64_t)(i == span) & last)); \
             n += COUNT(m[wa + i].special & keep);                                                   \
         }                                                                                           \
         return n;                                                                                   \
