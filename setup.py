@@ -28,7 +28,7 @@ setup(ext_modules=[
               include_dirs=["lockcheck/readers"], optional=True),
     # JSON Lines translated to `.lt` lines (lockcheck.engine.fast_jsonl): the `.lt` engine checks them
     Extension("lockcheck.engine._jsonlt", ["lockcheck/engine/_jsonlt.c"],
-              depends=[f"lockcheck/engine/_jsonlt_{part}.h" for part in ("scan", "keys", "read", "write", "fast", "ordered")]
+              depends=[f"lockcheck/engine/_jsonlt_{part}.h" for part in ("scan", "keys", "read", "write", "fast", "ordered", "rest")]
               + ["lockcheck/engine/_lt_hints.h"],
               optional=True),
     # the ftrace reader's scanner for lines whose pieces it has seen (lockcheck.readers.ftrace_scan)

@@ -90,6 +90,11 @@ MODES_BY_NAME = {name: mode for mode, name in MODE_NAMES.items()}
 #: lockdep's MAX_LOCKDEP_SUBCLASSES
 MAX_SUBCLASS = 7
 
+#: most decimal digits an event's `cpu` may have (no machine has a billion CPUs; Python refuses to
+#: convert numbers of thousands of digits): the `.lt` and JSON Lines readers' limit, and the JSON Lines
+#: translator's (lockcheck/engine/_jsonlt_keys.h reads it at import)
+MAX_CPU_DIGITS = 9
+
 
 class Event:
     """One lock operation of one task, with where it was read from.

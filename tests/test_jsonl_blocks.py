@@ -146,3 +146,76 @@ def test_a_checking_consumer_gets_blocks_where_they_are_and_gives_back_what_is_n
             seen.append(("str", item))
     assert seen == [("raw", b"aaaa"), ("raw", b"b" * 21), ("raw", b"cc"), ("raw", b"dd"),
                     ("rejected", b"\xc3\xa9e"), ("str", "\u00e9e"), ("raw", b"f")]
+
+
+def _translated_items(data: bytes) -> tuple[list, int]:
+    """The items the translator yields for `data` read as a `Checking` consumer's blocks (as
+    fast_jsonl.jsonl_lt_events reads a file), and the blocks the source read."""
+    reads = [0]
+    stream = io.BytesIO(data)
+    read1 = stream.read1
+
+    def counted(size: int = -1) -> bytes:
+        reads[0] += 1
+        return read1(size)
+
+    stream.read1 = counted  # type: ignore[method-assign]
+    lines = Lines.opened(stream, "t.jsonl", lambda: None)
+    checking = Checking(int)
+    translator = fast_jsonl._translator()(iter(lines), fast_jsonl.slow_line("t.jsonl"), checking.reject, True)
+    checking.lines_read = translator.lines_read
+    lines.give_bytes(checking)
+    return list(translator), reads[0]
+
+
+def test_the_line_begun_in_the_block_before_is_yielded_with_the_next_blocks_lines() -> None:
+    # each source block after the first comes as two items (the line the block before began, then its
+    # own whole lines): the translator yields them as one block for the `.lt` core (an item costs ~3 us)
+    lines = trace(rounds=700)
+    data = b"\n".join(lines) + b"\n"
+    items, reads = _translated_items(data)
+    assert reads >= 5 and len(data) > 4 * source.BLOCK
+    assert len(items) <= reads, (len(items), reads)
+    text = b"\n".join(block for block, _hints in items).split(b"\n")
+    assert len(text) == len(lines)
+    assert all(len(hints) == 12 * (block.count(b"\n") + 1) for block, hints in items)
+
+
+def test_lines_waiting_for_the_next_block_come_out_before_the_sources_error() -> None:
+    # a short run of lines waits for the next item's; when the source raises instead, those lines are
+    # yielded first (every line before an error takes effect), then its error
+    from lockcheck.errors import TraceError
+
+    line = b'{"task": "T1", "op": "acquire", "lock": "A"}\n{"task": "T1", "op": "release", "lock": "A"}'
+
+    def items():
+        yield (line, 0, len(line))
+        raise TraceError("t.jsonl", 3, 1, "cannot read: compressed data is truncated")
+
+    translator = fast_jsonl._translator()(items(), fast_jsonl.slow_line("t.jsonl"), Checking(int).reject, False)
+    out = [next(translator)]  # (the lines first)
+    with pytest.raises(TraceError, match="truncated"):
+        next(translator)
+    assert out == [b"T1 acquire A\nT1 release A"]
+
+
+@pytest.mark.parametrize("bad", [b'{"task": "T2", "op": "acquire", "lock": "caf\xe9"}',
+                                 b'{"task": "T2", "op": "acquire", "lock": "A\x00B"}',
+                                 '{"task": "T2", "op": "acquire", "lock": "caf\u00e9"}\n{"task": "T2", "op": "release", '
+                                 '"lock": "caf\u00e9"}'.encode()])
+@pytest.mark.parametrize("where", [120, 500, 1000])
+def test_a_byte_that_is_not_plain_chunks_into_a_block(bad, where, tmp_path, monkeypatch, capsys) -> None:
+    # a block's masks are built a chunk (4 KiB) ahead of its lines: a byte that is not plain ASCII found
+    # after lines of the block were read gives the block back all the same, what those lines wrote dropped
+    # (read again decoded, each once), and checks, prints and fails as the old way does
+    lines = trace(rounds=200)
+    lines.insert(where, bad)
+    data = b"\n".join(lines) + b"\n"
+    assert len(data) > source.BLOCK and len(b"\n".join(lines[:where])) % source.BLOCK > 8192
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(data)
+    status, out, err = both_ways(path, monkeypatch, capsys)
+    if b"\\u" in bad or b"\xc3" in bad:
+        assert status != 2 and json.loads(out)["stats"]["events"] == len(lines) + 1
+    else:
+        assert status == 2 and f"{path}:{where + 1}:" in err

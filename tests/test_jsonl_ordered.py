@@ -18,6 +18,7 @@ from test_jsonl_translate import EXAMPLES, _outcome
 
 from lockcheck.engine import fast_jsonl
 from lockcheck.errors import TraceError
+from lockcheck.readers.lt import MAX_SECONDS_CHARS
 from lockcheck.readers.source import Lines
 
 pytestmark = pytest.mark.skipif(not fast_jsonl.available(), reason="the compiled translator is not built")
@@ -39,7 +40,7 @@ NESTS = ['{"lock": "A", "instance": "0x2"}', '{"lock": "B", "instance": null}', 
 NOCHECKS = ["true", "false"] * 3 + ["null", "0"]
 SITES = ["f+0x1/0x2", "x.py:3"] * 4 + ["", "#s", "s@t", "a b", "a=b", None]
 STAMPS = ["1.5", "2", "0", "0.0", "12345.678901", "100000000000000000000"] * 2 + [
-    "-1.0", "-0", "01", "1.", "1e5", "1.5E3", ".5", "null", '"1"', "1" * 41, "1" * 40]
+    "-1.0", "-0", "01", "1.", "1e5", "1.5E3", ".5", "null", '"1"', "1" * (MAX_SECONDS_CHARS + 1), "1" * MAX_SECONDS_CHARS]
 CPUS = ["0", "1", "17", "999999999"] * 3 + ["1000000000", "-1", "1.0", "01", "1e2", "null", "true"]
 #: the members after the op, in the `.lt` order, and the texts of their values
 MEMBERS = {"mode": [json.dumps(mode) for mode in MODES], "try": TRIES, "subclass": SUBCLASSES, "nest": NESTS,
@@ -139,3 +140,91 @@ for line in ('{"task": "T1", "op": "acquire", "lock": "A", "subclass": %d}',
     assert general_three.startswith("3 read 0 ") and "subclass=3" in general_three
     for five in (ordered_five, general_five):
         assert five.startswith("5 refused 0 ") and "0..3" in five
+
+
+def _taken(lines: list[str]) -> tuple[list[str], list[int], int]:
+    """The `.lt` lines the translator yields for LINES, the numbers of the lines it handed to the general
+    reader (`slow`), and how many it read the quickest way."""
+    data = "\n".join(lines).encode()
+    source = Lines.opened(io.BytesIO(data), "f.jsonl", lambda: None)
+    slow = fast_jsonl.slow_line("f.jsonl")
+    handed: list[int] = []
+
+    def counted(line: str, lineno: int):
+        handed.append(lineno)
+        return slow(line, lineno)
+
+    translator = fast_jsonl._translator()(source, counted)
+    source.give_bytes(translator.lines_read)
+    out: list[str] = []
+    for item in translator:
+        out.extend(item.decode().split("\n") if isinstance(item, bytes) else [item])
+    return out, handed, translator.ordered_lines()
+
+
+@pytest.mark.parametrize("order", ["lt", "other"])
+@pytest.mark.parametrize("key", ["cpu", "ts", "subclass"])
+def test_a_value_at_the_grammar_limit_is_translated_and_one_past_it_is_the_readers(key: str, order: str) -> None:
+    # each limit is read from the Python grammar (events.MAX_CPU_DIGITS, lt.MAX_SECONDS_CHARS,
+    # events.MAX_SUBCLASS): at it, both ways of the translator write the line themselves; one past it, the
+    # line is the general reader's (its error, or its event as format_event writes it) -- and either way
+    # checks as the JSON Lines reader reads it
+    from lockcheck.events import MAX_CPU_DIGITS, MAX_SUBCLASS
+    from lockcheck.readers.lt import MAX_SECONDS_CHARS
+
+    at_limit, past = {"cpu": ("9" * MAX_CPU_DIGITS, "1" + "0" * MAX_CPU_DIGITS),
+                      "ts": ("1" * (MAX_SECONDS_CHARS - 2) + ".5", "1" * (MAX_SECONDS_CHARS - 1) + ".5"),
+                      "subclass": (str(MAX_SUBCLASS), str(MAX_SUBCLASS + 1))}[key]
+    assert len(past) == len(at_limit) + (key != "subclass")
+    for value, taken in ((at_limit, True), (past, False)):
+        if order == "lt":
+            line = f'{{"task": "T1", "op": "acquire", "lock": "A", "{key}": {value}}}'
+        else:
+            line = f'{{"task": "T1", "{key}": {value}, "op": "acquire", "lock": "A"}}'
+        # (the next line is its block's last: fast_line's, not the ordered way's)
+        lines = [line, '{"task": "T2", "op": "acquire", "lock": "B"}', '{"task": "T2", "op": "release", "lock": "B"}']
+        assert _outcome(lines, "bytes") == _outcome(lines, "plain"), (key, order, value)
+        if not taken and key != "ts":
+            continue  # (the reader's error: checked alike above)
+        out, handed, ordered = _taken(lines)
+        assert (handed == []) is taken, (key, order, value, handed)
+        assert ordered == (taken and order == "lt"), (key, order, value)
+        word = {"cpu": "cpu=", "ts": "ts=", "subclass": "subclass="}[key]
+        assert (f"{word}{value}" in out[0]) is taken, out[0]
+
+
+def test_the_cpu_and_ts_limits_are_read_from_the_python_grammar_when_the_translator_is_imported() -> None:
+    # lower limits set before the translator is imported: both of its ways take a value at them and leave
+    # one past them to the general reader (a limit written again in C would take it): a cpu past the
+    # limit is the reader's error, a ts past it an event `.lt` cannot carry (the translation stops there)
+    script = r'''
+import io
+import lockcheck.events
+lockcheck.events.MAX_CPU_DIGITS = 4
+import lockcheck.readers.lt
+lockcheck.readers.lt.MAX_SECONDS_CHARS = 10
+from lockcheck.engine import fast_jsonl
+from lockcheck.errors import TraceError
+from lockcheck.readers.source import Lines
+slow = fast_jsonl.slow_line("f.jsonl")
+for at_limit, past in (('"cpu": 1234', '"cpu": 12345'), ('"ts": 12345678.5', '"ts": 123456789.5')):
+    lines = []
+    for member in (at_limit, past):
+        lines.append('{"task": "T1", "op": "acquire", "lock": "A", %s}' % member)
+        lines.append('{"task": "T1", %s, "op": "release", "lock": "A"}' % member)
+    data = ("\n".join(lines + ['{"task": "T1", "op": "acquire", "lock": "Z"}']) + "\n").encode()
+    source = Lines.opened(io.BytesIO(data), "f.jsonl", lambda: None)
+    handed = []
+    translator = fast_jsonl._translator()(source, lambda line, n: handed.append(n) or slow(line, n))
+    source.give_bytes(translator.lines_read)
+    try:
+        for item in translator:
+            pass
+    except TraceError as error:
+        handed.append(str(error).split(": ", 1)[1])
+    print(handed, translator.ordered_lines(), translator.stopped_at())
+'''
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-c", script], check=False, capture_output=True, text=True)
+    assert run.stdout.splitlines() == ['[3, "\'cpu\' must be an integer 0..9999"] 1 0', "[3] 1 3"], run.stdout + run.stderr

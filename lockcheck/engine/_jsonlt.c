@@ -74,6 +74,9 @@ typedef struct {
 
 /* -- the output buffer ---------------------------------------------------------------------- */
 
+/* The least a block is yielded with when more lines may follow (translate_block; then Translator_next) */
+#define FLUSH_MIN ((Py_ssize_t)1 << 12)
+
 /* The most a block starts with: one huge line must not make every later block allocate (and shrink)
  * as much. */
 #define HINT_MAX ((Py_ssize_t)1 << 22)
@@ -174,7 +177,7 @@ static int flush(Translator *self) {
 #include "_jsonlt_write.h"
 #include "_jsonlt_fast.h"
 #include "_jsonlt_ordered.h"
-
+#include "_jsonlt_rest.h"
 /* -- the slow way ------------------------------------------------------------------------------ */
 
 /* `slow(line, lineno)` for a line not translated here: 1 its text written (or queued), 0 the
@@ -209,9 +212,7 @@ static int slow_line(Translator *self, PyObject *line) {
 }
 
 /* Keep the current error to raise once the lines before it are out. */
-static void keep_error(Translator *self) {
-    PyErr_Fetch(&self->exc_type, &self->exc_value, &self->exc_tb);
-}
+static void keep_error(Translator *self) { PyErr_Fetch(&self->exc_type, &self->exc_value, &self->exc_tb); }
 
 /* Translate one line (`data`, `n`: ASCII, without its ending), or hand it to `slow`: 1 go on,
  * 0 stopped (`.lt` cannot carry it), -1 error kept or raised.  `limit`: not NULL when the line is
@@ -240,13 +241,13 @@ static int one_line(Translator *self, const char *data, Py_ssize_t n, PyObject *
 }
 
 /* A block of whole lines joined by `\n` (each perhaps with the `\r` of a `\r\n`), `size` bytes at `base`:
- * its bytes classified once (_jsonlt_fast.h), each clean line read from its masks by fast_line, and what
- * that does not take read by the general reader (one_line).  `unchecked`: source.Lines did not look at
- * its bytes (a `(bytes, start, stop)` item): one that is not all ASCII or holds a NUL is given back
- * whole, before any of its lines is read (2: Translator.reject), for source.Lines to decode and name
- * its errors as it does for every reader. */
+ * its bytes classified once, a chunk ahead of its lines (_jsonlt_fast.h: masks_upto), each clean line read
+ * from its masks by ordered_line or fast_line, and what they do not take by the general reader (one_line).
+ * `unchecked`: source.Lines did not look at its bytes (a `(bytes, start, stop)` item): one that is not all
+ * ASCII or holds a NUL is given back whole (2: Translator.reject; what its lines wrote dropped, before any
+ * of them reached Python), for source.Lines to decode and name its errors as it does for every reader. */
 static int translate_block(Translator *self, const char *base, Py_ssize_t size, int unchecked) {
-    Py_ssize_t words = size / 64 + 1;
+    Py_ssize_t words = size / 64 + 1 + MASK_PAD;
     if (words > self->masks_cap) {
         PyMem_Free(self->masks);
         self->masks = PyMem_Malloc((size_t)words * sizeof(MaskWord));
@@ -257,13 +258,27 @@ static int translate_block(Translator *self, const char *base, Py_ssize_t size, 
         }
     }
     MaskWord *m = (MaskWord *)self->masks;
-    if (build_masks(base, size, m) && unchecked)
-        return 2;
+    MaskBuild b = {0, 0, 0};
+    /* (what was written before this block: kept when the block goes back, what it wrote dropped) */
+    Py_ssize_t len0 = self->len, hlen0 = self->hlen;
+    long long lineno0 = self->lineno, ordered0 = self->ordered;
     Py_ssize_t pos = 0;
     for (;;) {
         const char *data = base + pos;
+        /* the masks a chunk ahead of the line (a line ending within a word of where they end: all of them) */
+        if (!b.done && (pos >> 6) + 16 > b.built)
+            masks_upto(base, size, m, &b, (pos >> 6) + MASK_CHUNK);
         /* the line's end: its first odd byte when that is a `\n` (or the block's end), else looked for */
-        Py_ssize_t stop = next_odd(m, pos), odd = stop - pos, len = odd;
+        Py_ssize_t stop = next_odd(m, pos);
+        if (!b.done && (stop >> 6) + 1 >= b.built) {
+            masks_upto(base, size, m, &b, size / 64);
+            stop = next_odd(m, pos);
+        }
+        if (b.unplain && unchecked) {
+            self->len = len0, self->hlen = hlen0, self->lineno = lineno0, self->ordered = ordered0;
+            return 2;
+        }
+        Py_ssize_t odd = stop - pos, len = odd;
         if (stop < size && base[stop] != '\n') {
             const char *nl = memchr(base + stop, '\n', (size_t)(size - stop));
             len = nl != NULL ? nl - data : size - pos;
@@ -281,6 +296,13 @@ static int translate_block(Translator *self, const char *base, Py_ssize_t size, 
             self->lineno++;
             r = note_line(self, before, 1) < 0 ? -1 : 1;
         } else if (r == 0) {
+            if (!b.done) { /* (Python may be called: first the block's bytes all checked) */
+                masks_upto(base, size, m, &b, size / 64);
+                if (b.unplain && unchecked) {
+                    self->len = len0, self->hlen = hlen0, self->lineno = lineno0, self->ordered = ordered0;
+                    return 2;
+                }
+            }
             r = one_line(self, data, n, NULL, odd >= n ? base + size : NULL);
             if (r > 0 && note_line(self, before, 0) < 0)
                 r = -1;
@@ -290,42 +312,17 @@ static int translate_block(Translator *self, const char *base, Py_ssize_t size, 
                 keep_error(self);
             return flush(self);
         }
-        if (r == 0) {
-            /* the rest of the block, from that line, as str lines for the old way */
-            /* (split at `\n` only, as source.Lines does, each `\r` ending dropped) */
-            PyObject *nl = PyUnicode_FromString("\n");
-            PyObject *text = PyUnicode_DecodeASCII(data, size - pos, NULL);
-            if (nl == NULL || text == NULL) {
-                Py_XDECREF(nl);
-                Py_XDECREF(text);
-                return -1;
-            }
-            PyObject *rest = PyUnicode_Split(text, nl, -1);
-            Py_DECREF(nl);
-            Py_DECREF(text);
-            if (rest == NULL)
-                return -1;
-            for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rest); i++) {
-                PyObject *item = PyList_GET_ITEM(rest, i);
-                Py_ssize_t m = PyUnicode_GET_LENGTH(item);
-                if (m && PyUnicode_READ_CHAR(item, m - 1) == '\r') {
-                    PyObject *cut = PyUnicode_Substring(item, 0, m - 1);
-                    if (cut == NULL) {
-                        Py_DECREF(rest);
-                        return -1;
-                    }
-                    PyList_SET_ITEM(rest, i, cut);
-                    Py_DECREF(item);
-                }
-            }
-            self->rest = rest;
-            return flush(self);
+        if (r == 0) { /* the rest of the block, from that line, as str lines for the old way */
+            self->rest = rest_lines(data, size - pos);
+            return self->rest == NULL ? -1 : flush(self);
         }
         if (newline == NULL)
             break;
         pos += len + 1;
     }
-    return flush(self);
+    /* a few lines (the line begun in the block before: an item of its own) wait for the next item's: */
+    /* one block a source block for the `.lt` core, not two (~3 us an item: 40k items at 10M) */
+    return self->len >= FLUSH_MIN ? flush(self) : 0;
 }
 
 /* A `(bytes, start, stop)` item (source.Lines.give_bytes with a `source.Checking` consumer): the whole
@@ -367,6 +364,8 @@ static int translate_str(Translator *self, PyObject *line) {
         if (r > 0 && note_line(self, before, 0) < 0)
             r = -1;
     } else {
+        if (flush(self) < 0) /* (the buffer holds this line alone below) */
+            return -1;
         Py_ssize_t n;
         const char *data = PyUnicode_AsUTF8AndSize(line, &n);
         if (data == NULL) {
@@ -489,8 +488,15 @@ static PyObject *Translator_next(Translator *self) {
         if (self->stopped_at)
             return NULL;
         PyObject *item = PyIter_Next(self->lines);
-        if (item == NULL)
-            return NULL;
+        if (item == NULL) {
+            if (self->len == 0) /* (else the lines still in the buffer first, then the error or end) */
+                return NULL;
+            if (PyErr_Occurred())
+                keep_error(self);
+            if (flush(self) < 0)
+                return NULL;
+            continue;
+        }
         int r;
         if (PyBytes_CheckExact(item))
             r = translate_block(self, PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item), 0);
@@ -564,7 +570,7 @@ PyMODINIT_FUNC PyInit__jsonlt(void) {
             PyErr_SetString(PyExc_SystemError, "_jsonlt: key_lens does not match key_names");
             return NULL;
         }
-    if (subclass_init() < 0)
+    if (grammar_init() < 0)
         return NULL;
     jsonlt_fast_init();
     ordered_init();

@@ -121,44 +121,87 @@ __attribute__((target("avx2"))) static int build_words_avx2(const char *p, Py_ss
 }
 #endif
 
-/* The masks of a block of `size` bytes into `m` (size / 64 + 1 words).  The bytes from `size` on are odd
- * and quotes: a search for a line's end or a string's closing quote stops at the block's end at last.
- * Nonzero: the block has a NUL byte or one that is not ASCII (what source.Lines checks for a block it
- * vouches for; a block it did not check goes back to it then, Translator.reject). */
-static int build_masks(const char *p, Py_ssize_t size, MaskWord *m) {
-    Py_ssize_t full = size / 64, rest = size - full * 64;
-    int unplain;
+/* The words after a block's own that its masks have (NEXT_BIT reads two words, count_special four): odd and
+ * quotes, as the bytes after the block's end. */
+#define MASK_PAD 3
+
+/* How far a block's masks are built (masks_upto). */
+typedef struct {
+    Py_ssize_t built; /* whole words built (the block's own: size / 64 + 1 when `done`) */
+    int done;         /* all of them, and the padding after them */
+    int unplain;      /* a NUL byte or one that is not ASCII among the bytes classified */
+} MaskBuild;
+
+/* The masks of a block of `size` bytes at `p` into `m` (size / 64 + 1 + MASK_PAD words), built up to word
+ * `upto` at least (all of them when `upto` reaches the block's last word).  The bytes from `size` on are
+ * odd and quotes: a search for a line's end or a string's closing quote stops at the block's end at last;
+ * the MASK_PAD words after the words built so far are odd and quotes too (a search stops there: the
+ * caller builds more and looks again).  b->unplain: what source.Lines checks for a block it vouches for
+ * (a block it did not check goes back to it then, Translator.reject).
+ *
+ * Why a part at a time (issue 23): the masks of a whole 64 KiB block built before its first line was read
+ * left the block's start out of the 32 KiB L1 cache by then -- each line's bytes read again from L2, their
+ * loads the translator's hottest instructions (perf annotate).  Built MASK_CHUNK words ahead of the lines
+ * read, a line's bytes are still in L1 when it is read. */
+#define MASK_CHUNK 64 /* (words: 4 KiB) */
+static void masks_upto(const char *p, Py_ssize_t size, MaskWord *m, MaskBuild *b, Py_ssize_t upto) {
+    Py_ssize_t full = size / 64, rest = size - full * 64, to = upto < full ? upto : full;
+    if (b->done)
+        return;
+    if (to > b->built) {
 #ifdef JSONLT_AVX2
-    if (have_avx2)
-        unplain = build_words_avx2(p, full, m);
-    else
+        if (have_avx2)
+            b->unplain |= build_words_avx2(p + b->built * 64, to - b->built, m + b->built);
+        else
 #endif
-        unplain = build_words(p, full, m);
-    char tail[64];
-    memset(tail, ' ', sizeof(tail)); /* (a blank: neither NUL nor high; its bits are cut below) */
-    memcpy(tail, p + full * 64, (size_t)rest);
-    unplain |= build_words(tail, 1, m + full);
-    uint64_t beyond = rest ? ~0ULL << rest : ~0ULL;
-    m[full].quote |= beyond;
-    m[full].odd |= beyond;
-    m[full].special &= ~beyond;
-    return unplain;
+            b->unplain |= build_words(p + b->built * 64, to - b->built, m + b->built);
+        b->built = to;
+    }
+    Py_ssize_t pad = to;
+    if (to == full) {
+        char tail[64];
+        memset(tail, ' ', sizeof(tail)); /* (a blank: neither NUL nor high; its bits are cut below) */
+        memcpy(tail, p + full * 64, (size_t)rest);
+        b->unplain |= build_words(tail, 1, m + full);
+        uint64_t beyond = rest ? ~0ULL << rest : ~0ULL;
+        m[full].quote |= beyond;
+        m[full].odd |= beyond;
+        m[full].special &= ~beyond;
+        b->built = full + 1;
+        b->done = 1;
+        pad = full + 1;
+    }
+    for (Py_ssize_t i = pad; i < pad + MASK_PAD + (b->done ? 0 : 1); i++) {
+        m[i].quote = m[i].odd = ~0ULL;
+        m[i].special = 0;
+    }
 }
 
-/* The first bit of `field` set at or after `pos` (there is one: build_masks's end). */
+/* The first bit of `field` set at or after `pos` (there is one: masks_upto's end).  The bit is most
+ * often in the word of `pos` or the next one (a string, a short line): those two are read at once and one
+ * picked without a branch (a loop a word at a time mispredicted its exit, ~1 a line: cachegrind's
+ * --branch-sim); the words after them one at a time.  (masks_upto's padding: two words are readable.) */
 #define NEXT_BIT(m, field, pos)                                                                   \
     __extension__({                                                                               \
         Py_ssize_t w_ = (pos) >> 6;                                                               \
-        uint64_t x_ = (m)[w_].field & (~0ULL << ((pos) & 63));                                    \
-        while (x_ == 0)                                                                           \
-            x_ = (m)[++w_].field;                                                                 \
-        (w_ << 6) + __builtin_ctzll(x_);                                                          \
+        uint64_t x0_ = (m)[w_].field & (~0ULL << ((pos) & 63)), x1_ = (m)[w_ + 1].field;          \
+        Py_ssize_t r_;                                                                            \
+        if (__builtin_expect((x0_ | x1_) != 0, 1)) {                                              \
+            uint64_t z_ = x0_ == 0;                                                               \
+            r_ = ((w_ + (Py_ssize_t)z_) << 6) + __builtin_ctzll(z_ ? x1_ : x0_);                  \
+        } else {                                                                                  \
+            w_ += 2;                                                                              \
+            while ((x0_ = (m)[w_].field) == 0)                                                    \
+                w_++;                                                                             \
+            r_ = (w_ << 6) + __builtin_ctzll(x0_);                                                \
+        }                                                                                         \
+        r_;                                                                                       \
     })
 
-static inline Py_ssize_t next_odd(const MaskWord *m, Py_ssize_t pos) { return NEXT_BIT(m, odd, pos); }
+static ALWAYS_INLINE Py_ssize_t next_odd(const MaskWord *m, Py_ssize_t pos) { return NEXT_BIT(m, odd, pos); }
 
-/* The first quote at or after `pos` (there is one: build_masks's end). */
-static inline Py_ssize_t next_quote(const MaskWord *m, Py_ssize_t pos) { return NEXT_BIT(m, quote, pos); }
+/* The first quote at or after `pos` (there is one: masks_upto's end). */
+static ALWAYS_INLINE Py_ssize_t next_quote(const MaskWord *m, Py_ssize_t pos) { return NEXT_BIT(m, quote, pos); }
 
 /* Each key as a member starts, `"KEY": ` (16 bytes with zeros after it, `n` of them its own). */
 static struct {
@@ -198,12 +241,19 @@ static inline int bit_count(uint64_t x) {
 
 /* The special bytes (blanks, `@`, `=`) in [a, b), a < b, their bits counted by `COUNT`. */
 #define COUNT_SPECIAL(COUNT)                                                                        \
-    Py_ssize_t wa = a >> 6, wb = (b - 1) >> 6;                                                      \
+    Py_ssize_t wa = a >> 6, span = ((b - 1) >> 6) - wa;                                             \
     uint64_t first = ~0ULL << (a & 63), last = ~0ULL >> (63 - ((b - 1) & 63));                      \
-    if (wa == wb)                                                                                   \
-        return COUNT(m[wa].special & first & last);                                                 \
-    int n = COUNT(m[wa].special & first) + COUNT(m[wb].special & last);                             \
-    for (Py_ssize_t w = wa + 1; w < wb; w++)                                                        \
+    if (__builtin_expect(span <= 3, 1)) {                                                           \
+        /* (four words read, each cut to the span: no loop whose exit mispredicts; padding readable) */ \
+        int n = 0;                                                                                  \
+        for (Py_ssize_t i = 0; i < 4; i++) {                                                        \
+            uint64_t keep = (i == 0 ? first : ~0ULL) & (-(uint64_t)(i < span) | (-(uint64_t)(i == span) & last)); \
+            n += COUNT(m[wa + i].special & keep);                                                   \
+        }                                                                                           \
+        return n;                                                                                   \
+    }                                                                                               \
+    int n = COUNT(m[wa].special & first) + COUNT(m[wa + span].special & last);                      \
+    for (Py_ssize_t w = wa + 1; w < wa + span; w++)                                                 \
         n += COUNT(m[w].special);                                                                   \
     return n;
 

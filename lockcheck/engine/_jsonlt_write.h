@@ -178,12 +178,12 @@ static int write_event(Translator *self, Value *values, unsigned seen, unsigned 
         return 0;
     if (given(have, values, K_TS)) {
         const Value *v = &values[K_TS];
-        if (v->kind != J_NUM || v->p[0] == '-' || v->n > 40)
+        if (v->kind != J_NUM || v->p[0] == '-' || !ts_chars_ok(v->n))
             return 0; /* (-0 is 0.0 to the reader, -0.0 to `.lt`: negative time stamps go the slow way) */
     }
     if (given(have, values, K_CPU)) {
         const Value *v = &values[K_CPU];
-        if (v->kind != J_NUM || !v->integer || v->p[0] == '-' || v->n > 9)
+        if (v->kind != J_NUM || !v->integer || v->p[0] == '-' || !cpu_digits_ok(v->n))
             return 0;
     }
     /* -- the line, in lt_write.format_event's order ---------------------------------------- */

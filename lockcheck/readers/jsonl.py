@@ -24,14 +24,14 @@ from typing import Any, Iterable, Iterator, Optional
 
 from lockcheck.errors import TraceError
 from lockcheck.events import (
-    ACQUIRE, ALL_OPS, ASSERT_HELD, BASIC_LOCK_OPS, LOCK_OPS, MAX_SUBCLASS, MODES_BY_NAME, SET_CLASS, SET_SUBCLASS,
-    WRITE, Event,
+    ACQUIRE, ALL_OPS, ASSERT_HELD, BASIC_LOCK_OPS, LOCK_OPS, MAX_CPU_DIGITS, MAX_SUBCLASS, MODES_BY_NAME, SET_CLASS,
+    SET_SUBCLASS, WRITE, Event,
 )
 from lockcheck.readers import lockdep_keys as more
 from lockcheck.util.jsontext import JsonError, finite, loads, valid_text
 
-#: largest `cpu` accepted (as the `.lt` reader: at most 9 digits)
-MAX_CPU = 10**9 - 1
+#: largest `cpu` accepted (as the `.lt` reader: at most events.MAX_CPU_DIGITS digits)
+MAX_CPU = 10**MAX_CPU_DIGITS - 1
 
 NAME = "jsonl"
 #: `contended`/`acquired` are checked for bad contention, as in `.lt` (`readers.run_rules`)

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 from lockcheck.errors import TraceError
 from lockcheck.events import (
-    ACQUIRE, ALL_OPS, CONTENDED, IRQS_OFF, IRQS_ON, LOCK_OPS, LOST_EVENTS, MAX_SUBCLASS, MODES_BY_NAME, RELEASE, RUN, SOFTIRQS_OFF, SOFTIRQS_ON, WRITE, Event,
+    ACQUIRE, ALL_OPS, CONTENDED, IRQS_OFF, IRQS_ON, LOCK_OPS, LOST_EVENTS, MAX_CPU_DIGITS, MAX_SUBCLASS, MODES_BY_NAME, RELEASE, RUN, SOFTIRQS_OFF, SOFTIRQS_ON, WRITE, Event,
 )
 from lockcheck.readers import lockdep_keys as more
 from lockcheck.readers.lt_text import blank_split, explain_quoted, field_at, field_start, suggest
@@ -81,9 +81,10 @@ _SHAPES: dict[str, tuple[str, bool, frozenset[str]]] = {
 
 
 # -- values shared by both parsers ---------------------------------------------
-#: most digits a `cpu=` value may have (no machine has a billion CPUs; Python refuses
-#: to convert numbers of thousands of digits)
-MAX_CPU_DIGITS = 9
+#: most characters a `ts=` value may have (a number float() reads that long is finite; the JSON
+#: Lines translator, lockcheck/engine/_jsonlt_keys.h, reads it at import: the `ts` it writes is read here)
+#: (a `cpu=` value: at most events.MAX_CPU_DIGITS digits)
+MAX_SECONDS_CHARS = 64
 
 
 def _subclass(text: str) -> Optional[int]:
@@ -102,7 +103,7 @@ def _cpu(text: str) -> Optional[int]:
 
 def _seconds(text: str) -> Optional[float]:
     """`ts=` value: a finite decimal number of seconds (no `_`, `nan`, `inf`), else None."""
-    if "_" in text or len(text) > 64:
+    if "_" in text or len(text) > MAX_SECONDS_CHARS:
         return None
     try:
         value = float(text)
@@ -423,7 +424,7 @@ def _option_value(option: _Option) -> object:
     if name == "subclass":
         return _checked(_subclass(option.value), option, f"subclass must be 0..{MAX_SUBCLASS}")
     if name == "cpu":
-        return _checked(_cpu(option.value), option, "cpu must be a non-negative integer below 10**9")
+        return _checked(_cpu(option.value), option, f"cpu must be a non-negative integer below 10**{MAX_CPU_DIGITS}")
     if name == "ts":
         return _checked(_seconds(option.value), option, "ts must be a number of seconds")
     if name in more.CLASS_KEYS:
