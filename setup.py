@@ -17,7 +17,8 @@ LT_CORE = ["lockcheck/engine/_lt_%s.h" % part for part in (
 setup(ext_modules=[
     Extension("lockcheck.engine._speedups", ["lockcheck/engine/_speedups.c"],
               depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h",
-                       "lockcheck/engine/_bytescan.h", "lockcheck/engine/_lt_hints.h", "lockcheck/engine/_knownkeys.h"]
+                       "lockcheck/engine/_bytescan.h", "lockcheck/engine/_lt_hints.h", "lockcheck/engine/_knownkeys.h",
+                       "lockcheck/engine/_grammar_limits.h"]
                       + LT_CORE,
               optional=True),
     # the capture fast path's filter of common ftrace lines (lockcheck.engine.capture_filter)
@@ -29,7 +30,7 @@ setup(ext_modules=[
     # JSON Lines translated to `.lt` lines (lockcheck.engine.fast_jsonl): the `.lt` engine checks them
     Extension("lockcheck.engine._jsonlt", ["lockcheck/engine/_jsonlt.c"],
               depends=[f"lockcheck/engine/_jsonlt_{part}.h" for part in ("scan", "keys", "read", "write", "fast", "ordered", "rest")]
-              + ["lockcheck/engine/_lt_hints.h"],
+              + ["lockcheck/engine/_lt_hints.h", "lockcheck/engine/_grammar_limits.h"],
               optional=True),
     # the ftrace reader's scanner for lines whose pieces it has seen (lockcheck.readers.ftrace_scan)
     Extension("lockcheck.readers._ftscan", ["lockcheck/readers/_ftscan.c"], depends=["lockcheck/readers/_ftsplit.h"],

@@ -47,11 +47,12 @@ static inline int str_is(PyObject *s, const char *p, Py_ssize_t n) {
            bytes_eq((const char *)PyUnicode_1BYTE_DATA(s), p, n);
 }
 
-/* lt._seconds: a finite number of seconds float() reads, without `_`, at most 64 characters. */
+/* lt._seconds: a finite number of seconds float() reads, without `_`, at most lt.MAX_SECONDS_CHARS
+ * characters (ts_chars_ok). */
 static int valid_seconds(const char *p, Py_ssize_t n) {
-    if (n > 64)
+    if (!ts_chars_ok(n))
         return 0;
-    /* the usual shape, DIGITS[.DIGITS], is a finite float at 64 characters or fewer: no str,
+    /* the usual shape, DIGITS[.DIGITS], is a finite float within that many characters: no str,
      * no float made for it (nor a `_` looked for: it has none); anything else is float()'s to
      * judge */
     Py_ssize_t i = 0, digits = 0;
@@ -98,7 +99,7 @@ static int read_stamp(const char *p, Py_ssize_t n, long seen, int takes_cpu, lon
         return 1;
     const char *word = blank + 1;
     Py_ssize_t rest = n - ts_len - 1;
-    if (!takes_cpu || rest < 5 || memcmp(word, "cpu=", 4) != 0 || rest - 4 > 9)
+    if (!takes_cpu || rest < 5 || memcmp(word, "cpu=", 4) != 0 || !cpu_digits_ok(rest - 4))
         return 0;
     long value = 0;
     for (Py_ssize_t i = 4; i < rest; i++) {

@@ -48,6 +48,7 @@
 #include "_lt_chainkey.h"   /* the chain key's hash (hash3, hash3_lanes, probe_of) */
 #include "_lt_known.h"      /* the chain cache's keys known here (cache_has) */
 #include "_lt_classes.h"    /* the class table, a node's usage */
+#include "_grammar_limits.h" /* the `.lt` reader's limits on a stamp, read from Python (grammar_init) */
 #include "_lt_tail.h"       /* the text after the task read (read_tail, read_stamp, rest_info) */
 #include "_lt_overlay.h"    /* the held overlay: pushes kept in C, flushed as tuples */
 #include "_lt_acquire.h"    /* an acquisition applied */
@@ -552,6 +553,8 @@ PyMODINIT_FUNC PyInit__speedups(void) {
     for (int i = 0; i < 4; i++)
         if ((small_ints[i] = PyLong_FromLong(i)) == NULL)
             return NULL;
+    if (grammar_init() < 0)
+        return NULL;
     int hash_ok = rules_check_tuple_hash();
     if (hash_ok < 0)
         return NULL;

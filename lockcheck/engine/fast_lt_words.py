@@ -184,13 +184,17 @@ def _stamp(stamp: str, info: tuple) -> tuple[bool, Optional[int]]:
 NOT_FAST = object()
 
 
+#: lt.MAX_SECONDS_CHARS, as the reader had it when this module was imported (the compiled core's too)
+_SECONDS_CHARS = lt.MAX_SECONDS_CHARS
+
+
 def _stamp_cpu(stamp: str) -> object:
     """The end of a line after ` ts=` read by itself: None for `T`, N for `T cpu=N`, else NOT_FAST
     (not a finite number of seconds, or not `cpu=` a CPU number after it)."""
     seconds, blank, cpu_word = stamp.partition(" ")
     # digits with at most one point are a finite float (`lt._seconds`'s verdict) without
     # building it; anything else (signs, exponents, junk) is left to it
-    if not (len(seconds) <= 64 and seconds.isascii() and seconds.replace(".", "", 1).isdigit()) \
+    if not (len(seconds) <= _SECONDS_CHARS and seconds.isascii() and seconds.replace(".", "", 1).isdigit()) \
             and lt._seconds(seconds) is None:
         return NOT_FAST
     if not blank:

@@ -108,6 +108,7 @@ from typing import Iterable, Iterator, Optional
 
 from lockcheck.errors import TraceError
 from lockcheck.events import ACQUIRE, CONTENTION_BEGIN, CONTENTION_END, RELEASE, WRITE, Event, MAX_SUBCLASS
+from lockcheck.events import MAX_CPU_DIGITS  # (most digits of a CPU number, every reader's)
 from lockcheck.events import LOST_EVENTS as E_LOST_EVENTS
 from lockcheck.readers.ftrace_context import (  # noqa: F401 (re-exported)
     BH_DISABLED, HARDIRQ, IRQS_DISABLED, RECURSIVE_READ_NAMES, SOFTIRQ, ReadPolicy, context_transition, flags_state,
@@ -152,9 +153,6 @@ TAKES_CONTENTION = True
 # -- scanning one line: lockcheck.readers.ftrace_scan (`scan`, compiled where built) -----------
 
 # -- the reader ---------------------------------------------------------------------
-
-#: most digits of a CPU number (Python refuses to convert numbers of thousands of digits)
-MAX_CPU_DIGITS = 9
 
 
 def _check_number(text: str, line: str, file: str, lineno: int, what: str, limit: int = MAX_CPU_DIGITS) -> None:

@@ -81,8 +81,9 @@ _SHAPES: dict[str, tuple[str, bool, frozenset[str]]] = {
 
 
 # -- values shared by both parsers ---------------------------------------------
-#: most characters a `ts=` value may have (a number float() reads that long is finite; the JSON
-#: Lines translator, lockcheck/engine/_jsonlt_keys.h, reads it at import: the `ts` it writes is read here)
+#: most characters a `ts=` value may have (a number float() reads that long is finite; the compiled
+#: cores, lockcheck/engine/_grammar_limits.h, read it at import: the `.lt` core's stamps, and the `ts`
+#: the JSON Lines translator writes, are read here)
 #: (a `cpu=` value: at most events.MAX_CPU_DIGITS digits)
 MAX_SECONDS_CHARS = 64
 
