@@ -100,6 +100,8 @@ typedef struct {
     long tick;
     PyObject *chunk;        /* bytes: a block of lines being split (source.Lines.give_bytes), or NULL */
     Py_ssize_t pos;         /* where its next line starts */
+    Py_ssize_t chunk_end;   /* and where its last one ends (a `(bytes, start, stop)` item's stop) */
+    PyObject *reject;       /* source.Checking.reject: a `(bytes, start, stop)` item given back, or NULL */
     PyObject *held_chunk;   /* the block whose last line is the current line */
     CapCache cache;         /* line pieces by their bytes, key pairs, tasks (_capcache.h) */
     KnownChains known;      /* chain keys found in the chain cache, and their ints (_capturecore_known.h) */
@@ -163,7 +165,7 @@ static int CaptureFilter_clear(CaptureFilter *self) {
         Py_CLEAR(self->irq_ops[i]);
     Py_CLEAR(self->evidence); Py_CLEAR(self->usage_needs); Py_CLEAR(self->used_only); Py_CLEAR(self->context_after);
     Py_CLEAR(self->transitions); Py_CLEAR(self->irq); Py_CLEAR(self->unchecked); Py_CLEAR(self->subs_memo); Py_CLEAR(self->read_memo);
-    Py_CLEAR(self->ctx_memo); Py_CLEAR(self->chunk); Py_CLEAR(self->held_chunk);
+    Py_CLEAR(self->ctx_memo); Py_CLEAR(self->chunk); Py_CLEAR(self->held_chunk); Py_CLEAR(self->reject);
     Py_CLEAR(self->tasks); Py_CLEAR(self->transition); Py_CLEAR(self->context_hit); Py_CLEAR(self->annotated);
     Py_CLEAR(self->irq_context_fn);
     for (int i = 0; i < 64; i++)
@@ -194,7 +196,7 @@ static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *ar
     Py_VISIT(self->evidence); Py_VISIT(self->usage_needs); Py_VISIT(self->used_only);
     Py_VISIT(self->context_after); Py_VISIT(self->transitions); Py_VISIT(self->irq);
     Py_VISIT(self->unchecked); Py_VISIT(self->subs_memo); Py_VISIT(self->read_memo); Py_VISIT(self->ctx_memo); Py_VISIT(self->chunk);
-    Py_VISIT(self->held_chunk); Py_VISIT(self->tasks); Py_VISIT(self->transition);
+    Py_VISIT(self->held_chunk); Py_VISIT(self->reject); Py_VISIT(self->tasks); Py_VISIT(self->transition);
     Py_VISIT(self->context_hit); Py_VISIT(self->annotated); Py_VISIT(self->irq_context_fn);
     for (int i = 0; i < 64; i++)
         Py_VISIT(self->irq_context_of[i]);
@@ -216,11 +218,14 @@ static int get_attr(PyObject *obj, const char *name, PyObject **out) {
 }
 
 static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwds) {
-    PyObject *lines, *caches, *reader, *stats, *checker, *annotated, *make, *rule_tables, *irq_args;
+    PyObject *lines, *caches, *reader, *stats, *checker, *annotated, *make, *rule_tables, *irq_args, *reject = Py_None;
     long tick;
-    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!lO!", &lines, &PyTuple_Type, &caches, &reader, &stats, &checker,
-                          &annotated, &PyTuple_Type, &make, &PyTuple_Type, &rule_tables, &tick, &PyTuple_Type, &irq_args))
+    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!lO!|O", &lines, &PyTuple_Type, &caches, &reader, &stats, &checker,
+                          &annotated, &PyTuple_Type, &make, &PyTuple_Type, &rule_tables, &tick, &PyTuple_Type, &irq_args,
+                          &reject))
         return -1;
+    /* reject: source.Checking.reject, for `(bytes, start, stop)` items (_capturecore_read.h), or None */
+    Py_XSETREF(self->reject, reject == Py_None ? NULL : Py_NewRef(reject));
     /* caches: (heads, flag_cache, bodies, views[, shapes, lock_events]) */
     PyObject *shapes = NULL, *lock_events = NULL;
     if (!PyArg_ParseTuple(caches, "O!O!O!O!|O!O!", &PyDict_Type, &self->heads, &PyDict_Type, &self->flag_cache,
