@@ -83,7 +83,7 @@ static PyObject *body_from_shape(CaptureFilter *self, const char *p, Py_ssize_t 
 
 static int split_line(CaptureFilter *self, const char *text, Py_ssize_t n, Split *out) {
     Pieces at;
-    if (!split_pieces(text, n, &at) || !stamp_ok(text, at.ts_start, at.colon))
+    if (!split_stamped(text, n, &at))
         return 0;
     out->head = capcache_piece(&self->cache, PC_HEAD, self->heads, text, at.end);
     if (out->head == NULL)
