@@ -354,20 +354,19 @@ static PyObject *capcache_get(ClassSlot *cs, int what, PyObject *dict, PyObject 
     return v;
 }
 
-/* Whether `set` holds the tuple of the first items of `entries[i:n]` (lists) and then `last`:
- * 1, 0, -1 error. */
-static int capcache_suffix_known(CapCache *c, PyObject *set, PyObject *entries, Py_ssize_t i, Py_ssize_t n,
+/* Whether `set` holds the tuple of `classes[i:n]` and then `last`: 1, 0, -1 error. */
+static int capcache_suffix_known(CapCache *c, PyObject *set, PyObject **classes, Py_ssize_t i, Py_ssize_t n,
                                  PyObject *last) {
     uint64_t h = 1469598103934665603ULL ^ (uint64_t)(n - i);
     for (Py_ssize_t j = i; j < n; j++)
-        h = (h ^ (uint64_t)(uintptr_t)PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0)) * 1099511628211ULL;
+        h = (h ^ (uint64_t)(uintptr_t)classes[j]) * 1099511628211ULL;
     h = (h ^ (uint64_t)(uintptr_t)last) * 1099511628211ULL;
     SuffixSlot *slot = &c->suffixes[(h ^ (h >> 29)) & (SUFFIX_SLOTS - 1)];
     PyObject *seen = slot->suffix;
     if (seen != NULL && PyTuple_GET_SIZE(seen) == n - i + 1 && slot->set_size == PySet_GET_SIZE(set) &&
         PyTuple_GET_ITEM(seen, n - i) == last) {
         Py_ssize_t j = i;
-        while (j < n && PyTuple_GET_ITEM(seen, j - i) == PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0))
+        while (j < n && PyTuple_GET_ITEM(seen, j - i) == classes[j])
             j++;
         if (j == n)
             return slot->known;
@@ -376,7 +375,7 @@ static int capcache_suffix_known(CapCache *c, PyObject *set, PyObject *entries, 
     if (suffix == NULL)
         return -1;
     for (Py_ssize_t j = i; j < n; j++)
-        PyTuple_SET_ITEM(suffix, j - i, Py_NewRef(PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0)));
+        PyTuple_SET_ITEM(suffix, j - i, Py_NewRef(classes[j]));
     PyTuple_SET_ITEM(suffix, n - i, Py_NewRef(last));
     int known = PySet_Contains(set, suffix);
     if (known < 0) {

@@ -45,12 +45,14 @@ static PyObject *small_ints[2];
 
 /* An acquisition the filter applied whose Python objects -- the HeldLock on the task's held list, its
  * deferred event, the annotator's held entry, the reader's `held[(task, instance)]` -- are not made
- * yet: made (`pend_flush`) before anything could look at them, or never, when the next lock line is
- * its release (_capturecore_pending.h).  Every other effect of the acquisition is applied at once. */
+ * yet: made (`pend_flush`) before anything could look at them, or never, when a lock line releases
+ * it while it is the task's innermost (_capturecore_pending.h).  Every other effect of the acquisition
+ * is applied at once.  Up to PEND_MAX of them, all of one task's view (nested acquisitions), the
+ * innermost last. */
+#define PEND_MAX 8
 enum { P_TASK, P_NAME, P_INSTANCE, P_MODE, P_TIMESTAMP, P_CPU, P_DISPLAY, P_HELD, P_A_HELD, P_CTX, P_KEY,
        P_IRQ_CONTEXT, P_HARDIRQS_OFF, P_PREV_KEY, P_VIEW, P_CLS, P_N };
 typedef struct {
-    int active;         /* an acquisition is pending */
     int names;          /* `held[key] = [name, 1]` is still to do (there was no entry) */
     int trylock, check;
     int subclass;       /* the annotator's (_capturecore_annotate.h); P_CLS its class (the name when 0) */
@@ -122,8 +124,9 @@ typedef struct {
     PyObject *untrusted_from;
     Py_ssize_t fast_depth;
     long long ev_now, hits_now;
-    /* the latest acquisition's Python objects not made yet (_capturecore_pending.h) */
-    Pending pend;
+    /* the latest acquisitions' Python objects not made yet (_capturecore_pending.h): pend[0..npend) */
+    Pending pend[PEND_MAX];
+    int npend;
     /* counts for the reader's statistics (fast_capture adds them) */
     long long context_events, lineno, events, hardirq_lines, softirq_lines, resolved, acquisitions, contention_lines, taken,
         elided;  /* (acquisition/release pairs whose objects were never made: _capturecore_pending.h) */
@@ -157,9 +160,10 @@ static int CaptureFilter_clear(CaptureFilter *self) {
     capcache_clear(&self->cache);
     known_clear(&self->known);
     rings_clear(&self->rings);
-    self->pend.active = 0;
-    for (int i = 0; i < P_N; i++)
-        Py_CLEAR(self->pend.o[i]);
+    for (int k = 0; k < PEND_MAX; k++)
+        for (int i = 0; i < P_N; i++)
+            Py_CLEAR(self->pend[k].o[i]);
+    self->npend = 0;
     Py_CLEAR(self->untrusted_from); Py_CLEAR(self->recent_type); Py_CLEAR(self->move_to_end);
     for (int i = 0; i < OP_N; i++)
         Py_CLEAR(self->irq_ops[i]);
@@ -202,8 +206,9 @@ static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *ar
         Py_VISIT(self->irq_context_of[i]);
     for (int i = 0; i < OP_N; i++)
         Py_VISIT(self->irq_ops[i]);
-    for (int i = 0; i < P_N; i++)
-        Py_VISIT(self->pend.o[i]);
+    for (int k = 0; k < PEND_MAX; k++)
+        for (int i = 0; i < P_N; i++)
+            Py_VISIT(self->pend[k].o[i]);
     int r = rings_traverse(&self->rings, visit, arg);
     return r ? r : capcache_traverse(&self->cache, visit, arg);
 }
