@@ -82,6 +82,7 @@ typedef struct {
 typedef struct {
     PieceSlot *pieces;  /* PC_N * PIECE_SLOTS */
     PyObject **pairs;   /* PAIR_SLOTS tuples, or NULL */
+    Py_hash_t *pair_hashes; /* and their hashes (a tuple keeps none: ~80 instructions each dict probe) */
     TaskSlot *tasks;    /* TASK_SLOTS */
     ClassSlot *classes; /* CLASS_SLOTS */
     SuffixSlot *suffixes; /* SUFFIX_SLOTS */
@@ -94,6 +95,10 @@ static int capcache_init(CapCache *c) {
         return -1;
     }
     if (c->pairs == NULL && (c->pairs = PyMem_Calloc(PAIR_SLOTS, sizeof(PyObject *))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (c->pair_hashes == NULL && (c->pair_hashes = PyMem_Calloc(PAIR_SLOTS, sizeof(Py_hash_t))) == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -128,6 +133,8 @@ static void capcache_clear(CapCache *c) {
         PyMem_Free(c->pairs);
         c->pairs = NULL;
     }
+    PyMem_Free(c->pair_hashes);
+    c->pair_hashes = NULL;
     if (c->tasks != NULL) {
         for (Py_ssize_t i = 0; i < TASK_SLOTS; i++) {
             TaskSlot *t = &c->tasks[i];
@@ -272,22 +279,54 @@ static inline Py_hash_t str_hash(PyObject *s) {
     return h != -1 ? h : PyObject_Hash(s);
 }
 
-/* The tuple `(a, b)` (a new reference): the one made lately for equal strs, else a new one kept. */
-static PyObject *capcache_pair(CapCache *c, PyObject *a, PyObject *b) {
-    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b))
-        return PyTuple_Pack(2, a, b);
+/* The tuple `(a, b)` (a new reference) and its hash (`*hash`, when asked): the one made lately for equal
+ * strs, else a new one kept. */
+static PyObject *capcache_pair_hashed(CapCache *c, PyObject *a, PyObject *b, Py_hash_t *hash) {
+    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b)) {
+        PyObject *pair = PyTuple_Pack(2, a, b);
+        if (pair != NULL && hash != NULL && (*hash = PyObject_Hash(pair)) == -1)
+            Py_CLEAR(pair);
+        return pair;
+    }
     Py_hash_t ha = str_hash(a), hb = str_hash(b);
     if (ha == -1 || hb == -1)
         return NULL;
-    PyObject **slot = &c->pairs[((size_t)ha * 1000003u ^ (size_t)hb) & (PAIR_SLOTS - 1)];
+    size_t i = ((size_t)ha * 1000003u ^ (size_t)hb) & (PAIR_SLOTS - 1);
+    PyObject **slot = &c->pairs[i];
     PyObject *pair = *slot;
-    if (pair != NULL && same_str(PyTuple_GET_ITEM(pair, 0), a) && same_str(PyTuple_GET_ITEM(pair, 1), b))
+    if (pair != NULL && same_str(PyTuple_GET_ITEM(pair, 0), a) && same_str(PyTuple_GET_ITEM(pair, 1), b)) {
+        if (hash != NULL)
+            *hash = c->pair_hashes[i];
         return Py_NewRef(pair);
+    }
     pair = PyTuple_Pack(2, a, b);
     if (pair == NULL)
         return NULL;
+    Py_hash_t h = PyObject_Hash(pair);
+    if (h == -1) {
+        Py_DECREF(pair);
+        return NULL;
+    }
     Py_XSETREF(*slot, Py_NewRef(pair));
+    c->pair_hashes[i] = h;
+    if (hash != NULL)
+        *hash = h;
     return pair;
+}
+
+static inline PyObject *capcache_pair(CapCache *c, PyObject *a, PyObject *b) {
+    return capcache_pair_hashed(c, a, b, NULL);
+}
+
+/* `dict`'s value for `key` whose hash is `hash` (borrowed; NULL: absent, or an error set), as
+ * PyDict_GetItemWithError, without hashing the key again where the interpreter lets a caller say it */
+static inline PyObject *dict_get_hashed(PyObject *dict, PyObject *key, Py_hash_t hash) {
+#if PY_VERSION_HEX < 0x030D0000
+    return _PyDict_GetItem_KnownHash(dict, key, hash);
+#else
+    (void)hash;
+    return PyDict_GetItemWithError(dict, key);
+#endif
 }
 
 /* Every task slot out of date (Python code may have changed what they remember). */

@@ -265,12 +265,13 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         goto done;
     }
     /* the reader */
-    key = capcache_pair(&self->cache, task, instance);
+    Py_hash_t key_hash;
+    key = capcache_pair_hashed(&self->cache, task, instance, &key_hash);
     if (key == NULL) {
         Py_DECREF(pend_prev);
         goto done;
     }
-    PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
+    PyObject *entry = dict_get_hashed(self->held_names, key, key_hash);
     int names = entry == NULL;
     if (entry == NULL) {
         if (PyErr_Occurred()) {
@@ -332,11 +333,12 @@ static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
     PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
     PyObject *instance = PyTuple_GET_ITEM(body, B_INSTANCE);
-    PyObject *key = capcache_pair(&self->cache, task, instance);
+    Py_hash_t key_hash;
+    PyObject *key = capcache_pair_hashed(&self->cache, task, instance, &key_hash);
     if (key == NULL)
         return -1;
     int r = 0;
-    PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
+    PyObject *entry = dict_get_hashed(self->held_names, key, key_hash);
     if (entry == NULL || !PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 2) {
         r = PyErr_Occurred() ? -1 : 0;
         goto done;
