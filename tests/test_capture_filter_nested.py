@@ -48,6 +48,10 @@ CASES = {
     "middle-released": _rounds([acq(0), acq(1), acq(2), acq(3), rel(1), rel(3), rel(2), rel(0)]),
     # (the same instance again: a recursive locking the checker reports, the line numbers cited)
     "same-instance": _rounds([acq(0), acq(1), acq(1), rel(1), rel(1), rel(0)]),
+    # (one instance under two names: the reader's entry for it renamed by the second, then read back)
+    "same-instance-renamed": _rounds([acq(0), f"{BASH}  5.@3: lock_acquire: 00000000c0 {CHAIN[1]}",
+                                      f"{BASH}  5.@4: lock_acquired: 00000000c0 ",
+                                      f"{BASH}  5.@5: lock_release: 00000000c0 {CHAIN[1]}", rel(0, unnamed=True)]),
     # (deeper than the filter keeps pending: the classes not in the state, the filter's without it)
     "deeper-than-pending": _rounds([acq(i) for i in range(12)] + [rel(i) for i in reversed(range(12))]),
     "other-task-between": _rounds([acq(0), acq(1), acq(0, INIT), rel(0, INIT), acq(2), rel(2), rel(1), rel(0)]),
