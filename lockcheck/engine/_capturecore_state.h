@@ -92,6 +92,12 @@ typedef struct {
     long read_shift;
     /* rules.task_irq_context and its answers by (hardirq depth, softirq depth) below 8 (make_view) */
     PyObject *irq_context_fn, *irq_context_of[64];
+    /* `transitions` and `ctx_memo`'s answers for small arguments, kept in C (a tuple or an int made, hashed
+     * and looked up cost ~250 instructions an irq-context change): context_transition(before, state) for
+     * both below MEMO_STATES, annotations.context_after(ctx, op) for ctx below MEMO_CTX (by ctx * 8 + op) */
+#define MEMO_STATES 16
+#define MEMO_CTX 64
+    PyObject *transition_of[MEMO_STATES * MEMO_STATES], *ctx_after_of[MEMO_CTX * 8];
     int preempt_rt, stopped;
     /* the rule tables */
     unsigned long validates_checked, validates_unchecked, separate;
@@ -174,6 +180,10 @@ static int CaptureFilter_clear(CaptureFilter *self) {
     Py_CLEAR(self->irq_context_fn);
     for (int i = 0; i < 64; i++)
         Py_CLEAR(self->irq_context_of[i]);
+    for (int i = 0; i < MEMO_STATES * MEMO_STATES; i++)
+        Py_CLEAR(self->transition_of[i]);
+    for (int i = 0; i < MEMO_CTX * 8; i++)
+        Py_CLEAR(self->ctx_after_of[i]);
     return 0;
 }
 
@@ -204,6 +214,10 @@ static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *ar
     Py_VISIT(self->context_hit); Py_VISIT(self->annotated); Py_VISIT(self->irq_context_fn);
     for (int i = 0; i < 64; i++)
         Py_VISIT(self->irq_context_of[i]);
+    for (int i = 0; i < MEMO_STATES * MEMO_STATES; i++)
+        Py_VISIT(self->transition_of[i]);
+    for (int i = 0; i < MEMO_CTX * 8; i++)
+        Py_VISIT(self->ctx_after_of[i]);
     for (int i = 0; i < OP_N; i++)
         Py_VISIT(self->irq_ops[i]);
     for (int k = 0; k < PEND_MAX; k++)
