@@ -25,7 +25,7 @@ setup(ext_modules=[
     Extension("lockcheck.engine._capturecore", ["lockcheck/engine/_capturecore.c"],
               depends=["lockcheck/engine/_rules.h", "lockcheck/engine/_tuplehash.h", "lockcheck/engine/_cshared.h",
                        "lockcheck/readers/_ftsplit.h", "lockcheck/engine/_capcache.h", "lockcheck/engine/_knownkeys.h"]
-                      + [f"lockcheck/engine/_capturecore_{part}.h" for part in ("known", "recent", "state", "resume", "annotate", "below", "take", "pending", "irq", "line")],
+                      + [f"lockcheck/engine/_capturecore_{part}.h" for part in ("known", "recent", "state", "resume", "annotate", "below", "take", "pending", "irq", "line", "read")],
               include_dirs=["lockcheck/readers"], optional=True),
     # JSON Lines translated to `.lt` lines (lockcheck.engine.fast_jsonl): the `.lt` engine checks them
     Extension("lockcheck.engine._jsonlt", ["lockcheck/engine/_jsonlt.c"],

@@ -35,7 +35,8 @@
 #include "_cshared.h"
 
 /* slots per piece table (a power of two) and the tables: heads, flags, bodies */
-#define PIECE_SLOTS 16384
+#define PIECE_BITS 14
+#define PIECE_SLOTS (1 << PIECE_BITS)
 enum { PC_HEAD, PC_FLAGS, PC_BODY, PC_N };
 /* slots of the pair table and of the task table (powers of two) */
 #define PAIR_SLOTS 8192
@@ -82,6 +83,7 @@ typedef struct {
 typedef struct {
     PieceSlot *pieces;  /* PC_N * PIECE_SLOTS */
     PyObject **pairs;   /* PAIR_SLOTS tuples, or NULL */
+    Py_hash_t *pair_hashes; /* and their hashes (a tuple keeps none: ~80 instructions each dict probe) */
     TaskSlot *tasks;    /* TASK_SLOTS */
     ClassSlot *classes; /* CLASS_SLOTS */
     SuffixSlot *suffixes; /* SUFFIX_SLOTS */
@@ -94,6 +96,10 @@ static int capcache_init(CapCache *c) {
         return -1;
     }
     if (c->pairs == NULL && (c->pairs = PyMem_Calloc(PAIR_SLOTS, sizeof(PyObject *))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (c->pair_hashes == NULL && (c->pair_hashes = PyMem_Calloc(PAIR_SLOTS, sizeof(Py_hash_t))) == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -128,6 +134,8 @@ static void capcache_clear(CapCache *c) {
         PyMem_Free(c->pairs);
         c->pairs = NULL;
     }
+    PyMem_Free(c->pair_hashes);
+    c->pair_hashes = NULL;
     if (c->tasks != NULL) {
         for (Py_ssize_t i = 0; i < TASK_SLOTS; i++) {
             TaskSlot *t = &c->tasks[i];
@@ -189,39 +197,55 @@ static int capcache_traverse(CapCache *c, visitproc visit, void *arg) {
     return 0;
 }
 
-/* A piece's slot hash: _cshared.h's hash_bytes for whole words, but a piece's last bytes read as one
- * word that ends where the piece ends (overlapping the one before; bytes one by one only in a piece
- * shorter than a word): the byte loop cost ~55 instructions a line (three pieces, callgrind). */
-static inline uint64_t piece_hash(const char *p, Py_ssize_t n) {
-    uint64_t h = 1469598103934665603ULL ^ (uint64_t)n, word;
-    if (n < 8) {
+/* A piece's slot (its index in the table): a multiply per word of its bytes (the last word ending where
+ * the piece ends, overlapping the one before; a piece shorter than a word read as two overlapping
+ * halves), the slot taken from the product's top bits, which every bit of every word reaches.  (The
+ * word loop with a shift per word, and a short piece a byte at a time, cost ~145 instructions a line,
+ * three pieces, callgrind.)  It reads none of the bytes outside the piece. */
+static inline Py_ssize_t piece_index(const char *p, Py_ssize_t n) {
+    const uint64_t k = 0x9E3779B97F4A7C15ULL;
+    uint64_t h = (uint64_t)n * k, word;
+    if (n >= 8) {
+        Py_ssize_t i = 0;
+        for (; i + 8 <= n; i += 8) {
+            memcpy(&word, p + i, 8);
+            h = (h ^ word) * k;
+        }
+        if (i < n) {
+            memcpy(&word, p + n - 8, 8);
+            h = (h ^ word) * k;
+        }
+    } else if (n >= 4) {
+        uint32_t lo, hi;
+        memcpy(&lo, p, 4);
+        memcpy(&hi, p + n - 4, 4);
+        h = (h ^ ((uint64_t)hi << 32 | lo)) * k;
+    } else {
         for (Py_ssize_t i = 0; i < n; i++)
-            h = (h ^ (unsigned char)p[i]) * 1099511628211ULL;
-        return h ^ (h >> 32);
+            h = (h ^ (unsigned char)p[i]) * k;
     }
-    Py_ssize_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        memcpy(&word, p + i, 8);
-        h = (h ^ word) * 1099511628211ULL;
-        h ^= h >> 29;
-    }
-    if (i < n) {
-        memcpy(&word, p + n - 8, 8);
-        h = (h ^ word) * 1099511628211ULL;
-        h ^= h >> 29;
-    }
-    return h ^ (h >> 32);
+    return (Py_ssize_t)(h >> (64 - PIECE_BITS));
 }
 
+static PyObject *capcache_piece_miss(PieceSlot *slot, PyObject *dict, const char *p, Py_ssize_t n);
+
 /* The value of the piece at `p` (`n` ASCII bytes) in `dict` (borrowed: the table or the dict holds
- * it), remembered for those bytes once found; NULL: not in the dict (or an error set). */
-static PyObject *capcache_piece(CapCache *c, int table, PyObject *dict, const char *p, Py_ssize_t n) {
-    PieceSlot *slot = &c->pieces[(Py_ssize_t)table * PIECE_SLOTS + (Py_ssize_t)(piece_hash(p, n) & (PIECE_SLOTS - 1))];
+ * it), remembered for those bytes once found; NULL: not in the dict (or an error set).  Inline: the
+ * hit is the common case (three a line), its call's set-up cost ~20 instructions each. */
+static inline PyObject *capcache_piece(CapCache *c, int table, PyObject *dict, const char *p, Py_ssize_t n) {
+    PieceSlot *slot = &c->pieces[(Py_ssize_t)table * PIECE_SLOTS + piece_index(p, n)];
     PyObject *key = slot->key;
-    if (key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_DATA(key), p, (size_t)n) == 0) {
-        if (slot->value != NULL)
-            return slot->value;
-    } else {
+    if (key != NULL && slot->value != NULL && PyUnicode_GET_LENGTH(key) == n &&
+        memcmp(PyUnicode_1BYTE_DATA(key), p, (size_t)n) == 0) /* (libc's, 32 bytes a step: an inline 8-byte step cost twice as much) */
+        return slot->value;
+    return capcache_piece_miss(slot, dict, p, n);
+}
+
+/* capcache_piece's slot not holding the piece's value: its key made (unless it is the piece's already),
+ * looked up in `dict` */
+static PyObject *capcache_piece_miss(PieceSlot *slot, PyObject *dict, const char *p, Py_ssize_t n) {
+    PyObject *key = slot->key;
+    if (key == NULL || PyUnicode_GET_LENGTH(key) != n || memcmp(PyUnicode_DATA(key), p, (size_t)n) != 0) {
         key = ascii_str(p, n);
         if (key == NULL)
             return NULL;
@@ -231,7 +255,7 @@ static PyObject *capcache_piece(CapCache *c, int table, PyObject *dict, const ch
     PyObject *value = PyDict_GetItemWithError(dict, key);
     if (value != NULL) {
         Py_INCREF(value);
-        slot->value = value;
+        Py_XSETREF(slot->value, value);
     }
     return value;
 }
@@ -239,7 +263,7 @@ static PyObject *capcache_piece(CapCache *c, int table, PyObject *dict, const ch
 /* Remember `value` for the piece at `p` (`n` bytes) that `capcache_piece` was just asked for and did
  * not find (a value the caller made for those bytes as the Python loop would). */
 static void capcache_piece_found(CapCache *c, int table, const char *p, Py_ssize_t n, PyObject *value) {
-    PieceSlot *slot = &c->pieces[(Py_ssize_t)table * PIECE_SLOTS + (Py_ssize_t)(piece_hash(p, n) & (PIECE_SLOTS - 1))];
+    PieceSlot *slot = &c->pieces[(Py_ssize_t)table * PIECE_SLOTS + piece_index(p, n)];
     PyObject *key = slot->key;
     if (key != NULL && PyUnicode_GET_LENGTH(key) == n && memcmp(PyUnicode_DATA(key), p, (size_t)n) == 0)
         Py_XSETREF(slot->value, Py_NewRef(value));
@@ -260,22 +284,54 @@ static inline Py_hash_t str_hash(PyObject *s) {
     return h != -1 ? h : PyObject_Hash(s);
 }
 
-/* The tuple `(a, b)` (a new reference): the one made lately for equal strs, else a new one kept. */
-static PyObject *capcache_pair(CapCache *c, PyObject *a, PyObject *b) {
-    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b))
-        return PyTuple_Pack(2, a, b);
+/* The tuple `(a, b)` (a new reference) and its hash (`*hash`, when asked): the one made lately for equal
+ * strs, else a new one kept. */
+static PyObject *capcache_pair_hashed(CapCache *c, PyObject *a, PyObject *b, Py_hash_t *hash) {
+    if (!PyUnicode_CheckExact(a) || !PyUnicode_CheckExact(b)) {
+        PyObject *pair = PyTuple_Pack(2, a, b);
+        if (pair != NULL && hash != NULL && (*hash = PyObject_Hash(pair)) == -1)
+            Py_CLEAR(pair);
+        return pair;
+    }
     Py_hash_t ha = str_hash(a), hb = str_hash(b);
     if (ha == -1 || hb == -1)
         return NULL;
-    PyObject **slot = &c->pairs[((size_t)ha * 1000003u ^ (size_t)hb) & (PAIR_SLOTS - 1)];
+    size_t i = ((size_t)ha * 1000003u ^ (size_t)hb) & (PAIR_SLOTS - 1);
+    PyObject **slot = &c->pairs[i];
     PyObject *pair = *slot;
-    if (pair != NULL && same_str(PyTuple_GET_ITEM(pair, 0), a) && same_str(PyTuple_GET_ITEM(pair, 1), b))
+    if (pair != NULL && same_str(PyTuple_GET_ITEM(pair, 0), a) && same_str(PyTuple_GET_ITEM(pair, 1), b)) {
+        if (hash != NULL)
+            *hash = c->pair_hashes[i];
         return Py_NewRef(pair);
+    }
     pair = PyTuple_Pack(2, a, b);
     if (pair == NULL)
         return NULL;
+    Py_hash_t h = PyObject_Hash(pair);
+    if (h == -1) {
+        Py_DECREF(pair);
+        return NULL;
+    }
     Py_XSETREF(*slot, Py_NewRef(pair));
+    c->pair_hashes[i] = h;
+    if (hash != NULL)
+        *hash = h;
     return pair;
+}
+
+static inline PyObject *capcache_pair(CapCache *c, PyObject *a, PyObject *b) {
+    return capcache_pair_hashed(c, a, b, NULL);
+}
+
+/* `dict`'s value for `key` whose hash is `hash` (borrowed; NULL: absent, or an error set), as
+ * PyDict_GetItemWithError, without hashing the key again where the interpreter lets a caller say it */
+static inline PyObject *dict_get_hashed(PyObject *dict, PyObject *key, Py_hash_t hash) {
+#if PY_VERSION_HEX < 0x030D0000
+    return _PyDict_GetItem_KnownHash(dict, key, hash);
+#else
+    (void)hash;
+    return PyDict_GetItemWithError(dict, key);
+#endif
 }
 
 /* Every task slot out of date (Python code may have changed what they remember). */
@@ -342,16 +398,14 @@ static PyObject *capcache_get(ClassSlot *cs, int what, PyObject *dict, PyObject 
     return v;
 }
 
-/* Whether `set` holds the tuple of the first items of `entries[i:n]` (lists) and then `last`:
- * 1, 0, -1 error. */
-/* The slot of the question about the names of held entries `i`..`n` followed by `last` (`asking`: a
- * `capcache_suffix_ask` question, kept apart from `capcache_suffix_known`'s), and whether it holds that
- * question's answer for a set of `set`'s size. */
-static SuffixSlot *suffix_slot(CapCache *c, PyObject *set, PyObject *entries, Py_ssize_t i, Py_ssize_t n,
+/* The slot of the question about `classes[i:n]` followed by `last` (`asking`: a `capcache_suffix_ask`
+ * question, kept apart from `capcache_suffix_known`'s), and whether it holds that question's answer for
+ * a set of `set`'s size. */
+static SuffixSlot *suffix_slot(CapCache *c, PyObject *set, PyObject **classes, Py_ssize_t i, Py_ssize_t n,
                                PyObject *last, int asking, int *hit) {
     uint64_t h = (1469598103934665603ULL ^ (uint64_t)(n - i)) + (uint64_t)asking;
     for (Py_ssize_t j = i; j < n; j++)
-        h = (h ^ (uint64_t)(uintptr_t)PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0)) * 1099511628211ULL;
+        h = (h ^ (uint64_t)(uintptr_t)classes[j]) * 1099511628211ULL;
     h = (h ^ (uint64_t)(uintptr_t)last) * 1099511628211ULL;
     SuffixSlot *slot = &c->suffixes[(h ^ (h >> 29)) & (SUFFIX_SLOTS - 1)];
     PyObject *seen = slot->suffix;
@@ -359,34 +413,34 @@ static SuffixSlot *suffix_slot(CapCache *c, PyObject *set, PyObject *entries, Py
     if (seen != NULL && (slot->answer != NULL) == asking && PyTuple_GET_SIZE(seen) == n - i + 1 &&
         slot->set_size == PySet_GET_SIZE(set) && PyTuple_GET_ITEM(seen, n - i) == last) {
         Py_ssize_t j = i;
-        while (j < n && PyTuple_GET_ITEM(seen, j - i) == PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0))
+        while (j < n && PyTuple_GET_ITEM(seen, j - i) == classes[j])
             j++;
         *hit = j == n;
     }
     return slot;
 }
 
-/* the tuple of the names of held entries `i`..`n`, and `last` if not NULL: a new reference, NULL on error */
-static PyObject *suffix_tuple(PyObject *entries, Py_ssize_t i, Py_ssize_t n, PyObject *last) {
+/* the tuple of `classes[i:n]`, and `last` if not NULL: a new reference, NULL on error */
+static PyObject *suffix_tuple(PyObject **classes, Py_ssize_t i, Py_ssize_t n, PyObject *last) {
     PyObject *suffix = PyTuple_New(n - i + (last != NULL));
     if (suffix == NULL)
         return NULL;
     for (Py_ssize_t j = i; j < n; j++)
-        PyTuple_SET_ITEM(suffix, j - i, Py_NewRef(PyList_GET_ITEM(PyList_GET_ITEM(entries, j), 0)));
+        PyTuple_SET_ITEM(suffix, j - i, Py_NewRef(classes[j]));
     if (last != NULL)
         PyTuple_SET_ITEM(suffix, n - i, Py_NewRef(last));
     return suffix;
 }
 
-/* Whether the names of held entries `i`..`n` followed by `last` are in `set` (the kernel's chain
- * suffixes): 1, 0, -1 error; the answer kept per stack and set size. */
-static int capcache_suffix_known(CapCache *c, PyObject *set, PyObject *entries, Py_ssize_t i, Py_ssize_t n,
+/* Whether `classes[i:n]` followed by `last` is in `set` (the kernel's chain suffixes): 1, 0, -1 error;
+ * the answer kept per stack and set size. */
+static int capcache_suffix_known(CapCache *c, PyObject *set, PyObject **classes, Py_ssize_t i, Py_ssize_t n,
                                  PyObject *last) {
     int hit;
-    SuffixSlot *slot = suffix_slot(c, set, entries, i, n, last, 0, &hit);
+    SuffixSlot *slot = suffix_slot(c, set, classes, i, n, last, 0, &hit);
     if (hit)
         return slot->known;
-    PyObject *suffix = suffix_tuple(entries, i, n, last);
+    PyObject *suffix = suffix_tuple(classes, i, n, last);
     if (suffix == NULL)
         return -1;
     int known = PySet_Contains(set, suffix);
@@ -401,19 +455,19 @@ static int capcache_suffix_known(CapCache *c, PyObject *set, PyObject *entries, 
     return known;
 }
 
-/* `asker.method(stack, last)` for the names of held entries `i`..`n` as `stack`: what Python decides
- * about a stack under `set` (the kernel's chain suffixes), asked once per stack, class and set size and
- * kept.  Borrowed (the slot holds it), NULL on error. */
-static PyObject *capcache_suffix_ask(CapCache *c, PyObject *set, PyObject *entries, Py_ssize_t i, Py_ssize_t n,
+/* `asker.method(stack, last)` for `classes[i:n]` as `stack`: what Python decides about a stack under
+ * `set` (the kernel's chain suffixes), asked once per stack, class and set size and kept.  Borrowed (the
+ * slot holds it), NULL on error. */
+static PyObject *capcache_suffix_ask(CapCache *c, PyObject *set, PyObject **classes, Py_ssize_t i, Py_ssize_t n,
                                      PyObject *last, PyObject *asker, PyObject *method) {
     int hit;
-    SuffixSlot *slot = suffix_slot(c, set, entries, i, n, last, 1, &hit);
+    SuffixSlot *slot = suffix_slot(c, set, classes, i, n, last, 1, &hit);
     if (hit)
         return slot->answer;
-    PyObject *stack = suffix_tuple(entries, i, n, NULL);
+    PyObject *stack = suffix_tuple(classes, i, n, NULL);
     PyObject *answer = stack == NULL ? NULL : PyObject_CallMethodObjArgs(asker, method, stack, last, NULL);
     Py_XDECREF(stack);
-    PyObject *suffix = answer == NULL ? NULL : suffix_tuple(entries, i, n, last);
+    PyObject *suffix = answer == NULL ? NULL : suffix_tuple(classes, i, n, last);
     if (suffix == NULL) {
         Py_XDECREF(answer);
         return NULL;

@@ -31,7 +31,7 @@
  * _capturecore_below.h), irq-context changes (_capturecore_irq.h), the chain keys found in the chain
  * cache (_capturecore_known.h), the recent locks' moves not made yet (_capturecore_recent.h), the
  * acquisition whose objects are not made yet
- * (_capturecore_pending.h), one line (_capturecore_line.h); its own memo tables are
+ * (_capturecore_pending.h), one line (_capturecore_line.h), reading the lines (_capturecore_read.h); its own memo tables are
  * _capcache.h.  This file: the iterator and the module.
  */
 
@@ -53,44 +53,7 @@
 #include "_capturecore_pending.h"
 #include "_capturecore_irq.h"
 #include "_capturecore_line.h"
-
-/* The next line: its text (ASCII, `*n` bytes; `*line` the str when it came as one, else NULL), 1; 0 at
- * the end, -1 error.  A block of bytes (source.Lines.give_bytes: whole ASCII lines joined by `\n`,
- * each with the `\r` of a `\r\n` still on it) is split here, a line at a time; any other line comes
- * as a str, whose text is read here only if it is ASCII (else `*text` is NULL). */
-static int next_line(CaptureFilter *self, const char **text, Py_ssize_t *n, PyObject **line) {
-    *line = NULL;
-    while (self->chunk == NULL) {
-        PyObject *item = PyIter_Next(self->lines);
-        if (item == NULL)
-            return PyErr_Occurred() ? -1 : 0;
-        if (PyBytes_CheckExact(item)) {
-            self->chunk = item;
-            self->pos = 0;
-            break;
-        }
-        *line = item;
-        *text = PyUnicode_Check(item) && PyUnicode_IS_ASCII(item) ? (const char *)PyUnicode_DATA(item) : NULL;
-        *n = *text != NULL ? PyUnicode_GET_LENGTH(item) : 0;
-        return 1;
-    }
-    const char *data = PyBytes_AS_STRING(self->chunk);
-    Py_ssize_t size = PyBytes_GET_SIZE(self->chunk), start = self->pos;
-    const char *end = memchr(data + start, '\n', (size_t)(size - start));
-    Py_ssize_t stop = end != NULL ? end - data : size;
-    *text = data + start;
-    *n = stop - start;
-    if (*n && (*text)[*n - 1] == '\r')
-        (*n)--; /* (a `\r\n` ending, as the decoded lines drop it) */
-    if (end != NULL) {
-        self->pos = stop + 1;
-    } else {
-        /* the block's last line: its text stays valid while `held` keeps the block */
-        Py_XSETREF(self->held_chunk, self->chunk);
-        self->chunk = NULL;
-    }
-    return 1;
-}
+#include "_capturecore_read.h"
 
 static PyObject *CaptureFilter_next(CaptureFilter *self) {
     if (resume(self) < 0)

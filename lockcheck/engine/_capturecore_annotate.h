@@ -68,9 +68,9 @@ static PyObject *subclasses_of(CaptureFilter *self, PyObject *name) {
  * `StateIndex.subclass_explaining` reads it (asked once per stack and class, `capcache_suffix_ask`), set
  * in `v` (1); 0 none does (the annotator's other readings: nest_lock, revise...: the Python loop's),
  * -1 error. */
-static int resolve_subclass(CaptureFilter *self, PyObject *a_held, Py_ssize_t i, Py_ssize_t n, PyObject *name,
+static int resolve_subclass(CaptureFilter *self, PyObject **classes, Py_ssize_t i, Py_ssize_t n, PyObject *name,
                             Verdict *v) {
-    PyObject *sub = capcache_suffix_ask(&self->cache, self->suffixes, a_held, i, n, name, self->index,
+    PyObject *sub = capcache_suffix_ask(&self->cache, self->suffixes, classes, i, n, name, self->index,
                                         s_subclass_explaining);
     if (sub == NULL)
         return -1;
@@ -93,6 +93,9 @@ static int resolve_subclass(CaptureFilter *self, PyObject *a_held, Py_ssize_t i,
     }
     return 0; /* (a subclass the state does not list: the Python loop's) */
 }
+
+/* the deepest annotator's held stack `decide` reads (a deeper one: the Python loop's) */
+#define DECIDE_DEPTH 64
 
 /* 1 decided (*v set), 0 the Python loop's, -1 error */
 static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject *name, PyObject *mode, int trylock,
@@ -143,16 +146,30 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
     if (ctx == NULL)
         ctx = small_ints[0];
     int use_state = self->index != Py_None && trusted;
-    Py_ssize_t n = a_held == Py_None ? 0 : PyList_GET_SIZE(a_held);
+    /* the annotator's held stack: its entries' classes and contexts, then the pending acquisitions' (all of
+     * this view: take_acquire's pend_depth flushed any other's), whose entries are not made yet */
+    Py_ssize_t n_listed = a_held == Py_None ? 0 : PyList_GET_SIZE(a_held), n = n_listed + self->npend;
+    PyObject *cls_at[DECIDE_DEPTH], *ctx_at[DECIDE_DEPTH];
+    if (n > DECIDE_DEPTH)
+        return 0;
     /* (lockdep's validate_chain guard, from rules: the annotator resolves only what it validates) */
     int validated = rules_validates(check ? self->validates_checked : self->validates_unchecked, trylock);
     int twice = 0; /* the class is held already (a validated acquisition under the state) */
     if (n && (!use_state || validated)) { /* (a trylock under the state: as fast_stages.decide) */
         for (Py_ssize_t i = 0; i < n; i++) {
-            PyObject *entry = PyList_GET_ITEM(a_held, i);
-            if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 5)
-                return 0;
-            int same = eq(PyList_GET_ITEM(entry, 0), name);
+            if (i < n_listed) {
+                PyObject *entry = PyList_GET_ITEM(a_held, i);
+                if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 5)
+                    return 0;
+                cls_at[i] = PyList_GET_ITEM(entry, 0);
+                ctx_at[i] = PyList_GET_ITEM(entry, 3);
+            } else {
+                cls_at[i] = self->pend[i - n_listed].o[P_CLS];
+                ctx_at[i] = self->pend[i - n_listed].o[P_CTX];
+            }
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            int same = eq(cls_at[i], name);
             if (same != 0) {
                 if (same < 0 || !use_state)
                     return same < 0 ? -1 : 0;
@@ -168,7 +185,7 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
         if (validated) {
             Py_ssize_t i = n;
             while (i) {
-                int same = eq(PyList_GET_ITEM(PyList_GET_ITEM(a_held, i - 1), 3), ctx);
+                int same = eq(ctx_at[i - 1], ctx);
                 if (same < 0)
                     return -1;
                 if (!same)
@@ -180,12 +197,12 @@ static int decide(CaptureFilter *self, PyObject *view, PyObject *task, PyObject 
             if (!PyAnySet_Check(self->suffixes))
                 return 0;
             if (twice) {
-                int resolved = resolve_subclass(self, a_held, i, n, name, v);
+                int resolved = resolve_subclass(self, cls_at, i, n, name, v);
                 if (resolved <= 0)
                     return resolved;
                 goto decided;
             }
-            int known = capcache_suffix_known(&self->cache, self->suffixes, a_held, i, n, name);
+            int known = capcache_suffix_known(&self->cache, self->suffixes, cls_at, i, n, name);
             if (known <= 0)
                 return known;
         }

@@ -83,7 +83,7 @@ static PyObject *body_from_shape(CaptureFilter *self, const char *p, Py_ssize_t 
 
 static int split_line(CaptureFilter *self, const char *text, Py_ssize_t n, Split *out) {
     Pieces at;
-    if (!split_pieces(text, n, &at) || !stamp_ok(text, at.ts_start, at.colon))
+    if (!split_stamped(text, n, &at))
         return 0;
     out->head = capcache_piece(&self->cache, PC_HEAD, self->heads, text, at.end);
     if (out->head == NULL)
@@ -167,9 +167,14 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
     if (task == Py_None || sp.ts_len > 40)
         goto done;
-    if (self->pend.active && PyTuple_GET_ITEM(body, B_OP) == self->acquire_op && pend_flush(self) < 0) {
-        r = -1; /* (an acquisition reads the held stack: the pending one made first) */
-        goto done;
+    if (self->npend && PyTuple_GET_ITEM(body, B_OP) == self->acquire_op) {
+        /* (an acquisition reads the held stack: another task's pending ones made first; the task's own
+         * stay, take_acquire reads them as held) */
+        int same = eq(task, self->pend[0].o[P_TASK]);
+        if (same < 0 || (!same && pend_flush(self) < 0)) {
+            r = -1;
+            goto done;
+        }
     }
     long state = small_long(PyTuple_GET_ITEM(fl, F_STATE));
     if (state < 0)

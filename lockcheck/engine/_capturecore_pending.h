@@ -10,31 +10,35 @@
  * (chain key, counts, recent locks, the annotator's counts and cpu) and leaves those objects
  * pending, as the `.lt` core's held overlay (_lt_overlay.h) leaves its pushes in C:
  *
- * - `pend_release`: the next lock line releases it (same task and view, same lock, the task not
- *   pinned, no reader entry made for it earlier): the release is applied to the pending acquisition
- *   and neither is ever made;
- * - `pend_flush` makes them, exactly as `take_acquire` would have, before anything else could look:
- *   any other line the filter applies that reads or changes a task's held state (an acquisition, an
- *   irq-context change, a new view, a release that is not this one, a contention line that looks a
- *   name up in the reader's entries), and before any line is handed to Python (`suspend`).  Between
- *   the acquisition and its flush only lines that touch no held state run (lines the reader skips,
- *   `lock_acquired`/`lock_contended` of a named lock), so the objects are made into the same state.
+ * - `pend_release`: a lock line releases the innermost pending one (same task and view, same lock, the
+ *   task not pinned, no reader entry made for it earlier): the release is applied to the pending
+ *   acquisition and neither is ever made;
+ * - an acquisition of the same task's view on top of pending ones (a nested one: about 1 in 5 in the
+ *   benchmark captures, each of which made the one under it before) is pending too, on top of them:
+ *   take_acquire and the annotator's `decide` read the task's held stack as its held lists and then
+ *   the pending acquisitions (`pend_depth`, `pend_top_context`, _capturecore_annotate.h's stack); one of
+ *   another lock instance only (the reader's entries are by instance), at most PEND_MAX;
+ * - `pend_flush` makes them all, in order, exactly as `take_acquire` would have, before anything else
+ *   could look: any other line the filter applies that reads or changes a task's held state (an
+ *   acquisition of another task or view, an irq-context change, a new view, a release that is not the
+ *   innermost pending one, a contention line that looks a name up in the reader's entries), and before
+ *   any line is handed to Python (`suspend`).  Between an acquisition and its flush only lines that
+ *   touch no held state run (lines the reader skips, `lock_acquired`/`lock_contended` of a named lock,
+ *   the task's own nested acquisitions and their releases, which see the pending ones as held), so the
+ *   objects are made into the same state.
  */
 #ifndef LOCKCHECK_CAPTURECORE_PENDING_H
 #define LOCKCHECK_CAPTURECORE_PENDING_H
 
-static void pend_drop(CaptureFilter *self) {
-    Pending *p = &self->pend;
-    p->active = 0;
+/* the innermost pending acquisition dropped */
+static void pend_pop(CaptureFilter *self) {
+    Pending *p = &self->pend[--self->npend];
     for (int i = 0; i < P_N; i++)
         Py_CLEAR(p->o[i]);
 }
 
-/* the pending acquisition's objects made (take_acquire's own, in its order): 0, -1 error */
-static int pend_flush(CaptureFilter *self) {
-    Pending *p = &self->pend;
-    if (!p->active)
-        return 0;
+/* a pending acquisition's objects made (take_acquire's own, in its order): 0, -1 error */
+static int pend_make(CaptureFilter *self, Pending *p) {
     PyObject **o = p->o;
     int r = -1;
     PyObject *read_back = NULL, *hlock = NULL, *entry = NULL, *subclass = NULL;
@@ -88,15 +92,42 @@ done:
     Py_XDECREF(hlock);
     Py_XDECREF(entry);
     Py_XDECREF(subclass);
-    pend_drop(self);
     return r;
 }
 
-/* A release line (take_release's) while an acquisition is pending: 1 it released the pending one
- * (what take_release would have done to it, applied), 0 not that one (flushed: the plain
+/* every pending acquisition's objects made, the outermost first: 0, -1 error (all dropped either way) */
+static int pend_flush(CaptureFilter *self) {
+    int r = 0;
+    for (int k = 0; k < self->npend; k++)
+        if (r == 0 && pend_make(self, &self->pend[k]) < 0)
+            r = -1;
+    while (self->npend)
+        pend_pop(self);
+    return r;
+}
+
+/* How many acquisitions of `view` are pending (0: none, or another view's, flushed first: -1 error).
+ * An acquisition of another lock instance of the same view goes on top of them (PEND_MAX at most). */
+static int pend_depth(CaptureFilter *self, PyObject *view, PyObject *instance) {
+    if (!self->npend)
+        return 0;
+    int keep = self->npend < PEND_MAX && view == self->pend[0].o[P_VIEW];
+    for (int k = 0; keep && k < self->npend; k++) {
+        int same = eq(instance, self->pend[k].o[P_INSTANCE]);
+        if (same < 0)
+            return -1;
+        keep = !same;
+    }
+    if (!keep)
+        return pend_flush(self);
+    return self->npend;
+}
+
+/* A release line (take_release's) while acquisitions are pending: 1 it released the innermost one
+ * (what take_release would have done to it, applied), 0 not that one (all flushed: the plain
  * take_release goes on), -1 error. */
 static int pend_release(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *body) {
-    Pending *p = &self->pend;
+    Pending *p = &self->pend[self->npend - 1];
     PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
     int named = is_empty_str(name);
     int same = p->names && view == p->o[P_VIEW];
@@ -121,7 +152,7 @@ static int pend_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     if (named)
         self->resolved++;
     self->elided++;
-    pend_drop(self);
+    pend_pop(self);
     return 1;
 }
 

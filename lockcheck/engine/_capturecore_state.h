@@ -45,12 +45,14 @@ static PyObject *small_ints[2];
 
 /* An acquisition the filter applied whose Python objects -- the HeldLock on the task's held list, its
  * deferred event, the annotator's held entry, the reader's `held[(task, instance)]` -- are not made
- * yet: made (`pend_flush`) before anything could look at them, or never, when the next lock line is
- * its release (_capturecore_pending.h).  Every other effect of the acquisition is applied at once. */
+ * yet: made (`pend_flush`) before anything could look at them, or never, when a lock line releases
+ * it while it is the task's innermost (_capturecore_pending.h).  Every other effect of the acquisition
+ * is applied at once.  Up to PEND_MAX of them, all of one task's view (nested acquisitions), the
+ * innermost last. */
+#define PEND_MAX 8
 enum { P_TASK, P_NAME, P_INSTANCE, P_MODE, P_TIMESTAMP, P_CPU, P_DISPLAY, P_HELD, P_A_HELD, P_CTX, P_KEY,
        P_IRQ_CONTEXT, P_HARDIRQS_OFF, P_PREV_KEY, P_VIEW, P_CLS, P_N };
 typedef struct {
-    int active;         /* an acquisition is pending */
     int names;          /* `held[key] = [name, 1]` is still to do (there was no entry) */
     int trylock, check;
     int subclass;       /* the annotator's (_capturecore_annotate.h); P_CLS its class (the name when 0) */
@@ -90,6 +92,12 @@ typedef struct {
     long read_shift;
     /* rules.task_irq_context and its answers by (hardirq depth, softirq depth) below 8 (make_view) */
     PyObject *irq_context_fn, *irq_context_of[64];
+    /* `transitions` and `ctx_memo`'s answers for small arguments, kept in C (a tuple or an int made, hashed
+     * and looked up cost ~250 instructions an irq-context change): context_transition(before, state) for
+     * both below MEMO_STATES, annotations.context_after(ctx, op) for ctx below MEMO_CTX (by ctx * 8 + op) */
+#define MEMO_STATES 16
+#define MEMO_CTX 64
+    PyObject *transition_of[MEMO_STATES * MEMO_STATES], *ctx_after_of[MEMO_CTX * 8];
     int preempt_rt, stopped;
     /* the rule tables */
     unsigned long validates_checked, validates_unchecked, separate;
@@ -100,6 +108,8 @@ typedef struct {
     long tick;
     PyObject *chunk;        /* bytes: a block of lines being split (source.Lines.give_bytes), or NULL */
     Py_ssize_t pos;         /* where its next line starts */
+    Py_ssize_t chunk_end;   /* and where its last one ends (a `(bytes, start, stop)` item's stop) */
+    PyObject *reject;       /* source.Checking.reject: a `(bytes, start, stop)` item given back, or NULL */
     PyObject *held_chunk;   /* the block whose last line is the current line */
     CapCache cache;         /* line pieces by their bytes, key pairs, tasks (_capcache.h) */
     KnownChains known;      /* chain keys found in the chain cache, and their ints (_capturecore_known.h) */
@@ -120,8 +130,9 @@ typedef struct {
     PyObject *untrusted_from;
     Py_ssize_t fast_depth;
     long long ev_now, hits_now;
-    /* the latest acquisition's Python objects not made yet (_capturecore_pending.h) */
-    Pending pend;
+    /* the latest acquisitions' Python objects not made yet (_capturecore_pending.h): pend[0..npend) */
+    Pending pend[PEND_MAX];
+    int npend;
     /* counts for the reader's statistics (fast_capture adds them) */
     long long context_events, lineno, events, hardirq_lines, softirq_lines, resolved, acquisitions, contention_lines, taken,
         elided;  /* (acquisition/release pairs whose objects were never made: _capturecore_pending.h) */
@@ -155,19 +166,24 @@ static int CaptureFilter_clear(CaptureFilter *self) {
     capcache_clear(&self->cache);
     known_clear(&self->known);
     rings_clear(&self->rings);
-    self->pend.active = 0;
-    for (int i = 0; i < P_N; i++)
-        Py_CLEAR(self->pend.o[i]);
+    for (int k = 0; k < PEND_MAX; k++)
+        for (int i = 0; i < P_N; i++)
+            Py_CLEAR(self->pend[k].o[i]);
+    self->npend = 0;
     Py_CLEAR(self->untrusted_from); Py_CLEAR(self->recent_type); Py_CLEAR(self->move_to_end);
     for (int i = 0; i < OP_N; i++)
         Py_CLEAR(self->irq_ops[i]);
     Py_CLEAR(self->evidence); Py_CLEAR(self->usage_needs); Py_CLEAR(self->used_only); Py_CLEAR(self->context_after);
     Py_CLEAR(self->transitions); Py_CLEAR(self->irq); Py_CLEAR(self->unchecked); Py_CLEAR(self->subs_memo); Py_CLEAR(self->read_memo);
-    Py_CLEAR(self->ctx_memo); Py_CLEAR(self->chunk); Py_CLEAR(self->held_chunk);
+    Py_CLEAR(self->ctx_memo); Py_CLEAR(self->chunk); Py_CLEAR(self->held_chunk); Py_CLEAR(self->reject);
     Py_CLEAR(self->tasks); Py_CLEAR(self->transition); Py_CLEAR(self->context_hit); Py_CLEAR(self->annotated);
     Py_CLEAR(self->irq_context_fn);
     for (int i = 0; i < 64; i++)
         Py_CLEAR(self->irq_context_of[i]);
+    for (int i = 0; i < MEMO_STATES * MEMO_STATES; i++)
+        Py_CLEAR(self->transition_of[i]);
+    for (int i = 0; i < MEMO_CTX * 8; i++)
+        Py_CLEAR(self->ctx_after_of[i]);
     return 0;
 }
 
@@ -194,14 +210,19 @@ static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *ar
     Py_VISIT(self->evidence); Py_VISIT(self->usage_needs); Py_VISIT(self->used_only);
     Py_VISIT(self->context_after); Py_VISIT(self->transitions); Py_VISIT(self->irq);
     Py_VISIT(self->unchecked); Py_VISIT(self->subs_memo); Py_VISIT(self->read_memo); Py_VISIT(self->ctx_memo); Py_VISIT(self->chunk);
-    Py_VISIT(self->held_chunk); Py_VISIT(self->tasks); Py_VISIT(self->transition);
+    Py_VISIT(self->held_chunk); Py_VISIT(self->reject); Py_VISIT(self->tasks); Py_VISIT(self->transition);
     Py_VISIT(self->context_hit); Py_VISIT(self->annotated); Py_VISIT(self->irq_context_fn);
     for (int i = 0; i < 64; i++)
         Py_VISIT(self->irq_context_of[i]);
+    for (int i = 0; i < MEMO_STATES * MEMO_STATES; i++)
+        Py_VISIT(self->transition_of[i]);
+    for (int i = 0; i < MEMO_CTX * 8; i++)
+        Py_VISIT(self->ctx_after_of[i]);
     for (int i = 0; i < OP_N; i++)
         Py_VISIT(self->irq_ops[i]);
-    for (int i = 0; i < P_N; i++)
-        Py_VISIT(self->pend.o[i]);
+    for (int k = 0; k < PEND_MAX; k++)
+        for (int i = 0; i < P_N; i++)
+            Py_VISIT(self->pend[k].o[i]);
     int r = rings_traverse(&self->rings, visit, arg);
     return r ? r : capcache_traverse(&self->cache, visit, arg);
 }
@@ -216,11 +237,14 @@ static int get_attr(PyObject *obj, const char *name, PyObject **out) {
 }
 
 static int CaptureFilter_init(CaptureFilter *self, PyObject *args, PyObject *kwds) {
-    PyObject *lines, *caches, *reader, *stats, *checker, *annotated, *make, *rule_tables, *irq_args;
+    PyObject *lines, *caches, *reader, *stats, *checker, *annotated, *make, *rule_tables, *irq_args, *reject = Py_None;
     long tick;
-    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!lO!", &lines, &PyTuple_Type, &caches, &reader, &stats, &checker,
-                          &annotated, &PyTuple_Type, &make, &PyTuple_Type, &rule_tables, &tick, &PyTuple_Type, &irq_args))
+    if (!PyArg_ParseTuple(args, "OO!OOOOO!O!lO!|O", &lines, &PyTuple_Type, &caches, &reader, &stats, &checker,
+                          &annotated, &PyTuple_Type, &make, &PyTuple_Type, &rule_tables, &tick, &PyTuple_Type, &irq_args,
+                          &reject))
         return -1;
+    /* reject: source.Checking.reject, for `(bytes, start, stop)` items (_capturecore_read.h), or None */
+    Py_XSETREF(self->reject, reject == Py_None ? NULL : Py_NewRef(reject));
     /* caches: (heads, flag_cache, bodies, views[, shapes, lock_events]) */
     PyObject *shapes = NULL, *lock_events = NULL;
     if (!PyArg_ParseTuple(caches, "O!O!O!O!|O!O!", &PyDict_Type, &self->heads, &PyDict_Type, &self->flag_cache,

@@ -99,6 +99,8 @@ static PyObject *read_mode(CaptureFilter *self, PyObject *name, int in_irq) {
     return mode;
 }
 
+static int pend_depth(CaptureFilter *self, PyObject *view, PyObject *instance);
+
 /* an acquisition (the Python loop's ACQUIRE branch): 1 applied, 0 passed on, -1 error.  `timestamp`: the
  * line's time stamp as a str, or NULL: not made yet (its `ts_len` bytes at `ts`, at most 40) */
 static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *fl,
@@ -133,6 +135,12 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     int r = 0;
     PyObject *chain_key = NULL, *key = NULL;
     Verdict verdict = {1, NULL, 0, NULL, 0, NULL, NULL};
+    /* the task's acquisitions pending on top of its held list (_capturecore_pending.h), or none */
+    int pending = pend_depth(self, view, instance);
+    if (pending < 0) {
+        r = -1;
+        goto done;
+    }
     int annotated = self->annotator != NULL;
     if (annotated) {
         r = decide(self, view, task, name, mode, trylock, &verdict);
@@ -156,7 +164,7 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     PyObject *held = SLOT(view, self->view_off[V_HELD]);
     if (held == NULL || !PyList_CheckExact(held))
         goto done;
-    Py_ssize_t depth = PyList_GET_SIZE(held);
+    Py_ssize_t depth = PyList_GET_SIZE(held) + pending;
     if (depth >= self->fast_depth)
         goto done;
     long mode_value = small_long(mode);
@@ -179,7 +187,8 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         goto done;
     PyObject *start = prev_key;
     if (depth) {
-        long top = top_context(self, PyList_GET_ITEM(held, depth - 1));
+        long top = pending ? small_long(self->pend[pending - 1].o[P_IRQ_CONTEXT])
+                           : top_context(self, PyList_GET_ITEM(held, depth - 1));
         long ctx = small_long(irq_context);
         if (top < 0 || top > 3 || ctx < 0 || ctx > 3)
             goto done;
@@ -256,12 +265,13 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         goto done;
     }
     /* the reader */
-    key = capcache_pair(&self->cache, task, instance);
+    Py_hash_t key_hash;
+    key = capcache_pair_hashed(&self->cache, task, instance, &key_hash);
     if (key == NULL) {
         Py_DECREF(pend_prev);
         goto done;
     }
-    PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
+    PyObject *entry = dict_get_hashed(self->held_names, key, key_hash);
     int names = entry == NULL;
     if (entry == NULL) {
         if (PyErr_Occurred()) {
@@ -283,7 +293,7 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         }
     }
     {
-        Pending *p = &self->pend;
+        Pending *p = &self->pend[self->npend++]; /* (pend_depth left room for it) */
         PyObject *objs[P_N] = {task, name, instance, mode, timestamp, cpu, PyTuple_GET_ITEM(head, H_DISPLAY), held,
                                a_held, verdict.ctx != NULL ? verdict.ctx : Py_None, key, irq_context, hardirqs_off,
                                NULL, view, cls};
@@ -300,7 +310,6 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
         p->check = check;
         p->subclass = verdict.subclass;
         p->lineno = self->lineno;
-        p->active = 1;
     }
     self->acquisitions++;
     r = 1;
@@ -316,7 +325,7 @@ static int pend_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
 static int pend_flush(CaptureFilter *self);
 
 static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *head, PyObject *body) {
-    if (self->pend.active) {
+    if (self->npend) {
         int done = pend_release(self, view, ctask, head, body);
         if (done != 0)
             return done;
@@ -324,11 +333,12 @@ static int take_release(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
     PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
     PyObject *instance = PyTuple_GET_ITEM(body, B_INSTANCE);
-    PyObject *key = capcache_pair(&self->cache, task, instance);
+    Py_hash_t key_hash;
+    PyObject *key = capcache_pair_hashed(&self->cache, task, instance, &key_hash);
     if (key == NULL)
         return -1;
     int r = 0;
-    PyObject *entry = PyDict_GetItemWithError(self->held_names, key);
+    PyObject *entry = dict_get_hashed(self->held_names, key, key_hash);
     if (entry == NULL || !PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 2) {
         r = PyErr_Occurred() ? -1 : 0;
         goto done;

@@ -19,6 +19,7 @@ from lockcheck.events import ACQUIRE, RELEASE, WRITE
 from lockcheck.engine import fast_lt
 from lockcheck.lockdep import rules
 from lockcheck.lockdep.tasks import HeldLock, RecentLocks, TaskState
+from lockcheck.readers.source import Checking
 
 
 def _compiled():
@@ -83,8 +84,8 @@ def numbered(lines: Iterable[str], caches: tuple, reader, stats, checker, ann, f
     cannot run here.  `caches`: the loop's (heads, flag_cache, bodies, views); `ann`: its
     `_Annotated` (or None); `event`: what rebuilds an acquisition's event (`fast_stages._event`);
     `view_limit`: views kept at most (the loop's `_VIEW_LIMIT`); `give_bytes`: `source.Lines.give_bytes`
-    of the lines, asked to hand the filter the rest of the file as blocks of bytes (it makes a str only
-    of a line it passes on)."""
+    of the lines, asked to hand the filter the rest of the file as `(bytes, start, stop)` blocks (it checks
+    them itself, and makes a str only of a line it passes on)."""
     core = _compiled()
     if core is None:
         return None
@@ -98,10 +99,15 @@ def numbered(lines: Iterable[str], caches: tuple, reader, stats, checker, ann, f
             context_transition, context_hit, view_limit)
     from lockcheck.readers.ftrace_context import read_mode
 
+    # (the source's blocks as `(bytes, start, stop)`, uncopied and unchecked: the filter checks each
+    # itself, and gives back one that is not plain ASCII for the source to decode)
+    checking = Checking(int)
     numbered = core(lines, caches, reader, stats, checker, ann, make, tables,
-                    -1 if tick_mask is None else tick_mask, _irq() + (reader.read_policy is read_mode,))
+                    -1 if tick_mask is None else tick_mask, _irq() + (reader.read_policy is read_mode,),
+                    checking.reject)
+    checking.lines_read = numbered.lines_read
     if give_bytes is not None:
-        give_bytes(numbered.lines_read)
+        give_bytes(checking)
     return numbered
 
 

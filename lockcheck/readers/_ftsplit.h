@@ -18,8 +18,9 @@ typedef struct {
     Py_ssize_t end, from, blank, ts_start, colon, n;
 } Pieces;
 
+/* the head, the colon and the flags' start of split_pieces (`blank` and `ts_start` not set) */
 static inline int
-split_pieces(const char *text, Py_ssize_t n, Pieces *at)
+split_pieces_head(const char *text, Py_ssize_t n, Pieces *at)
 {
     at->n = n;
     at->end = -1;
@@ -43,11 +44,42 @@ split_pieces(const char *text, Py_ssize_t n, Pieces *at)
     at->from = at->end + 2;
     while (at->from < at->colon && text[at->from] == ' ')
         at->from++;
+    return 1;
+}
+
+static inline int
+split_pieces(const char *text, Py_ssize_t n, Pieces *at)
+{
+    if (!split_pieces_head(text, n, at))
+        return 0;
     at->blank = at->colon - 1;
     while (at->blank >= at->from && text[at->blank] != ' ')
         at->blank--;
     at->ts_start = at->blank >= at->from ? at->blank + 1 : at->from;
     return 1;
+}
+
+/* split_pieces, then stamp_ok of the time stamp, in one: the last blank before the colon looked for
+ * and the stamp's bytes tested in the same pass back from the colon (a byte that is neither a digit
+ * nor a point nor a blank fails the stamp, wherever the blank is).  1: split, a stamp scan takes. */
+static inline int
+split_stamped(const char *text, Py_ssize_t n, Pieces *at)
+{
+    if (!split_pieces_head(text, n, at))
+        return 0;
+    Py_ssize_t i = at->colon - 1, points = 0;
+    for (; i >= at->from; i--) {
+        char c = text[i];
+        if (c == ' ')
+            break;
+        if (c == '.')
+            points++;
+        else if (c < '0' || c > '9')
+            return 0;
+    }
+    at->blank = i;
+    at->ts_start = i + 1;
+    return at->ts_start < at->colon && points <= 1 && text[at->ts_start] != '.' && text[at->colon - 1] != '.';
 }
 
 /* `scan_pure`'s time stamp test: ASCII digits with at most one point, neither first nor last */
