@@ -11,9 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from lockcheck.commands.cli import main
 from lockcheck.engine import capture_filter
-from test_capturepath import STATE, _filter, _filters_made
+from test_capturepath import _filter, _filters_made, check_with_state
 
 pytestmark = pytest.mark.skipif(not capture_filter.compiled(), reason="the compiled filter is not built")
 
@@ -50,9 +49,7 @@ def test_a_block_with_an_odd_byte_is_read_as_the_loop_reads_it(name, tmp_path, m
     monkeypatch.setenv("LOCKCHECK_JOBS", "1")
 
     def check() -> tuple:
-        status = main(["check", "--format", "json", "--no-config", "--lockdep-state", str(STATE), str(path)])
-        out, err = capsys.readouterr()
-        return status, out, err
+        return check_with_state(path, capsys)
 
     with _filter(False):
         loop = check()

@@ -232,6 +232,13 @@ def _filters_made(made: list):
         yield
 
 
+def check_with_state(path, capsys) -> tuple:
+    """`lockcheck check` of the capture at `path` with the kernel's state: (status, stdout, stderr)."""
+    status = main(["check", "--format", "json", "--no-config", "--lockdep-state", str(STATE), str(path)])
+    out, err = capsys.readouterr()
+    return status, out, err
+
+
 def filter_counts(lines: list[str], with_state: bool) -> tuple[object, dict]:
     """The Python loop's outcome of `lines` and the counts of the compiled filter that checked them,
     after showing the filter's outcome and the plain path's are the loop's."""
@@ -597,15 +604,9 @@ def test_a_file_read_in_blocks_of_bytes_checks_the_same(ending, tmp_path, monkey
     path = tmp_path / "blocks.ftrace"
     path.write_bytes(ending.join(lines).encode() + ending.encode())
     monkeypatch.setenv("LOCKCHECK_JOBS", "1")
-
-    def check() -> tuple:
-        status = main(["check", "--format", "json", "--no-config", "--lockdep-state", str(STATE), str(path)])
-        out, err = capsys.readouterr()
-        return status, out, err
-
     with _filter(False):
-        loop = check()
-    assert check() == loop
+        loop = check_with_state(path, capsys)
+    assert check_with_state(path, capsys) == loop
     assert ":36007:" in loop[2]  # the bad line's error, numbered as in the file
 
 
