@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from lockcheck.engine import capture_filter
-from test_capturepath import _filter, _filters_made, check_with_state
+from test_capturepath import _filter, _filters_made, check_with_state, nested_round
 
 pytestmark = pytest.mark.skipif(not capture_filter.compiled(), reason="the compiled filter is not built")
 
@@ -21,11 +21,7 @@ def _capture(odd_line: str, at: int) -> bytes:
     """A capture of ~300 kB (blocks of 64 kB) with `odd_line` in place of the line numbered `at`."""
     lines = []
     for i in range(3000):
-        stamp = f"{5 + i / 1000:.6f}"
-        lines += [f"           bash-12 [000] ...1.  {stamp}: lock_acquire: 00000000a1 &p->pi_lock",
-                  f"           bash-12 [000] d..2.  {stamp}: lock_acquire: 00000000b2 &rq->__lock",
-                  f"           bash-12 [000] d..2.  {stamp}: lock_release: 00000000b2 &rq->__lock",
-                  f"           bash-12 [000] ...1.  {stamp}: lock_release: 00000000a1 &p->pi_lock"]
+        lines += nested_round(f"{5 + i / 1000:.6f}")
     lines[at - 1] = odd_line
     return ("\n".join(lines) + "\n").encode()
 

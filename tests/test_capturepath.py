@@ -232,6 +232,14 @@ def _filters_made(made: list):
         yield
 
 
+def nested_round(stamp: str) -> list[str]:
+    """bash-12 takes &p->pi_lock, then &rq->__lock with irqs off, and releases both, at `stamp`."""
+    return [f"           bash-12 [000] ...1.  {stamp}: lock_acquire: 00000000a1 &p->pi_lock",
+            f"           bash-12 [000] d..2.  {stamp}: lock_acquire: 00000000b2 &rq->__lock",
+            f"           bash-12 [000] d..2.  {stamp}: lock_release: 00000000b2 &rq->__lock",
+            f"           bash-12 [000] ...1.  {stamp}: lock_release: 00000000a1 &p->pi_lock"]
+
+
 def check_with_state(path, capsys) -> tuple:
     """`lockcheck check` of the capture at `path` with the kernel's state: (status, stdout, stderr)."""
     status = main(["check", "--format", "json", "--no-config", "--lockdep-state", str(STATE), str(path)])
@@ -593,10 +601,7 @@ def test_a_file_read_in_blocks_of_bytes_checks_the_same(ending, tmp_path, monkey
     lines = []
     for i in range(9000):
         stamp = f"{5 + i / 1000:.6f}"
-        lines += [f"           bash-12 [000] ...1.  {stamp}: lock_acquire: 00000000a1 &p->pi_lock",
-                  f"           bash-12 [000] d..2.  {stamp}: lock_acquire: 00000000b2 &rq->__lock",
-                  f"           bash-12 [000] d..2.  {stamp}: lock_release: 00000000b2 &rq->__lock",
-                  f"           bash-12 [000] ...1.  {stamp}: lock_release: 00000000a1 &p->pi_lock"]
+        lines += nested_round(stamp)
         if i % 2000 == 1999:
             lines += ["", f"        sshd-4 [001] ...1.  {stamp}: sched_switch: prev_comm=sshd \u00e9"]
     lines[-3:] = ["        sshd-4 [001] ...1.  99.0: lock_acquire: 00000000a1 &p->pi_lock",
