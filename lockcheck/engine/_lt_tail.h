@@ -11,6 +11,7 @@
 #ifndef LOCKCHECK_LT_TAIL_H
 #define LOCKCHECK_LT_TAIL_H
 
+#include <float.h>
 #include <math.h>
 #include "_lt_state.h"
 #include "_lt_classes.h"
@@ -52,9 +53,9 @@ static inline int str_is(PyObject *s, const char *p, Py_ssize_t n) {
 static int valid_seconds(const char *p, Py_ssize_t n) {
     if (!ts_chars_ok(n))
         return 0;
-    /* the usual shape, DIGITS[.DIGITS], is a finite float within that many characters: no str,
-     * no float made for it (nor a `_` looked for: it has none); anything else is float()'s to
-     * judge */
+    /* the usual shape, DIGITS[.DIGITS], of at most DBL_MAX_10_EXP characters is a finite float: no
+     * str, no float made for it (nor a `_` looked for: it has none); anything else (and a limit read
+     * from Python that allows longer numbers, which may be inf) is float()'s to judge */
     Py_ssize_t i = 0, digits = 0;
     while (i < n && p[i] >= '0' && p[i] <= '9')
         i++;
@@ -64,7 +65,7 @@ static int valid_seconds(const char *p, Py_ssize_t n) {
         while (i < n && p[i] >= '0' && p[i] <= '9')
             i++;
     }
-    if (i == n && digits > 0)
+    if (i == n && digits > 0 && n <= DBL_MAX_10_EXP)
         return 1;
     if (find_byte(p, n, '_') != NULL)
         return 0;

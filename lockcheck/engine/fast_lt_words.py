@@ -9,6 +9,7 @@ here but the class of a lock taken with a subclass (`rules.hlock_class`).
 
 from __future__ import annotations
 
+import sys
 from typing import Optional
 
 from lockcheck import events as E
@@ -184,8 +185,10 @@ def _stamp(stamp: str, info: tuple) -> tuple[bool, Optional[int]]:
 NOT_FAST = object()
 
 
-#: lt.MAX_SECONDS_CHARS, as the reader had it when this module was imported (the compiled core's too)
-_SECONDS_CHARS = lt.MAX_SECONDS_CHARS
+#: the longest stamp `_stamp_cpu` reads as finite by its digits alone: lt.MAX_SECONDS_CHARS as the
+#: reader had it when this module was imported (the compiled core's too), but no more than 308
+#: characters (sys.float_info.max_10_exp: a longer string of digits may be inf, `lt._seconds`'s to judge)
+_SECONDS_CHARS = min(lt.MAX_SECONDS_CHARS, sys.float_info.max_10_exp)
 
 
 def _stamp_cpu(stamp: str) -> object:
