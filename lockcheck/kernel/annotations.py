@@ -74,7 +74,7 @@ from lockcheck.kernel.annotation_trust import FULL, NONE, STATE_CHANGED, UNKNOWN
 def state_key(name: str) -> str:
     """A /proc class name as the trace can know it: `#N` dropped, `/S` kept."""
     base, _, sub = split_class_name(name)
-    return f"{base}/{sub}" if sub else base
+    return hlock_class(base, sub)
 
 
 class StateIndex:
@@ -408,7 +408,7 @@ class Annotator(AnnotatorVerdicts):
         return changed
 
     def _push(self, ev: Event, held: list, ctx: int) -> None:
-        key = f"{ev.lock}/{ev.subclass}" if ev.subclass else ev.lock
+        key = hlock_class(ev.lock, ev.subclass)
         if held and ev.nest is not None:
             top = held[-1]
             if top[_KEY] == key and top[_CTX] == ctx:  # merged into the top entry (references)
@@ -490,11 +490,11 @@ class Annotator(AnnotatorVerdicts):
         entries = self._stack(held, ctx)
         lock = ev.lock
         tails = [lock] if not same else []
-        tails += [f"{lock}/{sub}" for sub in subs]
+        tails += [hlock_class(lock, sub) for sub in subs]
         keys = [entry[_KEY] for entry in entries]
         for pos in range(len(entries) - 1, -1, -1):
             entry = entries[pos]
-            alternatives = [entry[_LOCK]] + [f"{entry[_LOCK]}/{sub}" for sub in index.subclasses.get(entry[_LOCK], ())]
+            alternatives = [entry[_LOCK]] + [hlock_class(entry[_LOCK], sub) for sub in index.subclasses.get(entry[_LOCK], ())]
             for alt in alternatives:
                 if alt == entry[_KEY]:
                     continue
