@@ -57,7 +57,8 @@ typedef struct {
     PyObject *exc_type, *exc_value, *exc_tb; /* an error to raise once `out` is empty */
     long long stopped_at; /* the line `.lt` cannot carry (0: none) */
     PyObject *rest;       /* list of str: that line and the rest of its block */
-    PyObject *block;      /* the bytes being written (NULL between blocks), `buf` its data */
+    PyObject *block;      /* the bytes being written (NULL once yielded; kept from one source item to the
+                           * next while it holds less than FLUSH_MIN), `buf` its data */
     char *buf;
     Py_ssize_t len, cap;
     Py_ssize_t hint;      /* the room the largest block so far needed (where the next one starts) */
@@ -65,7 +66,7 @@ typedef struct {
     Py_ssize_t masks_cap;    /* (in words) */
     unsigned char next_key[K_COUNT + 1]; /* the key that followed each key last (K_COUNT: the first) */
     int give_hints;       /* yield (block, hints) pairs: each line's split for the `.lt` core (_lt_hints.h) */
-    PyObject *hints;      /* the hints of the lines in `block` (NULL between blocks), `hbuf` its data */
+    PyObject *hints;      /* the hints of the lines in `block` (NULL when `block` is), `hbuf` its data */
     LineHint *hbuf;
     Py_ssize_t hlen, hcap; /* (in hints) */
     int32_t hint_task, hint_rest; /* the split of the line write_event wrote last */
