@@ -145,15 +145,16 @@ static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObje
     if (refresh) { /* tasks.usage_needs */
         if (!known) {
             need = self->used_only;
-        } else {
+        } else if ((need = self->need_of[(hd ? 4 : 0) + (sd ? 2 : 0) + (se ? 1 : 0)]) == NULL) {
             PyObject *key = Py_BuildValue("(OOO)", hd ? Py_True : Py_False, sd ? Py_True : Py_False,
                                           se ? Py_True : Py_False);
             if (key == NULL)
                 return -1;
-            need = PyDict_GetItemWithError(self->usage_needs, key);
+            need = PyDict_GetItemWithError(self->usage_needs, key); /* (a constant table: kept) */
             Py_DECREF(key);
             if (need == NULL)
                 return PyErr_Occurred() ? -1 : 0;
+            self->need_of[(hd ? 4 : 0) + (sd ? 2 : 0) + (se ? 1 : 0)] = Py_NewRef(need);
         }
     }
     /* the annotator's nesting after the ops (annotations.context_after) */
