@@ -95,8 +95,8 @@ static inline int truth_slot(PyObject *o, Py_ssize_t off, int *out) {
  * would (none marking a usage bit or noting anything), the task's stamps, the checker's events, the
  * annotator's nesting, and the task's new view (a new reference in *out): 1; 0: not here (nothing changed:
  * the Python function decides), -1 error. */
-static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *task, PyObject *ops,
-                    PyObject *display, PyObject *cpu, PyObject *lineno, PyObject *ts, PyObject **out) {
+static int irq_here(CaptureFilter *self, TaskSlot *slot, PyObject *view, PyObject *ctask, PyObject *task,
+                    PyObject *ops, PyObject *display, PyObject *cpu, PyObject *lineno, PyObject *ts, PyObject **out) {
     if (!PyTuple_CheckExact(ops) || PyTuple_GET_SIZE(ops) > 8 || Py_TYPE(ctask) != self->task_type ||
         self->preempt_rt || self->stopped)
         return 0;
@@ -158,12 +158,16 @@ static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObje
         }
     }
     /* the annotator's nesting after the ops (annotations.context_after) */
-    PyObject *ctx = NULL;
+    PyObject *ctx = NULL, *ctx_was = NULL; /* (ctx_was: ctx.get(task), borrowed; NULL: absent) */
     if (self->annotator != NULL) {
-        ctx = PyDict_GetItemWithError(self->actx, task);
-        if (ctx == NULL && PyErr_Occurred())
+        /* (the task's slot knows it: no lookup; the slot checked to be still the task's, as pend_flush ran since) */
+        if (slot != NULL && slot->actx_known && slot->gen == self->cache.gen && slot->task != NULL &&
+            same_str(slot->task, task)) {
+            ctx_was = slot->actx;
+        } else if ((ctx_was = PyDict_GetItemWithError(self->actx, task)) == NULL && PyErr_Occurred()) {
             return -1;
-        ctx = ctx == NULL ? small_ints[0] : ctx;
+        }
+        ctx = ctx_was == NULL ? small_ints[0] : ctx_was;
         Py_INCREF(ctx);
         for (int i = 0; i < n; i++) {
             PyObject *op = PyTuple_GET_ITEM(ops, i);
@@ -232,8 +236,10 @@ static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObje
         slot_set(ctask, self->task_off[T_CPU], cpu);
     PyObject *a_held = SLOT(view, self->view_off[V_A_HELD]);
     if (self->annotator != NULL) {
-        if (PyDict_SetItem(self->actx, task, ctx) < 0)
+        /* (the same object there already: nothing to write; the task's slot is told it, by change_context's caller) */
+        if (ctx != ctx_was && PyDict_SetItem(self->actx, task, ctx) < 0)
             goto out;
+        Py_XSETREF(self->irq_actx, Py_NewRef(ctx));
         a_held = PyDict_GetItemWithError(self->held_of, task);
         if (a_held == NULL) {
             if (PyErr_Occurred())
@@ -292,8 +298,8 @@ static PyObject *stamp_float(PyObject *timestamp) {
  * line whose flags column changed: the task's new view (borrowed, in the views), or NULL: passed
  * on, nothing changed (an error set, or not).  Once applied, the change stands whether or not the
  * line's lock event is applied here too (as in the Python loop: its context is the task's now). */
-static PyObject *change_context(CaptureFilter *self, PyObject *view, PyObject *head, PyObject *fl, PyObject *body,
-                                PyObject *timestamp, PyObject *old) {
+static PyObject *change_context(CaptureFilter *self, TaskSlot *slot, PyObject *view, PyObject *head, PyObject *fl,
+                                PyObject *body, PyObject *timestamp, PyObject *old) {
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
     if (PyTuple_GET_ITEM(body, B_OP) == self->acquire_op) {
         PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
@@ -338,7 +344,7 @@ static PyObject *change_context(CaptureFilter *self, PyObject *view, PyObject *h
     if (ts == NULL)
         goto out;
     PyObject *here = NULL;
-    int done = irq_here(self, view, SLOT(view, self->view_off[V_TASK]), task, ops, PyTuple_GET_ITEM(head, H_DISPLAY),
+    int done = irq_here(self, slot, view, SLOT(view, self->view_off[V_TASK]), task, ops, PyTuple_GET_ITEM(head, H_DISPLAY),
                         PyTuple_GET_ITEM(head, H_CPU), lineno, ts, &here);
     if (done < 0)
         goto out;

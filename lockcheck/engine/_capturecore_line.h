@@ -224,22 +224,26 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
                 goto done;
             }
             Py_XINCREF(old);
-            PyObject *changed = change_context(self, view, head, fl, body, timestamp, old);
+            PyObject *changed = change_context(self, ts, view, head, fl, body, timestamp, old);
+            PyObject *actx_now = self->irq_actx; /* (what irq_here set the annotator's ctx[task] to, or NULL) */
+            self->irq_actx = NULL;
             Py_XDECREF(old);
             if (changed == NULL) {
+                Py_XDECREF(actx_now);
                 r = PyErr_Occurred() ? -1 : 0;
                 goto done;
             }
             view = changed; /* (borrowed: the views hold it) */
             if ((ts = capcache_task(&self->cache, task)) == NULL) {
+                Py_XDECREF(actx_now);
                 r = -1;
                 goto done;
             }
             Py_XSETREF(ts->view, Py_NewRef(view));
             Py_XSETREF(ts->context, Py_NewRef(PyTuple_GET_ITEM(fl, F_STATE)));
             ts->context_known = 1;
-            Py_CLEAR(ts->actx); /* (irq_here sets the annotator's ctx[task]) */
-            ts->actx_known = 0;
+            Py_XSETREF(ts->actx, actx_now); /* (irq_here's, or NULL: not known -- Python's context_hit set it) */
+            ts->actx_known = actx_now != NULL;
             if (Py_TYPE(view) != self->view_type)
                 goto done;
         }

@@ -101,6 +101,8 @@ typedef struct {
     /* usage_needs[(hardirq, softirq, softirqs enabled)] by h * 4 + s * 2 + e (a tuple built and looked up
      * cost ~950 instructions a refresh, callgrind) */
     PyObject *need_of[8];
+    /* the annotator's ctx[task] irq_here just set (a new reference, for the task's slot), or NULL */
+    PyObject *irq_actx;
     int preempt_rt, stopped;
     /* the rule tables */
     unsigned long validates_checked, validates_unchecked, separate;
@@ -189,6 +191,7 @@ static int CaptureFilter_clear(CaptureFilter *self) {
         Py_CLEAR(self->ctx_after_of[i]);
     for (int i = 0; i < 8; i++)
         Py_CLEAR(self->need_of[i]);
+    Py_CLEAR(self->irq_actx);
     return 0;
 }
 
@@ -225,6 +228,7 @@ static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *ar
         Py_VISIT(self->ctx_after_of[i]);
     for (int i = 0; i < 8; i++)
         Py_VISIT(self->need_of[i]);
+    Py_VISIT(self->irq_actx);
     for (int i = 0; i < OP_N; i++)
         Py_VISIT(self->irq_ops[i]);
     for (int k = 0; k < PEND_MAX; k++)
