@@ -85,13 +85,32 @@ static int split_line(CaptureFilter *self, const char *text, Py_ssize_t n, Split
     Pieces at;
     if (!split_stamped(text, n, &at))
         return 0;
+    Py_ssize_t flags_end = at.blank >= at.from ? at.blank : at.from;
+    HFSlot *hs = NULL;
+    if (flags_end <= HF_MAX && at.end <= at.from) { /* (head and flags together: the slot of both) */
+        hs = &self->cache.hf[piece_index(text, flags_end) & (HF_SLOTS - 1)];
+        if (hs->head != NULL && hs->n == flags_end && hs->end == at.end && hs->from == at.from &&
+            memcmp(hs->bytes, text, (size_t)flags_end) == 0) {
+            out->head = hs->head;
+            out->fl = hs->fl;
+            goto body;
+        }
+    }
     out->head = capcache_piece(&self->cache, PC_HEAD, self->heads, text, at.end);
     if (out->head == NULL)
         return 0;
-    Py_ssize_t flags_end = at.blank >= at.from ? at.blank : at.from;
     out->fl = capcache_piece(&self->cache, PC_FLAGS, self->flag_cache, text + at.from, flags_end - at.from);
     if (out->fl == NULL)
         return 0;
+    if (hs != NULL) { /* (what the two slots gave, for these bytes split here) */
+        Py_XSETREF(hs->head, Py_NewRef(out->head));
+        Py_XSETREF(hs->fl, Py_NewRef(out->fl));
+        hs->n = flags_end;
+        hs->end = at.end;
+        hs->from = at.from;
+        memcpy(hs->bytes, text, (size_t)flags_end);
+    }
+body:
     out->body = capcache_piece(&self->cache, PC_BODY, self->bodies, text + at.colon + 2, at.n - at.colon - 2);
     if (out->body == NULL && self->shapes != NULL && !PyErr_Occurred()) {
         out->body = body_from_shape(self, text + at.colon + 2, at.n - at.colon - 2);
