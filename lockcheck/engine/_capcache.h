@@ -75,6 +75,17 @@ typedef struct {
     PyObject *recent_pair; /* which is then their newest: added again, nothing changes; or NULL */
 } TaskSlot;
 
+/* A line's head and flags pieces together (the bytes from the line's start to the flags' end, and where
+ * the split put the two in them): what the head and flags slots gave for them, or head NULL: empty.  (One
+ * hash and one compare a line, not two of each.) */
+#define HF_SLOTS 4096
+#define HF_MAX 80
+typedef struct {
+    PyObject *head, *fl;
+    Py_ssize_t n, end, from;
+    char bytes[HF_MAX];
+} HFSlot;
+
 typedef struct {
     PyObject *key;   /* str of the piece's bytes, or NULL */
     PyObject *value; /* what the dict held for it, or NULL: not found yet */
@@ -82,6 +93,7 @@ typedef struct {
 
 typedef struct {
     PieceSlot *pieces;  /* PC_N * PIECE_SLOTS */
+    HFSlot *hf;         /* HF_SLOTS */
     PyObject **pairs;   /* PAIR_SLOTS tuples, or NULL */
     Py_hash_t *pair_hashes; /* and their hashes (a tuple keeps none: ~80 instructions each dict probe) */
     TaskSlot *tasks;    /* TASK_SLOTS */
@@ -92,6 +104,10 @@ typedef struct {
 
 static int capcache_init(CapCache *c) {
     if (c->pieces == NULL && (c->pieces = PyMem_Calloc(PC_N * PIECE_SLOTS, sizeof(PieceSlot))) == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    if (c->hf == NULL && (c->hf = PyMem_Calloc(HF_SLOTS, sizeof(HFSlot))) == NULL) {
         PyErr_NoMemory();
         return -1;
     }
@@ -127,6 +143,14 @@ static void capcache_clear(CapCache *c) {
         }
         PyMem_Free(c->pieces);
         c->pieces = NULL;
+    }
+    if (c->hf != NULL) {
+        for (Py_ssize_t i = 0; i < HF_SLOTS; i++) {
+            Py_CLEAR(c->hf[i].head);
+            Py_CLEAR(c->hf[i].fl);
+        }
+        PyMem_Free(c->hf);
+        c->hf = NULL;
     }
     if (c->pairs != NULL) {
         for (Py_ssize_t i = 0; i < PAIR_SLOTS; i++)
@@ -171,6 +195,11 @@ static int capcache_traverse(CapCache *c, visitproc visit, void *arg) {
         for (Py_ssize_t i = 0; i < PC_N * PIECE_SLOTS; i++) {
             Py_VISIT(c->pieces[i].key);
             Py_VISIT(c->pieces[i].value);
+        }
+    if (c->hf != NULL)
+        for (Py_ssize_t i = 0; i < HF_SLOTS; i++) {
+            Py_VISIT(c->hf[i].head);
+            Py_VISIT(c->hf[i].fl);
         }
     if (c->pairs != NULL)
         for (Py_ssize_t i = 0; i < PAIR_SLOTS; i++)

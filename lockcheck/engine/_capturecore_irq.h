@@ -91,12 +91,19 @@ static inline int truth_slot(PyObject *o, Py_ssize_t off, int *out) {
     return *out < 0 ? -1 : 0;
 }
 
+/* Whether `prev`, an irq event's record in a task's irq_events, may be filled again in place: an exact
+ * 7-tuple (the record irq_here makes: `_defer_irq_event`'s) whose one reference is the dict's, so that
+ * nothing else can see it change. */
+static inline int record_reusable(PyObject *prev) {
+    return PyTuple_CheckExact(prev) && PyTuple_GET_SIZE(prev) == 7 && Py_REFCNT(prev) == 1;
+}
+
 /* fast_stages.context_hit done here for the common case: each op of `ops` applied as fast_held.irq_change
  * would (none marking a usage bit or noting anything), the task's stamps, the checker's events, the
  * annotator's nesting, and the task's new view (a new reference in *out): 1; 0: not here (nothing changed:
  * the Python function decides), -1 error. */
-static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObject *task, PyObject *ops,
-                    PyObject *display, PyObject *cpu, PyObject *lineno, PyObject *ts, PyObject **out) {
+static int irq_here(CaptureFilter *self, TaskSlot *slot, PyObject *view, PyObject *ctask, PyObject *task,
+                    PyObject *ops, PyObject *display, PyObject *cpu, PyObject *lineno, PyObject *ts, PyObject **out) {
     if (!PyTuple_CheckExact(ops) || PyTuple_GET_SIZE(ops) > 8 || Py_TYPE(ctask) != self->task_type ||
         self->preempt_rt || self->stopped)
         return 0;
@@ -145,24 +152,29 @@ static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObje
     if (refresh) { /* tasks.usage_needs */
         if (!known) {
             need = self->used_only;
-        } else {
+        } else if ((need = self->need_of[(hd ? 4 : 0) + (sd ? 2 : 0) + (se ? 1 : 0)]) == NULL) {
             PyObject *key = Py_BuildValue("(OOO)", hd ? Py_True : Py_False, sd ? Py_True : Py_False,
                                           se ? Py_True : Py_False);
             if (key == NULL)
                 return -1;
-            need = PyDict_GetItemWithError(self->usage_needs, key);
+            need = PyDict_GetItemWithError(self->usage_needs, key); /* (a constant table: kept) */
             Py_DECREF(key);
             if (need == NULL)
                 return PyErr_Occurred() ? -1 : 0;
+            self->need_of[(hd ? 4 : 0) + (sd ? 2 : 0) + (se ? 1 : 0)] = Py_NewRef(need);
         }
     }
     /* the annotator's nesting after the ops (annotations.context_after) */
-    PyObject *ctx = NULL;
+    PyObject *ctx = NULL, *ctx_was = NULL; /* (ctx_was: ctx.get(task), borrowed; NULL: absent) */
     if (self->annotator != NULL) {
-        ctx = PyDict_GetItemWithError(self->actx, task);
-        if (ctx == NULL && PyErr_Occurred())
+        /* (the task's slot knows it: no lookup; the slot checked to be still the task's, as pend_flush ran since) */
+        if (slot != NULL && slot->actx_known && slot->gen == self->cache.gen && slot->task != NULL &&
+            same_str(slot->task, task)) {
+            ctx_was = slot->actx;
+        } else if ((ctx_was = PyDict_GetItemWithError(self->actx, task)) == NULL && PyErr_Occurred()) {
             return -1;
-        ctx = ctx == NULL ? small_ints[0] : ctx;
+        }
+        ctx = ctx_was == NULL ? small_ints[0] : ctx_was;
         Py_INCREF(ctx);
         for (int i = 0; i < n; i++) {
             PyObject *op = PyTuple_GET_ITEM(ops, i);
@@ -218,9 +230,28 @@ static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObje
         PyObject *stamp = PyNumber_Add(old == NULL ? small_ints[0] : old, small_ints[1]);
         if (stamp == NULL)
             goto out;
+        if (PyDict_SetItem(irq_events, s_stamp_key, stamp) < 0) {
+            Py_DECREF(stamp);
+            goto out;
+        }
+        PyObject *fields[7] = {stamp, self->evidence, self->file, lineno, name, Py_None, ts};
+        PyObject *prev = PyDict_GetItemWithError(irq_events, PyTuple_GET_ITEM(ops, i));
+        if (prev == NULL && PyErr_Occurred()) {
+            Py_DECREF(stamp);
+            goto out;
+        }
+        if (prev != NULL && record_reusable(prev)) {
+            /* the op's last record, held by nothing but the dict: its items replaced, the same tuple
+             * (a tuple made and the old one freed cost ~500 instructions a stamped op, callgrind) */
+            for (int j = 0; j < 7; j++)
+                Py_SETREF(PyTuple_GET_ITEM(prev, j), Py_NewRef(fields[j]));
+            if (!PyObject_GC_IsTracked(prev)) /* (the collector may have untracked it: its items are anything now) */
+                PyObject_GC_Track(prev);
+            Py_DECREF(stamp);
+            continue;
+        }
         PyObject *record = PyTuple_Pack(7, stamp, self->evidence, self->file, lineno, name, Py_None, ts);
-        int failed = record == NULL || PyDict_SetItem(irq_events, s_stamp_key, stamp) < 0 ||
-                     PyDict_SetItem(irq_events, PyTuple_GET_ITEM(ops, i), record) < 0;
+        int failed = record == NULL || PyDict_SetItem(irq_events, PyTuple_GET_ITEM(ops, i), record) < 0;
         Py_DECREF(stamp);
         Py_XDECREF(record);
         if (failed)
@@ -231,8 +262,10 @@ static int irq_here(CaptureFilter *self, PyObject *view, PyObject *ctask, PyObje
         slot_set(ctask, self->task_off[T_CPU], cpu);
     PyObject *a_held = SLOT(view, self->view_off[V_A_HELD]);
     if (self->annotator != NULL) {
-        if (PyDict_SetItem(self->actx, task, ctx) < 0)
+        /* (the same object there already: nothing to write; the task's slot is told it, by change_context's caller) */
+        if (ctx != ctx_was && PyDict_SetItem(self->actx, task, ctx) < 0)
             goto out;
+        Py_XSETREF(self->irq_actx, Py_NewRef(ctx));
         a_held = PyDict_GetItemWithError(self->held_of, task);
         if (a_held == NULL) {
             if (PyErr_Occurred())
@@ -291,8 +324,8 @@ static PyObject *stamp_float(PyObject *timestamp) {
  * line whose flags column changed: the task's new view (borrowed, in the views), or NULL: passed
  * on, nothing changed (an error set, or not).  Once applied, the change stands whether or not the
  * line's lock event is applied here too (as in the Python loop: its context is the task's now). */
-static PyObject *change_context(CaptureFilter *self, PyObject *view, PyObject *head, PyObject *fl, PyObject *body,
-                                PyObject *timestamp, PyObject *old) {
+static PyObject *change_context(CaptureFilter *self, TaskSlot *slot, PyObject *view, PyObject *head, PyObject *fl,
+                                PyObject *body, PyObject *timestamp, PyObject *old) {
     PyObject *task = PyTuple_GET_ITEM(head, H_TASK);
     if (PyTuple_GET_ITEM(body, B_OP) == self->acquire_op) {
         PyObject *name = PyTuple_GET_ITEM(body, B_NAME);
@@ -337,7 +370,7 @@ static PyObject *change_context(CaptureFilter *self, PyObject *view, PyObject *h
     if (ts == NULL)
         goto out;
     PyObject *here = NULL;
-    int done = irq_here(self, view, SLOT(view, self->view_off[V_TASK]), task, ops, PyTuple_GET_ITEM(head, H_DISPLAY),
+    int done = irq_here(self, slot, view, SLOT(view, self->view_off[V_TASK]), task, ops, PyTuple_GET_ITEM(head, H_DISPLAY),
                         PyTuple_GET_ITEM(head, H_CPU), lineno, ts, &here);
     if (done < 0)
         goto out;

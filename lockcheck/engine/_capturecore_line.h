@@ -85,13 +85,32 @@ static int split_line(CaptureFilter *self, const char *text, Py_ssize_t n, Split
     Pieces at;
     if (!split_stamped(text, n, &at))
         return 0;
+    Py_ssize_t flags_end = at.blank >= at.from ? at.blank : at.from;
+    HFSlot *hs = NULL;
+    if (flags_end <= HF_MAX && at.end <= at.from) { /* (head and flags together: the slot of both) */
+        hs = &self->cache.hf[piece_index(text, flags_end) & (HF_SLOTS - 1)];
+        if (hs->head != NULL && hs->n == flags_end && hs->end == at.end && hs->from == at.from &&
+            memcmp(hs->bytes, text, (size_t)flags_end) == 0) {
+            out->head = hs->head;
+            out->fl = hs->fl;
+            goto body;
+        }
+    }
     out->head = capcache_piece(&self->cache, PC_HEAD, self->heads, text, at.end);
     if (out->head == NULL)
         return 0;
-    Py_ssize_t flags_end = at.blank >= at.from ? at.blank : at.from;
     out->fl = capcache_piece(&self->cache, PC_FLAGS, self->flag_cache, text + at.from, flags_end - at.from);
     if (out->fl == NULL)
         return 0;
+    if (hs != NULL) { /* (what the two slots gave, for these bytes split here) */
+        Py_XSETREF(hs->head, Py_NewRef(out->head));
+        Py_XSETREF(hs->fl, Py_NewRef(out->fl));
+        hs->n = flags_end;
+        hs->end = at.end;
+        hs->from = at.from;
+        memcpy(hs->bytes, text, (size_t)flags_end);
+    }
+body:
     out->body = capcache_piece(&self->cache, PC_BODY, self->bodies, text + at.colon + 2, at.n - at.colon - 2);
     if (out->body == NULL && self->shapes != NULL && !PyErr_Occurred()) {
         out->body = body_from_shape(self, text + at.colon + 2, at.n - at.colon - 2);
@@ -224,22 +243,26 @@ static int take_line(CaptureFilter *self, const char *text, Py_ssize_t n) {
                 goto done;
             }
             Py_XINCREF(old);
-            PyObject *changed = change_context(self, view, head, fl, body, timestamp, old);
+            PyObject *changed = change_context(self, ts, view, head, fl, body, timestamp, old);
+            PyObject *actx_now = self->irq_actx; /* (what irq_here set the annotator's ctx[task] to, or NULL) */
+            self->irq_actx = NULL;
             Py_XDECREF(old);
             if (changed == NULL) {
+                Py_XDECREF(actx_now);
                 r = PyErr_Occurred() ? -1 : 0;
                 goto done;
             }
             view = changed; /* (borrowed: the views hold it) */
             if ((ts = capcache_task(&self->cache, task)) == NULL) {
+                Py_XDECREF(actx_now);
                 r = -1;
                 goto done;
             }
             Py_XSETREF(ts->view, Py_NewRef(view));
             Py_XSETREF(ts->context, Py_NewRef(PyTuple_GET_ITEM(fl, F_STATE)));
             ts->context_known = 1;
-            Py_CLEAR(ts->actx); /* (irq_here sets the annotator's ctx[task]) */
-            ts->actx_known = 0;
+            Py_XSETREF(ts->actx, actx_now); /* (irq_here's, or NULL: not known -- Python's context_hit set it) */
+            ts->actx_known = actx_now != NULL;
             if (Py_TYPE(view) != self->view_type)
                 goto done;
         }

@@ -101,7 +101,7 @@ static RecentRing *ring_take(RecentRings *rs, PyObject *recent) {
 
 /* `locks.move_to_end(pair)` (or, if it lacks the pair, 0 with nothing done), deferred: 1 done, 0 not
  * there, -1 error */
-static int ring_moved(RecentRings *rs, RecentRing *ring, PyObject *locks, PyObject *pair) {
+static int ring_moved(RecentRings *rs, RecentRing *ring, PyObject *locks, PyObject *pair, Py_hash_t hash) {
     int n = ring->n;
     for (int i = 0; i < n; i++)
         if (ring->moved[i] == pair) {
@@ -109,7 +109,7 @@ static int ring_moved(RecentRings *rs, RecentRing *ring, PyObject *locks, PyObje
             ring->moved[n - 1] = pair;
             return 1;
         }
-    int there = PyDict_Contains(locks, pair);
+    int there = _PyDict_Contains_KnownHash(locks, pair, hash); /* (the pair's hash known: not made again) */
     if (there <= 0)
         return there;
     if (n == RING_N) { /* (the oldest now: the others' last moves came after it) */

@@ -98,6 +98,11 @@ typedef struct {
 #define MEMO_STATES 16
 #define MEMO_CTX 64
     PyObject *transition_of[MEMO_STATES * MEMO_STATES], *ctx_after_of[MEMO_CTX * 8];
+    /* usage_needs[(hardirq, softirq, softirqs enabled)] by h * 4 + s * 2 + e (a tuple built and looked up
+     * cost ~950 instructions a refresh, callgrind) */
+    PyObject *need_of[8];
+    /* the annotator's ctx[task] irq_here just set (a new reference, for the task's slot), or NULL */
+    PyObject *irq_actx;
     int preempt_rt, stopped;
     /* the rule tables */
     unsigned long validates_checked, validates_unchecked, separate;
@@ -184,6 +189,9 @@ static int CaptureFilter_clear(CaptureFilter *self) {
         Py_CLEAR(self->transition_of[i]);
     for (int i = 0; i < MEMO_CTX * 8; i++)
         Py_CLEAR(self->ctx_after_of[i]);
+    for (int i = 0; i < 8; i++)
+        Py_CLEAR(self->need_of[i]);
+    Py_CLEAR(self->irq_actx);
     return 0;
 }
 
@@ -218,6 +226,9 @@ static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *ar
         Py_VISIT(self->transition_of[i]);
     for (int i = 0; i < MEMO_CTX * 8; i++)
         Py_VISIT(self->ctx_after_of[i]);
+    for (int i = 0; i < 8; i++)
+        Py_VISIT(self->need_of[i]);
+    Py_VISIT(self->irq_actx);
     for (int i = 0; i < OP_N; i++)
         Py_VISIT(self->irq_ops[i]);
     for (int k = 0; k < PEND_MAX; k++)

@@ -45,7 +45,7 @@ static PyObject *new_held(CaptureFilter *self, PyObject **fields) {
 
 /* `recent.add(pair)` (tasks.RecentLocks.add): a lock seen again moves to the end; a new one is
  * added when that keeps within the limit, else (the oldest to forget) the method itself is asked */
-static int remember(CaptureFilter *self, PyObject *recent, PyObject *pair) {
+static int remember(CaptureFilter *self, PyObject *recent, PyObject *pair, Py_hash_t pair_hash) {
     if (Py_TYPE(recent) == self->recent_type) {
         PyObject *locks = SLOT(recent, self->recent_off[R_LOCKS]), *limit = SLOT(recent, self->recent_off[R_LIMIT]);
         if (locks != NULL && limit != NULL && Py_TYPE(locks) == &PyODict_Type) {
@@ -53,7 +53,7 @@ static int remember(CaptureFilter *self, PyObject *recent, PyObject *pair) {
             RecentRing *ring = ring_take(&self->rings, recent);
             if (ring == NULL)
                 return -1;
-            int moved = ring_moved(&self->rings, ring, locks, pair);
+            int moved = ring_moved(&self->rings, ring, locks, pair, pair_hash);
             if (moved != 0)
                 return moved < 0 ? -1 : 0;
             if (ring_flush(&self->rings, ring, 0) < 0) /* (a new lock: added after the moves before it) */
@@ -217,14 +217,15 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     r = -1;
     self->ev_now++;
     if (recent != Py_None) {
-        PyObject *pair = capcache_pair(&self->cache, name, instance);
+        Py_hash_t pair_hash;
+        PyObject *pair = capcache_pair_hashed(&self->cache, name, instance, &pair_hash);
         if (pair == NULL)
             goto done;
         TaskSlot *ts = self->cur;
         /* (the pair the filter added last to these recent locks is their newest while no Python code ran
          * (the slot is forgotten then): added again, it stays so) */
         if (ts == NULL || ts->recent != recent || ts->recent_pair != pair) {
-            int added = remember(self, recent, pair);
+            int added = remember(self, recent, pair, pair_hash);
             if (added < 0) {
                 Py_DECREF(pair);
                 goto done;
