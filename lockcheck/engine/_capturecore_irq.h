@@ -91,13 +91,6 @@ static inline int truth_slot(PyObject *o, Py_ssize_t off, int *out) {
     return *out < 0 ? -1 : 0;
 }
 
-/* Whether `prev`, an irq event's record in a task's irq_events, may be filled again in place: an exact
- * 7-tuple (the record irq_here makes: `_defer_irq_event`'s) whose one reference is the dict's, so that
- * nothing else can see it change. */
-static inline int record_reusable(PyObject *prev) {
-    return PyTuple_CheckExact(prev) && PyTuple_GET_SIZE(prev) == 7 && Py_REFCNT(prev) == 1;
-}
-
 /* fast_stages.context_hit done here for the common case: each op of `ops` applied as fast_held.irq_change
  * would (none marking a usage bit or noting anything), the task's stamps, the checker's events, the
  * annotator's nesting, and the task's new view (a new reference in *out): 1; 0: not here (nothing changed:
@@ -230,28 +223,9 @@ static int irq_here(CaptureFilter *self, TaskSlot *slot, PyObject *view, PyObjec
         PyObject *stamp = PyNumber_Add(old == NULL ? small_ints[0] : old, small_ints[1]);
         if (stamp == NULL)
             goto out;
-        if (PyDict_SetItem(irq_events, s_stamp_key, stamp) < 0) {
-            Py_DECREF(stamp);
-            goto out;
-        }
-        PyObject *fields[7] = {stamp, self->evidence, self->file, lineno, name, Py_None, ts};
-        PyObject *prev = PyDict_GetItemWithError(irq_events, PyTuple_GET_ITEM(ops, i));
-        if (prev == NULL && PyErr_Occurred()) {
-            Py_DECREF(stamp);
-            goto out;
-        }
-        if (prev != NULL && record_reusable(prev)) {
-            /* the op's last record, held by nothing but the dict: its items replaced, the same tuple
-             * (a tuple made and the old one freed cost ~500 instructions a stamped op, callgrind) */
-            for (int j = 0; j < 7; j++)
-                Py_SETREF(PyTuple_GET_ITEM(prev, j), Py_NewRef(fields[j]));
-            if (!PyObject_GC_IsTracked(prev)) /* (the collector may have untracked it: its items are anything now) */
-                PyObject_GC_Track(prev);
-            Py_DECREF(stamp);
-            continue;
-        }
         PyObject *record = PyTuple_Pack(7, stamp, self->evidence, self->file, lineno, name, Py_None, ts);
-        int failed = record == NULL || PyDict_SetItem(irq_events, PyTuple_GET_ITEM(ops, i), record) < 0;
+        int failed = record == NULL || PyDict_SetItem(irq_events, s_stamp_key, stamp) < 0 ||
+                     PyDict_SetItem(irq_events, PyTuple_GET_ITEM(ops, i), record) < 0;
         Py_DECREF(stamp);
         Py_XDECREF(record);
         if (failed)
