@@ -38,6 +38,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <structmember.h>
+#include <float.h>
 #include "_rules.h"
 #include "_cshared.h"
 #include "_ftsplit.h"
@@ -124,7 +125,7 @@ static PyTypeObject CaptureFilterType = {
     .tp_name = "lockcheck.engine._capturecore.CaptureFilter",
     .tp_basicsize = sizeof(CaptureFilter),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
-    .tp_doc = "CaptureFilter(lines, caches, reader, stats, checker, annotated, make, rules, tick): "
+    .tp_doc = "CaptureFilter(lines, caches, reader, stats, checker, annotated, make, rules, tick, irq[, reject]): "
               "(lineno, line) of the lines the capture fast path's Python loop must handle",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)CaptureFilter_init,

@@ -288,8 +288,12 @@ static PyObject *stamp_float(PyObject *timestamp) {
                 ok = 0;
             }
         }
+#if FLT_EVAL_METHOD == 0 /* (double arithmetic in doubles: an x87 build may round twice; float() there) */
         if (ok && after <= 22)
             return PyFloat_FromDouble((double)m / tens[after < 0 ? 0 : after]);
+#else
+        (void)tens;
+#endif
     }
     return PyFloat_FromString(timestamp);
 }

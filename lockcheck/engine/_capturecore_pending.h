@@ -16,7 +16,7 @@
  * - an acquisition of the same task's view on top of pending ones (a nested one: about 1 in 5 in the
  *   benchmark captures, each of which made the one under it before) is pending too, on top of them:
  *   take_acquire and the annotator's `decide` read the task's held stack as its held lists and then
- *   the pending acquisitions (`pend_depth`, `pend_top_context`, _capturecore_annotate.h's stack); one of
+ *   the pending acquisitions (`pend_depth`, the top pending entry's irq context, _capturecore_annotate.h's stack); one of
  *   another lock instance only (the reader's entries are by instance), at most PEND_MAX;
  * - `pend_flush` makes them all, in order, exactly as `take_acquire` would have, before anything else
  *   could look: any other line the filter applies that reads or changes a task's held state (an

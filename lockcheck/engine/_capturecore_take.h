@@ -282,6 +282,7 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     } else {
         if (!PyList_CheckExact(entry) || PyList_GET_SIZE(entry) < 2) {
             PyErr_SetString(PyExc_TypeError, "a held name entry is no list");
+            Py_DECREF(pend_prev);
             goto done;
         }
         Py_INCREF(name);
