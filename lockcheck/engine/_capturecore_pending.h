@@ -33,7 +33,7 @@
 /* the innermost pending acquisition dropped */
 static void pend_pop(CaptureFilter *self) {
     Pending *p = &self->pend[--self->npend];
-    for (int i = 0; i < P_N; i++)
+    for (int i = 0; i < P_OWNED; i++)
         Py_CLEAR(p->o[i]);
 }
 

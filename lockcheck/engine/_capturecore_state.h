@@ -50,14 +50,17 @@ static PyObject *small_ints[2];
  * is applied at once.  Up to PEND_MAX of them, all of one task's view (nested acquisitions), the
  * innermost last. */
 #define PEND_MAX 8
-enum { P_TASK, P_NAME, P_INSTANCE, P_MODE, P_TIMESTAMP, P_CPU, P_DISPLAY, P_HELD, P_A_HELD, P_CTX, P_KEY,
-       P_IRQ_CONTEXT, P_HARDIRQS_OFF, P_PREV_KEY, P_VIEW, P_CLS, P_N };
+/* o[0 .. P_OWNED): owned references; o[P_OWNED .. P_N): borrowed from the line's head and body tuples
+ * (o[P_HEAD], o[P_BODY]), which the entry owns: a tuple's items are its own while it lives, so they
+ * outlive the entry (one reference pair an entry instead of six) */
+enum { P_HEAD, P_BODY, P_MODE, P_TIMESTAMP, P_HELD, P_A_HELD, P_CTX, P_KEY, P_IRQ_CONTEXT, P_HARDIRQS_OFF, P_PREV_KEY,
+       P_VIEW, P_CLS, P_OWNED, P_TASK = P_OWNED, P_NAME, P_INSTANCE, P_CPU, P_DISPLAY, P_N };
 typedef struct {
     int names;          /* `held[key] = [name, 1]` is still to do (there was no entry) */
     int trylock, check;
     int subclass;       /* the annotator's (_capturecore_annotate.h); P_CLS its class (the name when 0) */
     long long lineno;
-    PyObject *o[P_N];   /* owned while active; a_held None: the annotator does not run; timestamp NULL: */
+    PyObject *o[P_N];   /* owned (below P_OWNED) while active; a_held None: the annotator does not run; timestamp NULL: */
     char ts[48];        /* made of these bytes (`ts_len`, at most 40: take_line's) when needed */
     Py_ssize_t ts_len;
 } Pending;
@@ -172,7 +175,7 @@ static int CaptureFilter_clear(CaptureFilter *self) {
     known_clear(&self->known);
     rings_clear(&self->rings);
     for (int k = 0; k < PEND_MAX; k++)
-        for (int i = 0; i < P_N; i++)
+        for (int i = 0; i < P_OWNED; i++)
             Py_CLEAR(self->pend[k].o[i]);
     self->npend = 0;
     Py_CLEAR(self->untrusted_from); Py_CLEAR(self->recent_type); Py_CLEAR(self->move_to_end);
@@ -232,7 +235,7 @@ static int CaptureFilter_traverse(CaptureFilter *self, visitproc visit, void *ar
     for (int i = 0; i < OP_N; i++)
         Py_VISIT(self->irq_ops[i]);
     for (int k = 0; k < PEND_MAX; k++)
-        for (int i = 0; i < P_N; i++)
+        for (int i = 0; i < P_OWNED; i++)
             Py_VISIT(self->pend[k].o[i]);
     int r = rings_traverse(&self->rings, visit, arg);
     return r ? r : capcache_traverse(&self->cache, visit, arg);

@@ -296,12 +296,16 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     }
     {
         Pending *p = &self->pend[self->npend++]; /* (pend_depth left room for it) */
-        PyObject *objs[P_N] = {task, name, instance, mode, timestamp, cpu, PyTuple_GET_ITEM(head, H_DISPLAY), held,
-                               a_held, verdict.ctx != NULL ? verdict.ctx : Py_None, key, irq_context, hardirqs_off,
-                               NULL, view, cls};
-        for (int i = 0; i < P_N; i++)
+        PyObject *objs[P_N] = {head, body, mode, timestamp, held, a_held, verdict.ctx != NULL ? verdict.ctx : Py_None,
+                               key, irq_context, hardirqs_off, NULL, view, cls,
+                               /* borrowed: head's and body's items, the entry owning both (P_OWNED) */
+                               task, name, instance, cpu, PyTuple_GET_ITEM(head, H_DISPLAY)};
+        _Static_assert(sizeof objs / sizeof *objs == P_N, "an object for every pending slot");
+        for (int i = 0; i < P_OWNED; i++)
             if (i != P_PREV_KEY)
                 p->o[i] = Py_XNewRef(objs[i]);
+        for (int i = P_OWNED; i < P_N; i++)
+            p->o[i] = objs[i];
         p->o[P_PREV_KEY] = pend_prev;
         if (timestamp == NULL) {
             memcpy(p->ts, ts, (size_t)ts_len);
