@@ -296,17 +296,28 @@ static int take_acquire(CaptureFilter *self, PyObject *view, PyObject *ctask, Py
     }
     {
         Pending *p = &self->pend[self->npend++]; /* (pend_depth left room for it) */
-        PyObject *objs[P_N] = {head, body, mode, timestamp, held, a_held, verdict.ctx != NULL ? verdict.ctx : Py_None,
-                               key, irq_context, hardirqs_off, NULL, view, cls,
-                               /* borrowed: head's and body's items, the entry owning both (P_OWNED) */
-                               task, name, instance, cpu, PyTuple_GET_ITEM(head, H_DISPLAY)};
-        _Static_assert(sizeof objs / sizeof *objs == P_N, "an object for every pending slot");
-        for (int i = 0; i < P_OWNED; i++)
-            if (i != P_PREV_KEY)
-                p->o[i] = Py_XNewRef(objs[i]);
-        for (int i = P_OWNED; i < P_N; i++)
-            p->o[i] = objs[i];
-        p->o[P_PREV_KEY] = pend_prev;
+        /* (each slot written by name, no array and loop: ~90 instructions a push less, callgrind) */
+        _Static_assert(P_N == 18 && P_OWNED == 13, "a value written below for every pending slot");
+        PyObject **o = p->o;
+        o[P_HEAD] = Py_NewRef(head);
+        o[P_BODY] = Py_NewRef(body);
+        o[P_MODE] = Py_NewRef(mode);
+        o[P_TIMESTAMP] = Py_XNewRef(timestamp); /* (NULL: made by pend_make from `ts`) */
+        o[P_HELD] = Py_NewRef(held);
+        o[P_A_HELD] = Py_NewRef(a_held);
+        o[P_CTX] = Py_NewRef(verdict.ctx != NULL ? verdict.ctx : Py_None);
+        o[P_KEY] = Py_NewRef(key);
+        o[P_IRQ_CONTEXT] = Py_NewRef(irq_context);
+        o[P_HARDIRQS_OFF] = Py_NewRef(hardirqs_off);
+        o[P_PREV_KEY] = pend_prev; /* (its reference taken above) */
+        o[P_VIEW] = Py_NewRef(view);
+        o[P_CLS] = Py_NewRef(cls);
+        /* borrowed: head's and body's items, the entry owning both (P_OWNED) */
+        o[P_TASK] = task;
+        o[P_NAME] = name;
+        o[P_INSTANCE] = instance;
+        o[P_CPU] = cpu;
+        o[P_DISPLAY] = PyTuple_GET_ITEM(head, H_DISPLAY);
         if (timestamp == NULL) {
             memcpy(p->ts, ts, (size_t)ts_len);
             p->ts_len = ts_len;
