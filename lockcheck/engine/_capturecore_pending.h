@@ -33,8 +33,25 @@
 /* the innermost pending acquisition dropped */
 static void pend_pop(CaptureFilter *self) {
     Pending *p = &self->pend[--self->npend];
-    for (int i = 0; i < P_OWNED; i++)
-        Py_CLEAR(p->o[i]);
+    /* (by name, not a loop: ~60 instructions a pop less, callgrind; all but the time stamp are never NULL
+     * while active (take_acquire's) -- each set NULL before its reference goes, as Py_CLEAR does) */
+    _Static_assert(P_OWNED == 13, "every owned pending slot dropped below");
+    PyObject **o = p->o, *drop[P_OWNED];
+    memcpy(drop, o, sizeof drop);
+    memset(o, 0, sizeof drop);
+    Py_DECREF(drop[P_HEAD]);
+    Py_DECREF(drop[P_BODY]);
+    Py_DECREF(drop[P_MODE]);
+    Py_XDECREF(drop[P_TIMESTAMP]);
+    Py_DECREF(drop[P_HELD]);
+    Py_DECREF(drop[P_A_HELD]);
+    Py_DECREF(drop[P_CTX]);
+    Py_DECREF(drop[P_KEY]);
+    Py_DECREF(drop[P_IRQ_CONTEXT]);
+    Py_DECREF(drop[P_HARDIRQS_OFF]);
+    Py_DECREF(drop[P_PREV_KEY]);
+    Py_DECREF(drop[P_VIEW]);
+    Py_DECREF(drop[P_CLS]);
 }
 
 /* a pending acquisition's objects made (take_acquire's own, in its order): 0, -1 error */
