@@ -92,7 +92,7 @@ MAX_SUBCLASS = 7
 
 #: most decimal digits an event's `cpu` may have (no machine has a billion CPUs; Python refuses to
 #: convert numbers of thousands of digits): the `.lt` and JSON Lines readers' limit, and the JSON Lines
-#: translator's (lockcheck/engine/_jsonlt_keys.h reads it at import)
+#: translator's and the compiled cores' (lockcheck/engine/_grammar_limits.h reads it at import)
 MAX_CPU_DIGITS = 9
 
 
